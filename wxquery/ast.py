@@ -1,0 +1,242 @@
+"""The typed abstract syntax tree of WXQuery (Definition 2.1 of the StreamGlobe paper).
+
+The tree is immutable and position-annotated; it is what the static checks, the properties
+extraction, the reference evaluator and (later) the executors consume. It never holds runtime
+values. Numeric constants are kept as exact ``Fraction``s together with their source text, because
+predicate reasoning must be exact while evaluation follows XQuery's double arithmetic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Union
+
+from .errors import Position
+
+AGGREGATE_FUNCTIONS = ("min", "max", "sum", "count", "avg")
+COMPARISON_OPERATORS = ("=", "<", "<=", ">", ">=")
+
+
+@dataclass(frozen=True)
+class Number:
+    """A numeric literal: exact value plus the text it was written as."""
+
+    value: Fraction
+    text: str
+
+    def __float__(self) -> float:
+        return float(self.text) if self.text else float(self.value)
+
+
+# ----------------------------------------------------------------------------- paths
+
+
+@dataclass(frozen=True)
+class StreamCall:
+    """``stream("name")``: the (possibly infinite) document node of a registered stream."""
+
+    name: str
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
+class VarRef:
+    """``$name``."""
+
+    name: str
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """The context item inside a path predicate (written as ``.`` or implied by a relative path)."""
+
+    pos: Position = field(compare=False)
+
+
+PathRoot = Union[StreamCall, VarRef, ContextItem]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One child-axis step ``name[cond]...``."""
+
+    name: str
+    predicates: tuple["Conjunction", ...]
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
+class PathExpr:
+    """A root (stream, variable or context item) followed by child steps, possibly with predicates."""
+
+    root: PathRoot
+    steps: tuple[Step, ...]
+    pos: Position = field(compare=False)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.steps)
+
+    @property
+    def has_predicates(self) -> bool:
+        return any(s.predicates for s in self.steps)
+
+
+# ----------------------------------------------------------------------------- conditions
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """An atomic predicate ``left θ right ± constant`` or ``left θ constant``.
+
+    ``left`` and ``right`` are predicate-free paths (``PathExpr`` whose steps carry no
+    predicates); ``right`` is None for a comparison with a constant.
+    """
+
+    left: PathExpr
+    op: str
+    right: PathExpr | None
+    constant: Number
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Conjunction:
+    """``atom and atom and ...`` — the only condition form WXQuery has."""
+
+    atoms: tuple[Comparison, ...]
+    pos: Position = field(compare=False)
+
+
+# ----------------------------------------------------------------------------- windows
+
+
+@dataclass(frozen=True)
+class CountWindow:
+    """``|count Δ step μ|``: a window starts at every μ-th item and holds Δ items."""
+
+    size: int
+    step: int
+    pos: Position = field(compare=False)
+
+    @property
+    def kind(self) -> str:
+        return "count"
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    """``|ref diff Δ step μ|``: window k covers reference values in ``[k·μ, k·μ+Δ)``."""
+
+    ref: tuple[str, ...]
+    size: Number
+    step: Number
+    pos: Position = field(compare=False)
+
+    @property
+    def kind(self) -> str:
+        return "diff"
+
+
+Window = Union[CountWindow, TimeWindow]
+
+
+# ----------------------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class ForClause:
+    var: str
+    source: PathExpr
+    window: Window | None
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
+class LetClause:
+    """``let $a := Φ(path)`` — WXQuery lets bind aggregates only."""
+
+    var: str
+    aggregate: "AggregateCall"
+    pos: Position = field(compare=False)
+
+
+Clause = Union[ForClause, LetClause]
+
+
+@dataclass(frozen=True)
+class AggregateCall:
+    function: str
+    argument: PathExpr
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
+class FLWR:
+    clauses: tuple[Clause, ...]
+    where: Conjunction | None
+    ret: "Expr"
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
+class IfExpr:
+    condition: Conjunction
+    then: "Expr"
+    otherwise: "Expr"
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
+class SequenceExpr:
+    """``(α, β, ...)``; the empty sequence ``()`` has no items."""
+
+    items: tuple["Expr", ...]
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Text:
+    """Literal character content of a direct element constructor (boundary whitespace removed)."""
+
+    value: str
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Enclosed:
+    """``{ expr }`` inside a direct element constructor."""
+
+    expr: "Expr"
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
+class ElementConstructor:
+    name: str
+    content: tuple[Union["ElementConstructor", Enclosed, Text], ...]
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
+class NumberLiteral:
+    number: Number
+    pos: Position = field(compare=False)
+
+
+Expr = Union[FLWR, IfExpr, SequenceExpr, ElementConstructor, PathExpr, AggregateCall, NumberLiteral]
+
+
+@dataclass(frozen=True)
+class Query:
+    """A parsed subscription: the body plus the source text it came from."""
+
+    body: Expr
+    source: str = field(compare=False, repr=False)
+
+    @property
+    def root_name(self) -> str | None:
+        """The outermost constructor names the result stream's root element."""
+        return self.body.name if isinstance(self.body, ElementConstructor) else None

@@ -1,0 +1,561 @@
+"""The reference evaluator: WXQuery over finite streams, with exactly the semantics of DESIGN.md §3.
+
+It is the semantic yardstick for every executor (inline, Spark) and is checked differentially
+against Saxon-HE. It compiles the AST into nested Python closures once and then pulls items
+through them one at a time, so results stream out while the input is still being read.
+
+Values: lxml elements (stream items, copies, constructed results), ``float`` (xs:double),
+``int`` (xs:integer) and ``Decimal`` (xs:decimal literals). A sequence is a Python list.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+from functools import lru_cache
+from typing import Callable, Iterable, Iterator, Mapping
+
+from lxml import etree
+
+from . import ast
+from .errors import InputDocumentError
+from .static_checks import CheckedQuery, check
+from .stream_document import StreamDocument, string_value
+from .values import NAN, cast_double, compare, format_atomic
+
+Env = dict
+Value = object
+SeqFn = Callable[[Env], Iterable[Value]]
+CondFn = Callable[[Env, object], bool]
+
+DEFAULT_RESULT_ROOT = "results"
+
+
+@dataclass
+class EvaluationStats:
+    """What the evaluator dropped, so that nothing is lost silently."""
+
+    late_items: int = 0
+    missing_reference: int = 0
+    items_read: dict[str, int] = field(default_factory=dict)
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.late_items:
+            out.append(f"{self.late_items} item(s) arrived out of order beyond the allowed lateness "
+                       "and were dropped from time windows")
+        if self.missing_reference:
+            out.append(f"{self.missing_reference} item(s) had no numeric window reference value "
+                       "and were dropped from time windows")
+        return out
+
+
+@dataclass
+class EvaluationContext:
+    streams: Mapping[str, StreamDocument] | StreamDocument
+    lateness: float = 0.0
+    stats: EvaluationStats = field(default_factory=EvaluationStats)
+
+    def stream(self, name: str) -> StreamDocument:
+        if isinstance(self.streams, StreamDocument):
+            return self.streams
+        try:
+            return self.streams[name]
+        except KeyError:
+            known = ", ".join(sorted(self.streams)) or "none"
+            raise InputDocumentError(f'no input given for stream("{name}") (inputs: {known})',
+                                     "<inputs>") from None
+
+
+# ============================================================================ public API
+
+
+class Evaluation:
+    """A compiled query bound to its inputs; iterate ``serialized_items()`` to run it."""
+
+    def __init__(self, checked: CheckedQuery, context: EvaluationContext) -> None:
+        self.checked = checked
+        self.context = context
+        self.compiler = _Compiler(context)
+        body = checked.query.body
+        if isinstance(body, ast.ElementConstructor):
+            self.root_name = body.name
+            self.parts = body.content
+        else:
+            self.root_name = DEFAULT_RESULT_ROOT
+            self.parts = (ast.Enclosed(body, body.pos),)
+        self.compiled = [self.compiler.content_part(p) for p in self.parts]
+
+    @property
+    def stats(self) -> EvaluationStats:
+        return self.context.stats
+
+    def values(self) -> Iterator[tuple[int, Value]]:
+        """(part index, value) of every result value, in order, as they are produced."""
+        for index, fn in enumerate(self.compiled):
+            for v in fn({}):
+                yield index, v
+
+    def serialized_items(self) -> Iterator[str]:
+        """The result items as XML text, with XQuery's content rules: adjacent atomic values of
+        one enclosed expression are separated by a single space."""
+        previous_part = -1
+        previous_atomic = False
+        for part, value in self.values():
+            if isinstance(value, etree._Element):
+                yield etree.tostring(value, encoding="unicode", with_tail=False)
+                previous_atomic = False
+            elif isinstance(value, _TextNode):
+                yield _escape(value.text)
+                previous_atomic = False
+            else:
+                text = format_atomic(value)
+                if previous_atomic and part == previous_part:
+                    yield " "
+                yield _escape(text)
+                previous_atomic = True
+            previous_part = part
+
+    def document(self) -> str:
+        body = "".join(self.serialized_items())
+        if not body:
+            return f"<{self.root_name}/>"
+        return f"<{self.root_name}>{body}</{self.root_name}>"
+
+
+def evaluate(query: ast.Query | CheckedQuery, streams: Mapping[str, StreamDocument] | StreamDocument,
+             lateness: float = 0.0) -> Evaluation:
+    checked = query if isinstance(query, CheckedQuery) else check(query)
+    return Evaluation(checked, EvaluationContext(streams, lateness))
+
+
+def run_to_string(query_text: str, document: str) -> str:
+    """Convenience for tests: parse, check and evaluate a query over one document text."""
+    from .parser import parse
+
+    return evaluate(parse(query_text), StreamDocument.from_text(document)).document()
+
+
+# ============================================================================ helpers
+
+
+@dataclass(frozen=True)
+class _TextNode:
+    """Literal text of a constructor that ends up directly in the result stream."""
+
+    text: str
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _atomize(value: Value) -> float:
+    """Untyped element content → xs:double; numbers stay numbers (as doubles for comparison)."""
+    if isinstance(value, etree._Element):
+        return cast_double(string_value(value))
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, Decimal):
+        return float(value)
+    return NAN
+
+
+def _children(elements: Iterable[Value], name: str) -> list:
+    out: list = []
+    for el in elements:
+        if isinstance(el, etree._Element):
+            out.extend(el.iterchildren(name))
+    return out
+
+
+def _append_text(parent: etree._Element, text: str) -> None:
+    if len(parent):
+        last = parent[-1]
+        last.tail = (last.tail or "") + text
+    else:
+        parent.text = (parent.text or "") + text
+
+
+def _copy(el: etree._Element) -> etree._Element:
+    c = copy.deepcopy(el)
+    c.tail = None
+    return c
+
+
+def _literal_value(number: ast.Number) -> Value:
+    text = number.text.lstrip("+")
+    if "e" in text or "E" in text:
+        return float(text)
+    if "." in text:
+        return Decimal(text)
+    return int(text)
+
+
+# ============================================================================ compiler
+
+
+class _Compiler:
+    def __init__(self, context: EvaluationContext) -> None:
+        self.context = context
+
+    # ---------------------------------------------------------------- expressions
+
+    def expr(self, e: ast.Expr) -> SeqFn:
+        if isinstance(e, ast.FLWR):
+            return self.flwr(e)
+        if isinstance(e, ast.PathExpr):
+            return self.path(e)
+        if isinstance(e, ast.ElementConstructor):
+            build = self.constructor(e)
+            return lambda env: [build(env)]
+        if isinstance(e, ast.SequenceExpr):
+            parts = [self.expr(i) for i in e.items]
+            return lambda env: [v for p in parts for v in p(env)]
+        if isinstance(e, ast.IfExpr):
+            cond = self.conjunction(e.condition)
+            then, otherwise = self.expr(e.then), self.expr(e.otherwise)
+            return lambda env: then(env) if cond(env, None) else otherwise(env)
+        if isinstance(e, ast.AggregateCall):
+            agg = self.aggregate(e)
+            return lambda env: agg(env)
+        if isinstance(e, ast.NumberLiteral):
+            value = _literal_value(e.number)
+            return lambda env: [value]
+        raise TypeError(type(e))  # pragma: no cover
+
+    def content_part(self, part: ast.ElementConstructor | ast.Enclosed | ast.Text) -> SeqFn:
+        if isinstance(part, ast.Text):
+            node = _TextNode(part.value)
+            return lambda env: [node]
+        if isinstance(part, ast.Enclosed):
+            return self.expr(part.expr)
+        return self.expr(part)
+
+    def constructor(self, e: ast.ElementConstructor) -> Callable[[Env], etree._Element]:
+        name = e.name
+        parts: list[tuple[str, object]] = []
+        for part in e.content:
+            if isinstance(part, ast.Text):
+                parts.append(("text", part.value))
+            elif isinstance(part, ast.ElementConstructor):
+                parts.append(("element", self.constructor(part)))
+            else:
+                parts.append(("enclosed", self.expr(part.expr)))
+
+        def build(env: Env) -> etree._Element:
+            el = etree.Element(name)
+            for kind, payload in parts:
+                if kind == "text":
+                    _append_text(el, payload)  # type: ignore[arg-type]
+                elif kind == "element":
+                    el.append(payload(env))  # type: ignore[operator]
+                else:
+                    previous_atomic = False
+                    for v in payload(env):  # type: ignore[operator]
+                        if isinstance(v, etree._Element):
+                            el.append(_copy(v))
+                            previous_atomic = False
+                        elif isinstance(v, _TextNode):
+                            _append_text(el, v.text)
+                            previous_atomic = False
+                        else:
+                            _append_text(el, (" " if previous_atomic else "") + format_atomic(v))
+                            previous_atomic = True
+            return el
+
+        return build
+
+    # ---------------------------------------------------------------- paths
+
+    def path(self, p: ast.PathExpr) -> SeqFn:
+        root = p.root
+        steps = list(p.steps)
+        if isinstance(root, ast.StreamCall):
+            document = self.context.stream(root.name)
+            root_step, item_step = steps[0], steps[1]
+            item_filter = self.step_filter(item_step)
+            rest = self.steps(steps[2:])
+            stats = self.context.stats
+            stream_name = root.name
+
+            def stream_items(env: Env) -> Iterator[Value]:
+                count = 0
+                try:
+                    for item in document.items(root_step.name, item_step.name):
+                        count += 1
+                        if item_filter is not None and not item_filter(item):
+                            continue
+                        if rest is None:
+                            yield item
+                        else:
+                            yield from rest([item])
+                finally:
+                    stats.items_read[stream_name] = stats.items_read.get(stream_name, 0) + count
+
+            return stream_items
+        rest = self.steps(steps)
+        if isinstance(root, ast.VarRef):
+            var = root.name
+            if rest is None:
+                return lambda env: env[var]
+            return lambda env: rest(env[var])
+        # Context item inside a predicate.
+        if rest is None:
+            return lambda env: env["."]
+        return lambda env: rest(env["."])
+
+    def step_filter(self, step: ast.Step) -> Callable[[etree._Element], bool] | None:
+        if not step.predicates:
+            return None
+        conds = [self.conjunction(c) for c in step.predicates]
+
+        def keep(el: etree._Element) -> bool:
+            env = {".": [el]}
+            return all(cond(env, el) for cond in conds)
+
+        return keep
+
+    def steps(self, steps: list[ast.Step]) -> Callable[[list], list] | None:
+        if not steps:
+            return None
+        compiled = [(s.name, self.step_filter(s)) for s in steps]
+
+        def navigate(elements: list) -> list:
+            current = elements
+            for name, keep in compiled:
+                current = _children(current, name)
+                if keep is not None:
+                    current = [el for el in current if keep(el)]
+            return current
+
+        return navigate
+
+    # ---------------------------------------------------------------- conditions
+
+    def conjunction(self, c: ast.Conjunction) -> CondFn:
+        atoms = [self.comparison(a) for a in c.atoms]
+        if len(atoms) == 1:
+            return atoms[0]
+
+        def all_hold(env: Env, ctx: object) -> bool:
+            for atom in atoms:
+                if not atom(env, ctx):
+                    return False
+            return True
+
+        return all_hold
+
+    def operand(self, p: ast.PathExpr) -> Callable[[Env], list[float]]:
+        """The atomized values of a condition operand as doubles."""
+        root = p.root
+        names = p.names
+        key = root.name if isinstance(root, ast.VarRef) else "."
+
+        if len(names) == 1:
+            name = names[0]
+
+            def single_step(env: Env) -> list[float]:
+                out = []
+                for el in env[key]:
+                    if isinstance(el, etree._Element):
+                        for child in el.iterchildren(name):
+                            out.append(cast_double(string_value(child)))
+                return out
+
+            return single_step
+
+        def values(env: Env) -> list[float]:
+            current = env[key]
+            for name in names:
+                current = _children(current, name)
+            return [_atomize(v) for v in current]
+
+        return values
+
+    def comparison(self, a: ast.Comparison) -> CondFn:
+        left = self.operand(a.left)
+        op = a.op
+        constant = float(a.constant)
+        if a.right is None:
+            def against_constant(env: Env, ctx: object) -> bool:
+                for x in left(env):
+                    if compare(op, x, constant):
+                        return True
+                return False
+
+            return against_constant
+        right = self.operand(a.right)
+        plus = a.constant.value != 0
+
+        def against_path(env: Env, ctx: object) -> bool:
+            rights = right(env)
+            if not rights:
+                return False
+            if plus:
+                rights = [y + constant for y in rights]
+            for x in left(env):
+                for y in rights:
+                    if compare(op, x, y):
+                        return True
+            return False
+
+        return against_path
+
+    # ---------------------------------------------------------------- aggregates
+
+    def aggregate(self, call: ast.AggregateCall) -> Callable[[Env], list]:
+        arg = self.path(call.argument)
+        fn = call.function
+        if fn == "count":
+            return lambda env: [sum(1 for _ in arg(env))]
+
+        def compute(env: Env) -> list:
+            values = [_atomize(v) for v in arg(env)]
+            if not values:
+                return [0] if fn == "sum" else []
+            if fn in ("min", "max"):
+                if any(math.isnan(v) for v in values):
+                    return [NAN]
+                return [min(values) if fn == "min" else max(values)]
+            total = 0.0
+            for v in values:  # left to right, as XQuery's fn:sum does
+                total += v
+            if fn == "sum":
+                return [total]
+            return [total / len(values)]
+
+        return compute
+
+    # ---------------------------------------------------------------- FLWR
+
+    def flwr(self, e: ast.FLWR) -> SeqFn:
+        tuple_stream: Callable[[Env], Iterator[Env]] = lambda env: iter((env,))
+        for clause in e.clauses:
+            tuple_stream = self.clause(clause, tuple_stream)
+        where = self.conjunction(e.where) if e.where is not None else None
+        ret = self.expr(e.ret)
+
+        def run(env: Env) -> Iterator[Value]:
+            for bound in tuple_stream(env):
+                if where is not None and not where(bound, None):
+                    continue
+                yield from list(ret(bound))
+
+        return run
+
+    def clause(self, clause: ast.Clause, upstream: Callable[[Env], Iterator[Env]]
+               ) -> Callable[[Env], Iterator[Env]]:
+        var = clause.var
+        if isinstance(clause, ast.LetClause):
+            agg = self.aggregate(clause.aggregate)
+
+            def bind_let(env: Env) -> Iterator[Env]:
+                for bound in upstream(env):
+                    yield {**bound, var: agg(bound)}
+
+            return bind_let
+        source = self.path(clause.source)
+        window = clause.window
+        windows: Callable[[Iterable[Value]], Iterator[list]] | None
+        if window is None:
+            windows = None
+        elif isinstance(window, ast.CountWindow):
+            windows = _count_windows(window.size, window.step)
+        else:
+            windows = self.time_windows(window)
+
+        def bind_for(env: Env) -> Iterator[Env]:
+            for bound in upstream(env):
+                if windows is None:
+                    for item in source(bound):
+                        yield {**bound, var: [item]}
+                else:
+                    for contents in windows(source(bound)):
+                        yield {**bound, var: contents}
+
+        return bind_for
+
+    def time_windows(self, w: ast.TimeWindow) -> Callable[[Iterable[Value]], Iterator[list]]:
+        return _time_windows(w.ref, w.size.value, w.step.value, self.context.lateness,
+                             self.context.stats)
+
+
+# ============================================================================ windows
+
+
+def _count_windows(size: int, step: int) -> Callable[[Iterable[Value]], Iterator[list]]:
+    """A window starts at every step-th item and holds ``size`` items; only complete ones count."""
+
+    def windows(items: Iterable[Value]) -> Iterator[list]:
+        open_windows: list[list] = []
+        for index, item in enumerate(items):
+            if index % step == 0:
+                open_windows.append([])
+            for contents in open_windows:
+                contents.append(item)
+            if open_windows and len(open_windows[0]) == size:
+                yield open_windows.pop(0)
+
+    return windows
+
+
+def _time_windows(ref: tuple[str, ...], size: Fraction, step: Fraction, lateness: float,
+                  stats: EvaluationStats) -> Callable[[Iterable[Value]], Iterator[list]]:
+    """Window k covers reference values in [k·step, k·step+size), aligned at 0.
+
+    Bounds are computed exactly and then compared as doubles, as XQuery compares an untyped
+    value with a decimal bound. A window closes when an item at or past its end arrives (less
+    the allowed lateness) and at the end of the stream; windows never hold items out of order.
+    """
+    step_f = float(step)
+
+    @lru_cache(maxsize=4096)
+    def bounds(k: int) -> tuple[float, float]:
+        return float(k * step), float(k * step + size)
+
+    def windows_of(x: float) -> list[int]:
+        hi = math.floor(x / step_f)
+        lo = math.floor((x - float(size)) / step_f)
+        out = []
+        for k in range(lo - 1, hi + 2):
+            start, end = bounds(k)
+            if start <= x < end:
+                out.append(k)
+        return out
+
+    def reference(item: Value) -> float:
+        current = [item]
+        for name in ref:
+            current = _children(current, name)
+        return _atomize(current[0]) if current else NAN
+
+    def windows(items: Iterable[Value]) -> Iterator[list]:
+        open_windows: dict[int, list] = {}
+        high = -math.inf
+        for item in items:
+            x = reference(item)
+            if math.isnan(x) or math.isinf(x):
+                stats.missing_reference += 1
+                continue
+            if x < high - lateness:
+                stats.late_items += 1
+                continue
+            if x > high:
+                high = x
+            for k in windows_of(x):
+                open_windows.setdefault(k, []).append(item)
+            watermark = high - lateness
+            if open_windows:
+                for k in sorted(open_windows):
+                    if bounds(k)[1] <= watermark:
+                        yield open_windows.pop(k)
+                    else:
+                        break
+        for k in sorted(open_windows):
+            yield open_windows[k]
+
+    return windows

@@ -1,0 +1,186 @@
+"""Static semantics of WXQuery: scopes, variable kinds and what makes sense on an infinite stream.
+
+The checks here reject queries that parse but cannot be a continuous query: undefined
+variables, paths below an aggregate value, aggregates over a whole (unbounded) stream, binding a
+stream's document element instead of its items. They also classify every variable, which the
+properties extraction and the evaluator rely on. Satisfiability of predicates is decided in
+``sharing.predicate_graph`` (it needs the predicate graph), not here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Literal
+
+from . import ast
+from .errors import WXQueryStaticError
+
+VariableKind = Literal["item", "window", "aggregate"]
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What a variable stands for.
+
+    ``stream``/``item_path`` name the input the variable derives from (``None`` for aggregates
+    over non-stream data); ``sub_path`` is the path below a stream item the variable is bound to
+    (empty when it is bound to whole items).
+    """
+
+    name: str
+    kind: VariableKind
+    clause: ast.ForClause | ast.LetClause
+    stream: str | None
+    item_path: tuple[str, ...]
+    sub_path: tuple[str, ...]
+
+
+@dataclass
+class CheckedQuery:
+    """A query that passed the static checks, with every variable reference resolved."""
+
+    query: ast.Query
+    bindings: dict[int, Binding]  # id(VarRef) -> binding it refers to
+    clauses: dict[int, Binding]  # id(clause) -> binding it introduces
+
+    def binding_of(self, ref: ast.VarRef) -> Binding:
+        return self.bindings[id(ref)]
+
+
+def check(query: ast.Query) -> CheckedQuery:
+    checker = _Checker(query)
+    checker.expr(query.body, {})
+    return CheckedQuery(query, checker.bindings, checker.clauses)
+
+
+class _Checker:
+    def __init__(self, query: ast.Query) -> None:
+        self.query = query
+        self.bindings: dict[int, Binding] = {}
+        self.clauses: dict[int, Binding] = {}
+
+    # ------------------------------------------------------------------ expressions
+
+    def expr(self, e: ast.Expr, scope: dict[str, Binding]) -> None:
+        if isinstance(e, ast.FLWR):
+            self.flwr(e, scope)
+        elif isinstance(e, ast.IfExpr):
+            self.conjunction(e.condition, scope, context=None)
+            self.expr(e.then, scope)
+            self.expr(e.otherwise, scope)
+        elif isinstance(e, ast.SequenceExpr):
+            for item in e.items:
+                self.expr(item, scope)
+        elif isinstance(e, ast.ElementConstructor):
+            for part in e.content:
+                if isinstance(part, ast.ElementConstructor):
+                    self.expr(part, scope)
+                elif isinstance(part, ast.Enclosed):
+                    self.expr(part.expr, scope)
+        elif isinstance(e, ast.PathExpr):
+            self.output_path(e, scope)
+        elif isinstance(e, ast.AggregateCall):
+            self.aggregate(e, scope)
+        elif isinstance(e, ast.NumberLiteral):
+            pass
+        else:  # pragma: no cover - the parser produces nothing else
+            raise TypeError(type(e))
+
+    def flwr(self, e: ast.FLWR, scope: dict[str, Binding]) -> None:
+        scope = dict(scope)
+        for clause in e.clauses:
+            if isinstance(clause, ast.ForClause):
+                binding = self.for_clause(clause, scope)
+            else:
+                self.aggregate(clause.aggregate, scope)
+                stream = self.derived_stream(clause.aggregate.argument, scope)
+                binding = Binding(clause.var, "aggregate", clause, stream, (), ())
+            self.clauses[id(clause)] = binding
+            scope[clause.var] = binding
+        if e.where is not None:
+            self.conjunction(e.where, scope, context=None)
+        self.expr(e.ret, scope)
+
+    def for_clause(self, clause: ast.ForClause, scope: dict[str, Binding]) -> Binding:
+        source = clause.source
+        self.path(source, scope, context=None)
+        kind: VariableKind = "window" if clause.window is not None else "item"
+        if isinstance(source.root, ast.StreamCall):
+            self.stream_path(source)
+            item_path = source.names[:2]
+            sub_path = source.names[2:]
+            stream: str | None = source.root.name
+        else:
+            assert isinstance(source.root, ast.VarRef)
+            parent = self.bindings[id(source.root)]
+            if parent.kind == "aggregate":
+                raise WXQueryStaticError(f"${parent.name} is an aggregate value; a for clause "
+                                         "iterates over items", source.pos)
+            stream, item_path = parent.stream, parent.item_path
+            sub_path = parent.sub_path + source.names
+        if isinstance(clause.window, ast.TimeWindow) and not clause.window.ref:
+            raise WXQueryStaticError("a time window needs a reference element", clause.window.pos)
+        return Binding(clause.var, kind, clause, stream, item_path, sub_path)
+
+    def stream_path(self, path: ast.PathExpr) -> None:
+        assert isinstance(path.root, ast.StreamCall)
+        name = path.root.name
+        if len(path.steps) < 2:
+            raise WXQueryStaticError(
+                f'stream("{name}")' + "".join("/" + s for s in path.names) + " is the whole, "
+                f"unbounded stream; bind its items, e.g. stream(\"{name}\")/{name}/item", path.pos)
+        if path.steps[0].predicates:
+            raise WXQueryStaticError("predicates on a stream's document element are not "
+                                     "supported; filter its items instead", path.steps[0].pos)
+
+    def output_path(self, path: ast.PathExpr, scope: dict[str, Binding]) -> None:
+        self.path(path, scope, context=None)
+        if isinstance(path.root, ast.StreamCall):
+            self.stream_path(path)
+
+    def aggregate(self, call: ast.AggregateCall, scope: dict[str, Binding]) -> None:
+        arg = call.argument
+        if isinstance(arg.root, ast.StreamCall):
+            raise WXQueryStaticError(
+                f"{call.function}() over the unbounded stream \"{arg.root.name}\" never "
+                f"produces a value; aggregate over a window, e.g. for $w in "
+                f"stream(\"{arg.root.name}\")/.../item |count 10| let $a := {call.function}($w/...)",
+                call.pos)
+        self.path(arg, scope, context=None)
+
+    def derived_stream(self, path: ast.PathExpr, scope: dict[str, Binding]) -> str | None:
+        if isinstance(path.root, ast.VarRef):
+            return self.bindings[id(path.root)].stream
+        return None
+
+    # ------------------------------------------------------------------ paths & conditions
+
+    def path(self, path: ast.PathExpr, scope: dict[str, Binding], context: object) -> None:
+        root = path.root
+        if isinstance(root, ast.VarRef):
+            binding = scope.get(root.name)
+            if binding is None:
+                known = ", ".join("$" + n for n in sorted(scope)) or "none"
+                raise WXQueryStaticError(f"undefined variable ${root.name} (variables in scope: "
+                                         f"{known})", root.pos)
+            self.bindings[id(root)] = binding
+            if binding.kind == "aggregate" and path.steps:
+                raise WXQueryStaticError(f"${root.name} is an aggregate value and has no elements "
+                                         f"(cannot select /{path.steps[0].name})", path.steps[0].pos)
+        elif isinstance(root, ast.ContextItem) and context is None:
+            raise WXQueryStaticError("the context item is only defined inside a path predicate",
+                                     root.pos)
+        for step in path.steps:
+            for predicate in step.predicates:
+                self.conjunction(predicate, scope, context=step)
+
+    def conjunction(self, c: ast.Conjunction, scope: dict[str, Binding], context: object) -> None:
+        for atom in c.atoms:
+            self.path(atom.left, scope, context)
+            if atom.right is not None:
+                self.path(atom.right, scope, context)
+
+
+def iter_comparisons(c: ast.Conjunction | None) -> Iterator[ast.Comparison]:
+    if c is not None:
+        yield from c.atoms

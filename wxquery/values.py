@@ -1,0 +1,93 @@
+"""XQuery value semantics shared by every evaluator of WXQuery.
+
+Values compare as numbers: untyped element content is cast to ``xs:double`` exactly as XQuery's
+general comparison does, and numbers print the way XQuery serializes them. The executors (inline,
+Spark) and the reference evaluator must all use these functions, so that their results agree
+with each other and with standard XQuery to the last digit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal
+
+# xs:double lexical space (XSD 1.1 also allows a leading '+' in INF).
+_DOUBLE_RE = re.compile(r"\s*(?:[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?INF|NaN)\s*\Z")
+NAN = float("nan")
+
+
+def cast_double(text: str | None) -> float:
+    """Cast untyped text to xs:double; text outside the lexical space becomes NaN.
+
+    XQuery would raise FORG0001 for a non-numeric value; a stream processor must not stop on one
+    bad item, and NaN makes every comparison false, which is what a missing value does as well.
+    """
+    if text is None:
+        return NAN
+    try:
+        value = float(text)
+    except ValueError:
+        return NAN
+    # float() also accepts 'inf', 'nan', 'infinity' and '1_000', which xs:double does not.
+    if _DOUBLE_RE.match(text) is None:
+        return NAN
+    return value
+
+
+def format_double(x: float) -> str:
+    """Serialize an xs:double as XQuery 3.1 casts it to xs:string (shortest round-trip digits)."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "INF" if x > 0 else "-INF"
+    if x == 0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    ax = abs(x)
+    if 1e-6 <= ax < 1e6:
+        d = Decimal(repr(x))
+        text = format(d, "f")
+        if "." in text:
+            text = text.rstrip("0").rstrip(".")
+        return text
+    # Scientific form: mantissa with at least one fractional digit, e.g. 1.0E7, 1.2345E-7.
+    sign, digits, exponent = Decimal(repr(x)).as_tuple()
+    digits_str = "".join(map(str, digits)).rstrip("0") or "0"
+    exp10 = exponent + len(digits) - 1
+    mantissa = digits_str[0] + "." + (digits_str[1:] or "0")
+    return ("-" if sign else "") + mantissa + "E" + str(exp10)
+
+
+def format_decimal(d: Decimal) -> str:
+    """Canonical xs:decimal: no exponent, no trailing fractional zeros, no '-0'."""
+    text = format(d, "f")
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    if text in ("-0", ""):
+        text = "0"
+    return text
+
+
+def format_atomic(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return format_double(value)
+    if isinstance(value, Decimal):
+        return format_decimal(value)
+    return str(value)
+
+
+def compare(op: str, a: float, b: float) -> bool:
+    """A numeric comparison; NaN compares false with everything, as in XQuery."""
+    if op == ">=":
+        return a >= b
+    if op == "<=":
+        return a <= b
+    if op == ">":
+        return a > b
+    if op == "<":
+        return a < b
+    return a == b
