@@ -1,0 +1,222 @@
+"""The ``streamglobe`` command line: one console script, one subcommand per user task.
+
+Each subcommand is a thin shell over the library: it reads files, calls one function, and turns
+typed errors into ``FILE:LINE:COL: error: …`` lines and non-zero exit codes. No traceback
+reaches a user for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+
+
+def _read_query(path: str) -> str:
+    try:
+        if path == "-":
+            return sys.stdin.read()
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _CliError(f"{path}: error: no such query file") from None
+    except UnicodeDecodeError as exc:
+        raise _CliError(f"{path}: error: query file is not UTF-8 text ({exc.reason} at byte "
+                        f"{exc.start})") from None
+    except OSError as exc:
+        raise _CliError(f"{path}: error: cannot read query file: {exc.strerror}") from None
+
+
+class _CliError(Exception):
+    """A message for stderr; the command exits non-zero."""
+
+
+def _analyze(path: str):
+    from sharing.analysis import analyze
+    from wxquery.errors import WXQueryError
+
+    text = _read_query(path)
+    try:
+        return analyze(text)
+    except WXQueryError as exc:
+        raise _CliError(exc.format(path)) from None
+
+
+# ----------------------------------------------------------------------------- query
+
+
+def cmd_query_check(args: argparse.Namespace) -> int:
+    _analyze(args.file)
+    print("ok")
+    return EXIT_OK
+
+
+def cmd_query_explain(args: argparse.Namespace) -> int:
+    analysis = _analyze(args.file)
+    json.dump(analysis.properties.to_json(), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return EXIT_OK
+
+
+def _input_documents(specs: list[str]):
+    from wxquery.stream_document import StreamDocument
+
+    if not specs:
+        raise _CliError("error: give the stream document with --input DOC.xml "
+                        "(or --input NAME=DOC.xml per stream, '-' for standard input)")
+    named: dict[str, StreamDocument] = {}
+    default = None
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            name, path = "", spec
+        if path == "-":
+            doc = StreamDocument.from_bytes(sys.stdin.buffer.read(), "<stdin>")
+        else:
+            if not Path(path).is_file():
+                raise _CliError(f"{path}: error: no such input file")
+            doc = StreamDocument.from_file(path)
+        if name:
+            named[name] = doc
+        else:
+            default = doc
+    if default is not None and not named:
+        return default
+    if default is not None:
+        raise _CliError("error: mix of named (NAME=DOC) and unnamed --input; name every input")
+    return named
+
+
+def cmd_query_run(args: argparse.Namespace) -> int:
+    from wxquery.errors import InputDocumentError
+    from wxquery.evaluator import evaluate
+
+    analysis = _analyze(args.file)
+    inputs = _input_documents(args.input)
+    evaluation = evaluate(analysis.checked, inputs, lateness=args.lateness)
+    # Results are spooled so that a malformed input never leaves half a document on stdout.
+    with tempfile.SpooledTemporaryFile(max_size=64 << 20, mode="w+", encoding="utf-8") as out:
+        root = evaluation.root_name
+        empty = True
+        try:
+            for text in evaluation.serialized_items():
+                if empty:
+                    out.write(f"<{root}>")
+                    empty = False
+                out.write(text)
+        except InputDocumentError as exc:
+            raise _CliError(str(exc)) from None
+        out.write(f"<{root}/>\n" if empty else f"</{root}>\n")
+        out.seek(0)
+        shutil.copyfileobj(out, sys.stdout)
+    for warning in evaluation.stats.warnings():
+        print(f"warning: {warning}", file=sys.stderr)
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- photons
+
+
+def cmd_photons_generate(args: argparse.Namespace) -> int:
+    from thinpeer.photon_generator import generate, write_document
+
+    if args.count < 0:
+        raise _CliError("error: --count must not be negative")
+    if args.rate <= 0:
+        raise _CliError("error: --rate must be positive")
+    write_document(sys.stdout, generate(args.count, args.seed, args.rate, args.start_time))
+    return EXIT_OK
+
+
+def cmd_photons_from_fits(args: argparse.Namespace) -> int:
+    from thinpeer.fits_events import EventListError, write_fits_document
+
+    def progress(n: int) -> None:
+        if sys.stderr.isatty():
+            print(f"\r{n} photons converted", end="", file=sys.stderr, flush=True)
+
+    try:
+        report = write_fits_document(args.file, sys.stdout, limit=args.limit, progress=progress)
+    except EventListError as exc:
+        raise _CliError(f"{args.file}: error: {exc}") from None
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    print(f"{args.file}: {report.photons_out} photons from {report.events_in} events "
+          f"(sky from {report.sky_columns}, energy in {report.energy_unit or 'n/a'})",
+          file=sys.stderr)
+    for reason, n in report.skipped.items():
+        print(f"warning: {n} event(s) skipped: {reason}", file=sys.stderr)
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streamglobe",
+        description="StreamGlobe: share continuous WXQuery subscriptions over XML data streams.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    query = commands.add_parser("query", help="check, explain and run WXQuery subscriptions")
+    query_commands = query.add_subparsers(dest="query_command", metavar="ACTION", required=True)
+    p = query_commands.add_parser("check", help="check a query; prints ok or FILE:LINE:COL: error")
+    p.add_argument("file", help="the WXQuery file ('-' for standard input)")
+    p.set_defaults(func=cmd_query_check)
+    p = query_commands.add_parser("explain", help="print the query's properties as JSON")
+    p.add_argument("file")
+    p.set_defaults(func=cmd_query_explain)
+    p = query_commands.add_parser("run", help="evaluate a query over a finite stream document")
+    p.add_argument("file")
+    p.add_argument("--input", action="append", default=[], metavar="[NAME=]DOC.xml",
+                   help="the stream document ('-' for stdin); NAME=DOC per stream when the query "
+                        "reads several streams")
+    p.add_argument("--lateness", type=float, default=0.0, metavar="UNITS",
+                   help="how far (in reference units) items may arrive out of order in time "
+                        "windows before they are dropped and counted (default 0)")
+    p.set_defaults(func=cmd_query_run)
+
+    photons = commands.add_parser("photons", help="produce photon stream documents")
+    photon_commands = photons.add_subparsers(dest="photons_command", metavar="ACTION",
+                                             required=True)
+    p = photon_commands.add_parser("generate", help="seeded synthetic photons on stdout")
+    p.add_argument("--count", type=int, required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rate", type=float, default=10.0, help="mean photons per second (default 10)")
+    p.add_argument("--start-time", type=float, default=0.0, help="det_time origin in seconds")
+    p.set_defaults(func=cmd_photons_generate)
+    p = photon_commands.add_parser("from-fits", help="convert a FITS X-ray event list")
+    p.add_argument("file")
+    p.add_argument("--limit", type=int, default=None, help="convert at most N events (by time)")
+    p.set_defaults(func=cmd_photons_from_fits)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except _CliError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`); that is not an error of ours.
+        try:
+            sys.stdout = open("/dev/null", "w")
+        except OSError:
+            pass
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
