@@ -421,8 +421,8 @@ class _Compiler:
                 if any(math.isnan(v) for v in values):
                     return [NAN]
                 return [min(values) if fn == "min" else max(values)]
-            total = 0.0
-            for v in values:  # left to right, as XQuery's fn:sum does
+            total = values[0]
+            for v in values[1:]:  # a left fold from the first value, as fn:sum does (-0 stays -0)
                 total += v
             if fn == "sum":
                 return [total]

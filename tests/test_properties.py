@@ -1,0 +1,78 @@
+"""Properties extracted from subscriptions (paper §3.1, DESIGN.md §4)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+from sharing.analysis import analyze
+from sharing.properties import WindowSpec
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "queries"
+
+
+def props(name: str):
+    return analyze((EXAMPLES / f"{name}.wxq").read_text()).properties
+
+
+def test_query1_selection_and_projection():
+    p = props("q1")
+    (inp,) = p.inputs
+    assert inp.input.stream == "photons" and inp.input.items == ("photons", "photon")
+    assert {str(a) for a in inp.selection.atoms} == {
+        "coord/cel/ra >= 120", "coord/cel/ra <= 138", "coord/cel/dec >= -49", "coord/cel/dec <= -40"}
+    assert inp.projection.output == {"coord/cel/ra", "coord/cel/dec", "phc", "en", "det_time"}
+    assert inp.window is None and inp.aggregates == ()
+
+
+def test_query2_is_contained_in_query1():
+    q1, q2 = props("q1").inputs[0], props("q2").inputs[0]
+    assert q2.selection.graph.implies(q1.selection.graph)
+    assert not q1.selection.graph.implies(q2.selection.graph)
+    assert q2.projection.referenced <= q1.projection.output
+
+
+def test_query3_window_and_avg_travels_as_sum_and_count():
+    (inp,) = props("q3").inputs
+    assert inp.window == WindowSpec("diff", Fraction(20), Fraction(10), "det_time")
+    (agg,) = inp.aggregates
+    assert (agg.function, agg.element, agg.internal) == ("avg", "en", ("sum", "count"))
+    assert inp.projection.output == frozenset()
+    assert {"en", "det_time", "coord/cel/ra", "coord/cel/dec"} <= inp.projection.referenced
+    assert inp.aggregate_selection is None
+
+
+def test_query4_filters_its_aggregate():
+    (inp,) = props("q4").inputs
+    assert [str(a) for a in inp.aggregate_selection.atoms] == ["avg(en) >= 1.3"]
+    assert inp.window.size == 60 and inp.window.step == 40
+
+
+def test_where_on_item_is_pushed_but_join_and_if_are_post_processing():
+    text = ('<r>{ for $p in stream("a")/s/i, $q in stream("b")/s/j '
+            'where $p/x > 1 and $q/y <= 2 and $p/t <= $q/t + 5 '
+            'return if ($p/z > 0) then <o>{ $p/x }{ $q/k }</o> else () }</r>')
+    p = analyze(text).properties
+    a, b = p.inputs
+    assert [str(x) for x in a.selection.atoms] == ["x > 1"]
+    assert [str(x) for x in b.selection.atoms] == ["y <= 2"]
+    assert a.projection.output == {"x"} and {"x", "t", "z"} <= a.projection.referenced
+    assert b.projection.output == {"k"} and {"y", "t", "k"} <= b.projection.referenced
+    assert p.post_processing.join_predicates == ("$p/t <= $q/t + 5",)
+    assert p.post_processing.residual_conditions == ("if $p/z > 0",)
+
+
+def test_whole_item_output_and_count_window():
+    p = analyze('<r>{ for $w in stream("s")/s/i[v >= 1] |count 10 step 5| return <b>{ $w }</b> }</r>'
+                ).properties
+    (inp,) = p.inputs
+    assert inp.projection.output == {"."}
+    assert inp.window == WindowSpec("count", Fraction(10), Fraction(5))
+
+
+def test_properties_json_is_complete():
+    j = props("q4").to_json()
+    ops = [o["op"] for o in j["inputs"][0]["operators"]]
+    assert ops == ["selection", "projection", "window", "aggregate", "aggregate-selection"]
+    sel = j["inputs"][0]["operators"][0]
+    assert {"from": "0", "to": "coord/cel/ra", "weight": "-120", "strict": False} in sel["graph"]["edges"]
