@@ -1,0 +1,111 @@
+"""The ``streamglobe`` console script, run as a user runs it (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import write_event_list
+
+ROOT = Path(__file__).resolve().parent.parent
+Q = ROOT / "examples" / "queries"
+
+
+def sg(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "thinpeer.cli", *args], input=stdin,
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def photons(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("cli") / "photons.xml"
+    r = sg("photons", "generate", "--count", "2000", "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    path.write_text(r.stdout)
+    return path
+
+
+def test_console_script_is_installed():
+    r = subprocess.run(["streamglobe", "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "query" in r.stdout and "photons" in r.stdout
+
+
+def test_check_ok_and_error():
+    r = sg("query", "check", str(Q / "q1.wxq"))
+    assert (r.returncode, r.stdout.strip()) == (0, "ok")
+    r = sg("query", "check", "-", stdin='<r>{ for $p in stream("s")/a/b\nwhere $p/x > 1 or $p/x < 0 return $p }</r>')
+    assert r.returncode != 0
+    assert r.stderr.strip() == "-:2:16: error: 'or' is not supported: conditions are conjunctions joined by 'and'"
+
+
+def test_check_missing_file_and_non_utf8(tmp_path):
+    r = sg("query", "check", str(tmp_path / "nope.wxq"))
+    assert r.returncode != 0 and "no such query file" in r.stderr
+    bad = tmp_path / "latin1.wxq"
+    bad.write_bytes(b"<r>\xe9</r>")
+    r = sg("query", "check", str(bad))
+    assert r.returncode != 0 and "not UTF-8" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_explain_prints_properties_json():
+    r = sg("query", "explain", str(Q / "q3.wxq"))
+    assert r.returncode == 0, r.stderr
+    props = json.loads(r.stdout)
+    ops = props["inputs"][0]["operators"]
+    assert [o["op"] for o in ops] == ["selection", "projection", "window", "aggregate"]
+    assert ops[2] == {"op": "window", "type": "diff", "size": "20", "step": "10", "ref": "det_time"}
+
+
+def test_run_query1(photons: Path):
+    r = sg("query", "run", str(Q / "q1.wxq"), "--input", str(photons))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("<photons><vela><ra>") and r.stdout.rstrip().endswith("</photons>")
+
+
+def test_run_from_stdin(photons: Path):
+    r = sg("query", "run", str(Q / "q3.wxq"), "--input", "-", stdin=photons.read_text())
+    assert r.returncode == 0 and "<avg_en>" in r.stdout
+
+
+def test_run_malformed_input_gives_position_and_no_partial_document(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<photons>\n<photon><en>1</en></photon>\n<photon><en>2</photon>\n</photons>")
+    r = sg("query", "run", str(Q / "q2.wxq"), "--input", str(bad))
+    assert r.returncode != 0
+    assert r.stdout == ""
+    assert f"{bad}:3:" in r.stderr and "malformed XML" in r.stderr
+
+
+def test_run_reports_dropped_late_items(tmp_path):
+    doc = tmp_path / "late.xml"
+    doc.write_text("<s><i><t>1</t></i><i><t>30</t></i><i><t>2</t></i></s>")
+    q = tmp_path / "q.wxq"
+    q.write_text('<r>{ for $w in stream("s")/s/i |t diff 10| return <n>{ count($w) }</n> }</r>')
+    r = sg("query", "run", str(q), "--input", str(doc))
+    assert r.returncode == 0 and r.stdout.strip() == "<r><n>1</n><n>1</n></r>"
+    assert "1 item(s) arrived out of order" in r.stderr
+
+
+def test_run_without_input_is_a_clear_error():
+    r = sg("query", "run", str(Q / "q1.wxq"))
+    assert r.returncode != 0 and "--input" in r.stderr
+
+
+def test_generate_is_deterministic():
+    a = sg("photons", "generate", "--count", "50", "--seed", "9").stdout
+    b = sg("photons", "generate", "--count", "50", "--seed", "9").stdout
+    assert a == b and a.count("<photon>") == 50
+    assert sg("photons", "generate", "--count", "-1").returncode != 0
+
+
+def test_from_fits(tmp_path):
+    path = write_event_list(tmp_path / "evt.fits", n=120)
+    r = sg("photons", "from-fits", str(path))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("<photon>") == 120 and "120 photons from 120 events" in r.stderr
+    r = sg("photons", "from-fits", str(tmp_path / "missing.fits"))
+    assert r.returncode != 0 and "no such file" in r.stderr and "Traceback" not in r.stderr
