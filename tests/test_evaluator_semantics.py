@@ -8,6 +8,7 @@ from sharing.analysis import analyze
 from wxquery.errors import InputDocumentError
 from wxquery.evaluator import evaluate, run_to_string
 from wxquery.stream_document import StreamDocument
+from wxquery.values import format_double
 
 
 def doc(*times, extra: str = "") -> str:
@@ -114,3 +115,17 @@ def test_double_formatting_follows_xquery():
     q = '<r>{ for $w in stream("s")/s/i |count 1| return <x>{ sum($w/t) }</x> }</r>'
     text = "<s><i><t>1e6</t></i><i><t>0.0000001</t></i><i><t>-0</t></i><i><t>123456.5</t></i></s>"
     assert run_to_string(q, text) == "<r><x>1.0E6</x><x>1.0E-7</x><x>-0</x><x>123456.5</x></r>"
+
+
+def test_no_item_is_lost_across_parser_chunks(tmp_path):
+    """Documents far larger than lxml's read buffer lose no item, with or without windows."""
+    n = 30000
+    path = tmp_path / "big.xml"
+    path.write_text(doc(*range(n)))
+    plain = analyze('<r>{ for $p in stream("s")/s/i return <x>{ $p/v }</x> }</r>')
+    items = list(evaluate(plain.checked, StreamDocument.from_file(path)).serialized_items())
+    assert len(items) == n and items[-1] == f"<x><v>{n - 1}</v></x>"
+    windowed = analyze('<r>{ for $w in stream("s")/s/i |count 1000| return <n>{ sum($w/v) }</n> }</r>')
+    sums = list(evaluate(windowed.checked, StreamDocument.from_file(path)).serialized_items())
+    assert sums == [f"<n>{format_double(float(sum(range(k, k + 1000))))}</n>"
+                    for k in range(0, n, 1000)]

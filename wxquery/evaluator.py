@@ -165,10 +165,11 @@ def _atomize(value: Value) -> float:
 
 
 def _children(elements: Iterable[Value], name: str) -> list:
+    """Child elements named ``name`` of every element (static checks ensure paths only start
+    at nodes)."""
     out: list = []
     for el in elements:
-        if isinstance(el, etree._Element):
-            out.extend(el.iterchildren(name))
+        out.extend(el.iterchildren(name))
     return out
 
 

@@ -54,36 +54,28 @@ class StreamDocument:
         the whole document is still parsed, so malformed XML is always reported.
         """
         with self._open() as f:
-            parser = etree.iterparse(f, events=("start", "end"), remove_comments=True,
+            # Only end events of elements named like items reach Python; an item is one whose
+            # parent is the document element.
+            parser = etree.iterparse(f, events=("end",), tag=item_name, remove_comments=True,
                                      remove_pis=True, huge_tree=True, resolve_entities=False,
                                      no_network=True)
-            depth = 0
-            root = None
-            matches = False
             try:
-                for event, el in parser:
-                    if event == "start":
-                        depth += 1
-                        if depth == 1:
-                            root = el
-                            self.root_name = el.tag
-                            matches = el.tag == root_name
+                for _, el in parser:
+                    root = el.getparent()
+                    if root is None or root.getparent() is not None:
                         continue
-                    depth -= 1
-                    if depth == 1:
-                        assert root is not None
-                        if matches and el.tag == item_name:
-                            yield el
-                        # Release everything processed so far; elements the caller still
-                        # references (window buffers) stay valid when unlinked.
-                        while len(root):
-                            del root[0]
+                    self.root_name = root.tag
+                    if root.tag == root_name:
+                        yield el
+                    # Release what was read before this item, never what the parser has already
+                    # built after it; elements the caller still references (window buffers)
+                    # stay valid when unlinked from the tree.
+                    while el.getprevious() is not None:
+                        del root[0]
             except etree.XMLSyntaxError as exc:
                 line, column = exc.position if exc.position else (None, None)
                 raise InputDocumentError(f"malformed XML: {exc.msg}", self.name, line,
                                          column) from None
-            if root is None:
-                raise InputDocumentError("empty document: expected <root>item…</root>", self.name)
 
 
 def string_value(el: etree._Element) -> str:
