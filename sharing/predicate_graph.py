@@ -183,16 +183,14 @@ class PredicateGraph:
         return t is not None and t.implies(b)
 
     def implies(self, other: "PredicateGraph") -> bool:
-        """``self ⇒ other`` over the reals, and every element ``other`` tests is tested here too.
+        """``self ⇒ other`` over the reals: every edge of ``other`` is implied by the closure.
 
-        The second condition matters for streams: a comparison on a missing element is false,
-        so ``other`` drops items that lack one of its elements even where its bounds are
-        trivially true; ``self`` only guarantees that if it references the element as well.
+        Elements are treated as present (the reals have no 'missing'); the only case where that
+        differs from stream semantics is a tautological self-comparison such as ``x <= x + 1``
+        on an element that ``self`` does not test, which is then considered implied.
         """
         if not self.is_satisfiable():
             return True
-        if not other.variables <= self.variables:
-            return False
         for x, y, data in other.graph.edges(data=True):
             if not self.implies_edge(x, y, data["bound"]):
                 return False
