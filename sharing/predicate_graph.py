@@ -20,6 +20,8 @@ from typing import Iterable
 
 import networkx as nx
 
+from wxquery.algebra import Atom, format_fraction
+
 ZERO = "0"  # the node standing for the constant zero
 
 
@@ -49,66 +51,25 @@ class Bound:
         return {"weight": format_fraction(self.c), "strict": self.strict}
 
 
-def format_fraction(f: Fraction) -> str:
-    """A constant as the decimal it was written as (constants come from finite decimals)."""
-    if f.denominator == 1:
-        return str(f.numerator)
-    d = f.denominator
-    twos = fives = 0
-    while d % 2 == 0:
-        d //= 2
-        twos += 1
-    while d % 5 == 0:
-        d //= 5
-        fives += 1
-    if d != 1:
-        return f"{f.numerator}/{f.denominator}"
-    places = max(twos, fives)
-    scaled = f * 10 ** places
-    sign = "-" if scaled < 0 else ""
-    digits = str(abs(scaled.numerator)).rjust(places + 1, "0")
-    return f"{sign}{digits[:-places]}.{digits[-places:]}".rstrip("0").rstrip(".")
-
-
 def bound(c: Fraction | int | str, strict: bool) -> Bound:
     return Bound(Fraction(c), 0 if strict else 1)
 
 
-@dataclass(frozen=True)
-class Atom:
-    """``left op right + constant`` (``right`` None: ``left op constant``). Nodes are element
-    paths or variable names; the meaning of the names is up to the caller."""
-
-    left: str
-    op: str
-    right: str | None
-    constant: Fraction
-
-    def __str__(self) -> str:
-        if self.right is None:
-            return f"{self.left} {self.op} {format_fraction(self.constant)}"
-        if self.constant == 0:
-            return f"{self.left} {self.op} {self.right}"
-        sign = "+" if self.constant > 0 else "-"
-        return f"{self.left} {self.op} {self.right} {sign} {format_fraction(abs(self.constant))}"
-
-    def edges(self) -> list[tuple[str, str, Bound]]:
-        """The ``x - y ⊴ c`` edges of this atom."""
-        x = self.left
-        y = self.right if self.right is not None else ZERO
-        c = self.constant
-        op = self.op
-        if op == "<=":
-            return [(x, y, bound(c, False))]
-        if op == "<":
-            return [(x, y, bound(c, True))]
-        if op == ">=":  # x >= y + c  <=>  y - x <= -c
-            return [(y, x, bound(-c, False))]
-        if op == ">":
-            return [(y, x, bound(-c, True))]
-        if op == "=":
-            return [(x, y, bound(c, False)), (y, x, bound(-c, False))]
-        raise ValueError(f"unknown comparison operator {op!r}")
+def atom_edges(atom: Atom) -> list[tuple[str, str, Bound]]:
+    """The ``x - y ⊴ c`` edges of an atomic predicate."""
+    x = atom.left
+    y = atom.right if atom.right is not None else ZERO
+    c = atom.constant
+    op = atom.op
+    if op == "<=":
+        return [(x, y, bound(c, False))]
+    if op == "<":
+        return [(x, y, bound(c, True))]
+    if op == ">=":  # x >= y + c  <=>  y - x <= -c
+        return [(y, x, bound(-c, False))]
+    if op == ">":
+        return [(y, x, bound(-c, True))]
+    return [(x, y, bound(c, False)), (y, x, bound(-c, False))]
 
 
 class PredicateGraph:
@@ -120,7 +81,7 @@ class PredicateGraph:
         self.atoms: tuple[Atom, ...] = tuple(atoms)
         for atom in self.atoms:
             self.graph.add_nodes_from(n for n in (atom.left, atom.right) if n is not None)
-            for x, y, b in atom.edges():
+            for x, y, b in atom_edges(atom):
                 self.add_edge(x, y, b)
         self._closure: dict[str, dict[str, Bound]] | None = None
         self._satisfiable: bool | None = None

@@ -20,9 +20,10 @@ from typing import Iterator, Literal
 from wxquery import ast
 from wxquery.static_checks import Binding, CheckedQuery
 
-from .predicate_graph import Atom, PredicateGraph, format_fraction
+from wxquery.algebra import WHOLE_ITEM, Atom, WindowSpec, format_fraction
 
-WHOLE_ITEM = "."
+from .predicate_graph import PredicateGraph
+
 
 
 @dataclass(frozen=True)
@@ -70,34 +71,10 @@ class Projection:
         return {"output": sorted(self.output), "referenced": sorted(self.referenced)}
 
 
-@dataclass(frozen=True)
-class WindowSpec:
-    """A validated window: ``count`` (sizes in items) or ``diff`` over an ordered reference."""
-
-    kind: Literal["count", "diff"]
-    size: Fraction
-    step: Fraction
-    ref: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.size <= 0 or self.step <= 0:
-            raise ValueError("window size and step must be positive")
-        if self.kind == "count" and (self.size.denominator != 1 or self.step.denominator != 1):
-            raise ValueError("count windows have whole-number sizes")
-        if (self.kind == "diff") != (self.ref is not None):
-            raise ValueError("exactly time windows have a reference element")
-
-    @classmethod
-    def from_ast(cls, w: ast.Window) -> "WindowSpec":
-        if isinstance(w, ast.CountWindow):
-            return cls("count", Fraction(w.size), Fraction(w.step))
-        return cls("diff", w.size.value, w.step.value, "/".join(w.ref))
-
-    def to_json(self) -> dict:
-        out = {"type": self.kind, "size": _num(self.size), "step": _num(self.step)}
-        if self.ref is not None:
-            out["ref"] = self.ref
-        return out
+def window_from_ast(w: ast.Window) -> WindowSpec:
+    if isinstance(w, ast.CountWindow):
+        return WindowSpec("count", Fraction(w.size), Fraction(w.step))
+    return WindowSpec("diff", w.size.value, w.step.value, "/".join(w.ref))
 
 
 @dataclass(frozen=True)
@@ -166,22 +143,31 @@ class InputProperties:
 
 @dataclass(frozen=True)
 class PostProcessing:
-    """What only the subscriber's super-peer does: restructuring, joins, residual conditions."""
+    """What only the subscriber's super-peer does: restructuring, joins, residual conditions,
+    windows whose contents (not just aggregates) are returned."""
 
     result_root: str | None
     join_predicates: tuple[str, ...] = ()
     residual_conditions: tuple[str, ...] = ()
+    local_windows: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {"result_root": self.result_root, "restructuring": True,
                 "join_predicates": list(self.join_predicates),
-                "residual_conditions": list(self.residual_conditions)}
+                "residual_conditions": list(self.residual_conditions),
+                "local_windows": list(self.local_windows)}
 
 
 @dataclass(frozen=True)
 class Properties:
+    """Properties of a subscription. ``applied_upstream`` (ids of AST comparisons) and
+    ``aggregated_upstream`` (ids of for clauses) say what the network applies before the
+    subscriber's super-peer, so that post-processing does not apply it twice."""
+
     inputs: tuple[InputProperties, ...]
     post_processing: PostProcessing
+    applied_upstream: frozenset[int] = field(default=frozenset(), compare=False, repr=False)
+    aggregated_upstream: frozenset[int] = field(default=frozenset(), compare=False, repr=False)
 
     def to_json(self) -> dict:
         return {"inputs": [i.to_json() for i in self.inputs],
@@ -203,42 +189,59 @@ def extract(checked: CheckedQuery) -> Properties:
 class _InputBuilder:
     clause: ast.ForClause
     binding: Binding
+    window_pushed: bool
     item_atoms: list[Atom] = field(default_factory=list)
     aggregate_atoms: list[Atom] = field(default_factory=list)
     output: set[str] = field(default_factory=set)
     referenced: set[str] = field(default_factory=set)
-    aggregates: dict[str, Aggregation] = field(default_factory=dict)  # by variable or call id
+    aggregates: dict[str, Aggregation] = field(default_factory=dict)  # by let variable or call id
 
 
 class _Extractor:
+    """Walks the AST once. Every path lands in ``referenced``; it also lands in ``output`` when
+    the subscriber's super-peer still needs it (returned, or used by a condition or window that is
+    not applied upstream)."""
+
     def __init__(self, checked: CheckedQuery) -> None:
         self.checked = checked
         self.inputs: dict[int, _InputBuilder] = {}  # id(origin ForClause) -> builder
         self.joins: list[str] = []
         self.residual: list[str] = []
+        self.local_windows: list[str] = []
+        self.applied: set[int] = set()
+        self.aggregate_arg_roots: set[int] = set()
+        self.var_uses: dict[int, list[ast.VarRef]] = {}
 
     def run(self) -> Properties:
+        self.collect_uses(self.checked.query.body, in_aggregate=False)
         for clause, binding in self.origin_clauses():
-            self.inputs[id(clause)] = _InputBuilder(clause, binding)
+            pushed = clause.window is not None and self.only_aggregated(clause)
+            self.inputs[id(clause)] = _InputBuilder(clause, binding, pushed)
+            if clause.window is not None and not pushed:
+                self.local_windows.append(f"${clause.var} {window_from_ast(clause.window)}")
         self.walk(self.checked.query.body, output=True)
         result: list[InputProperties] = []
         for b in self.inputs.values():
-            clause = b.clause
-            window = WindowSpec.from_ast(clause.window) if clause.window is not None else None
-            if window is not None and window.ref is not None:
-                b.referenced.add(window.ref)
+            window = window_from_ast(b.clause.window) if b.window_pushed else None
+            if b.clause.window is not None and b.clause.window.kind == "diff":
+                ref = "/".join(b.clause.window.ref)
+                b.referenced.add(ref)
+                if not b.window_pushed:
+                    b.output.add(ref)
             b.referenced |= b.output
             result.append(InputProperties(
                 input=InputStream(b.binding.stream or "", b.binding.item_path),
-                variable=clause.var,
+                variable=b.clause.var,
                 selection=Selection(tuple(b.item_atoms)) if b.item_atoms else None,
                 projection=Projection(frozenset(b.output), frozenset(b.referenced)),
                 window=window,
-                aggregates=tuple(b.aggregates.values()),
+                aggregates=tuple(dict.fromkeys(b.aggregates.values())) if b.window_pushed else (),
                 aggregate_selection=Selection(tuple(b.aggregate_atoms)) if b.aggregate_atoms else None,
             ))
         root = self.checked.query.root_name
-        return Properties(tuple(result), PostProcessing(root, tuple(self.joins), tuple(self.residual)))
+        post = PostProcessing(root, tuple(self.joins), tuple(self.residual), tuple(self.local_windows))
+        aggregated = frozenset(id(b.clause) for b in self.inputs.values() if b.window_pushed)
+        return Properties(tuple(result), post, frozenset(self.applied), aggregated)
 
     # ---------------------------------------------------------------- bindings
 
@@ -256,6 +259,39 @@ class _Extractor:
         if isinstance(clause, ast.ForClause):
             return self.inputs.get(id(clause))
         return None
+
+    def collect_uses(self, node: object, in_aggregate: bool) -> None:
+        """Record every variable reference, and which ones root an aggregate's argument."""
+        if isinstance(node, ast.VarRef):
+            binding = self.checked.bindings.get(id(node))
+            if binding is not None:
+                self.var_uses.setdefault(id(binding.clause), []).append(node)
+                if in_aggregate:
+                    self.aggregate_arg_roots.add(id(node))
+            return
+        if isinstance(node, ast.AggregateCall):
+            self.collect_uses(node.argument.root, in_aggregate=True)
+            for step in node.argument.steps:
+                self.collect_uses(step, in_aggregate=False)
+            return
+        if isinstance(node, ast.LetClause):
+            self.collect_uses(node.aggregate, in_aggregate)
+            return
+        if isinstance(node, (str, int, Fraction, ast.Number)) or node is None:
+            return
+        if isinstance(node, tuple):
+            for child in node:
+                self.collect_uses(child, in_aggregate)
+            return
+        if hasattr(node, "__dataclass_fields__"):
+            for name in node.__dataclass_fields__:
+                if name != "pos":
+                    self.collect_uses(getattr(node, name), in_aggregate)
+
+    def only_aggregated(self, clause: ast.ForClause) -> bool:
+        """A window is applied upstream only if its variable is used solely inside aggregates."""
+        uses = self.var_uses.get(id(clause), [])
+        return all(id(u) in self.aggregate_arg_roots for u in uses)
 
     def relative(self, path: ast.PathExpr) -> tuple[_InputBuilder | None, str, Binding | None]:
         """(input, item-relative path, binding) of a variable-rooted path."""
@@ -277,10 +313,11 @@ class _Extractor:
                 else:
                     self.aggregate(clause.aggregate, clause.var)
             if e.where is not None:
-                self.where(e.where)
+                for atom in e.where.atoms:
+                    self.where_atom(atom)
             self.walk(e.ret, output)
         elif isinstance(e, ast.IfExpr):
-            self.reference_conjunction(e.condition, context=None)
+            self.needed_conjunction(e.condition)
             self.residual.append("if " + _conjunction_text(e.condition))
             self.walk(e.then, output)
             self.walk(e.otherwise, output)
@@ -294,7 +331,7 @@ class _Extractor:
                 elif isinstance(part, ast.Enclosed):
                     self.walk(part.expr, output)
         elif isinstance(e, ast.PathExpr):
-            self.path(e, output=output)
+            self.path(e, needed=True)
         elif isinstance(e, ast.AggregateCall):
             self.aggregate(e, None)
 
@@ -302,98 +339,105 @@ class _Extractor:
         source = clause.source
         if isinstance(source.root, ast.StreamCall):
             builder = self.inputs[id(clause)]
-            item_step = source.steps[1]
-            for predicate in item_step.predicates:
+            for predicate in source.steps[1].predicates:
                 for atom in predicate.atoms:
                     builder.item_atoms.append(self.context_atom(atom, prefix=()))
-                    self.reference_atom(atom, builder, prefix=())
-            self.reference_deeper_steps(builder, source.steps[2:], prefix=())
+                    builder.referenced.update(self.context_paths(atom, prefix=()))
+                    self.applied.add(id(atom))
             if len(source.steps) > 2:
-                builder.referenced.add("/".join(source.names[2:]))
+                self.needed_steps(builder, source.steps[2:], prefix=())
+                builder.output.add("/".join(source.names[2:]))
         else:
-            self.path(source, output=False)
+            self.path(source, needed=True)
 
-    def reference_deeper_steps(self, builder: _InputBuilder, steps: tuple[ast.Step, ...],
-                               prefix: tuple[str, ...]) -> None:
+    def needed_steps(self, builder: _InputBuilder, steps: tuple[ast.Step, ...],
+                     prefix: tuple[str, ...]) -> None:
+        """Predicates inside a returned path are evaluated at the subscriber's super-peer."""
         names = list(prefix)
         for step in steps:
             names.append(step.name)
             for predicate in step.predicates:
                 for atom in predicate.atoms:
-                    self.reference_atom(atom, builder, prefix=tuple(names))
+                    for p in self.context_paths(atom, prefix=tuple(names)):
+                        builder.output.add(p)
+                    for side in (atom.left, atom.right):
+                        if side is not None and not isinstance(side.root, ast.ContextItem):
+                            self.path(side, needed=True)
                 self.residual.append(f"{'/'.join(names)}[{_conjunction_text(predicate)}]")
 
-    def path(self, p: ast.PathExpr, output: bool) -> None:
+    def path(self, p: ast.PathExpr, needed: bool) -> None:
         builder, rel, binding = self.relative(p)
         if builder is None:
             return
-        # Everything a derived variable's path passes through is referenced; conditions inside
-        # the path are residual (they are not pushed to the input).
         assert binding is not None
-        prefix = binding.sub_path
-        self.reference_deeper_steps(builder, p.steps, prefix)
-        if output:
-            builder.output.add(rel)
+        self.needed_steps(builder, p.steps, binding.sub_path)
         builder.referenced.add(rel)
+        if needed:
+            builder.output.add(rel)
 
     def aggregate(self, call: ast.AggregateCall, var: str | None) -> None:
         builder, rel, binding = self.relative(call.argument)
-        self.path(call.argument, output=False)
         if builder is None or binding is None:
+            self.path(call.argument, needed=True)
             return
-        window_var = binding.kind == "window" or (
-            binding.clause is builder.clause and builder.clause.window is not None)
-        if not window_var:
-            return  # a per-item aggregate is restructuring, not a window aggregate
-        agg = Aggregation(call.function, rel)
-        key = var if var is not None else f"#{id(call)}"
-        builder.aggregates[key] = agg
-
-    def where(self, c: ast.Conjunction) -> None:
-        for atom in c.atoms:
-            self.where_atom(atom)
+        pushed = builder.window_pushed and binding.clause is builder.clause
+        self.path(call.argument, needed=not pushed)
+        if pushed:
+            key = var if var is not None else f"#{id(call)}"
+            builder.aggregates[key] = Aggregation(call.function, rel)
 
     def where_atom(self, atom: ast.Comparison) -> None:
         sides = [atom.left] + ([atom.right] if atom.right is not None else [])
         resolved = [self.relative(s) for s in sides]
-        builders = {id(b) for b, _, _ in resolved if b is not None}
         bindings = [bd for _, _, bd in resolved]
-        for side in sides:
-            self.path(side, output=False)
-        # Filter on aggregate values of one input: the aggregate-selection operator.
+        # A filter on pushed aggregates of one input: the aggregate-selection operator.
         if all(bd is not None and bd.kind == "aggregate" for bd in bindings):
-            targets = {id(self.aggregate_input(bd)) for bd in bindings if bd is not None}
-            builder = self.aggregate_input(bindings[0]) if bindings[0] is not None else None
-            if builder is not None and len(targets) == 1:
+            owners = [self.pushed_aggregate_owner(bd) for bd in bindings if bd is not None]
+            if all(o is not None for o in owners) and len({id(o) for o in owners}) == 1:
+                builder = owners[0]
+                assert builder is not None
                 names = [builder.aggregates[bd.name].name for bd in bindings if bd is not None]
                 builder.aggregate_atoms.append(Atom(names[0], atom.op,
                                                     names[1] if len(names) > 1 else None,
                                                     atom.constant.value))
+                self.applied.add(id(atom))
                 return
-        # Filter on one input's items (bound to whole items, no window): a selection.
+        # A filter on the items of one input, bound to whole items without a window: a selection.
+        builders = {id(b) for b, _, _ in resolved if b is not None}
         if len(builders) == 1 and all(
                 bd is not None and bd.kind == "item" and not bd.sub_path
-                and self.origin(bd) is not None and self.origin(bd).clause is bd.clause
+                and self.origin(bd) is not None and self.origin(bd).clause is bd.clause  # type: ignore[union-attr]
                 for bd in bindings):
             builder = resolved[0][0]
             assert builder is not None
             right = resolved[1][1] if len(resolved) > 1 else None
             builder.item_atoms.append(Atom(resolved[0][1], atom.op, right, atom.constant.value))
+            builder.referenced.update(r for _, r, _ in resolved)
+            self.applied.add(id(atom))
             return
+        for side in sides:
+            self.path(side, needed=True)
         text = _comparison_text(atom)
         if len(builders) > 1:
             self.joins.append(text)
         else:
             self.residual.append("where " + text)
 
-    def aggregate_input(self, binding: Binding) -> _InputBuilder | None:
+    def pushed_aggregate_owner(self, binding: Binding) -> _InputBuilder | None:
         clause = binding.clause
         if not isinstance(clause, ast.LetClause):
             return None
-        builder, _, _ = self.relative(clause.aggregate.argument)
-        if builder is not None and binding.name in builder.aggregates:
+        builder, _, arg_binding = self.relative(clause.aggregate.argument)
+        if (builder is not None and builder.window_pushed and arg_binding is not None
+                and arg_binding.clause is builder.clause and binding.name in builder.aggregates):
             return builder
         return None
+
+    def needed_conjunction(self, c: ast.Conjunction) -> None:
+        for atom in c.atoms:
+            for side in (atom.left, atom.right):
+                if side is not None and not isinstance(side.root, ast.ContextItem):
+                    self.path(side, needed=True)
 
     # ---------------------------------------------------------------- conditions
 
@@ -404,21 +448,10 @@ class _Extractor:
             right = "/".join(prefix + atom.right.names) or WHOLE_ITEM
         return Atom(left, atom.op, right, atom.constant.value)
 
-    def reference_atom(self, atom: ast.Comparison, builder: _InputBuilder,
-                       prefix: tuple[str, ...]) -> None:
-        for side in (atom.left, atom.right):
-            if side is None:
-                continue
-            if isinstance(side.root, ast.ContextItem):
-                builder.referenced.add("/".join(prefix + side.names) or WHOLE_ITEM)
-            else:
-                self.path(side, output=False)
-
-    def reference_conjunction(self, c: ast.Conjunction, context: object) -> None:
-        for atom in c.atoms:
-            for side in (atom.left, atom.right):
-                if side is not None and not isinstance(side.root, ast.ContextItem):
-                    self.path(side, output=False)
+    def context_paths(self, atom: ast.Comparison, prefix: tuple[str, ...]) -> list[str]:
+        return ["/".join(prefix + side.names) or WHOLE_ITEM
+                for side in (atom.left, atom.right)
+                if side is not None and isinstance(side.root, ast.ContextItem)]
 
 
 def _path_text(p: ast.PathExpr) -> str:

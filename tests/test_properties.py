@@ -56,8 +56,9 @@ def test_where_on_item_is_pushed_but_join_and_if_are_post_processing():
     a, b = p.inputs
     assert [str(x) for x in a.selection.atoms] == ["x > 1"]
     assert [str(x) for x in b.selection.atoms] == ["y <= 2"]
-    assert a.projection.output == {"x"} and {"x", "t", "z"} <= a.projection.referenced
-    assert b.projection.output == {"k"} and {"y", "t", "k"} <= b.projection.referenced
+    # join and if conditions run at the subscriber's super-peer, so their elements travel
+    assert a.projection.output == {"x", "t", "z"} and a.projection.referenced == {"x", "t", "z"}
+    assert b.projection.output == {"k", "t"} and b.projection.referenced == {"y", "t", "k"}
     assert p.post_processing.join_predicates == ("$p/t <= $q/t + 5",)
     assert p.post_processing.residual_conditions == ("if $p/z > 0",)
 
@@ -67,7 +68,9 @@ def test_whole_item_output_and_count_window():
                 ).properties
     (inp,) = p.inputs
     assert inp.projection.output == {"."}
-    assert inp.window == WindowSpec("count", Fraction(10), Fraction(5))
+    # the window's contents are returned, so the window runs at the subscriber's super-peer
+    assert inp.window is None
+    assert p.post_processing.local_windows == ("$w |count 10 step 5|",)
 
 
 def test_properties_json_is_complete():
@@ -76,3 +79,30 @@ def test_properties_json_is_complete():
     assert ops == ["selection", "projection", "window", "aggregate", "aggregate-selection"]
     sel = j["inputs"][0]["operators"][0]
     assert {"from": "0", "to": "coord/cel/ra", "weight": "-120", "strict": False} in sel["graph"]["edges"]
+
+
+def test_window_is_pushed_only_when_used_solely_in_aggregates():
+    pushed = analyze('<r>{ for $w in stream("s")/s/i[v > 1] |count 10| let $a := avg($w/e) '
+                     'return <a>{ $a }{ count($w) }</a> }</r>').properties
+    (inp,) = pushed.inputs
+    assert inp.window is not None
+    assert [a.name for a in inp.aggregates] == ["avg(e)", "count(.)"]
+    assert inp.projection.output == frozenset() and inp.projection.referenced == {"v", "e", "."}
+    local = analyze('<r>{ for $w in stream("s")/s/i[v > 1] |t diff 10| let $a := avg($w/e) '
+                    'where $w/x > 3 return <a>{ $a }</a> }</r>').properties
+    (inp,) = local.inputs
+    assert inp.window is None and inp.aggregates == ()
+    assert {"e", "x", "t"} <= inp.projection.output
+    assert local.post_processing.local_windows == ("$w |t diff 10 step 10|",)
+
+
+def test_applied_upstream_marks_pushed_conditions():
+    text = ('<r>{ for $p in stream("s")/s/i[v > 1] where $p/x < 2 '
+            'return if ($p/y > 0) then $p/z else () }</r>')
+    analysis = analyze(text)
+    flwr = analysis.query.body.content[0].expr
+    pred_atom = flwr.clauses[0].source.steps[1].predicates[0].atoms[0]
+    where_atom = flwr.where.atoms[0]
+    if_atom = flwr.ret.condition.atoms[0]
+    applied = analysis.properties.applied_upstream
+    assert id(pred_atom) in applied and id(where_atom) in applied and id(if_atom) not in applied

@@ -1,0 +1,174 @@
+"""The operator algebra of StreamGlobe as small validated value objects.
+
+These are *definitions*: what an installed operator does, with its parameters. The optimizer
+(``sharing``) reasons about them and puts them into plans; executors (``inline_operators``, the
+Spark executor) implement them. Paths are item-relative element paths such as ``coord/cel/ra``;
+``.`` is the whole item.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal, Union
+
+WHOLE_ITEM = "."
+OPERATORS = ("=", "<", "<=", ">", ">=")
+
+
+@dataclass(frozen=True)
+class Atom:
+    """``left op right + constant`` (``right`` None: ``left op constant``)."""
+
+    left: str
+    op: str
+    right: str | None
+    constant: Fraction
+
+    def __post_init__(self) -> None:
+        if self.op not in OPERATORS:
+            raise ValueError(f"unknown comparison operator {self.op!r}")
+
+    def __str__(self) -> str:
+        if self.right is None:
+            return f"{self.left} {self.op} {format_fraction(self.constant)}"
+        if self.constant == 0:
+            return f"{self.left} {self.op} {self.right}"
+        sign = "+" if self.constant > 0 else "-"
+        return f"{self.left} {self.op} {self.right} {sign} {format_fraction(abs(self.constant))}"
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A window: ``count`` (sizes in items) or ``diff`` over an ordered reference element."""
+
+    kind: Literal["count", "diff"]
+    size: Fraction
+    step: Fraction
+    ref: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.size <= 0 or self.step <= 0:
+            raise ValueError("window size and step must be positive")
+        if self.kind == "count" and (self.size.denominator != 1 or self.step.denominator != 1):
+            raise ValueError("count windows have whole-number sizes")
+        if (self.kind == "diff") != (self.ref is not None):
+            raise ValueError("exactly time windows have a reference element")
+
+    @property
+    def tiles(self) -> bool:
+        """Whether every (size/step)-th window tiles the axis without overlap (Δ mod μ = 0)."""
+        return (self.size / self.step).denominator == 1
+
+    def to_json(self) -> dict:
+        out = {"type": self.kind, "size": format_fraction(self.size),
+               "step": format_fraction(self.step)}
+        if self.ref is not None:
+            out["ref"] = self.ref
+        return out
+
+    def __str__(self) -> str:
+        if self.kind == "count":
+            return f"|count {format_fraction(self.size)} step {format_fraction(self.step)}|"
+        return (f"|{self.ref} diff {format_fraction(self.size)} step "
+                f"{format_fraction(self.step)}|")
+
+
+Partial = tuple[str, str]  # (min|max|sum|count, element) — what an aggregate stream carries
+
+
+def partials_of(function: str, element: str) -> tuple[Partial, ...]:
+    """avg travels as (sum, count) so that it can be reused for sum, count and coarser windows."""
+    if function == "avg":
+        return (("sum", element), ("count", element))
+    return ((function, element),)
+
+
+def partial_name(p: Partial) -> str:
+    return f"{p[0]}({p[1]})"
+
+
+@dataclass(frozen=True)
+class Select:
+    """Keep the items that satisfy every atom."""
+
+    atoms: tuple[Atom, ...]
+
+    def __str__(self) -> str:
+        return "σ[" + " and ".join(map(str, self.atoms)) + "]"
+
+
+@dataclass(frozen=True)
+class Project:
+    """Keep only the listed elements (and the elements on the way to them)."""
+
+    paths: frozenset[str]
+
+    def __str__(self) -> str:
+        return "π[" + ", ".join(sorted(self.paths)) + "]"
+
+
+@dataclass(frozen=True)
+class WindowAggregate:
+    """Per window, the partial aggregates listed (items in, window records out)."""
+
+    window: WindowSpec
+    partials: tuple[Partial, ...]
+
+    def __str__(self) -> str:
+        return f"{self.window} " + ", ".join(map(partial_name, self.partials))
+
+
+@dataclass(frozen=True)
+class CombineWindows:
+    """Coarser windows from a finer aggregate stream: Δ' mod Δ = 0, Δ mod μ = 0, μ' mod μ = 0."""
+
+    source: WindowSpec
+    window: WindowSpec
+    partials: tuple[Partial, ...]
+
+    def __post_init__(self) -> None:
+        s, w = self.source, self.window
+        if s.kind != w.kind or s.ref != w.ref:
+            raise ValueError("windows of different kind or reference cannot be combined")
+        if not ((w.size / s.size).denominator == 1 and s.tiles and (w.step / s.step).denominator == 1):
+            raise ValueError(f"{w} cannot be computed from {s}")
+
+    def __str__(self) -> str:
+        return f"combine {self.source} → {self.window} " + ", ".join(map(partial_name, self.partials))
+
+
+@dataclass(frozen=True)
+class AggregateFilter:
+    """Keep window records whose final aggregate values (avg = sum/count) satisfy every atom;
+    atoms name aggregates as ``avg(en)``."""
+
+    atoms: tuple[Atom, ...]
+
+    def __str__(self) -> str:
+        return "σagg[" + " and ".join(map(str, self.atoms)) + "]"
+
+
+Operator = Union[Select, Project, WindowAggregate, CombineWindows, AggregateFilter]
+
+
+def format_fraction(f: Fraction) -> str:
+    """A constant as the decimal it was written as (constants come from finite decimals)."""
+    f = Fraction(f)
+    if f.denominator == 1:
+        return str(f.numerator)
+    d = f.denominator
+    twos = fives = 0
+    while d % 2 == 0:
+        d //= 2
+        twos += 1
+    while d % 5 == 0:
+        d //= 5
+        fives += 1
+    if d != 1:
+        return f"{f.numerator}/{f.denominator}"
+    places = max(twos, fives)
+    scaled = f * 10 ** places
+    sign = "-" if scaled < 0 else ""
+    digits = str(abs(scaled.numerator)).rjust(places + 1, "0")
+    return f"{sign}{digits[:-places]}.{digits[-places:]}".rstrip("0").rstrip(".")
