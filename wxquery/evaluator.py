@@ -15,7 +15,6 @@ import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from functools import lru_cache
 from typing import Callable, Iterable, Iterator, Mapping
 
 from lxml import etree
@@ -25,6 +24,8 @@ from .errors import InputDocumentError
 from .static_checks import CheckedQuery, check
 from .stream_document import StreamDocument, string_value
 from .values import NAN, cast_double, compare, format_atomic
+from .inline_operators import WindowRecord
+from .windows import CountWindows, TimeWindows, WindowStats
 
 Env = dict
 Value = object
@@ -55,9 +56,17 @@ class EvaluationStats:
 
 @dataclass
 class EvaluationContext:
+    """Inputs of an evaluation. In post-processing at a subscriber's super-peer, ``prepared``
+    maps a for clause (by id) to the items or window records the network delivered for it, and
+    ``applied``/``aggregated`` name the conditions (ids of comparisons) and windows (ids of for
+    clauses) already applied upstream, which must not be applied twice."""
+
     streams: Mapping[str, StreamDocument] | StreamDocument
     lateness: float = 0.0
     stats: EvaluationStats = field(default_factory=EvaluationStats)
+    prepared: Mapping[int, Iterable] = field(default_factory=dict)
+    applied: frozenset[int] = frozenset()
+    aggregated: frozenset[int] = frozenset()
 
     def stream(self, name: str) -> StreamDocument:
         if isinstance(self.streams, StreamDocument):
@@ -130,6 +139,16 @@ def evaluate(query: ast.Query | CheckedQuery, streams: Mapping[str, StreamDocume
              lateness: float = 0.0) -> Evaluation:
     checked = query if isinstance(query, CheckedQuery) else check(query)
     return Evaluation(checked, EvaluationContext(streams, lateness))
+
+
+def post_process(query: CheckedQuery, delivered: Mapping[int, Iterable], applied: frozenset[int],
+                 aggregated: frozenset[int], lateness: float = 0.0) -> Evaluation:
+    """Evaluate a subscription at its super-peer over what the network delivered for each input
+    (by id of the input's for clause): items with the upstream conditions applied, or window
+    records for windows aggregated upstream."""
+    context = EvaluationContext({}, lateness, prepared=delivered, applied=applied,
+                                aggregated=aggregated)
+    return Evaluation(query, context)
 
 
 def run_to_string(query_text: str, document: str) -> str:
@@ -272,9 +291,24 @@ class _Compiler:
 
     # ---------------------------------------------------------------- paths
 
-    def path(self, p: ast.PathExpr) -> SeqFn:
+    def path(self, p: ast.PathExpr, prepared: Iterable | None = None) -> SeqFn:
         root = p.root
         steps = list(p.steps)
+        if prepared is not None:
+            item_filter = self.step_filter(steps[1])
+            rest = self.steps(steps[2:])
+            delivered = prepared
+
+            def delivered_items(env: Env) -> Iterator[Value]:
+                for item in delivered:
+                    if item_filter is not None and not item_filter(item):
+                        continue
+                    if rest is None:
+                        yield item
+                    else:
+                        yield from rest([item])
+
+            return delivered_items
         if isinstance(root, ast.StreamCall):
             document = self.context.stream(root.name)
             root_step, item_step = steps[0], steps[1]
@@ -338,7 +372,10 @@ class _Compiler:
     # ---------------------------------------------------------------- conditions
 
     def conjunction(self, c: ast.Conjunction) -> CondFn:
-        atoms = [self.comparison(a) for a in c.atoms]
+        applied = self.context.applied
+        atoms = [self.comparison(a) for a in c.atoms if id(a) not in applied]
+        if not atoms:
+            return lambda env, ctx: True
         if len(atoms) == 1:
             return atoms[0]
 
@@ -409,6 +446,23 @@ class _Compiler:
     # ---------------------------------------------------------------- aggregates
 
     def aggregate(self, call: ast.AggregateCall) -> Callable[[Env], list]:
+        plain = self.plain_aggregate(call)
+        root = call.argument.root
+        if not isinstance(root, ast.VarRef):
+            return plain
+        var = root.name
+        element = "/".join(call.argument.names) or "."
+        fn = call.function
+
+        def aggregate(env: Env) -> list:
+            bound = env[var]
+            if isinstance(bound, WindowRecord):  # the window was aggregated upstream
+                return bound.final(fn, element)
+            return plain(env)
+
+        return aggregate
+
+    def plain_aggregate(self, call: ast.AggregateCall) -> Callable[[Env], list]:
         arg = self.path(call.argument)
         fn = call.function
         if fn == "count":
@@ -459,7 +513,17 @@ class _Compiler:
                     yield {**bound, var: agg(bound)}
 
             return bind_let
-        source = self.path(clause.source)
+        prepared = self.context.prepared.get(id(clause))
+        if prepared is not None and id(clause) in self.context.aggregated:
+            records = prepared
+
+            def bind_records(env: Env) -> Iterator[Env]:
+                for bound in upstream(env):
+                    for record in records:
+                        yield {**bound, var: record}
+
+            return bind_records
+        source = self.path(clause.source, prepared)
         window = clause.window
         windows: Callable[[Iterable[Value]], Iterator[list]] | None
         if window is None:
@@ -489,44 +553,17 @@ class _Compiler:
 
 
 def _count_windows(size: int, step: int) -> Callable[[Iterable[Value]], Iterator[list]]:
-    """A window starts at every step-th item and holds ``size`` items; only complete ones count."""
-
     def windows(items: Iterable[Value]) -> Iterator[list]:
-        open_windows: list[list] = []
-        for index, item in enumerate(items):
-            if index % step == 0:
-                open_windows.append([])
-            for contents in open_windows:
-                contents.append(item)
-            if open_windows and len(open_windows[0]) == size:
-                yield open_windows.pop(0)
+        assigner: CountWindows[Value] = CountWindows(size, step)
+        for item in items:
+            for w in assigner.push(item):
+                yield w.items
 
     return windows
 
 
-def _time_windows(ref: tuple[str, ...], size: Fraction, step: Fraction, lateness: float,
-                  stats: EvaluationStats) -> Callable[[Iterable[Value]], Iterator[list]]:
-    """Window k covers reference values in [k·step, k·step+size), aligned at 0.
-
-    Bounds are computed exactly and then compared as doubles, as XQuery compares an untyped
-    value with a decimal bound. A window closes when an item at or past its end arrives (less
-    the allowed lateness) and at the end of the stream; windows never hold items out of order.
-    """
-    step_f = float(step)
-
-    @lru_cache(maxsize=4096)
-    def bounds(k: int) -> tuple[float, float]:
-        return float(k * step), float(k * step + size)
-
-    def windows_of(x: float) -> list[int]:
-        hi = math.floor(x / step_f)
-        lo = math.floor((x - float(size)) / step_f)
-        out = []
-        for k in range(lo - 1, hi + 2):
-            start, end = bounds(k)
-            if start <= x < end:
-                out.append(k)
-        return out
+def reference_value(ref: tuple[str, ...]) -> Callable[[Value], float]:
+    """The window reference of an item: its first ``ref`` element as a double (NaN if absent)."""
 
     def reference(item: Value) -> float:
         current = [item]
@@ -534,29 +571,24 @@ def _time_windows(ref: tuple[str, ...], size: Fraction, step: Fraction, lateness
             current = _children(current, name)
         return _atomize(current[0]) if current else NAN
 
+    return reference
+
+
+def _time_windows(ref: tuple[str, ...], size: Fraction, step: Fraction, lateness: float,
+                  stats: EvaluationStats) -> Callable[[Iterable[Value]], Iterator[list]]:
+    reference = reference_value(ref)
+
     def windows(items: Iterable[Value]) -> Iterator[list]:
-        open_windows: dict[int, list] = {}
-        high = -math.inf
-        for item in items:
-            x = reference(item)
-            if math.isnan(x) or math.isinf(x):
-                stats.missing_reference += 1
-                continue
-            if x < high - lateness:
-                stats.late_items += 1
-                continue
-            if x > high:
-                high = x
-            for k in windows_of(x):
-                open_windows.setdefault(k, []).append(item)
-            watermark = high - lateness
-            if open_windows:
-                for k in sorted(open_windows):
-                    if bounds(k)[1] <= watermark:
-                        yield open_windows.pop(k)
-                    else:
-                        break
-        for k in sorted(open_windows):
-            yield open_windows[k]
+        window_stats = WindowStats()
+        assigner: TimeWindows[Value] = TimeWindows(size, step, reference, lateness, window_stats)
+        try:
+            for item in items:
+                for w in assigner.push(item):
+                    yield w.items
+            for w in assigner.flush():
+                yield w.items
+        finally:
+            stats.late_items += window_stats.late_items
+            stats.missing_reference += window_stats.missing_reference
 
     return windows

@@ -1,0 +1,184 @@
+"""MATCHPROPERTIES, MATCHPREDICATES and MATCHAGGREGATIONS (paper §3.3, DESIGN.md §4).
+
+``match_properties(stream, subscription)`` decides whether a stream already in the network
+(described by its properties relative to its original input) can serve one input of a new
+subscription, says why not when it cannot, and derives the *residual* operators: what must still
+be applied to the stream to obtain exactly what the subscription needs from that input.
+
+Sharing is sound and complete for predicates: a stream filtered by P serves a subscription
+filtered by P' iff P' ⇒ P (over the reals; see ``predicate_graph``). Elements that occur more than
+once in an item (known from statistics) are not reasoned about: predicates on them match only
+when identical.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+from wxquery import algebra as alg
+
+from .predicate_graph import PredicateGraph
+from .properties import InputProperties, InputStream, Projection, Selection
+
+StreamKind = Literal["items", "records"]
+
+
+@dataclass(frozen=True)
+class Match:
+    shareable: bool
+    reason: str
+    residual: tuple[alg.Operator, ...] = ()
+    kind: StreamKind = "items"
+
+    def to_json(self) -> dict:
+        return {"shareable": self.shareable, "reason": self.reason,
+                "residual": [str(op) for op in self.residual]}
+
+
+def raw_properties(input_stream: InputStream) -> InputProperties:
+    """The properties of an original stream as registered: all of it, unchanged."""
+    return InputProperties(input=input_stream, variable="", selection=None,
+                           projection=Projection(frozenset({alg.WHOLE_ITEM}),
+                                                 frozenset({alg.WHOLE_ITEM})))
+
+
+def covers(outputs: frozenset[str], path: str) -> bool:
+    """Whether a stream carrying ``outputs`` (whole subtrees) carries the element ``path``."""
+    if alg.WHOLE_ITEM in outputs or path in outputs:
+        return True
+    return any(path.startswith(o + "/") for o in outputs)
+
+
+def _graph(selection: Selection | None) -> PredicateGraph:
+    return PredicateGraph(selection.atoms if selection is not None else ())
+
+
+def match_predicates(stream: Selection | None, subscription: Selection | None,
+                     repeated: frozenset[str] = frozenset()) -> tuple[bool, str]:
+    """MATCHPREDICATES: the subscription's predicate must imply the stream's."""
+    if stream is None:
+        return True, "the stream is unfiltered"
+    touched = stream.elements | (subscription.elements if subscription is not None else frozenset())
+    multi = sorted(touched & repeated)
+    if multi:
+        same = subscription is not None and set(stream.atoms) == set(subscription.atoms)
+        return same, ("identical predicates on repeated elements" if same else
+                      f"predicates on repeated element(s) {', '.join(multi)} match only when identical")
+    if _graph(subscription).implies(_graph(stream)):
+        return True, "the subscription's predicate implies the stream's"
+    missing = [a for a in _graph(stream).minimized().atoms
+               if not _graph(subscription).implies(PredicateGraph([a]))]
+    return False, ("the stream's predicate is not implied by the subscription's: "
+                   + " and ".join(str(a) for a in missing))
+
+
+def residual_selection(stream: Selection | None, subscription: Selection | None) -> tuple[alg.Atom, ...]:
+    """The subscription's atoms that the stream's predicate does not already guarantee.
+
+    ``stream ∧ residual ⇔ subscription`` whenever the subscription implies the stream: every
+    edge of the subscription is either implied by the stream or kept.
+    """
+    if subscription is None:
+        return ()
+    have = _graph(stream)
+    atoms = subscription.graph.minimized().atoms
+    return tuple(a for a in atoms if not have.implies(PredicateGraph([a])))
+
+
+def _divides(a: Fraction, b: Fraction) -> bool:
+    """b mod a = 0 for positive rationals."""
+    return (b / a).denominator == 1
+
+
+def _partials(p: InputProperties) -> tuple[alg.Partial, ...]:
+    out: dict[alg.Partial, None] = {}
+    for agg in p.aggregates:
+        for partial in alg.partials_of(agg.function, agg.element):
+            out[partial] = None
+    return tuple(out)
+
+
+def match_aggregations(stream: InputProperties, sub: InputProperties) -> tuple[bool, str]:
+    """MATCHAGGREGATIONS with DESIGN.md's refinements (avg as sum/count, window divisibility,
+    identical pre-window selection, filtered aggregates only for equal windows)."""
+    w, w2 = stream.window, sub.window
+    assert w is not None and w2 is not None
+    if not _graph(stream.selection).equivalent(_graph(sub.selection)):
+        return False, "the pre-window selections differ (aggregates need identical input)"
+    if w.kind != w2.kind:
+        return False, f"{w.kind} windows cannot serve {w2.kind} windows"
+    if w.ref != w2.ref:
+        return False, f"time windows over different reference elements ({w.ref} vs {w2.ref})"
+    if not _divides(w.size, w2.size):
+        return False, f"window size {alg.format_fraction(w2.size)} is not a multiple of " \
+                      f"{alg.format_fraction(w.size)} (Δ' mod Δ ≠ 0)"
+    if not w.tiles:
+        return False, f"the stream's window size {alg.format_fraction(w.size)} is not a " \
+                      f"multiple of its step {alg.format_fraction(w.step)} (Δ mod μ ≠ 0)"
+    if not _divides(w.step, w2.step):
+        return False, f"step {alg.format_fraction(w2.step)} is not a multiple of " \
+                      f"{alg.format_fraction(w.step)} (μ' mod μ ≠ 0)"
+    have = set(_partials(stream))
+    lacking = [alg.partial_name(p) for p in _partials(sub) if p not in have]
+    if lacking:
+        return False, "the stream lacks the aggregates " + ", ".join(lacking)
+    if stream.aggregate_selection is not None:
+        if (w.size, w.step) != (w2.size, w2.step):
+            return False, "a filtered aggregate stream serves only equal windows"
+        if not _graph(sub.aggregate_selection).implies(_graph(stream.aggregate_selection)):
+            return False, "the stream's filter on aggregates is not implied by the subscription's"
+    return True, "the aggregates can be computed from the stream's windows"
+
+
+def match_properties(stream: InputProperties, sub: InputProperties,
+                     repeated: frozenset[str] = frozenset()) -> Match:
+    """MATCHPROPERTIES: can ``stream`` serve ``sub``; and with which residual operators."""
+    if stream.input != sub.input:
+        return Match(False, f"different input streams ({stream.input.stream} vs {sub.input.stream})")
+    for op in stream.unknown:
+        if op not in sub.unknown:
+            return Match(False, f"unknown operator {op.name}{list(op.params)} is not in the subscription")
+    if stream.window is not None:
+        return _match_aggregate_stream(stream, sub)
+    ok, reason = match_predicates(stream.selection, sub.selection, repeated)
+    if not ok:
+        return Match(False, reason)
+    lacking = sorted(e for e in sub.projection.referenced if not covers(stream.projection.output, e))
+    if lacking:
+        return Match(False, "the stream does not carry " + ", ".join(lacking))
+    residual: list[alg.Operator] = []
+    atoms = residual_selection(stream.selection, sub.selection)
+    if atoms:
+        residual.append(alg.Select(atoms))
+    if sub.window is not None:
+        residual.append(alg.WindowAggregate(sub.window, _partials(sub)))
+        if sub.aggregate_selection is not None:
+            residual.append(alg.AggregateFilter(sub.aggregate_selection.atoms))
+        return Match(True, reason, tuple(residual), "records")
+    if sub.projection.output != stream.projection.output:
+        residual.append(alg.Project(sub.projection.output))
+    return Match(True, reason, tuple(residual), "items")
+
+
+def _match_aggregate_stream(stream: InputProperties, sub: InputProperties) -> Match:
+    if sub.window is None:
+        return Match(False, "the stream carries window aggregates; the subscription needs items")
+    ok, reason = match_aggregations(stream, sub)
+    if not ok:
+        return Match(False, reason)
+    residual: list[alg.Operator] = []
+    assert stream.window is not None
+    if (stream.window.size, stream.window.step) != (sub.window.size, sub.window.step):
+        residual.append(alg.CombineWindows(stream.window, sub.window, _partials(sub)))
+    if sub.aggregate_selection is not None:
+        atoms = residual_selection(stream.aggregate_selection, sub.aggregate_selection)
+        if atoms:
+            residual.append(alg.AggregateFilter(atoms))
+    return Match(True, reason, tuple(residual), "records")
+
+
+def full_pipeline(sub: InputProperties) -> Match:
+    """What the original stream needs to become what ``sub`` needs (query shipping's operators)."""
+    return match_properties(raw_properties(sub.input), sub)
