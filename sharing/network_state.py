@@ -1,0 +1,142 @@
+"""Streams in the network and what they use: the stream property tables (DESIGN.md §1, §5).
+
+Every stream — an original one, or one derived for a subscription — is produced at one peer
+(its origin, where its operators run) from a parent stream and flows along a route. It is
+available for reuse at every peer of its route, so each peer's *stream property table* is the
+set of streams whose route passes it. Streams are reference-counted by the subscriptions that
+rely on them; unsubscribing releases every stream nothing else uses, and the resources it took.
+
+``StreamTable`` is the interface SUBSCRIBE asks a visited peer through; the simulator serves it
+in process and a super-peer daemon serves it over gRPC.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from wxquery import algebra as alg
+
+from .backbone import Backbone
+from .cost_model import Usage
+from .properties import InputProperties, InputStream
+from .statistics import StreamEstimate, StreamStatistics
+
+
+@dataclass
+class NetworkStream:
+    id: str
+    input: InputStream
+    properties: InputProperties  # relative to the original stream
+    kind: Literal["items", "records"]
+    origin: str
+    parent: str | None
+    operators: tuple[alg.Operator, ...]
+    route: tuple[str, ...]
+    estimate: StreamEstimate
+    usage: Usage = field(default_factory=Usage)
+    users: set[str] = field(default_factory=set)
+    original: bool = False
+
+    def next_hops(self, peer: str) -> list[str]:
+        route = self.route
+        return [route[i + 1] for i in range(len(route) - 1) if route[i] == peer]
+
+    def describe(self) -> str:
+        ops = "; ".join(map(str, self.operators)) or "forward"
+        return f"{self.id} [{ops}] at {self.origin} route {'→'.join(self.route)}"
+
+
+class StreamTable(Protocol):
+    """What SUBSCRIBE needs to know of a peer: the streams available there for an input."""
+
+    def streams_at(self, peer: str, input_stream: InputStream) -> list[NetworkStream]: ...
+
+
+class NetworkState:
+    """All streams of the network and the resources they use, served in process."""
+
+    def __init__(self, backbone: Backbone) -> None:
+        self.backbone = backbone
+        self.streams: dict[str, NetworkStream] = {}
+        self.statistics: dict[str, StreamStatistics] = {}
+        self.link_used: dict[frozenset[str], float] = {}
+        self.peer_used: dict[str, float] = {}
+        self.subscription_usage: dict[str, Usage] = {}
+        self.subscription_streams: dict[str, set[str]] = {}
+        self._ids = itertools.count(1)
+
+    # ------------------------------------------------------------------ table interface
+
+    def streams_at(self, peer: str, input_stream: InputStream) -> list[NetworkStream]:
+        return [s for s in self.streams.values()
+                if s.input == input_stream and peer in s.route]
+
+    def original(self, input_stream: InputStream) -> NetworkStream:
+        for s in self.streams.values():
+            if s.original and s.input == input_stream:
+                return s
+        raise KeyError(f'unknown stream "{input_stream.stream}"')
+
+    def new_stream_id(self) -> str:
+        return f"s{next(self._ids)}"
+
+    # ------------------------------------------------------------------ changes
+
+    def register_original(self, input_stream: InputStream, peer: str, properties: InputProperties,
+                          statistics: StreamStatistics) -> NetworkStream:
+        if peer not in self.backbone.peers:
+            raise KeyError(f"unknown super-peer {peer}")
+        self.statistics[input_stream.stream] = statistics
+        stream = NetworkStream(
+            id=input_stream.stream, input=input_stream, properties=properties, kind="items",
+            origin=peer, parent=None, operators=(), route=(peer,),
+            estimate=StreamEstimate(statistics.frequency, statistics.avg_item_size), original=True)
+        self.streams[stream.id] = stream
+        return stream
+
+    def install(self, subscription: str, new_streams: list[NetworkStream], reused: list[str],
+                extra: Usage) -> None:
+        """Add a plan's streams; the reused streams (and their ancestors) gain a user."""
+        for s in new_streams:
+            s.users.add(subscription)
+            self.streams[s.id] = s
+            self._apply(s.usage, +1)
+        for sid in reused:
+            for ancestor in self.lineage(sid):
+                ancestor.users.add(subscription)
+        self.subscription_usage[subscription] = extra
+        self._apply(extra, +1)
+        self.subscription_streams.setdefault(subscription, set()).update(
+            s.id for s in new_streams)
+
+    def unsubscribe(self, subscription: str) -> list[str]:
+        """Release what only this subscription used; returns the ids of removed streams."""
+        removed = []
+        for s in list(self.streams.values()):
+            s.users.discard(subscription)
+            if not s.users and not s.original:
+                self._apply(s.usage, -1)
+                del self.streams[s.id]
+                removed.append(s.id)
+        extra = self.subscription_usage.pop(subscription, None)
+        if extra is not None:
+            self._apply(extra, -1)
+        self.subscription_streams.pop(subscription, None)
+        return removed
+
+    def lineage(self, stream_id: str) -> list[NetworkStream]:
+        out = []
+        sid: str | None = stream_id
+        while sid is not None:
+            s = self.streams[sid]
+            out.append(s)
+            sid = s.parent
+        return out
+
+    def _apply(self, usage: Usage, sign: int) -> None:
+        for k, v in usage.links.items():
+            self.link_used[k] = max(0.0, self.link_used.get(k, 0.0) + sign * v)
+        for k, v in usage.peers.items():
+            self.peer_used[k] = max(0.0, self.peer_used.get(k, 0.0) + sign * v)

@@ -1,0 +1,279 @@
+"""SUBSCRIBE (paper, Algorithm 1) and the three strategies of one planner (DESIGN.md §5).
+
+For each input of a new subscription, a breadth-first search starts at the peer where the
+original stream is registered and follows only streams whose properties match (pruning); at
+every visited peer each matching stream is a candidate for reuse, and ``generate_plan`` builds the
+plan that reuses it there: the residual operators installed at the reuse peer (or, as a second
+option, at the subscriber's peer) and the route to the subscriber's super-peer. Plans are ranked
+by the cost model; a subscription whose best plan overloads a link or peer is rejected with the
+reason.
+
+* ``sharing``: the search above; the initial plan is data shipping, as in the paper;
+* ``data-shipping``: the original stream is shipped to the subscriber's peer for every
+  subscription and evaluated there;
+* ``query-shipping``: the subscription is evaluated where the original stream is registered
+  and only its result is shipped.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from enum import Enum
+
+from wxquery import algebra as alg
+
+from .cost_model import Calibration, CostModel, Overload, Usage
+from .matching import Match, match_properties
+from .network_state import NetworkState, NetworkStream, StreamTable
+from .properties import InputProperties, PostProcessing, Properties
+from .statistics import StreamEstimate
+
+
+class Strategy(str, Enum):
+    SHARING = "sharing"
+    DATA_SHIPPING = "data-shipping"
+    QUERY_SHIPPING = "query-shipping"
+
+
+class RegistrationError(Exception):
+    """A subscription cannot be planned at all (unknown stream or peer); says why."""
+
+
+@dataclass
+class PlanPart:
+    """How one input of a subscription is served."""
+
+    input_properties: InputProperties
+    reused: str
+    reuse_peer: str
+    operator_peer: str
+    operators: tuple[alg.Operator, ...]
+    route: tuple[str, ...]
+    new_streams: list[NetworkStream]
+    result_stream: str
+    usage: Usage
+    cost: float = 0.0
+    overloads: list[Overload] = field(default_factory=list)
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {
+            "input": self.input_properties.input.stream,
+            "variable": "$" + self.input_properties.variable,
+            "reused_stream": self.reused,
+            "reuse_peer": self.reuse_peer,
+            "operator_peer": self.operator_peer,
+            "operators": [str(o) for o in self.operators],
+            "route": list(self.route),
+            "new_streams": [s.id for s in self.new_streams],
+            "delivered_stream": self.result_stream,
+            "match": self.reason,
+        }
+
+    def describe(self) -> str:
+        ops = ", ".join(map(str, self.operators)) or "no operators"
+        return (f"{self.input_properties.input.stream}: reuse stream {self.reused} at "
+                f"{self.reuse_peer}; {ops} at {self.operator_peer}; route {'→'.join(self.route)}")
+
+
+@dataclass
+class Plan:
+    subscription: str
+    target: str
+    strategy: Strategy
+    parts: list[PlanPart]
+    post_processing: PostProcessing
+    usage: Usage
+    cost: float
+    overloads: list[Overload]
+
+    @property
+    def admitted(self) -> bool:
+        return not self.overloads
+
+    @property
+    def reason(self) -> str:
+        if self.admitted:
+            return "admitted"
+        return "rejected: " + "; ".join(map(str, self.overloads))
+
+    def to_json(self) -> dict:
+        return {"subscription": self.subscription, "target": self.target,
+                "strategy": self.strategy.value, "admitted": self.admitted,
+                "reason": self.reason, "cost": round(self.cost, 6),
+                "parts": [p.to_json() for p in self.parts],
+                "post_processing_at": self.target}
+
+    def describe(self) -> str:
+        lines = [f"{self.subscription} at {self.target} ({self.strategy.value}): {self.reason}"]
+        lines += ["  " + p.describe() for p in self.parts]
+        lines.append(f"  post-processing (restructuring) at {self.target}")
+        return "\n".join(lines)
+
+
+class Planner:
+    def __init__(self, state: NetworkState, cost_model: CostModel | None = None,
+                 calibration: Calibration | None = None, table: StreamTable | None = None) -> None:
+        self.state = state
+        self.table: StreamTable = table if table is not None else state
+        self.cost_model = cost_model or CostModel()
+        self.calibration = calibration or Calibration.load()
+
+    # ------------------------------------------------------------------ public
+
+    def subscribe(self, subscription: str, properties: Properties, target: str,
+                  strategy: Strategy = Strategy.SHARING) -> Plan:
+        """Plan a subscription registered at ``target``; nothing is installed yet."""
+        if target not in self.state.backbone.peers:
+            raise RegistrationError(f"unknown super-peer {target}")
+        parts = []
+        for inp in properties.inputs:
+            try:
+                original = self.state.original(inp.input)
+            except KeyError:
+                raise RegistrationError(f'unknown stream "{inp.input.stream}": no super-peer has '
+                                        "it registered") from None
+            if strategy is Strategy.SHARING:
+                part = self._subscribe_input(inp, original, target)
+            elif strategy is Strategy.DATA_SHIPPING:
+                part = self._data_shipping(inp, original, target)
+            else:
+                part = self._query_shipping(inp, original, target)
+            parts.append(part)
+        usage = Usage()
+        for part in parts:
+            usage = usage.merge(part.usage)
+        usage = usage.merge(self._post_processing_usage(parts, target))
+        cost, overloads = self._cost(usage)
+        return Plan(subscription, target, strategy, parts, properties.post_processing, usage,
+                    cost, overloads)
+
+    def install(self, plan: Plan) -> None:
+        if not plan.admitted:
+            raise RegistrationError(plan.reason)
+        new_streams = [s for p in plan.parts for s in p.new_streams]
+        reused = [p.reused for p in plan.parts]
+        self.state.install(plan.subscription, new_streams, reused,
+                           self._post_processing_usage(plan.parts, plan.target))
+
+    def unsubscribe(self, subscription: str) -> list[str]:
+        return self.state.unsubscribe(subscription)
+
+    # ------------------------------------------------------------------ SUBSCRIBE
+
+    def _subscribe_input(self, inp: InputProperties, original: NetworkStream, target: str) -> PlanPart:
+        """Algorithm 1 for one input: BFS from the original's peer, pruned by matching."""
+        repeated = self._repeated(inp)
+        best = self._data_shipping(inp, original, target)
+        best_admissible = best if not best.overloads else None
+        queue = deque([original.origin])
+        queued = {original.origin}
+        while queue:
+            v = queue.popleft()
+            for stream in self.table.streams_at(v, inp.input):
+                match = match_properties(stream.properties, inp, repeated)
+                if not match.shareable:
+                    continue
+                for n in stream.next_hops(v):
+                    if n not in queued:
+                        queued.add(n)
+                        queue.append(n)
+                for candidate in self.generate_plans(stream, v, target, inp, match):
+                    if candidate.cost < best.cost:
+                        best = candidate
+                    if not candidate.overloads and (best_admissible is None
+                                                    or candidate.cost < best_admissible.cost):
+                        best_admissible = candidate
+        return best_admissible or best
+
+    def generate_plans(self, stream: NetworkStream, v: str, target: str, inp: InputProperties,
+                       match: Match) -> list[PlanPart]:
+        """generatePlan: reuse ``stream`` at ``v`` — residual operators at ``v`` and the result
+        routed to ``target``; or the stream routed to ``target`` and the operators run there."""
+        plans = [self._at_reuse(stream, v, target, inp, match)]
+        if match.residual and v != target:
+            plans.append(self._at_target(stream, v, target, inp, match))
+        return plans
+
+    def _data_shipping(self, inp: InputProperties, original: NetworkStream, target: str) -> PlanPart:
+        match = match_properties(original.properties, inp)
+        if original.origin == target:
+            return self._at_reuse(original, target, target, inp, match)
+        return self._at_target(original, original.origin, target, inp, match)
+
+    def _query_shipping(self, inp: InputProperties, original: NetworkStream, target: str) -> PlanPart:
+        match = match_properties(original.properties, inp)
+        return self._at_reuse(original, original.origin, target, inp, match)
+
+    # ------------------------------------------------------------------ plan construction
+
+    def _at_reuse(self, stream: NetworkStream, v: str, target: str, inp: InputProperties,
+                  match: Match) -> PlanPart:
+        route = self.state.backbone.route(v, target)
+        if not match.residual and route == (v,):
+            usage = Usage()  # already delivered where it is needed
+            return self._finish(PlanPart(inp, stream.id, v, v, (), route, [], stream.id, usage,
+                                         reason=match.reason))
+        props = inp if match.residual else stream.properties
+        new = self._new_stream(props, match.kind if match.residual else stream.kind, v,
+                               stream, match.residual, route)
+        return self._finish(PlanPart(inp, stream.id, v, v, match.residual, route, [new], new.id,
+                                     new.usage, reason=match.reason))
+
+    def _at_target(self, stream: NetworkStream, v: str, target: str, inp: InputProperties,
+                   match: Match) -> PlanPart:
+        route = self.state.backbone.route(v, target)
+        copy = self._new_stream(stream.properties, stream.kind, v, stream, (), route)
+        result = self._new_stream(inp, match.kind, target, copy, match.residual, (target,))
+        usage = copy.usage.merge(result.usage)
+        return self._finish(PlanPart(inp, stream.id, v, target, match.residual, route,
+                                     [copy, result], result.id, usage, reason=match.reason))
+
+    def _new_stream(self, props: InputProperties, kind: str, origin: str, parent: NetworkStream,
+                    operators: tuple[alg.Operator, ...], route: tuple[str, ...]) -> NetworkStream:
+        stats = self.state.statistics[props.input.stream]
+        estimate = stats.estimate(props) if operators else parent.estimate
+        usage = Usage()
+        peers = self.state.backbone.peers
+        # operators at the origin, each fed at the rate of what reaches it
+        freq = parent.estimate.freq
+        selected = stats.frequency * stats.selectivity(props.selection)
+        for op in operators:
+            usage.add_peer(origin, self.calibration.operator(op) * peers[origin].pindex * freq)
+            if isinstance(op, alg.Select):
+                freq = min(freq, selected)
+            elif isinstance(op, (alg.WindowAggregate, alg.CombineWindows)):
+                freq = estimate.freq
+        # forwarding: every peer on the route sends or receives each item once
+        if len(route) > 1:
+            for peer in route:
+                usage.add_peer(peer, self.calibration.forward * peers[peer].pindex * estimate.freq)
+            for a, b in zip(route, route[1:]):
+                usage.add_link(a, b, estimate.bits_per_second)
+        return NetworkStream(id=self.state.new_stream_id(), input=props.input, properties=props,
+                             kind=kind, origin=origin, parent=parent.id, operators=operators,
+                             route=route, estimate=StreamEstimate(estimate.freq, estimate.size),
+                             usage=usage)  # type: ignore[arg-type]
+
+    def _post_processing_usage(self, parts: list[PlanPart], target: str) -> Usage:
+        usage = Usage()
+        pindex = self.state.backbone.peers[target].pindex
+        for part in parts:
+            delivered = next((s for s in part.new_streams if s.id == part.result_stream), None)
+            freq = delivered.estimate.freq if delivered else self.state.streams[part.result_stream].estimate.freq
+            usage.add_peer(target, self.calibration.post_process * pindex * freq)
+        return usage
+
+    def _finish(self, part: PlanPart) -> PlanPart:
+        part.cost, part.overloads = self._cost(part.usage)
+        return part
+
+    def _cost(self, usage: Usage) -> tuple[float, list[Overload]]:
+        b = self.state.backbone
+        return self.cost_model.cost(usage, b.bandwidth(), self.state.link_used, b.capacity(),
+                                    self.state.peer_used)
+
+    def _repeated(self, inp: InputProperties) -> frozenset[str]:
+        stats = self.state.statistics.get(inp.input.stream)
+        return stats.repeated_elements if stats is not None else frozenset()

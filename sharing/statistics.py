@@ -1,0 +1,263 @@
+"""Per-stream statistics and the estimates the cost model needs (paper §3.2).
+
+A super-peer observes the items of every original stream it sees and keeps: average item size,
+per element (item-relative path) its average occurrence and serialized size, the stream's
+frequency, the average increment of ordered elements (for time-window rates), value histograms
+(equi-depth, for range selectivity) and a small reservoir sample (for predicates relating two
+elements, where independence would be a poor guess). Estimates for a derived stream are computed
+from its properties and the statistics of its original stream.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import random
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+from wxquery import algebra as alg
+from wxquery.inline_operators import WindowRecord, compile_atom
+from wxquery.stream_document import string_value
+from wxquery.values import cast_double
+
+from .predicate_graph import ZERO, PredicateGraph
+from .properties import InputProperties, Selection
+
+RESERVOIR = 2048
+HISTOGRAM_BUCKETS = 32
+AGGREGATE_FILTER_SELECTIVITY = 0.5
+
+
+@dataclass
+class ElementStats:
+    occurrences: int = 0
+    total_bytes: int = 0
+    items_with: int = 0
+
+
+@dataclass
+class _Increment:
+    last: float | None = None
+    total: float = 0.0
+    count: int = 0
+    ordered: bool = True
+
+
+@dataclass
+class Histogram:
+    """Equi-depth histogram: bucket boundaries at quantiles of the observed values."""
+
+    bounds: list[float]
+
+    @classmethod
+    def from_values(cls, values: list[float], buckets: int = HISTOGRAM_BUCKETS) -> "Histogram":
+        v = sorted(x for x in values if not math.isnan(x))
+        if not v:
+            return cls([])
+        step = max(1, len(v) // buckets)
+        bounds = v[::step]
+        if bounds[-1] != v[-1]:
+            bounds.append(v[-1])
+        return cls(bounds)
+
+    def cdf(self, x: float) -> float:
+        """Fraction of values ≤ x, interpolated inside a bucket."""
+        b = self.bounds
+        if not b:
+            return 0.0
+        if x < b[0]:
+            return 0.0
+        if x >= b[-1]:
+            return 1.0
+        i = bisect.bisect_right(b, x) - 1
+        lo, hi = b[i], b[i + 1]
+        within = (x - lo) / (hi - lo) if hi > lo else 1.0
+        return (i + within) / (len(b) - 1)
+
+    def fraction(self, lo: float, hi: float) -> float:
+        return max(0.0, self.cdf(hi) - self.cdf(lo)) if hi >= lo else 0.0
+
+
+@dataclass
+class StreamEstimate:
+    """What a stream costs to carry: items per second and bytes per item."""
+
+    freq: float
+    size: float
+
+    @property
+    def bits_per_second(self) -> float:
+        return self.freq * self.size * 8
+
+
+@dataclass
+class StreamStatistics:
+    """Statistics of one original stream, updated from observed items."""
+
+    frequency: float = 0.0  # items per second (set from the source or from arrival times)
+    items: int = 0
+    total_bytes: int = 0
+    elements: dict[str, ElementStats] = field(default_factory=dict)
+    increments: dict[str, _Increment] = field(default_factory=dict)
+    sample: list[dict[str, float]] = field(default_factory=list)
+    sample_items: list[etree._Element] = field(default_factory=list)
+    seed: int = 0
+    _rng: random.Random = field(default_factory=lambda: random.Random(0), repr=False)
+    _histograms: dict[str, Histogram] = field(default_factory=dict, repr=False)
+    _first_arrival: float | None = None
+    _last_arrival: float | None = None
+
+    # ------------------------------------------------------------------ observing
+
+    def observe(self, item: etree._Element, arrival: float | None = None) -> None:
+        self.items += 1
+        size = len(etree.tostring(item, encoding="utf-8", with_tail=False))
+        self.total_bytes += size
+        values: dict[str, float] = {}
+        seen: set[str] = set()
+        self._walk(item, "", values, seen)
+        for path in seen:
+            self.elements[path].items_with += 1
+        for path, value in values.items():
+            inc = self.increments.setdefault(path, _Increment())
+            if inc.last is not None and not math.isnan(value):
+                delta = value - inc.last
+                if delta < 0:
+                    inc.ordered = False
+                else:
+                    inc.total += delta
+                    inc.count += 1
+            inc.last = value
+        self._reservoir(values, item)
+        if arrival is not None:
+            if self._first_arrival is None:
+                self._first_arrival = arrival
+            self._last_arrival = arrival
+            if self.items > 1 and self._last_arrival > self._first_arrival:
+                self.frequency = (self.items - 1) / (self._last_arrival - self._first_arrival)
+
+    def _walk(self, el: etree._Element, prefix: str, values: dict[str, float], seen: set[str]) -> None:
+        for child in el:
+            if not isinstance(child.tag, str):
+                continue
+            path = f"{prefix}/{child.tag}" if prefix else child.tag
+            stats = self.elements.setdefault(path, ElementStats())
+            stats.occurrences += 1
+            stats.total_bytes += len(etree.tostring(child, encoding="utf-8", with_tail=False))
+            seen.add(path)
+            if len(child):
+                self._walk(child, path, values, seen)
+            elif path not in values:
+                values[path] = cast_double(string_value(child))
+
+    def _reservoir(self, values: dict[str, float], item: etree._Element) -> None:
+        self._histograms.clear()
+        if len(self.sample) < RESERVOIR:
+            self.sample.append(values)
+            self.sample_items.append(item)
+            return
+        j = self._rng.randrange(self.items)
+        if j < RESERVOIR:
+            self.sample[j] = values
+            self.sample_items[j] = item
+
+    # ------------------------------------------------------------------ element statistics
+
+    @property
+    def avg_item_size(self) -> float:
+        return self.total_bytes / self.items if self.items else 0.0
+
+    def occurrence(self, path: str) -> float:
+        s = self.elements.get(path)
+        return s.occurrences / self.items if s and self.items else 0.0
+
+    def element_size(self, path: str) -> float:
+        s = self.elements.get(path)
+        return s.total_bytes / s.occurrences if s and s.occurrences else 0.0
+
+    @property
+    def repeated_elements(self) -> frozenset[str]:
+        """Elements that occur more than once in some item: predicates on them are not reasoned
+        about (DESIGN.md §4)."""
+        return frozenset(p for p, s in self.elements.items() if s.occurrences > s.items_with)
+
+    def avg_increment(self, path: str) -> float | None:
+        inc = self.increments.get(path)
+        if inc is None or not inc.ordered or inc.count == 0:
+            return None
+        return inc.total / inc.count
+
+    def histogram(self, path: str) -> Histogram:
+        h = self._histograms.get(path)
+        if h is None:
+            h = Histogram.from_values([v[path] for v in self.sample if path in v])
+            self._histograms[path] = h
+        return h
+
+    # ------------------------------------------------------------------ estimates
+
+    def selectivity(self, selection: Selection | None) -> float:
+        """Fraction of items a selection keeps.
+
+        Pure range predicates (``x θ c``) use the histograms, assuming independent elements;
+        predicates relating two elements are evaluated on the reservoir sample.
+        """
+        if selection is None or not selection.atoms:
+            return 1.0
+        if not self.items:
+            return 1.0
+        if any(a.right is not None for a in selection.atoms):
+            tests = [compile_atom(a) for a in selection.atoms]
+            kept = sum(1 for item in self.sample_items if all(t(item) for t in tests))
+            return max(kept, 0.5) / max(len(self.sample_items), 1)
+        graph = PredicateGraph(selection.atoms)
+        if not graph.is_satisfiable():
+            return 0.0
+        sel = 1.0
+        for var in graph.variables:
+            lower = graph.tightest(ZERO, var)  # 0 - x ⊴ c  =>  x ⊵ -c
+            upper = graph.tightest(var, ZERO)
+            lo = -float(lower.c) if lower is not None else -math.inf
+            hi = float(upper.c) if upper is not None else math.inf
+            present = self.occurrence(var) and min(1.0, self.elements[var].items_with / self.items)
+            sel *= (present or 0.0) * self.histogram(var).fraction(lo, hi)
+        return max(sel, 0.5 / max(len(self.sample), 1))
+
+    def projected_size(self, output: frozenset[str]) -> float:
+        """size(p) = size(s) − Σ over elements not projected of occ(n)·size(n) (paper §3.2),
+        counting each dropped subtree once."""
+        if alg.WHOLE_ITEM in output:
+            return self.avg_item_size
+        size = self.avg_item_size
+        for path in self.elements:
+            kept_or_on_the_way = any(o == path or o.startswith(path + "/") for o in output)
+            parent = path.rpartition("/")[0]
+            parent_dropped = parent and not any(o == parent or o.startswith(parent + "/")
+                                                for o in output)
+            covered = any(path.startswith(o + "/") for o in output)
+            if not kept_or_on_the_way and not parent_dropped and not covered:
+                size -= self.occurrence(path) * self.element_size(path)
+        return max(size, 1.0)
+
+    def estimate(self, props: InputProperties) -> StreamEstimate:
+        """Frequency and item size of the stream described by ``props`` over this original."""
+        sel = self.selectivity(props.selection)
+        freq = self.frequency * sel
+        if props.window is None:
+            return StreamEstimate(freq, self.projected_size(props.projection.output))
+        window = props.window
+        if window.kind == "count":
+            rate = freq / float(window.step)
+        else:
+            assert window.ref is not None
+            inc = self.avg_increment(window.ref)
+            units_per_second = self.frequency * inc if inc else 1.0
+            rate = min(freq, units_per_second / float(window.step))
+        if props.aggregate_selection is not None:
+            rate *= AGGREGATE_FILTER_SELECTIVITY
+        record = WindowRecord(10**6, {p: 1.234567891234 for a in props.aggregates
+                                      for p in alg.partials_of(a.function, a.element)})
+        return StreamEstimate(rate, float(len(record.to_xml())))
+
