@@ -28,12 +28,15 @@ class Analysis:
         return self.checked.query
 
 
-def analyze(text: str) -> Analysis:
+def analyze(text: str, require_satisfiable: bool = True) -> Analysis:
     """Parse and statically check ``text``; raise a ``WXQueryError`` with a position if it is
-    not a valid, satisfiable WXQuery subscription."""
+    not a valid (and, unless told otherwise, satisfiable) WXQuery subscription."""
     checked = check(parse(text))
-    _check_conjunctions(checked)
+    if require_satisfiable:
+        _check_conjunctions(checked)
     properties = extract(checked)
+    if not require_satisfiable:
+        return Analysis(checked, properties)
     for inp in properties.inputs:
         for selection, what in ((inp.selection, "selection"),
                                 (inp.aggregate_selection, "filter on the aggregates")):

@@ -59,6 +59,8 @@ class Backbone:
             self.links[link.key] = link
             self.graph.add_edge(link.a, link.b)
         self._paths_to = lru_cache(maxsize=None)(self._compute_paths_to)
+        self._bandwidth: dict[frozenset[str], float] | None = None
+        self._capacity: dict[str, float] | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping) -> "Backbone":
@@ -80,6 +82,10 @@ class Backbone:
         """Shortest paths from ``b`` to every peer (one BFS per destination, cached)."""
         return nx.single_source_shortest_path(self.graph, b)
 
+    def distances_to(self, b: str) -> dict[str, int]:
+        """Hop counts from every peer to ``b``."""
+        return {p: len(path) - 1 for p, path in self._paths_to(b).items()}
+
     def route(self, a: str, b: str) -> tuple[str, ...]:
         """The route from ``a`` to ``b`` by hop count (deterministic: the same BFS order every
         time, so every peer computes the same route)."""
@@ -91,7 +97,13 @@ class Backbone:
         return tuple(reversed(path))
 
     def bandwidth(self) -> dict[frozenset[str], float]:
-        return {k: l.bandwidth for k, l in self.links.items()}
+        """b(e) per link (the backbone is immutable, so this is computed once)."""
+        if self._bandwidth is None:
+            self._bandwidth = {k: l.bandwidth for k, l in self.links.items()}
+        return self._bandwidth
 
     def capacity(self) -> dict[str, float]:
-        return {k: p.load_capacity for k, p in self.peers.items()}
+        """l(v) per peer."""
+        if self._capacity is None:
+            self._capacity = {k: p.load_capacity for k, p in self.peers.items()}
+        return self._capacity

@@ -19,8 +19,8 @@ from typing import Literal
 
 from wxquery import algebra as alg
 
-from .predicate_graph import PredicateGraph
-from .properties import InputProperties, InputStream, Projection, Selection
+from .predicate_graph import PredicateGraph, graph_of
+from .properties import InputProperties, InputStream, Projection, Properties, Selection
 
 StreamKind = Literal["items", "records"]
 
@@ -51,8 +51,11 @@ def covers(outputs: frozenset[str], path: str) -> bool:
     return any(path.startswith(o + "/") for o in outputs)
 
 
+_TRUE = graph_of(())
+
+
 def _graph(selection: Selection | None) -> PredicateGraph:
-    return PredicateGraph(selection.atoms if selection is not None else ())
+    return selection.graph if selection is not None else _TRUE
 
 
 def match_predicates(stream: Selection | None, subscription: Selection | None,
@@ -68,8 +71,8 @@ def match_predicates(stream: Selection | None, subscription: Selection | None,
                       f"predicates on repeated element(s) {', '.join(multi)} match only when identical")
     if _graph(subscription).implies(_graph(stream)):
         return True, "the subscription's predicate implies the stream's"
-    missing = [a for a in _graph(stream).minimized().atoms
-               if not _graph(subscription).implies(PredicateGraph([a]))]
+    have = _graph(subscription)
+    missing = [a for a in stream.atoms if not have.implies_atom(a)]
     return False, ("the stream's predicate is not implied by the subscription's: "
                    + " and ".join(str(a) for a in missing))
 
@@ -84,7 +87,7 @@ def residual_selection(stream: Selection | None, subscription: Selection | None)
         return ()
     have = _graph(stream)
     atoms = subscription.graph.minimized().atoms
-    return tuple(a for a in atoms if not have.implies(PredicateGraph([a])))
+    return tuple(a for a in atoms if not have.implies_atom(a))
 
 
 def _divides(a: Fraction, b: Fraction) -> bool:
@@ -112,14 +115,14 @@ def match_aggregations(stream: InputProperties, sub: InputProperties) -> tuple[b
     if w.ref != w2.ref:
         return False, f"time windows over different reference elements ({w.ref} vs {w2.ref})"
     if not _divides(w.size, w2.size):
-        return False, f"window size {alg.format_fraction(w2.size)} is not a multiple of " \
-                      f"{alg.format_fraction(w.size)} (Δ' mod Δ ≠ 0)"
+        return False, f"the new window size {alg.format_fraction(w2.size)} is not a multiple " \
+                      f"of the stream's {alg.format_fraction(w.size)} (Δ' mod Δ ≠ 0)"
     if not w.tiles:
         return False, f"the stream's window size {alg.format_fraction(w.size)} is not a " \
                       f"multiple of its step {alg.format_fraction(w.step)} (Δ mod μ ≠ 0)"
     if not _divides(w.step, w2.step):
-        return False, f"step {alg.format_fraction(w2.step)} is not a multiple of " \
-                      f"{alg.format_fraction(w.step)} (μ' mod μ ≠ 0)"
+        return False, f"the new step {alg.format_fraction(w2.step)} is not a multiple of the " \
+                      f"stream's {alg.format_fraction(w.step)} (μ' mod μ ≠ 0)"
     have = set(_partials(stream))
     lacking = [alg.partial_name(p) for p in _partials(sub) if p not in have]
     if lacking:
@@ -182,3 +185,21 @@ def _match_aggregate_stream(stream: InputProperties, sub: InputProperties) -> Ma
 def full_pipeline(sub: InputProperties) -> Match:
     """What the original stream needs to become what ``sub`` needs (query shipping's operators)."""
     return match_properties(raw_properties(sub.input), sub)
+
+
+def match_subscriptions(old: Properties, new: Properties) -> Match:
+    """Can the stream(s) produced for the subscription ``old`` serve ``new``? Every input of
+    ``new`` must be served by ``old``'s stream over the same original input."""
+    reasons = []
+    residual: list[alg.Operator] = []
+    for inp in new.inputs:
+        candidates = [o for o in old.inputs if o.input == inp.input]
+        if not candidates:
+            return Match(False, f'the old subscription does not read stream "{inp.input.stream}"')
+        matches = [match_properties(o, inp) for o in candidates]
+        ok = next((m for m in matches if m.shareable), None)
+        if ok is None:
+            return Match(False, matches[0].reason)
+        reasons.append(ok.reason)
+        residual.extend(ok.residual)
+    return Match(True, "; ".join(dict.fromkeys(reasons)), tuple(residual))

@@ -66,18 +66,31 @@ class NetworkState:
         self.subscription_usage: dict[str, Usage] = {}
         self.subscription_streams: dict[str, set[str]] = {}
         self._ids = itertools.count(1)
+        # the stream property tables: (peer, input) -> streams available there
+        self._tables: dict[tuple[str, InputStream], dict[str, NetworkStream]] = {}
+        self._originals: dict[InputStream, NetworkStream] = {}
+        self.deliveries: dict[str, list[tuple[str, str]]] = {}
 
     # ------------------------------------------------------------------ table interface
 
     def streams_at(self, peer: str, input_stream: InputStream) -> list[NetworkStream]:
-        return [s for s in self.streams.values()
-                if s.input == input_stream and peer in s.route]
+        return list(self._tables.get((peer, input_stream), {}).values())
 
     def original(self, input_stream: InputStream) -> NetworkStream:
-        for s in self.streams.values():
-            if s.original and s.input == input_stream:
-                return s
-        raise KeyError(f'unknown stream "{input_stream.stream}"')
+        try:
+            return self._originals[input_stream]
+        except KeyError:
+            raise KeyError(f'unknown stream "{input_stream.stream}"') from None
+
+    def _index(self, s: NetworkStream) -> None:
+        self.streams[s.id] = s
+        for peer in s.route:
+            self._tables.setdefault((peer, s.input), {})[s.id] = s
+
+    def _unindex(self, s: NetworkStream) -> None:
+        del self.streams[s.id]
+        for peer in s.route:
+            self._tables.get((peer, s.input), {}).pop(s.id, None)
 
     def new_stream_id(self) -> str:
         return f"s{next(self._ids)}"
@@ -93,15 +106,20 @@ class NetworkState:
             id=input_stream.stream, input=input_stream, properties=properties, kind="items",
             origin=peer, parent=None, operators=(), route=(peer,),
             estimate=StreamEstimate(statistics.frequency, statistics.avg_item_size), original=True)
-        self.streams[stream.id] = stream
+        if input_stream in self._originals:
+            raise ValueError(f'stream "{input_stream.stream}" is already registered')
+        self._originals[input_stream] = stream
+        self._index(stream)
         return stream
 
     def install(self, subscription: str, new_streams: list[NetworkStream], reused: list[str],
-                extra: Usage) -> None:
-        """Add a plan's streams; the reused streams (and their ancestors) gain a user."""
+                extra: Usage, deliveries: list[tuple[str, str]] = ()) -> None:  # type: ignore[assignment]
+        """Add a plan's streams; the reused streams (and their ancestors) gain a user.
+        ``deliveries`` are (stream, peer) pairs: where the subscription takes its inputs."""
+        self.deliveries[subscription] = list(deliveries)
         for s in new_streams:
             s.users.add(subscription)
-            self.streams[s.id] = s
+            self._index(s)
             self._apply(s.usage, +1)
         for sid in reused:
             for ancestor in self.lineage(sid):
@@ -115,16 +133,37 @@ class NetworkState:
         """Release what only this subscription used; returns the ids of removed streams."""
         removed = []
         for s in list(self.streams.values()):
+            if subscription not in s.users:
+                continue
             s.users.discard(subscription)
             if not s.users and not s.original:
                 self._apply(s.usage, -1)
-                del self.streams[s.id]
+                self._unindex(s)
                 removed.append(s.id)
+        self.deliveries.pop(subscription, None)
         extra = self.subscription_usage.pop(subscription, None)
         if extra is not None:
             self._apply(extra, -1)
         self.subscription_streams.pop(subscription, None)
         return removed
+
+    def needed_peers(self, stream_id: str) -> set[str]:
+        """Peers of a stream's route where something still takes it: a derived stream produced
+        there, or a subscription delivered there."""
+        needed = {s.origin for s in self.streams.values() if s.parent == stream_id}
+        for deliveries in self.deliveries.values():
+            needed.update(peer for sid, peer in deliveries if sid == stream_id)
+        return needed
+
+    def truncate(self, stream_id: str, route: tuple[str, ...], usage_of) -> None:
+        """Shorten a stream's route (what follows is no longer needed) and its resources."""
+        s = self.streams[stream_id]
+        self._unindex(s)
+        self._apply(s.usage, -1)
+        s.route = route
+        s.usage = usage_of(s)
+        self._apply(s.usage, +1)
+        self._index(s)
 
     def lineage(self, stream_id: str) -> list[NetworkStream]:
         out = []

@@ -119,6 +119,7 @@ class Planner:
         self.table: StreamTable = table if table is not None else state
         self.cost_model = cost_model or CostModel()
         self.calibration = calibration or Calibration.load()
+        self._estimate_cache: dict[int, tuple] = {}
 
     # ------------------------------------------------------------------ public
 
@@ -155,10 +156,23 @@ class Planner:
         new_streams = [s for p in plan.parts for s in p.new_streams]
         reused = [p.reused for p in plan.parts]
         self.state.install(plan.subscription, new_streams, reused,
-                           self._post_processing_usage(plan.parts, plan.target))
+                           self._post_processing_usage(plan.parts, plan.target),
+                           [(p.result_stream, plan.target) for p in plan.parts])
 
     def unsubscribe(self, subscription: str) -> list[str]:
-        return self.state.unsubscribe(subscription)
+        """Remove the subscription's streams nothing else uses, and cut the routes of streams
+        that others still use back to the last peer where they are still needed."""
+        removed = self.state.unsubscribe(subscription)
+        for stream in list(self.state.streams.values()):
+            if stream.original:
+                continue
+            needed = self.state.needed_peers(stream.id)
+            last = max((i for i, p in enumerate(stream.route) if p in needed), default=0)
+            if last < len(stream.route) - 1:
+                parent = self.state.streams[stream.parent]  # type: ignore[index]
+                self.state.truncate(stream.id, stream.route[:last + 1],
+                                    lambda s, parent=parent: self.stream_usage(s, parent))
+        return removed
 
     # ------------------------------------------------------------------ SUBSCRIBE
 
@@ -169,22 +183,34 @@ class Planner:
         best_admissible = best if not best.overloads else None
         queue = deque([original.origin])
         queued = {original.origin}
+        matches: dict[str, Match] = {}  # a stream is seen at every peer of its route
+        distance = self.state.backbone.distances_to(target)
         while queue:
             v = queue.popleft()
             for stream in self.table.streams_at(v, inp.input):
-                match = match_properties(stream.properties, inp, repeated)
+                match = matches.get(stream.id)
+                first_visit = match is None
+                if match is None:
+                    match = matches[stream.id] = match_properties(stream.properties, inp, repeated)
                 if not match.shareable:
                     continue
                 for n in stream.next_hops(v):
                     if n not in queued:
                         queued.add(n)
                         queue.append(n)
-                for candidate in self.generate_plans(stream, v, target, inp, match):
-                    if candidate.cost < best.cost:
-                        best = candidate
-                    if not candidate.overloads and (best_admissible is None
-                                                    or candidate.cost < best_admissible.cost):
-                        best_admissible = candidate
+                if not first_visit:
+                    continue
+                # Reusing the same stream nearer the target costs the same operators and fewer
+                # hops, so only the two route peers nearest the target are priced (the second
+                # in case the nearest is loaded).
+                nearest = sorted(dict.fromkeys(stream.route), key=lambda p: distance[p])[:2]
+                for u in nearest:
+                    for candidate in self.generate_plans(stream, u, target, inp, match):
+                        if candidate.cost < best.cost:
+                            best = candidate
+                        if not candidate.overloads and (best_admissible is None
+                                                        or candidate.cost < best_admissible.cost):
+                            best_admissible = candidate
         return best_admissible or best
 
     def generate_plans(self, stream: NetworkStream, v: str, target: str, inp: InputProperties,
@@ -230,31 +256,46 @@ class Planner:
         return self._finish(PlanPart(inp, stream.id, v, target, match.residual, route,
                                      [copy, result], result.id, usage, reason=match.reason))
 
+    def _estimates(self, props: InputProperties) -> tuple[StreamEstimate, float]:
+        """(estimate of the stream ``props`` describes, items/s its selection keeps), memoized
+        per subscription input: every candidate plan of one input needs the same numbers."""
+        key = id(props)
+        cached = self._estimate_cache.get(key)
+        if cached is None or cached[0] is not props:
+            stats = self.state.statistics[props.input.stream]
+            cached = (props, stats.estimate(props), stats.frequency * stats.selectivity(props.selection))
+            self._estimate_cache = {key: cached}
+        return cached[1], cached[2]
+
     def _new_stream(self, props: InputProperties, kind: str, origin: str, parent: NetworkStream,
                     operators: tuple[alg.Operator, ...], route: tuple[str, ...]) -> NetworkStream:
-        stats = self.state.statistics[props.input.stream]
-        estimate = stats.estimate(props) if operators else parent.estimate
+        estimate = self._estimates(props)[0] if operators else parent.estimate
+        stream = NetworkStream(id=self.state.new_stream_id(), input=props.input, properties=props,
+                               kind=kind, origin=origin, parent=parent.id, operators=operators,  # type: ignore[arg-type]
+                               route=route, estimate=StreamEstimate(estimate.freq, estimate.size))
+        stream.usage = self.stream_usage(stream, parent)
+        return stream
+
+    def stream_usage(self, stream: NetworkStream, parent: NetworkStream) -> Usage:
+        """What a stream takes: its operators at the origin, each fed at the rate of what reaches
+        it, forwarding at every peer of its route, and its bandwidth on every link."""
+        props, origin, route, estimate = stream.properties, stream.origin, stream.route, stream.estimate
         usage = Usage()
         peers = self.state.backbone.peers
-        # operators at the origin, each fed at the rate of what reaches it
         freq = parent.estimate.freq
-        selected = stats.frequency * stats.selectivity(props.selection)
-        for op in operators:
+        selected = self._estimates(props)[1] if stream.operators else freq
+        for op in stream.operators:
             usage.add_peer(origin, self.calibration.operator(op) * peers[origin].pindex * freq)
             if isinstance(op, alg.Select):
                 freq = min(freq, selected)
             elif isinstance(op, (alg.WindowAggregate, alg.CombineWindows)):
                 freq = estimate.freq
-        # forwarding: every peer on the route sends or receives each item once
         if len(route) > 1:
             for peer in route:
                 usage.add_peer(peer, self.calibration.forward * peers[peer].pindex * estimate.freq)
             for a, b in zip(route, route[1:]):
                 usage.add_link(a, b, estimate.bits_per_second)
-        return NetworkStream(id=self.state.new_stream_id(), input=props.input, properties=props,
-                             kind=kind, origin=origin, parent=parent.id, operators=operators,
-                             route=route, estimate=StreamEstimate(estimate.freq, estimate.size),
-                             usage=usage)  # type: ignore[arg-type]
+        return usage
 
     def _post_processing_usage(self, parts: list[PlanPart], target: str) -> Usage:
         usage = Usage()

@@ -14,7 +14,9 @@ This is sound *and* complete for such conjunctions, which the paper's edge-by-ed
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from functools import lru_cache
 from fractions import Fraction
 from typing import Iterable
 
@@ -83,13 +85,18 @@ class PredicateGraph:
             self.graph.add_nodes_from(n for n in (atom.left, atom.right) if n is not None)
             for x, y, b in atom_edges(atom):
                 self.add_edge(x, y, b)
-        self._closure: dict[str, dict[str, Bound]] | None = None
+        self._dist: dict[str, dict[str, tuple[int, int]]] | None = None
+        self._scale = 1
         self._satisfiable: bool | None = None
+        self._minimized: "PredicateGraph | None" = None
 
     def add_edge(self, x: str, y: str, b: Bound) -> None:
         current = self.graph.get_edge_data(x, y)
         if current is None or b < current["bound"]:
             self.graph.add_edge(x, y, bound=b)
+            self._dist = None
+            self._satisfiable = None
+            self._minimized = None
 
     @property
     def variables(self) -> frozenset[str]:
@@ -97,13 +104,18 @@ class PredicateGraph:
 
     # ------------------------------------------------------------------ closure
 
-    def closure(self) -> dict[str, dict[str, Bound]]:
-        """All-pairs tightest bounds (Floyd–Warshall over ``Bound``); missing pair = unbounded."""
-        if self._closure is None:
+    def _scaled(self) -> tuple[int, dict[str, dict[str, tuple[int, int]]]]:
+        """All-pairs tightest bounds (Floyd–Warshall), constants scaled to integers by the
+        common denominator so that the inner loop does no Fraction arithmetic."""
+        if self._dist is None:
+            scale = 1
+            for _, _, data in self.graph.edges(data=True):
+                scale = math.lcm(scale, data["bound"].c.denominator)
             nodes = list(self.graph.nodes)
-            dist: dict[str, dict[str, Bound]] = {n: {} for n in nodes}
+            dist: dict[str, dict[str, tuple[int, int]]] = {n: {} for n in nodes}
             for x, y, data in self.graph.edges(data=True):
-                dist[x][y] = data["bound"]
+                b = data["bound"]
+                dist[x][y] = (int(b.c * scale), b.loose)
             for k in nodes:
                 dk = dist[k]
                 for i in nodes:
@@ -112,36 +124,54 @@ class PredicateGraph:
                     if ik is None:
                         continue
                     for j, kj in dk.items():
-                        candidate = ik + kj
-                        current = di.get(j)
-                        if current is None or candidate < current:
-                            di[j] = candidate
-            self._closure = dist
-        return self._closure
+                        cand = (ik[0] + kj[0], ik[1] if ik[1] < kj[1] else kj[1])
+                        cur = di.get(j)
+                        if cur is None or cand < cur:
+                            di[j] = cand
+            self._scale, self._dist = scale, dist
+        return self._scale, self._dist
+
+    def closure(self) -> dict[str, dict[str, Bound]]:
+        """All-pairs tightest bounds; a missing pair is unbounded."""
+        scale, dist = self._scaled()
+        return {x: {y: Bound(Fraction(c, scale), loose) for y, (c, loose) in row.items()}
+                for x, row in dist.items()}
 
     def is_satisfiable(self) -> bool:
         """No negative cycle: every ``d(x, x)`` is at least ``0`` non-strict."""
         if self._satisfiable is None:
-            zero = bound(0, False)
-            dist = self.closure()
-            self._satisfiable = all(dist[n].get(n, zero) >= zero for n in dist)
+            _, dist = self._scaled()
+            self._satisfiable = all(row.get(n, (0, 1)) >= (0, 1) for n, row in dist.items())
         return self._satisfiable
 
     def tightest(self, x: str, y: str) -> Bound | None:
         """The tightest implied bound on ``x - y``, or None when unbounded."""
+        scale, dist = self._scaled()
         if x == y:
-            own = self.closure().get(x, {}).get(x)
-            zero = bound(0, False)
-            return own if own is not None and own < zero else zero
-        return self.closure().get(x, {}).get(y)
+            own = dist.get(x, {}).get(x)
+            if own is not None and own < (0, 1):
+                return Bound(Fraction(own[0], scale), own[1])
+            return bound(0, False)
+        t = dist.get(x, {}).get(y)
+        return None if t is None else Bound(Fraction(t[0], scale), t[1])
 
     # ------------------------------------------------------------------ implication
 
     def implies_edge(self, x: str, y: str, b: Bound) -> bool:
         if not self.is_satisfiable():
             return True
-        t = self.tightest(x, y)
-        return t is not None and t.implies(b)
+        if x == y:
+            return bound(0, False) <= b or (self.tightest(x, x) or bound(0, False)) <= b
+        scale, dist = self._scaled()
+        t = dist.get(x, {}).get(y)
+        if t is None:
+            return False
+        # t/scale ⊴ b.c, compared without fractions
+        lhs, rhs = t[0] * b.c.denominator, b.c.numerator * scale
+        return lhs < rhs or (lhs == rhs and t[1] <= b.loose)
+
+    def implies_atom(self, atom: Atom) -> bool:
+        return all(self.implies_edge(x, y, b) for x, y, b in atom_edges(atom))
 
     def implies(self, other: "PredicateGraph") -> bool:
         """``self ⇒ other`` over the reals: every edge of ``other`` is implied by the closure.
@@ -172,6 +202,8 @@ class PredicateGraph:
         """
         if not self.is_satisfiable():
             return self
+        if self._minimized is not None:
+            return self._minimized
         kept = {(x, y): b for x, row in self.closure().items() for y, b in row.items() if x != y}
         for edge in sorted(kept, key=lambda e: (e[0], e[1])):
             b = kept.pop(edge)
@@ -186,6 +218,7 @@ class PredicateGraph:
         for (x, y), b in kept.items():
             result.add_edge(x, y, b)
         result.atoms = tuple(result.edge_atoms())
+        self._minimized = result
         return result
 
     def edge_atoms(self) -> list[Atom]:
@@ -209,3 +242,9 @@ class PredicateGraph:
                 for x, y, data in sorted(self.graph.edges(data=True), key=lambda e: (e[0], e[1]))
             ],
         }
+
+
+@lru_cache(maxsize=8192)
+def graph_of(atoms: tuple[Atom, ...]) -> PredicateGraph:
+    """The (shared, cached) graph of a conjunction; treat the result as read-only."""
+    return PredicateGraph(atoms)

@@ -14,6 +14,7 @@ subscription carries that subscription's properties.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from fractions import Fraction
 from typing import Iterator, Literal
 
@@ -22,7 +23,7 @@ from wxquery.static_checks import Binding, CheckedQuery
 
 from wxquery.algebra import WHOLE_ITEM, Atom, WindowSpec, format_fraction
 
-from .predicate_graph import PredicateGraph
+from .predicate_graph import PredicateGraph, graph_of
 
 
 
@@ -43,9 +44,9 @@ class Selection:
 
     atoms: tuple[Atom, ...]
 
-    @property
+    @cached_property
     def graph(self) -> PredicateGraph:
-        return PredicateGraph(self.atoms)
+        return graph_of(self.atoms)
 
     @property
     def elements(self) -> frozenset[str]:

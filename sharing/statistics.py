@@ -22,7 +22,7 @@ from wxquery.inline_operators import WindowRecord, compile_atom
 from wxquery.stream_document import string_value
 from wxquery.values import cast_double
 
-from .predicate_graph import ZERO, PredicateGraph
+from .predicate_graph import ZERO, graph_of
 from .properties import InputProperties, Selection
 
 RESERVOIR = 2048
@@ -106,6 +106,8 @@ class StreamStatistics:
     seed: int = 0
     _rng: random.Random = field(default_factory=lambda: random.Random(0), repr=False)
     _histograms: dict[str, Histogram] = field(default_factory=dict, repr=False)
+    _selectivities: dict[tuple, float] = field(default_factory=dict, repr=False)
+    _sizes: dict[frozenset, float] = field(default_factory=dict, repr=False)
     _first_arrival: float | None = None
     _last_arrival: float | None = None
 
@@ -154,6 +156,8 @@ class StreamStatistics:
 
     def _reservoir(self, values: dict[str, float], item: etree._Element) -> None:
         self._histograms.clear()
+        self._selectivities.clear()
+        self._sizes.clear()
         if len(self.sample) < RESERVOIR:
             self.sample.append(values)
             self.sample_items.append(item)
@@ -208,11 +212,17 @@ class StreamStatistics:
             return 1.0
         if not self.items:
             return 1.0
+        cached = self._selectivities.get(selection.atoms)
+        if cached is None:
+            cached = self._selectivities[selection.atoms] = self._selectivity(selection)
+        return cached
+
+    def _selectivity(self, selection: Selection) -> float:
         if any(a.right is not None for a in selection.atoms):
             tests = [compile_atom(a) for a in selection.atoms]
             kept = sum(1 for item in self.sample_items if all(t(item) for t in tests))
             return max(kept, 0.5) / max(len(self.sample_items), 1)
-        graph = PredicateGraph(selection.atoms)
+        graph = graph_of(selection.atoms)
         if not graph.is_satisfiable():
             return 0.0
         sel = 1.0
@@ -230,6 +240,12 @@ class StreamStatistics:
         counting each dropped subtree once."""
         if alg.WHOLE_ITEM in output:
             return self.avg_item_size
+        cached = self._sizes.get(output)
+        if cached is None:
+            cached = self._sizes[output] = self._projected_size(output)
+        return cached
+
+    def _projected_size(self, output: frozenset[str]) -> float:
         size = self.avg_item_size
         for path in self.elements:
             kept_or_on_the_way = any(o == path or o.startswith(path + "/") for o in output)

@@ -120,6 +120,127 @@ def cmd_query_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _match_texts(old_text: str, new_text: str) -> dict:
+    from sharing.analysis import analyze
+    from sharing.matching import match_subscriptions
+    from wxquery.errors import WXQueryError
+
+    analyses = []
+    for label, text in (("old", old_text), ("new", new_text)):
+        try:
+            # Unsatisfiable predicates are legitimate here: an unsatisfiable P' implies any P.
+            analyses.append(analyze(text, require_satisfiable=False))
+        except WXQueryError as exc:
+            return {"shareable": False, "reason": f"{label} query: {exc}", "error": True}
+    match = match_subscriptions(analyses[0].properties, analyses[1].properties)
+    return {"shareable": match.shareable, "reason": match.reason}
+
+
+def cmd_query_match(args: argparse.Namespace) -> int:
+    if args.batch:
+        try:
+            lines = (sys.stdin if args.batch == "-" else open(args.batch, encoding="utf-8")).read().splitlines()
+        except OSError as exc:
+            raise _CliError(f"{args.batch}: error: cannot read: {exc.strerror}") from None
+        failures = 0
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                pair = json.loads(line)
+                result = _match_texts(pair["old"], pair["new"])
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                result = {"shareable": False, "reason": f"line {number}: not a JSON object with "
+                          f"\"old\" and \"new\" query texts ({exc})", "error": True}
+            failures += bool(result.pop("error", False))
+            print(json.dumps(result), flush=True)
+        if failures:
+            print(f"warning: {failures} line(s) could not be matched (see their reasons)",
+                  file=sys.stderr)
+        return EXIT_OK
+    if not args.old or not args.new:
+        raise _CliError("error: give OLD and NEW query files, or --batch FILE.jsonl")
+    result = _match_texts(_read_query(args.old), _read_query(args.new))
+    failed = result.pop("error", False)
+    print(json.dumps(result))
+    return EXIT_ERROR if failed else EXIT_OK
+
+
+# ----------------------------------------------------------------------------- simulate
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from sharing.planner import Strategy
+    from sharing.scenarios import SCENARIOS, random_scenario
+    from sharing.simulator import simulate
+
+    if args.scenario == "random" or args.peers is not None:
+        if args.peers is None or args.queries is None:
+            raise _CliError("error: a random scenario needs --peers N --queries M (and --seed S)")
+        if args.peers < 2 or args.queries < 1:
+            raise _CliError("error: --peers must be at least 2 and --queries at least 1")
+        scenario = random_scenario(args.peers, args.queries, args.seed)
+    elif args.scenario in SCENARIOS:
+        scenario = SCENARIOS[args.scenario](args.seed)
+    else:
+        raise _CliError(f"error: unknown scenario {args.scenario!r}; choose one of "
+                        f"{', '.join(list(SCENARIOS) + ['random'])}")
+    try:
+        strategies = [Strategy(s) for s in args.strategies.split(",")]
+    except ValueError:
+        raise _CliError("error: --strategies takes a comma-separated subset of sharing, "
+                        "data-shipping, query-shipping") from None
+    report = simulate(scenario, photons=args.photons, strategies=strategies,
+                      verify=not args.no_verify,
+                      progress=lambda m: print(m, file=sys.stderr, flush=True))
+    _print_simulation(report)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        from sharing.report_plots import write_plots
+
+        paths = write_plots(report, out)
+        print(f"wrote {out / 'report.json'} and " + ", ".join(str(p) for p in paths),
+              file=sys.stderr)
+    mismatches = sum(len(d["verified"]["mismatches"]) for d in report["strategies"].values())
+    return EXIT_ERROR if mismatches else EXIT_OK
+
+
+def _print_simulation(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 180)
+    console.print(f"[bold]{report['scenario']}[/bold]: {report['description']}; "
+                  f"{report['photons_per_stream']} photons per stream "
+                  f"({report['simulated_seconds']:.0f} simulated s)")
+    table = Table("strategy", "registered", "rejected", "traffic measured", "traffic model",
+                  "registration ms min/avg/max", "results verified")
+    for name, d in report["strategies"].items():
+        r = d["registration_ms"]
+        v = d["verified"]
+        table.add_row(name, str(d["registered"]), str(d["rejected"]),
+                      f"{d['total_traffic_bytes'] / 1e6:.2f} MB",
+                      f"{d['total_traffic_estimate_bytes'] / 1e6:.2f} MB",
+                      f"{r['min']:.2f} / {r['avg']:.2f} / {r['max']:.2f}",
+                      f"{v['identical']}/{v['checked']}" if v["checked"] else "off")
+    console.print(table)
+    peers = Table("super-peer", *[f"{n} load (model)" for n in report["strategies"]],
+                  *[f"{n} traffic MB (model)" for n in report["strategies"]])
+    first = next(iter(report["strategies"].values()))
+    for v in first["peers"]:
+        cells = []
+        for d in report["strategies"].values():
+            p = d["peers"][v]
+            cells.append(f"{100 * p['load_measured']:.2f}% ({100 * p['load_estimate']:.2f}%)")
+        for d in report["strategies"].values():
+            p = d["peers"][v]
+            cells.append(f"{p['traffic_bytes'] / 1e6:.2f} ({p['traffic_estimate_bytes'] / 1e6:.2f})")
+        peers.add_row(v, *cells)
+    console.print(peers)
+
+
 # ----------------------------------------------------------------------------- photons
 
 
@@ -181,6 +302,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how far (in reference units) items may arrive out of order in time "
                         "windows before they are dropped and counted (default 0)")
     p.set_defaults(func=cmd_query_run)
+
+    p = query_commands.add_parser("match", help="can a stream produced for OLD serve NEW? (JSON)")
+    p.add_argument("old", nargs="?", help="the query whose stream exists")
+    p.add_argument("new", nargs="?", help="the new query")
+    p.add_argument("--batch", metavar="FILE.jsonl",
+                   help='lines {"old": "<query text>", "new": "<query text>"}; one JSON answer '
+                        "per line, in order ('-' for stdin)")
+    p.set_defaults(func=cmd_query_match)
+
+    p = commands.add_parser("simulate", help="simulate the paper's evaluation in process")
+    p.add_argument("scenario", help="paper-example, paper-grid, paper-grid-constrained or random")
+    p.add_argument("--peers", type=int, help="random topology: number of super-peers")
+    p.add_argument("--queries", type=int, help="random topology: number of subscriptions")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--photons", type=int, default=20000, help="photons pushed per stream")
+    p.add_argument("--strategies", default="sharing,data-shipping,query-shipping")
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip comparing delivered results with the reference evaluator")
+    p.add_argument("--out", metavar="DIR", help="write report.json and PNG plots here")
+    p.set_defaults(func=cmd_simulate)
 
     photons = commands.add_parser("photons", help="produce photon stream documents")
     photon_commands = photons.add_subparsers(dest="photons_command", metavar="ACTION",

@@ -1,0 +1,72 @@
+"""PNG plots of a simulation report in the style of the paper's Figures 6 and 7.
+
+Figure 6 style: average CPU load per super-peer and average traffic per network connection;
+Figure 7 style: CPU load and accumulated traffic (incoming + outgoing) per super-peer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLORS = {"data-shipping": "#c44e52", "query-shipping": "#dd8452", "sharing": "#4c72b0"}
+ORDER = ["data-shipping", "query-shipping", "sharing"]
+
+
+def _bars(ax, labels: list[str], series: dict[str, list[float]], ylabel: str, log: bool = False) -> None:
+    names = [n for n in ORDER if n in series]
+    width = 0.8 / max(len(names), 1)
+    for i, name in enumerate(names):
+        xs = [x + (i - (len(names) - 1) / 2) * width for x in range(len(labels))]
+        ax.bar(xs, series[name], width, label=name.replace("-", " "), color=COLORS[name])
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=90 if len(labels) > 10 else 0, fontsize=8)
+    ax.set_ylabel(ylabel)
+    if log:
+        ax.set_yscale("symlog", linthresh=0.01)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def write_plots(report: dict, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    strategies = report["strategies"]
+    first = next(iter(strategies.values()))
+    peers = list(first["peers"])
+    links = list(first["links"])
+    seconds = report["simulated_seconds"]
+    name = report["scenario"]
+    paths = []
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.5))
+    _bars(a, peers, {s: [100 * d["peers"][p]["load_measured"] for p in peers]
+                     for s, d in strategies.items()}, "average CPU load [% of one core]")
+    a.set_title("CPU load per super-peer")
+    _bars(b, links, {s: [d["links"][e]["bytes"] * 8 / seconds / 1e3 for e in links]
+                     for s, d in strategies.items()}, "average traffic [kbit/s]", log=True)
+    b.set_title("traffic per network connection")
+    fig.suptitle(f"{name}: {report['description']} (Figure 6 style)")
+    fig.tight_layout()
+    p = out / f"{name}-figure6.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    paths.append(p)
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.5))
+    _bars(a, peers, {s: [100 * d["peers"][p]["load_measured"] for p in peers]
+                     for s, d in strategies.items()}, "average CPU load [% of one core]")
+    a.set_title("CPU load per super-peer")
+    _bars(b, peers, {s: [d["peers"][p]["traffic_bytes"] * 8 / 1e6 for p in peers]
+                     for s, d in strategies.items()}, "accumulated traffic in+out [Mbit]", log=True)
+    b.set_title(f"traffic per super-peer over {seconds:.0f} simulated s")
+    fig.suptitle(f"{name}: {report['description']} (Figure 7 style)")
+    fig.tight_layout()
+    p = out / f"{name}-figure7.png"
+    fig.savefig(p, dpi=110)
+    plt.close(fig)
+    paths.append(p)
+    return paths

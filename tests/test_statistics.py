@@ -1,0 +1,68 @@
+"""Statistics and the estimates they give, against what the operators actually produce."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from conftest import photon_document
+from sharing.analysis import analyze
+from sharing.scenarios import paper_query
+from sharing.statistics import StreamStatistics
+from wxquery import algebra as alg
+from wxquery.inline_operators import Pipeline, item_size
+from wxquery.stream_document import StreamDocument
+
+ITEMS = list(StreamDocument.from_text(photon_document(4000, seed=6)).items("photons", "photon"))
+
+
+def stats() -> StreamStatistics:
+    s = StreamStatistics(frequency=100.0)
+    for item in ITEMS:
+        s.observe(item)
+    return s
+
+
+def test_element_statistics_and_increment():
+    s = stats()
+    assert s.items == 4000
+    assert abs(s.avg_item_size - sum(item_size(i) for i in ITEMS) / 4000) < 1e-6
+    assert s.occurrence("coord/cel/ra") == 1.0 and s.element_size("en") > 8
+    assert abs(s.avg_increment("det_time") - 0.1) < 0.02  # generator: 10 photons per second
+    assert s.avg_increment("en") is None  # not ordered
+    assert s.repeated_elements == frozenset()
+
+
+def test_selectivity_and_projected_size_match_the_operators():
+    s = stats()
+    for n in (1, 2):
+        (inp,) = analyze(paper_query(n)).properties.inputs
+        kept = Pipeline([alg.Select(inp.selection.atoms)]).run(ITEMS)
+        assert abs(s.selectivity(inp.selection) - len(kept) / len(ITEMS)) < 0.08
+        projected = Pipeline([alg.Project(inp.projection.output)]).run(kept)
+        actual = sum(item_size(i) for i in projected) / len(projected)
+        assert abs(s.projected_size(inp.projection.output) - actual) / actual < 0.05
+
+
+def test_relational_predicates_use_the_sample():
+    s = stats()
+    sel = analyze('<r>{ for $p in stream("photons")/photons/photon where $p/coord/det/dx <= '
+                  '$p/coord/det/dy - 500 return $p }</r>').properties.inputs[0].selection
+    kept = Pipeline([alg.Select(sel.atoms)]).run(ITEMS)
+    assert abs(s.selectivity(sel) - len(kept) / len(ITEMS)) < 0.05
+
+
+def test_window_rates():
+    s = stats()
+    (inp,) = analyze(paper_query(3)).properties.inputs
+    est = s.estimate(inp)
+    # one record per 10 s step; the stream advances 100 items/s × 0.1 s/item = 10 s per second
+    assert abs(est.freq - 1.0) < 0.25 and est.size < 100
+
+
+def test_repeated_elements_are_detected():
+    s = StreamStatistics()
+    for item in StreamDocument.from_text("<s><i><v>1</v><v>2</v></i><i><v>3</v></i></s>").items("s", "i"):
+        s.observe(item)
+    assert s.repeated_elements == frozenset({"v"})
+    assert s.histogram("v").fraction(0, 10) > 0.9
+    assert alg.WindowSpec("count", Fraction(4), Fraction(2)).tiles
