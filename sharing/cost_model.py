@@ -98,21 +98,22 @@ class CostModel:
              link_used: dict[frozenset[str], float], capacity: dict[str, float],
              peer_used: dict[str, float]) -> tuple[float, list[Overload]]:
         """C(P) and the overloads the plan would cause (empty when it fits)."""
-        link_term = 0.0
         overloads: list[Overload] = []
-        for e, bits in plan.links.items():
-            b = bandwidth[e]
-            u = bits / b
-            a = max(0.0, 1.0 - link_used.get(e, 0.0) / b)
-            link_term += u + max(0.0, u - a) * math.exp(min(u - a, 50.0))
-            if u > a:
-                overloads.append(Overload("link", "–".join(sorted(e)), u, a))
-        peer_term = 0.0
-        for v, cores in plan.peers.items():
-            lv = capacity[v]
-            u = cores / lv
-            a = max(0.0, 1.0 - peer_used.get(v, 0.0) / lv)
-            peer_term += u + max(0.0, u - a) * math.exp(min(u - a, 50.0))
-            if u > a:
-                overloads.append(Overload("peer", v, u, a))
+        link_term = _term("link", plan.links, bandwidth, link_used, overloads,
+                          lambda e: "–".join(sorted(e)))
+        peer_term = _term("peer", plan.peers, capacity, peer_used, overloads, str)
         return self.gamma * link_term + (1 - self.gamma) * peer_term, overloads
+
+
+def _term(kind: str, added: dict, capacity: dict, used: dict, overloads: list[Overload],
+          name) -> float:
+    """Σ [u + max(0, u − a) · e^(u − a)] over the resources a plan adds to (links or peers)."""
+    total = 0.0
+    for key, amount in added.items():
+        cap = capacity[key]
+        u = amount / cap
+        a = max(0.0, 1.0 - used.get(key, 0.0) / cap)
+        total += u + max(0.0, u - a) * math.exp(min(u - a, 50.0))
+        if u > a:
+            overloads.append(Overload(kind, name(key), u, a))
+    return total

@@ -192,6 +192,31 @@ def _children(elements: Iterable[Value], name: str) -> list:
     return out
 
 
+class _Counted:
+    """Counts the items drawn from an iterable (items read from a stream)."""
+
+    def __init__(self, items: Iterable[Value]) -> None:
+        self.items = items
+        self.n = 0
+
+    def __iter__(self) -> Iterator[Value]:
+        for item in self.items:
+            self.n += 1
+            yield item
+
+
+def _navigate_items(items: Iterable[Value], item_filter: Callable[[Value], bool] | None,
+                    rest: Callable[[list], list] | None) -> Iterator[Value]:
+    """Stream items that pass the item step's predicates, then the path's remaining steps."""
+    for item in items:
+        if item_filter is not None and not item_filter(item):
+            continue
+        if rest is None:
+            yield item
+        else:
+            yield from rest([item])
+
+
 def _append_text(parent: etree._Element, text: str) -> None:
     if len(parent):
         last = parent[-1]
@@ -299,16 +324,7 @@ class _Compiler:
             rest = self.steps(steps[2:])
             delivered = prepared
 
-            def delivered_items(env: Env) -> Iterator[Value]:
-                for item in delivered:
-                    if item_filter is not None and not item_filter(item):
-                        continue
-                    if rest is None:
-                        yield item
-                    else:
-                        yield from rest([item])
-
-            return delivered_items
+            return lambda env: _navigate_items(delivered, item_filter, rest)
         if isinstance(root, ast.StreamCall):
             document = self.context.stream(root.name)
             root_step, item_step = steps[0], steps[1]
@@ -318,18 +334,11 @@ class _Compiler:
             stream_name = root.name
 
             def stream_items(env: Env) -> Iterator[Value]:
-                count = 0
+                counted = _Counted(document.items(root_step.name, item_step.name))
                 try:
-                    for item in document.items(root_step.name, item_step.name):
-                        count += 1
-                        if item_filter is not None and not item_filter(item):
-                            continue
-                        if rest is None:
-                            yield item
-                        else:
-                            yield from rest([item])
+                    yield from _navigate_items(counted, item_filter, rest)
                 finally:
-                    stats.items_read[stream_name] = stats.items_read.get(stream_name, 0) + count
+                    stats.items_read[stream_name] = stats.items_read.get(stream_name, 0) + counted.n
 
             return stream_items
         rest = self.steps(steps)
