@@ -35,7 +35,8 @@ def percentile(values: list[float], q: float) -> float:
 
 def measure(scenario: scenarios.Scenario, label: str) -> dict:
     # Analyses are parsed once up front (as a super-peer does on arrival); timing is the planner.
-    sim = Simulation(scenario, photons=2000, verify=False)
+    sim = Simulation(scenario, photons=2000, verify=False,
+                     progress=lambda m: print(f"    {m}", flush=True))
     sim._push = lambda state, result: None  # type: ignore[method-assign]
     start = time.perf_counter()
     result = sim.run(Strategy.SHARING)

@@ -66,15 +66,23 @@ class NetworkState:
         self.subscription_usage: dict[str, Usage] = {}
         self.subscription_streams: dict[str, set[str]] = {}
         self._ids = itertools.count(1)
-        # the stream property tables: (peer, input) -> streams available there
-        self._tables: dict[tuple[str, InputStream], dict[str, NetworkStream]] = {}
+        # the stream property tables: (peer, input) -> properties -> streams available there
+        self._tables: dict[tuple[str, InputStream], dict[InputProperties, dict[str, NetworkStream]]] = {}
+        self._interned: dict[InputProperties, InputProperties] = {}
         self._originals: dict[InputStream, NetworkStream] = {}
         self.deliveries: dict[str, list[tuple[str, str]]] = {}
 
     # ------------------------------------------------------------------ table interface
 
     def streams_at(self, peer: str, input_stream: InputStream) -> list[NetworkStream]:
-        return list(self._tables.get((peer, input_stream), {}).values())
+        return [s for group in self._tables.get((peer, input_stream), {}).values()
+                for s in group.values()]
+
+    def groups_at(self, peer: str, input_stream: InputStream
+                  ) -> dict[InputProperties, dict[str, NetworkStream]]:
+        """The table grouped by properties: streams of equal properties carry equal content,
+        so one match decides for the whole group."""
+        return self._tables.get((peer, input_stream), {})
 
     def original(self, input_stream: InputStream) -> NetworkStream:
         try:
@@ -83,14 +91,20 @@ class NetworkState:
             raise KeyError(f'unknown stream "{input_stream.stream}"') from None
 
     def _index(self, s: NetworkStream) -> None:
+        s.properties = self._interned.setdefault(s.properties, s.properties)
         self.streams[s.id] = s
         for peer in s.route:
-            self._tables.setdefault((peer, s.input), {})[s.id] = s
+            table = self._tables.setdefault((peer, s.input), {})
+            table.setdefault(s.properties, {})[s.id] = s
 
     def _unindex(self, s: NetworkStream) -> None:
         del self.streams[s.id]
         for peer in s.route:
-            self._tables.get((peer, s.input), {}).pop(s.id, None)
+            table = self._tables.get((peer, s.input), {})
+            group = table.get(s.properties, {})
+            group.pop(s.id, None)
+            if not group:
+                table.pop(s.properties, None)
 
     def new_stream_id(self) -> str:
         return f"s{next(self._ids)}"

@@ -183,35 +183,49 @@ class Planner:
         best_admissible = best if not best.overloads else None
         queue = deque([original.origin])
         queued = {original.origin}
-        matches: dict[str, Match] = {}  # a stream is seen at every peer of its route
+        matches: dict[int, Match] = {}  # by properties: equal properties, equal content
+        candidates: dict[int, dict[str, NetworkStream]] = {}
         distance = self.state.backbone.distances_to(target)
         while queue:
             v = queue.popleft()
-            for stream in self.table.streams_at(v, inp.input):
-                match = matches.get(stream.id)
-                first_visit = match is None
+            for props, group in self._groups_at(v, inp):
+                match = matches.get(id(props))
                 if match is None:
-                    match = matches[stream.id] = match_properties(stream.properties, inp, repeated)
+                    match = matches[id(props)] = match_properties(props, inp, repeated)
                 if not match.shareable:
                     continue
-                for n in stream.next_hops(v):
-                    if n not in queued:
-                        queued.add(n)
-                        queue.append(n)
-                if not first_visit:
-                    continue
-                # Reusing the same stream nearer the target costs the same operators and fewer
-                # hops, so only the two route peers nearest the target are priced (the second
-                # in case the nearest is loaded).
-                nearest = sorted(dict.fromkeys(stream.route), key=lambda p: distance[p])[:2]
-                for u in nearest:
-                    for candidate in self.generate_plans(stream, u, target, inp, match):
-                        if candidate.cost < best.cost:
-                            best = candidate
-                        if not candidate.overloads and (best_admissible is None
-                                                        or candidate.cost < best_admissible.cost):
-                            best_admissible = candidate
+                reached = candidates.setdefault(id(props), {})
+                for stream in group:
+                    reached[stream.id] = stream
+                    for n in stream.next_hops(v):
+                        if n not in queued:
+                            queued.add(n)
+                            queue.append(n)
+        for key, streams in candidates.items():
+            match = matches[key]
+            # Reusing a stream nearer the target costs the same operators and fewer hops, and
+            # streams of equal properties carry the same content: per group, only the two
+            # (stream, peer) pairs nearest the target are priced (the second in case the nearest
+            # is loaded).
+            pairs = sorted(((distance[p], p, s.id) for s in streams.values()
+                            for p in dict.fromkeys(s.route)))[:2]
+            for _, u, sid in pairs:
+                for candidate in self.generate_plans(streams[sid], u, target, inp, match):
+                    if candidate.cost < best.cost:
+                        best = candidate
+                    if not candidate.overloads and (best_admissible is None
+                                                    or candidate.cost < best_admissible.cost):
+                        best_admissible = candidate
         return best_admissible or best
+
+    def _groups_at(self, peer: str, inp: InputProperties):
+        groups = getattr(self.table, "groups_at", None)
+        if groups is not None:
+            return [(props, list(g.values())) for props, g in groups(peer, inp.input).items()]
+        by_props: dict[InputProperties, list[NetworkStream]] = {}
+        for s in self.table.streams_at(peer, inp.input):
+            by_props.setdefault(s.properties, []).append(s)
+        return list(by_props.items())
 
     def generate_plans(self, stream: NetworkStream, v: str, target: str, inp: InputProperties,
                        match: Match) -> list[PlanPart]:

@@ -51,12 +51,39 @@ class WindowRecord:
         return [] if value is None else [value]
 
     def to_xml(self) -> str:
+        """``<w k="3"><p f="sum" e="en">12.5</p>…</w>``; doubles print in shortest round-trip form,
+        so ``from_xml`` gives back exactly the same values."""
         parts = [f'<w k="{self.index}">']
         for (fn, el), value in self.values.items():
-            tag = f"{fn}.{'item' if el == alg.WHOLE_ITEM else el.replace('/', '.')}"
-            parts.append(f"<{tag}/>" if value is None else f"<{tag}>{format_atomic(value)}</{tag}>")
+            head = f'<p f="{fn}" e="{_attr(el)}"'
+            parts.append(head + "/>" if value is None else f"{head}>{format_atomic(value)}</p>")
         parts.append("</w>")
         return "".join(parts)
+
+    @classmethod
+    def from_xml(cls, text: str) -> "WindowRecord":
+        el = etree.fromstring(text)
+        record = cls(int(el.get("k")))
+        for p in el:
+            fn, element = p.get("f"), p.get("e")
+            if p.text is None:
+                record.values[(fn, element)] = None
+            elif fn == "count":
+                record.values[(fn, element)] = int(p.text)
+            else:
+                record.values[(fn, element)] = float(p.text)
+        return record
+
+
+def _attr(text: str) -> str:
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+
+
+def serialize(value: "etree._Element | WindowRecord") -> str:
+    """A stream value as it travels on the wire (UTF-8 XML element without declaration)."""
+    if isinstance(value, WindowRecord):
+        return value.to_xml()
+    return etree.tostring(value, encoding="unicode", with_tail=False)
 
 
 def item_size(value: etree._Element | WindowRecord) -> int:

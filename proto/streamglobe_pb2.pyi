@@ -1,0 +1,249 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable
+from typing import ClassVar as _ClassVar, Optional as _Optional
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RegisterStreamRequest(_message.Message):
+    __slots__ = ("name", "root", "item", "rate")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROOT_FIELD_NUMBER: _ClassVar[int]
+    ITEM_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    root: str
+    item: str
+    rate: float
+    def __init__(self, name: _Optional[str] = ..., root: _Optional[str] = ..., item: _Optional[str] = ..., rate: _Optional[float] = ...) -> None: ...
+
+class RegisterStreamReply(_message.Message):
+    __slots__ = ("stream", "superpeer")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    SUPERPEER_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    superpeer: str
+    def __init__(self, stream: _Optional[str] = ..., superpeer: _Optional[str] = ...) -> None: ...
+
+class PublishRequest(_message.Message):
+    __slots__ = ("stream", "first_sequence", "items")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    first_sequence: int
+    items: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PublishReply(_message.Message):
+    __slots__ = ("accepted", "rejected", "rejections")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REJECTED_FIELD_NUMBER: _ClassVar[int]
+    REJECTIONS_FIELD_NUMBER: _ClassVar[int]
+    accepted: int
+    rejected: int
+    rejections: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, accepted: _Optional[int] = ..., rejected: _Optional[int] = ..., rejections: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CloseStreamRequest(_message.Message):
+    __slots__ = ("stream",)
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    def __init__(self, stream: _Optional[str] = ...) -> None: ...
+
+class CloseStreamReply(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: int
+    def __init__(self, items: _Optional[int] = ...) -> None: ...
+
+class SubscribeRequest(_message.Message):
+    __slots__ = ("query", "strategy")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    strategy: str
+    def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ...) -> None: ...
+
+class SubscribeReply(_message.Message):
+    __slots__ = ("subscription", "plan_json", "description")
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PLAN_JSON_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    subscription: str
+    plan_json: str
+    description: str
+    def __init__(self, subscription: _Optional[str] = ..., plan_json: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class UnsubscribeRequest(_message.Message):
+    __slots__ = ("subscription",)
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    subscription: str
+    def __init__(self, subscription: _Optional[str] = ...) -> None: ...
+
+class UnsubscribeReply(_message.Message):
+    __slots__ = ("removed_streams",)
+    REMOVED_STREAMS_FIELD_NUMBER: _ClassVar[int]
+    removed_streams: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, removed_streams: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ReadResultsRequest(_message.Message):
+    __slots__ = ("subscription", "offset", "max_items", "wait_ms")
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MAX_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    subscription: str
+    offset: int
+    max_items: int
+    wait_ms: int
+    def __init__(self, subscription: _Optional[str] = ..., offset: _Optional[int] = ..., max_items: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class ReadResultsReply(_message.Message):
+    __slots__ = ("offset", "items", "closed", "root", "dropped")
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_FIELD_NUMBER: _ClassVar[int]
+    ROOT_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    offset: int
+    items: _containers.RepeatedScalarFieldContainer[str]
+    closed: bool
+    root: str
+    dropped: int
+    def __init__(self, offset: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., closed: _Optional[bool] = ..., root: _Optional[str] = ..., dropped: _Optional[int] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class StatusReply(_message.Message):
+    __slots__ = ("json",)
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: str
+    def __init__(self, json: _Optional[str] = ...) -> None: ...
+
+class LookupStreamsRequest(_message.Message):
+    __slots__ = ("input_json",)
+    INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    input_json: str
+    def __init__(self, input_json: _Optional[str] = ...) -> None: ...
+
+class LookupStreamsReply(_message.Message):
+    __slots__ = ("streams_json", "usage_json")
+    STREAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    USAGE_JSON_FIELD_NUMBER: _ClassVar[int]
+    streams_json: str
+    usage_json: str
+    def __init__(self, streams_json: _Optional[str] = ..., usage_json: _Optional[str] = ...) -> None: ...
+
+class GetStatisticsRequest(_message.Message):
+    __slots__ = ("stream",)
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    def __init__(self, stream: _Optional[str] = ...) -> None: ...
+
+class GetStatisticsReply(_message.Message):
+    __slots__ = ("json",)
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: str
+    def __init__(self, json: _Optional[str] = ...) -> None: ...
+
+class AnnounceStreamRequest(_message.Message):
+    __slots__ = ("stream_json",)
+    STREAM_JSON_FIELD_NUMBER: _ClassVar[int]
+    stream_json: str
+    def __init__(self, stream_json: _Optional[str] = ...) -> None: ...
+
+class AnnounceStreamReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ReserveRequest(_message.Message):
+    __slots__ = ("transaction", "part_json")
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    PART_JSON_FIELD_NUMBER: _ClassVar[int]
+    transaction: str
+    part_json: str
+    def __init__(self, transaction: _Optional[str] = ..., part_json: _Optional[str] = ...) -> None: ...
+
+class ReserveReply(_message.Message):
+    __slots__ = ("ok", "reason")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    reason: str
+    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class CommitRequest(_message.Message):
+    __slots__ = ("transaction", "commit_json")
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_JSON_FIELD_NUMBER: _ClassVar[int]
+    transaction: str
+    commit_json: str
+    def __init__(self, transaction: _Optional[str] = ..., commit_json: _Optional[str] = ...) -> None: ...
+
+class CommitReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class AbortRequest(_message.Message):
+    __slots__ = ("transaction",)
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    transaction: str
+    def __init__(self, transaction: _Optional[str] = ...) -> None: ...
+
+class AbortReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RemoveRequest(_message.Message):
+    __slots__ = ("subscription", "streams")
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
+    subscription: str
+    streams: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, subscription: _Optional[str] = ..., streams: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RemoveReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class TransferRequest(_message.Message):
+    __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    first_sequence: int
+    items: _containers.RepeatedScalarFieldContainer[str]
+    watermark: float
+    end: bool
+    sender: str
+    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., watermark: _Optional[float] = ..., end: _Optional[bool] = ..., sender: _Optional[str] = ...) -> None: ...
+
+class TransferReply(_message.Message):
+    __slots__ = ("acknowledged",)
+    ACKNOWLEDGED_FIELD_NUMBER: _ClassVar[int]
+    acknowledged: int
+    def __init__(self, acknowledged: _Optional[int] = ...) -> None: ...
+
+class HeartbeatRequest(_message.Message):
+    __slots__ = ("sender",)
+    SENDER_FIELD_NUMBER: _ClassVar[int]
+    sender: str
+    def __init__(self, sender: _Optional[str] = ...) -> None: ...
+
+class HeartbeatReply(_message.Message):
+    __slots__ = ("superpeer", "usage_json", "originals_json")
+    SUPERPEER_FIELD_NUMBER: _ClassVar[int]
+    USAGE_JSON_FIELD_NUMBER: _ClassVar[int]
+    ORIGINALS_JSON_FIELD_NUMBER: _ClassVar[int]
+    superpeer: str
+    usage_json: str
+    originals_json: str
+    def __init__(self, superpeer: _Optional[str] = ..., usage_json: _Optional[str] = ..., originals_json: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,166 @@
+"""JSON forms of the optimizer's data model, for the wire between super-peers.
+
+Properties, operators, stream entries, usage and statistics snapshots cross the network as JSON
+text inside protobuf messages, so that the protocol carries the optimizer's own data model and
+never a second copy of it. Every ``*_to_json`` has a ``*_from_json`` that returns an equal value.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from lxml import etree
+
+from wxquery import algebra as alg
+
+from .cost_model import Usage
+from .network_state import NetworkStream
+from .properties import (Aggregation, InputProperties, InputStream, Projection, Selection,
+                         UnknownOperator)
+from .statistics import ElementStats, StreamEstimate, StreamStatistics, _Increment
+
+
+def _frac(f: Fraction) -> str:
+    return f"{f.numerator}/{f.denominator}"
+
+
+def _unfrac(s: str) -> Fraction:
+    return Fraction(s)
+
+
+def atom_to_json(a: alg.Atom) -> list:
+    return [a.left, a.op, a.right, _frac(a.constant)]
+
+
+def atom_from_json(j: list) -> alg.Atom:
+    return alg.Atom(j[0], j[1], j[2], _unfrac(j[3]))
+
+
+def window_to_json(w: alg.WindowSpec | None) -> dict | None:
+    if w is None:
+        return None
+    return {"kind": w.kind, "size": _frac(w.size), "step": _frac(w.step), "ref": w.ref}
+
+
+def window_from_json(j: dict | None) -> alg.WindowSpec | None:
+    if j is None:
+        return None
+    return alg.WindowSpec(j["kind"], _unfrac(j["size"]), _unfrac(j["step"]), j["ref"])
+
+
+def input_to_json(i: InputStream) -> dict:
+    return {"stream": i.stream, "items": list(i.items)}
+
+
+def input_from_json(j: dict) -> InputStream:
+    return InputStream(j["stream"], tuple(j["items"]))
+
+
+def properties_to_json(p: InputProperties) -> dict:
+    return {
+        "input": input_to_json(p.input),
+        "variable": p.variable,
+        "selection": [atom_to_json(a) for a in p.selection.atoms] if p.selection else None,
+        "output": sorted(p.projection.output),
+        "referenced": sorted(p.projection.referenced),
+        "window": window_to_json(p.window),
+        "aggregates": [[a.function, a.element] for a in p.aggregates],
+        "aggregate_selection": ([atom_to_json(a) for a in p.aggregate_selection.atoms]
+                                if p.aggregate_selection else None),
+        "unknown": [[u.name, list(u.params)] for u in p.unknown],
+    }
+
+
+def properties_from_json(j: dict) -> InputProperties:
+    return InputProperties(
+        input=input_from_json(j["input"]),
+        variable=j["variable"],
+        selection=Selection(tuple(atom_from_json(a) for a in j["selection"])) if j["selection"] else None,
+        projection=Projection(frozenset(j["output"]), frozenset(j["referenced"])),
+        window=window_from_json(j["window"]),
+        aggregates=tuple(Aggregation(f, e) for f, e in j["aggregates"]),
+        aggregate_selection=(Selection(tuple(atom_from_json(a) for a in j["aggregate_selection"]))
+                             if j["aggregate_selection"] else None),
+        unknown=tuple(UnknownOperator(n, tuple(p)) for n, p in j["unknown"]),
+    )
+
+
+def operator_to_json(op: alg.Operator) -> dict:
+    if isinstance(op, alg.Select):
+        return {"op": "select", "atoms": [atom_to_json(a) for a in op.atoms]}
+    if isinstance(op, alg.Project):
+        return {"op": "project", "paths": sorted(op.paths)}
+    if isinstance(op, alg.WindowAggregate):
+        return {"op": "window", "window": window_to_json(op.window),
+                "partials": [list(p) for p in op.partials]}
+    if isinstance(op, alg.CombineWindows):
+        return {"op": "combine", "source": window_to_json(op.source),
+                "window": window_to_json(op.window), "partials": [list(p) for p in op.partials]}
+    if isinstance(op, alg.AggregateFilter):
+        return {"op": "aggregate-filter", "atoms": [atom_to_json(a) for a in op.atoms]}
+    raise TypeError(op)
+
+
+def operator_from_json(j: dict) -> alg.Operator:
+    kind = j["op"]
+    if kind == "select":
+        return alg.Select(tuple(atom_from_json(a) for a in j["atoms"]))
+    if kind == "project":
+        return alg.Project(frozenset(j["paths"]))
+    if kind == "window":
+        return alg.WindowAggregate(window_from_json(j["window"]),  # type: ignore[arg-type]
+                                   tuple(tuple(p) for p in j["partials"]))  # type: ignore[misc]
+    if kind == "combine":
+        return alg.CombineWindows(window_from_json(j["source"]), window_from_json(j["window"]),  # type: ignore[arg-type]
+                                  tuple(tuple(p) for p in j["partials"]))  # type: ignore[misc]
+    if kind == "aggregate-filter":
+        return alg.AggregateFilter(tuple(atom_from_json(a) for a in j["atoms"]))
+    raise ValueError(f"unknown operator {kind!r}")
+
+
+def usage_to_json(u: Usage) -> dict:
+    return {"links": [[sorted(k), v] for k, v in u.links.items()], "peers": u.peers}
+
+
+def usage_from_json(j: dict) -> Usage:
+    return Usage({frozenset(k): v for k, v in j["links"]}, dict(j["peers"]))
+
+
+def stream_to_json(s: NetworkStream) -> dict:
+    return {
+        "id": s.id, "input": input_to_json(s.input), "properties": properties_to_json(s.properties),
+        "kind": s.kind, "origin": s.origin, "parent": s.parent,
+        "operators": [operator_to_json(o) for o in s.operators], "route": list(s.route),
+        "estimate": [s.estimate.freq, s.estimate.size], "usage": usage_to_json(s.usage),
+        "users": sorted(s.users), "original": s.original,
+    }
+
+
+def stream_from_json(j: dict) -> NetworkStream:
+    return NetworkStream(
+        id=j["id"], input=input_from_json(j["input"]), properties=properties_from_json(j["properties"]),
+        kind=j["kind"], origin=j["origin"], parent=j["parent"],
+        operators=tuple(operator_from_json(o) for o in j["operators"]), route=tuple(j["route"]),
+        estimate=StreamEstimate(*j["estimate"]), usage=usage_from_json(j["usage"]),
+        users=set(j["users"]), original=j["original"])
+
+
+def statistics_to_json(s: StreamStatistics, sample: int = 512) -> dict:
+    """A snapshot: counters in full, the reservoir sample trimmed to ``sample`` items."""
+    items = s.sample_items[:sample]
+    return {
+        "frequency": s.frequency, "items": s.items, "total_bytes": s.total_bytes,
+        "elements": {p: [e.occurrences, e.total_bytes, e.items_with] for p, e in s.elements.items()},
+        "increments": {p: [i.last, i.total, i.count, i.ordered] for p, i in s.increments.items()},
+        "sample": s.sample[:sample],
+        "sample_items": [etree.tostring(i, encoding="unicode", with_tail=False) for i in items],
+    }
+
+
+def statistics_from_json(j: dict) -> StreamStatistics:
+    s = StreamStatistics(frequency=j["frequency"], items=j["items"], total_bytes=j["total_bytes"])
+    s.elements = {p: ElementStats(*v) for p, v in j["elements"].items()}
+    s.increments = {p: _Increment(*v) for p, v in j["increments"].items()}
+    s.sample = [dict(v) for v in j["sample"]]
+    s.sample_items = [etree.fromstring(x) for x in j["sample_items"]]
+    return s
+
