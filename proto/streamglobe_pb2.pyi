@@ -207,8 +207,10 @@ class RemoveRequest(_message.Message):
     def __init__(self, subscription: _Optional[str] = ..., streams: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RemoveReply(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("removed",)
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    removed: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, removed: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TransferRequest(_message.Message):
     __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender")

@@ -276,6 +276,196 @@ def cmd_photons_from_fits(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ----------------------------------------------------------------------------- network
+
+
+def _client(address: str):
+    from thinpeer.client import SuperPeerClient
+
+    return SuperPeerClient(address)
+
+
+def _thin_error(exc) -> _CliError:
+    return _CliError(f"error: {exc.code}: {exc.message}")
+
+
+def cmd_superpeer_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from sharing.backbone import TopologyError
+    from superpeer.node import NodeError
+    from superpeer.server import serve_forever, start_superpeer
+    from superpeer.topology import load_topology
+
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.id} %(levelname)s %(message)s")
+    try:
+        topology = load_topology(args.topology)
+        running = start_superpeer(topology, args.id, args.port, args.retention, args.executor)
+    except (TopologyError, NodeError, OSError) as exc:
+        raise _CliError(f"error: {getattr(exc, 'message', exc)}") from None
+    print(f"{args.id} serving on {running.address}", file=sys.stderr, flush=True)
+    serve_forever(running)
+    return EXIT_OK
+
+
+def _document_items(path: str):
+    """(root, item, iterator of item XML strings) of a stream document."""
+    from lxml import etree
+
+    from wxquery.errors import InputDocumentError
+    from wxquery.stream_document import StreamDocument
+
+    doc = StreamDocument.from_bytes(sys.stdin.buffer.read(), "<stdin>") if path == "-" \
+        else StreamDocument.from_file(path)
+    try:
+        with doc._open() as f:
+            root = item = None
+            for event, el in etree.iterparse(f, events=("start",)):
+                if root is None:
+                    root = el.tag
+                elif item is None:
+                    item = el.tag
+                    break
+    except etree.XMLSyntaxError as exc:
+        raise _CliError(f"{path}:{exc.position[0]}:{exc.position[1]}: error: malformed XML: {exc.msg}") from None
+    if root is None or item is None:
+        raise _CliError(f"{path}: error: no items: expected <root><item>…</item>…</root>")
+
+    def items():
+        try:
+            for el in doc.items(root, item):
+                yield etree.tostring(el, encoding="unicode", with_tail=False)
+        except InputDocumentError as exc:
+            raise _CliError(str(exc)) from None
+
+    return root, item, items()
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    import itertools
+
+    from thinpeer.client import ThinPeerError
+    from thinpeer.photon_generator import generate
+
+    if args.input is None and not args.synthetic:
+        raise _CliError("error: give --input DOC.xml or --synthetic")
+    if args.input is not None:
+        root, item, items = _document_items(args.input)
+    else:
+        root, item = "photons", "photon"
+        items = (p.to_xml() for p in generate(args.count, args.seed, rate=10.0))
+    if args.count is not None:
+        items = itertools.islice(items, args.count)
+    started = __import__("time").monotonic()
+
+    def progress(summary) -> None:
+        elapsed = __import__("time").monotonic() - started
+        print(f"\r{args.stream}: {summary.accepted} items published, {summary.rejected} rejected "
+              f"({summary.accepted / max(elapsed, 1e-9):,.0f} items/s)", end="", file=sys.stderr, flush=True)
+
+    try:
+        with _client(args.superpeer) as client:
+            client.register_stream(args.stream, root, item, args.rate or 0.0)
+            try:
+                summary = client.publish(args.stream, items, rate=args.rate, progress=progress)
+            finally:
+                client.close_stream(args.stream)
+    except ThinPeerError as exc:
+        print(file=sys.stderr)
+        raise _thin_error(exc) from None
+    print(file=sys.stderr)
+    for reason in summary.reasons or []:
+        print(f"rejected: {reason}", file=sys.stderr)
+    print(f"{args.stream}: {summary.accepted} items published and the stream closed; "
+          f"{summary.rejected} rejected", file=sys.stderr)
+    return EXIT_OK if not summary.rejected else EXIT_ERROR
+
+
+def _offset_file(subscription: str) -> Path:
+    return Path(".streamglobe") / f"{subscription}.offset"
+
+
+def cmd_subscribe(args: argparse.Namespace) -> int:
+    import time
+
+    from thinpeer.client import ThinPeerError
+
+    try:
+        with _client(args.superpeer) as client:
+            if args.resume:
+                sid = args.resume
+                offset = args.offset if args.offset is not None else (
+                    int(_offset_file(sid).read_text()) if _offset_file(sid).exists() else 0)
+                print(f"resuming subscription {sid} at offset {offset}", file=sys.stderr)
+            else:
+                if not args.query:
+                    raise _CliError("error: give --query FILE (or --resume ID)")
+                reply = client.subscribe(_read_query(args.query), args.strategy)
+                sid, offset = reply.subscription, 0
+                print(f"subscription {sid}", file=sys.stderr)
+                print(reply.description, file=sys.stderr, flush=True)
+            written = 0
+            root = None
+            last = time.monotonic()
+            closed = False
+            while args.count is None or written < args.count:
+                reply = client.read(sid, offset, max_items=1000, wait_ms=500)
+                if reply.dropped:
+                    print(f"warning: {reply.dropped} result item(s) were dropped by the retention "
+                          "bound before they were read", file=sys.stderr)
+                if root is None:
+                    root = reply.root or "results"
+                    sys.stdout.write(f"<{root}>")
+                items = list(reply.items)
+                if args.count is not None:
+                    items = items[: args.count - written]
+                for item in items:
+                    sys.stdout.write(item)
+                sys.stdout.flush()
+                written += len(items)
+                offset = reply.offset + len(items)
+                if items:
+                    last = time.monotonic()
+                    _offset_file(sid).parent.mkdir(exist_ok=True)
+                    _offset_file(sid).write_text(str(offset))
+                if reply.closed and len(items) == len(reply.items):
+                    closed = True
+                    break
+                if args.timeout is not None and time.monotonic() - last >= args.timeout:
+                    break
+            sys.stdout.write(f"</{root or 'results'}>\n")
+            why = "the stream closed" if closed else (
+                "count reached" if args.count is not None and written >= args.count else "timeout")
+            print(f"{written} result item(s); stopped: {why}; resume with --resume {sid}",
+                  file=sys.stderr)
+    except ThinPeerError as exc:
+        raise _thin_error(exc) from None
+    return EXIT_OK
+
+
+def cmd_unsubscribe(args: argparse.Namespace) -> int:
+    from thinpeer.client import ThinPeerError
+
+    try:
+        with _client(args.superpeer) as client:
+            removed = client.unsubscribe(args.subscription)
+    except ThinPeerError as exc:
+        raise _thin_error(exc) from None
+    print(json.dumps({"unsubscribed": args.subscription, "removed_streams": removed}))
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from thinpeer.client import ThinPeerError
+
+    try:
+        with _client(args.superpeer) as client:
+            print(json.dumps(client.status(), indent=2))
+    except ThinPeerError as exc:
+        raise _thin_error(exc) from None
+    return EXIT_OK
+
+
 # ----------------------------------------------------------------------------- parser
 
 
@@ -322,6 +512,46 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip comparing delivered results with the reference evaluator")
     p.add_argument("--out", metavar="DIR", help="write report.json and PNG plots here")
     p.set_defaults(func=cmd_simulate)
+
+    sp = commands.add_parser("superpeer", help="run a super-peer daemon")
+    sp_commands = sp.add_subparsers(dest="superpeer_command", metavar="ACTION", required=True)
+    p = sp_commands.add_parser("serve", help="serve one super-peer of a topology")
+    p.add_argument("--topology", required=True, help="topology TOML file")
+    p.add_argument("--id", required=True, help="this super-peer's id in the topology")
+    p.add_argument("--port", type=int, help="listen port (default: the topology's)")
+    p.add_argument("--executor", choices=["inline", "spark"], default="inline")
+    p.add_argument("--retention", type=int, default=100_000,
+                   help="result items kept per subscription for disconnected readers")
+    p.set_defaults(func=cmd_superpeer_serve)
+
+    p = commands.add_parser("publish", help="register a stream at a super-peer and publish it")
+    p.add_argument("--superpeer", required=True, metavar="HOST:PORT")
+    p.add_argument("--stream", required=True)
+    p.add_argument("--input", metavar="DOC.xml", help="stream document ('-' for stdin)")
+    p.add_argument("--synthetic", action="store_true", help="generated photons")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rate", type=float, help="items per second (default: as fast as possible)")
+    p.add_argument("--count", type=int, help="publish at most N items")
+    p.set_defaults(func=cmd_publish)
+
+    p = commands.add_parser("subscribe", help="register a subscription and print its results")
+    p.add_argument("--superpeer", required=True, metavar="HOST:PORT")
+    p.add_argument("--query", metavar="FILE")
+    p.add_argument("--count", type=int, help="stop after N result items")
+    p.add_argument("--timeout", type=float, help="stop after S seconds without results")
+    p.add_argument("--resume", metavar="ID", help="resume reading a subscription")
+    p.add_argument("--offset", type=int, help="with --resume: the offset to read from")
+    p.add_argument("--strategy", default="sharing", choices=["sharing", "data-shipping", "query-shipping"])
+    p.set_defaults(func=cmd_subscribe)
+
+    p = commands.add_parser("unsubscribe", help="remove a subscription")
+    p.add_argument("--superpeer", required=True, metavar="HOST:PORT")
+    p.add_argument("subscription")
+    p.set_defaults(func=cmd_unsubscribe)
+
+    p = commands.add_parser("status", help="a super-peer's streams, operators, routes, traffic (JSON)")
+    p.add_argument("--superpeer", required=True, metavar="HOST:PORT")
+    p.set_defaults(func=cmd_status)
 
     photons = commands.add_parser("photons", help="produce photon stream documents")
     photon_commands = photons.add_subparsers(dest="photons_command", metavar="ACTION",

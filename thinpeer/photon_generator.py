@@ -41,16 +41,19 @@ class Photon:
                 f"<det_time>{self.det_time:.4f}</det_time></photon>")
 
 
-def generate(count: int, seed: int = 0, rate: float = 10.0, start_time: float = 0.0
+def generate(count: int | None, seed: int = 0, rate: float = 10.0, start_time: float = 0.0
              ) -> Iterator[Photon]:
-    """``count`` photons at an average of ``rate`` photons per second of ``det_time``."""
-    if count < 0:
+    """``count`` photons (endless when None) at an average of ``rate`` photons per second of
+    ``det_time``."""
+    if count is not None and count < 0:
         raise ValueError("count must not be negative")
     if rate <= 0:
         raise ValueError("rate must be positive")
     rng = random.Random(seed)
     t = start_time
-    for _ in range(count):
+    produced = 0
+    while count is None or produced < count:
+        produced += 1
         t += rng.expovariate(rate)
         if rng.random() < 0.3:
             ra = rng.gauss(HOTSPOT_RA, HOTSPOT_SIGMA)

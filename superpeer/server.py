@@ -1,0 +1,68 @@
+"""Start a super-peer: the node, its gRPC server with health checking and reflection."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from proto import streamglobe_pb2 as pb
+from proto import streamglobe_pb2_grpc as pb_grpc
+
+from .node import Node
+from .service import SuperPeerService, ThinPeerService
+from .topology import Topology
+
+MESSAGE_LIMIT = 64 << 20
+
+
+@dataclass
+class RunningSuperPeer:
+    node: Node
+    server: grpc.Server
+    address: str
+
+    def stop(self, grace: float = 0.5) -> None:
+        self.node.stop()
+        self.server.stop(grace).wait(5)
+
+
+def start_superpeer(topology: Topology, peer: str, port: int | None = None,
+                    retention: int = 100_000, executor: str = "inline") -> RunningSuperPeer:
+    node = Node(peer, topology, retention=retention, executor=executor)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"rpc-{peer}"),
+                         options=[("grpc.max_receive_message_length", MESSAGE_LIMIT),
+                                  ("grpc.max_send_message_length", MESSAGE_LIMIT)])
+    pb_grpc.add_ThinPeerServicer_to_server(ThinPeerService(node), server)
+    pb_grpc.add_SuperPeerServicer_to_server(SuperPeerService(node), server)
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    services = (pb.DESCRIPTOR.services_by_name["ThinPeer"].full_name,
+                pb.DESCRIPTOR.services_by_name["SuperPeer"].full_name,
+                health.SERVICE_NAME, reflection.SERVICE_NAME)
+    reflection.enable_server_reflection(services, server)
+    host, _, default_port = topology.address(peer).rpartition(":")
+    address = f"{host}:{port if port is not None else default_port}"
+    if server.add_insecure_port(address) == 0:
+        raise OSError(f"cannot listen on {address} (port in use?)")
+    server.start()
+    node.start()
+    health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    for name in services[:2]:
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return RunningSuperPeer(node, server, address)
+
+
+def serve_forever(running: RunningSuperPeer) -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    logging.getLogger("streamglobe.superpeer").info("%s serving on %s", running.node.id, running.address)
+    stop.wait()
+    running.stop()

@@ -1,0 +1,124 @@
+"""gRPC servicers: one method per RPC, thin over ``Node``; errors become status codes."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+
+import grpc
+
+from proto import streamglobe_pb2 as pb
+from proto import streamglobe_pb2_grpc as pb_grpc
+
+from .node import Node, NodeError
+
+log = logging.getLogger("streamglobe.superpeer")
+
+
+def _handled(method):
+    """NodeError → its status code; anything unexpected → INTERNAL with the reason (logged),
+    so that a bad request never takes the daemon down."""
+
+    @functools.wraps(method)
+    def wrapper(self, request, context):
+        try:
+            return method(self, request, context)
+        except NodeError as exc:
+            context.abort(getattr(grpc.StatusCode, exc.code), exc.message)
+        except Exception as exc:  # noqa: BLE001 - the daemon must keep serving
+            log.exception("%s failed", method.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"{method.__name__} failed: {exc}")
+
+    return wrapper
+
+
+class ThinPeerService(pb_grpc.ThinPeerServicer):
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    @_handled
+    def RegisterStream(self, request, context):
+        self.node.register_stream(request.name, request.root, request.item, request.rate)
+        return pb.RegisterStreamReply(stream=request.name, superpeer=self.node.id)
+
+    @_handled
+    def Publish(self, request, context):
+        accepted, rejected, reasons = self.node.publish(request.stream, list(request.items))
+        return pb.PublishReply(accepted=accepted, rejected=rejected, rejections=reasons)
+
+    @_handled
+    def CloseStream(self, request, context):
+        return pb.CloseStreamReply(items=self.node.close_stream(request.stream))
+
+    @_handled
+    def Subscribe(self, request, context):
+        record = self.node.subscribe(request.query, request.strategy)
+        return pb.SubscribeReply(subscription=record.runtime.id,
+                                 plan_json=json.dumps(record.plan.to_json()),
+                                 description=record.plan.describe())
+
+    @_handled
+    def Unsubscribe(self, request, context):
+        return pb.UnsubscribeReply(removed_streams=self.node.unsubscribe(request.subscription))
+
+    @_handled
+    def ReadResults(self, request, context):
+        buffer, (offset, items, closed, lost) = self.node.read_results(
+            request.subscription, request.offset, request.max_items, request.wait_ms / 1000)
+        if buffer.error and closed:
+            context.abort(grpc.StatusCode.INTERNAL, buffer.error)
+        return pb.ReadResultsReply(offset=offset, items=items, closed=closed, root=buffer.root,
+                                   dropped=lost)
+
+    @_handled
+    def Status(self, request, context):
+        return pb.StatusReply(json=json.dumps(self.node.status()))
+
+
+class SuperPeerService(pb_grpc.SuperPeerServicer):
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    @_handled
+    def LookupStreams(self, request, context):
+        streams, usage = self.node.lookup(request.input_json)
+        return pb.LookupStreamsReply(streams_json=streams, usage_json=usage)
+
+    @_handled
+    def GetStatistics(self, request, context):
+        return pb.GetStatisticsReply(json=self.node.statistics_json(request.stream))
+
+    @_handled
+    def AnnounceStream(self, request, context):
+        self.node.announce(request.stream_json)
+        return pb.AnnounceStreamReply()
+
+    @_handled
+    def Reserve(self, request, context):
+        ok, reason = self.node.reserve(request.transaction, request.part_json)
+        return pb.ReserveReply(ok=ok, reason=reason)
+
+    @_handled
+    def Commit(self, request, context):
+        self.node.commit(request.transaction, request.commit_json)
+        return pb.CommitReply()
+
+    @_handled
+    def Abort(self, request, context):
+        self.node.abort(request.transaction)
+        return pb.AbortReply()
+
+    @_handled
+    def Remove(self, request, context):
+        return pb.RemoveReply(removed=self.node.remove(request.subscription))
+
+    @_handled
+    def Transfer(self, request, context):
+        acknowledged = self.node.transfer(request.stream, list(request.items), request.end)
+        return pb.TransferReply(acknowledged=acknowledged)
+
+    @_handled
+    def Heartbeat(self, request, context):
+        usage, originals = self.node.heartbeat_reply()
+        return pb.HeartbeatReply(superpeer=self.node.id, usage_json=usage, originals_json=originals)
