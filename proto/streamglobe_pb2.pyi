@@ -59,12 +59,14 @@ class CloseStreamReply(_message.Message):
     def __init__(self, items: _Optional[int] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("query", "strategy")
+    __slots__ = ("query", "strategy", "wait_for_streams")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    WAIT_FOR_STREAMS_FIELD_NUMBER: _ClassVar[int]
     query: str
     strategy: str
-    def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ...) -> None: ...
+    wait_for_streams: bool
+    def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ..., wait_for_streams: _Optional[bool] = ...) -> None: ...
 
 class SubscribeReply(_message.Message):
     __slots__ = ("subscription", "plan_json", "description")
@@ -157,8 +159,24 @@ class AnnounceStreamRequest(_message.Message):
     def __init__(self, stream_json: _Optional[str] = ...) -> None: ...
 
 class AnnounceStreamReply(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("waiting_json",)
+    WAITING_JSON_FIELD_NUMBER: _ClassVar[int]
+    waiting_json: str
+    def __init__(self, waiting_json: _Optional[str] = ...) -> None: ...
+
+class ActivateRequest(_message.Message):
+    __slots__ = ("subscription",)
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    subscription: str
+    def __init__(self, subscription: _Optional[str] = ...) -> None: ...
+
+class ActivateReply(_message.Message):
+    __slots__ = ("ok", "reason")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    reason: str
+    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class ReserveRequest(_message.Message):
     __slots__ = ("transaction", "part_json")

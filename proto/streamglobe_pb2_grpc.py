@@ -388,6 +388,11 @@ class SuperPeerStub:
                 request_serializer=proto_dot_streamglobe__pb2.AnnounceStreamRequest.SerializeToString,
                 response_deserializer=proto_dot_streamglobe__pb2.AnnounceStreamReply.FromString,
                 _registered_method=True)
+        self.Activate = channel.unary_unary(
+                '/streamglobe.v1.SuperPeer/Activate',
+                request_serializer=proto_dot_streamglobe__pb2.ActivateRequest.SerializeToString,
+                response_deserializer=proto_dot_streamglobe__pb2.ActivateReply.FromString,
+                _registered_method=True)
         self.Reserve = channel.unary_unary(
                 '/streamglobe.v1.SuperPeer/Reserve',
                 request_serializer=proto_dot_streamglobe__pb2.ReserveRequest.SerializeToString,
@@ -440,6 +445,13 @@ class SuperPeerServicer:
 
     def AnnounceStream(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Activate(self, request, context):
+        """Plan and install a subscription that waited for its streams (in registration order).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -499,6 +511,11 @@ def add_SuperPeerServicer_to_server(servicer, server):
                     servicer.AnnounceStream,
                     request_deserializer=proto_dot_streamglobe__pb2.AnnounceStreamRequest.FromString,
                     response_serializer=proto_dot_streamglobe__pb2.AnnounceStreamReply.SerializeToString,
+            ),
+            'Activate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Activate,
+                    request_deserializer=proto_dot_streamglobe__pb2.ActivateRequest.FromString,
+                    response_serializer=proto_dot_streamglobe__pb2.ActivateReply.SerializeToString,
             ),
             'Reserve': grpc.unary_unary_rpc_method_handler(
                     servicer.Reserve,
@@ -614,6 +631,33 @@ class SuperPeer:
             '/streamglobe.v1.SuperPeer/AnnounceStream',
             proto_dot_streamglobe__pb2.AnnounceStreamRequest.SerializeToString,
             proto_dot_streamglobe__pb2.AnnounceStreamReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Activate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/streamglobe.v1.SuperPeer/Activate',
+            proto_dot_streamglobe__pb2.ActivateRequest.SerializeToString,
+            proto_dot_streamglobe__pb2.ActivateReply.FromString,
             options,
             channel_credentials,
             insecure,

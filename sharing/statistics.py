@@ -26,6 +26,9 @@ from .predicate_graph import ZERO, graph_of
 from .properties import InputProperties, Selection
 
 RESERVOIR = 2048
+# Before any item is observed (a subscription waiting for its stream), plans still need sizes:
+DEFAULT_ITEM_SIZE = 256.0
+DEFAULT_ATOM_SELECTIVITY = 0.5
 HISTOGRAM_BUCKETS = 32
 AGGREGATE_FILTER_SELECTIVITY = 0.5
 
@@ -171,7 +174,7 @@ class StreamStatistics:
 
     @property
     def avg_item_size(self) -> float:
-        return self.total_bytes / self.items if self.items else 0.0
+        return self.total_bytes / self.items if self.items else DEFAULT_ITEM_SIZE
 
     def occurrence(self, path: str) -> float:
         s = self.elements.get(path)
@@ -211,7 +214,7 @@ class StreamStatistics:
         if selection is None or not selection.atoms:
             return 1.0
         if not self.items:
-            return 1.0
+            return DEFAULT_ATOM_SELECTIVITY ** len(selection.atoms)
         cached = self._selectivities.get(selection.atoms)
         if cached is None:
             cached = self._selectivities[selection.atoms] = self._selectivity(selection)
@@ -238,7 +241,7 @@ class StreamStatistics:
     def projected_size(self, output: frozenset[str]) -> float:
         """size(p) = size(s) − Σ over elements not projected of occ(n)·size(n) (paper §3.2),
         counting each dropped subtree once."""
-        if alg.WHOLE_ITEM in output:
+        if alg.WHOLE_ITEM in output or not self.items:
             return self.avg_item_size
         cached = self._sizes.get(output)
         if cached is None:

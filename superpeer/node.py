@@ -49,6 +49,11 @@ from .topology import Topology
 STATISTICS_FULL = 2000  # observe every item up to this many, then every 10th
 MAX_REJECTION_REASONS = 20
 REPLANS = 3
+MIN_RATE_WINDOW_S = 10.0
+
+
+class _Stopped(Exception):
+    """An RPC was attempted while this node is stopping."""
 
 
 class NodeError(Exception):
@@ -69,13 +74,28 @@ class OriginalState:
     rejected: int = 0
     closed: bool = False
     statistics: StreamStatistics = field(default_factory=StreamStatistics)
+    rate: float = 0.0
+    first_arrival: float = 0.0
 
 
 @dataclass
 class SubscriptionRecord:
     runtime: SubscriptionRuntime
-    plan: Plan
+    plan: Plan | None  # None while waiting for a stream to be registered
     inputs: dict[str, str]  # variable -> delivered stream id
+    strategy: Strategy = Strategy.SHARING
+    waiting_for: tuple[str, ...] = ()
+    error: str = ""
+    registered_at: float = field(default_factory=time.time)
+
+    def describe(self) -> str:
+        if self.plan is not None:
+            return self.plan.describe()
+        if self.error:
+            return f"{self.runtime.id}: {self.error}"
+        names = ", ".join(f'"{n}"' for n in self.waiting_for)
+        return (f"{self.runtime.id}: waiting for stream {names} to be registered (no super-peer "
+                "has it yet); it is planned and installed before the first item is published")
 
 
 class Node:
@@ -152,14 +172,36 @@ class Node:
                     raise NodeError("FAILED_PRECONDITION", f'stream "{name}" was closed; register it under a new name')
                 return  # a publisher reconnecting
             inp = InputStream(name, (root, item))
-            state = OriginalState(name, root, item, statistics=StreamStatistics(frequency=rate))
+            state = OriginalState(name, root, item, statistics=StreamStatistics(frequency=rate), rate=rate)
             self.originals[name] = state
             stream = NetworkStream(id=name, input=inp, properties=raw_properties(inp), kind="items",
                                    origin=self.id, parent=None, operators=(), route=(self.id,),
                                    estimate=StreamEstimate(rate, 0.0), original=True)
             self.entries[name] = stream
             self.known_originals[name] = stream
-        self._broadcast("AnnounceStream", pb.AnnounceStreamRequest(stream_json=json.dumps(stream_to_json(stream))))
+        # Synchronously, before the publisher gets the reply: every super-peer reports the
+        # subscriptions waiting for this stream, and they are planned and installed one after
+        # the other in the order they were registered (so later ones can reuse earlier ones'
+        # streams) — all of them see the stream from its first item.
+        request = pb.AnnounceStreamRequest(stream_json=json.dumps(stream_to_json(stream)))
+        waiting: list[tuple[float, str, str]] = []
+
+        def announce(peer: str) -> None:
+            got = self._call(peer, "AnnounceStream", request,
+                             lambda r: json.loads(r.waiting_json or "[]"), required=False)
+            for w in got or []:
+                waiting.append((w["registered_at"], peer, w["subscription"]))
+
+        threads = [threading.Thread(target=announce, args=(peer,), daemon=True)
+                   for peer in self.backbone.peers if peer != self.id]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        waiting.extend((r.registered_at, self.id, r.runtime.id) for r in self.ready_waiting())
+        for _, peer, sid in sorted(waiting):
+            self._call(peer, "Activate", pb.ActivateRequest(subscription=sid), lambda r: None,
+                       required=False)
 
     def publish(self, name: str, items: list[str]) -> tuple[int, int, list[str]]:
         state = self.originals.get(name)
@@ -189,8 +231,13 @@ class Node:
             stats = state.statistics
             for el in accepted_values:
                 if stats.items < STATISTICS_FULL or state.accepted % 10 == 0:
-                    stats.observe(el, arrival=now if stats.frequency == 0 or stats.items < 2 else None)
+                    stats.observe(el)
                 state.accepted += 1
+            if state.rate <= 0:
+                # Measured rate; a file published in one burst is not a sustained rate, so the
+                # elapsed time counts at least MIN_RATE_WINDOW_S.
+                state.first_arrival = state.first_arrival or now
+                stats.frequency = state.accepted / max(now - state.first_arrival, MIN_RATE_WINDOW_S)
             state.rejected += rejected
             entry = self.entries.get(name)
             if entry is not None and stats.items:
@@ -259,7 +306,8 @@ class Node:
 
     # ================================================================== subscriptions
 
-    def subscribe(self, query: str, strategy: str = "sharing") -> SubscriptionRecord:
+    def subscribe(self, query: str, strategy: str = "sharing",
+                  wait_for_streams: bool = False) -> SubscriptionRecord:
         try:
             analysis = analyze(query)
         except WXQueryError as exc:
@@ -269,11 +317,62 @@ class Node:
         except ValueError:
             raise NodeError("INVALID_ARGUMENT", f"unknown strategy {strategy!r}") from None
         sid = f"{self.id}-{uuid.uuid4().hex[:8]}"
+        missing = self._missing_streams(analysis)
+        if missing and not wait_for_streams:
+            raise NodeError("NOT_FOUND", f'unknown stream "{missing[0]}": no super-peer has it registered')
+        runtime = SubscriptionRuntime(sid, analysis, self.retention)
+        record = SubscriptionRecord(runtime, None, {}, strat, tuple(missing))
+        runtime.start()
+        with self.lock:
+            self.subscriptions[sid] = record
+        if not missing:
+            try:
+                self._activate(record)
+            except NodeError:
+                with self.lock:
+                    self.subscriptions.pop(sid, None)
+                runtime.stop()
+                raise
+        return record
+
+    def _missing_streams(self, analysis) -> list[str]:
+        return sorted({i.input.stream for i in analysis.properties.inputs
+                       if i.input.stream not in self.known_originals})
+
+    def ready_waiting(self, older_than: float | None = None) -> list[SubscriptionRecord]:
+        """Waiting subscriptions whose streams are now all registered, oldest first."""
+        with self.lock:
+            ready = [r for r in self.subscriptions.values()
+                     if r.plan is None and not r.error and r.waiting_for
+                     and not self._missing_streams(r.runtime.analysis)
+                     and (older_than is None or r.registered_at < older_than)]
+        return sorted(ready, key=lambda r: r.registered_at)
+
+    def activate(self, sid: str) -> tuple[bool, str]:
+        """Plan and install one waiting subscription (once; later calls do nothing)."""
+        with self.lock:
+            record = self.subscriptions.get(sid)
+            if record is None or record.plan is not None or record.error or not record.waiting_for:
+                return False, "not waiting"
+            if self._missing_streams(record.runtime.analysis):
+                return False, "still waiting for a stream"
+            record.waiting_for = ()
+        try:
+            self._activate(record)
+            return True, ""
+        except NodeError as exc:
+            record.error = f"{exc.code}: {exc.message}"
+            record.runtime.buffer.close(record.error)
+            return False, record.error
+
+    def _activate(self, record: SubscriptionRecord) -> None:
+        sid, analysis = record.runtime.id, record.runtime.analysis
         last_reason = ""
         for _ in range(REPLANS):
             view = PlanningView(self)
             try:
-                plan = Planner(view, table=view).subscribe(sid, analysis.properties, self.id, strat)
+                plan = Planner(view, table=view).subscribe(sid, analysis.properties, self.id,
+                                                           record.strategy)
             except RegistrationError as exc:
                 raise NodeError("NOT_FOUND", str(exc)) from None
             except KeyError as exc:
@@ -286,14 +385,11 @@ class Node:
         else:
             raise NodeError("ABORTED", f"could not reserve the plan's resources: {last_reason}")
         inputs = {p.input_properties.variable: p.result_stream for p in plan.parts}
-        runtime = SubscriptionRuntime(sid, analysis, inputs, self.retention)
-        record = SubscriptionRecord(runtime, plan, inputs)
         with self.lock:
-            self.subscriptions[sid] = record
+            record.plan = plan
+            record.inputs = inputs
             for variable, stream in inputs.items():
-                self.deliveries.setdefault(stream, []).append((runtime, variable))
-        runtime.start()
-        return record
+                self.deliveries.setdefault(stream, []).append((record.runtime, variable))
 
     def _install(self, plan: Plan, view: "PlanningView") -> tuple[bool, str]:
         """Reserve on every affected peer, then commit everywhere (abort on any refusal)."""
@@ -376,12 +472,15 @@ class Node:
         with self.lock:
             return json.dumps(statistics_to_json(state.statistics))
 
-    def announce(self, stream_json: str) -> None:
+    def announce(self, stream_json: str) -> str:
+        """Learn a newly registered stream; answer which waiting subscriptions are now ready."""
         s = stream_from_json(json.loads(stream_json))
         with self.lock:
             self.known_originals.setdefault(s.id, s)
             if self.id in s.route:
                 self.entries.setdefault(s.id, s)
+        return json.dumps([{"subscription": r.runtime.id, "registered_at": r.registered_at}
+                           for r in self.ready_waiting()])
 
     def reserve(self, txn: str, part_json: str) -> tuple[bool, str]:
         part = json.loads(part_json)
@@ -486,15 +585,21 @@ class Node:
         if peer == self.id:
             return handle(_LOCAL[method](self, request))
         try:
+            if self._stop.is_set():
+                raise _Stopped()
             reply = getattr(self.stub(peer), method)(request, timeout=10)
             self.unreachable.pop(peer, None)
             return handle(reply)
-        except grpc.RpcError as exc:
-            self.unreachable[peer] = f"{exc.code().name}: {exc.details()}"
+        except (grpc.RpcError, _Stopped, ValueError) as exc:
+            # ValueError: the channel was closed because this node is stopping
+            code = exc.code() if isinstance(exc, grpc.RpcError) else None
+            self.unreachable[peer] = (f"{code.name}: {exc.details()}" if code is not None  # type: ignore[union-attr]
+                                      else "this super-peer is stopping")
             if required:
                 if method == "Reserve":
-                    return (False, f"{peer} is unreachable ({exc.code().name})")
-                raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable: {exc.details()}") from None
+                    return (False, f"{peer} is unreachable ({self.unreachable[peer]})")
+                raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable: "
+                                               f"{self.unreachable[peer]}") from None
             return None
 
     def _broadcast(self, method: str, request) -> None:
@@ -517,6 +622,8 @@ class Node:
             except grpc.RpcError as exc:
                 self.unreachable[peer] = f"{exc.code().name}: {exc.details()}"
                 continue
+            except ValueError:  # channel closed: stopping
+                return
             self.unreachable.pop(peer, None)
             self.alive[peer] = time.time()
             if reply.usage_json:
@@ -526,6 +633,9 @@ class Node:
                     s = stream_from_json(j)
                     with self.lock:
                         self.known_originals.setdefault(s.id, s)
+        # a subscription whose announcement was missed (its peer was down) is installed late
+        for record in self.ready_waiting(older_than=time.time() - 3.0):
+            self.activate(record.runtime.id)
 
     def heartbeat_reply(self) -> tuple[str, str]:
         with self.lock:
@@ -550,7 +660,9 @@ class Node:
                 "operators": [{"stream": sid, "parent": self.entries[sid].parent,
                                "operators": [str(o) for o in self.entries[sid].operators] or ["forward"]}
                               for sid in self.pipelines if sid in self.entries],
-                "subscriptions": {sid: {"inputs": r.inputs, "plan": r.plan.to_json(),
+                "subscriptions": {sid: {"inputs": r.inputs,
+                                        "plan": r.plan.to_json() if r.plan else None,
+                                        "waiting_for": list(r.waiting_for), "plan_error": r.error,
                                         "results": r.runtime.buffer.base + len(r.runtime.buffer.items),
                                         "closed": r.runtime.buffer.closed,
                                         "error": r.runtime.buffer.error}
@@ -582,7 +694,8 @@ _LOCAL: dict[str, Callable] = {
     "Commit": lambda n, r: (n.commit(r.transaction, r.commit_json), pb.CommitReply())[1],
     "Abort": lambda n, r: (n.abort(r.transaction), pb.AbortReply())[1],
     "Remove": lambda n, r: pb.RemoveReply(removed=n.remove(r.subscription)),
-    "AnnounceStream": lambda n, r: (n.announce(r.stream_json), pb.AnnounceStreamReply())[1],
+    "AnnounceStream": lambda n, r: pb.AnnounceStreamReply(waiting_json=n.announce(r.stream_json)),
+    "Activate": lambda n, r: pb.ActivateReply(**dict(zip(("ok", "reason"), n.activate(r.subscription)))),
 }
 
 

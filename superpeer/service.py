@@ -53,10 +53,10 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
 
     @_handled
     def Subscribe(self, request, context):
-        record = self.node.subscribe(request.query, request.strategy)
+        record = self.node.subscribe(request.query, request.strategy, request.wait_for_streams)
         return pb.SubscribeReply(subscription=record.runtime.id,
-                                 plan_json=json.dumps(record.plan.to_json()),
-                                 description=record.plan.describe())
+                                 plan_json=json.dumps(record.plan.to_json() if record.plan else {}),
+                                 description=record.describe())
 
     @_handled
     def Unsubscribe(self, request, context):
@@ -91,8 +91,12 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
 
     @_handled
     def AnnounceStream(self, request, context):
-        self.node.announce(request.stream_json)
-        return pb.AnnounceStreamReply()
+        return pb.AnnounceStreamReply(waiting_json=self.node.announce(request.stream_json))
+
+    @_handled
+    def Activate(self, request, context):
+        ok, reason = self.node.activate(request.subscription)
+        return pb.ActivateReply(ok=ok, reason=reason)
 
     @_handled
     def Reserve(self, request, context):

@@ -96,15 +96,13 @@ class ResultBuffer:
 class SubscriptionRuntime:
     """Post-processing of one subscription over its live inputs, in its own thread."""
 
-    def __init__(self, sid: str, analysis: Analysis, inputs: dict[str, str], retention: int) -> None:
+    def __init__(self, sid: str, analysis: Analysis, retention: int) -> None:
         self.id = sid
         self.analysis = analysis
         props = analysis.properties
         self.clauses = {b.name: b.clause for b in analysis.checked.clauses.values()
                         if b.kind != "aggregate"}
-        # variable -> delivered stream id
-        self.inputs = inputs
-        self.feeds = {var: BlockingFeed() for var in inputs}
+        self.feeds = {inp.variable: BlockingFeed() for inp in props.inputs}
         root = analysis.query.root_name or "results"
         self.buffer = ResultBuffer(retention, root)
         self._evaluation = post_process(

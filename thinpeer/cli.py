@@ -400,7 +400,8 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
             else:
                 if not args.query:
                     raise _CliError("error: give --query FILE (or --resume ID)")
-                reply = client.subscribe(_read_query(args.query), args.strategy)
+                reply = client.subscribe(_read_query(args.query), args.strategy,
+                                         wait_for_streams=not args.no_wait)
                 sid, offset = reply.subscription, 0
                 print(f"subscription {sid}", file=sys.stderr)
                 print(reply.description, file=sys.stderr, flush=True)
@@ -464,6 +465,53 @@ def cmd_status(args: argparse.Namespace) -> int:
     except ThinPeerError as exc:
         raise _thin_error(exc) from None
     return EXIT_OK
+
+
+def cmd_network_up(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from sharing.backbone import TopologyError
+    from thinpeer.network import NetworkError, up
+
+    try:
+        network = up(args.topology, args.executor, args.state_dir,
+                     progress=lambda m: print(m, file=sys.stderr, flush=True))
+    except (NetworkError, TopologyError) as exc:
+        raise _CliError(f"error: {exc}") from None
+    for peer, address in network.addresses.items():
+        print(f"{peer} {address}", flush=True)
+    print("network up; Ctrl-C or 'streamglobe network down' stops it", file=sys.stderr, flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(1.0):
+        dead = [p for p, proc in network.processes.items() if proc.poll() is not None]
+        if dead:
+            print(f"warning: super-peer(s) {', '.join(dead)} exited; see {args.state_dir}/<id>.log",
+                  file=sys.stderr, flush=True)
+            for p in dead:
+                network.processes.pop(p)
+    network.stop()
+    print("network stopped", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_network_down(args: argparse.Namespace) -> int:
+    from thinpeer.network import NetworkError, down
+
+    try:
+        stopped = down(args.state_dir)
+    except NetworkError as exc:
+        raise _CliError(f"error: {exc}") from None
+    print(f"stopped {', '.join(stopped) or 'nothing (already gone)'}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from thinpeer.demo import run_demo
+
+    return run_demo(photons=args.photons, executor=args.executor)
 
 
 # ----------------------------------------------------------------------------- parser
@@ -542,6 +590,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", metavar="ID", help="resume reading a subscription")
     p.add_argument("--offset", type=int, help="with --resume: the offset to read from")
     p.add_argument("--strategy", default="sharing", choices=["sharing", "data-shipping", "query-shipping"])
+    p.add_argument("--no-wait", action="store_true",
+                   help="fail if a stream the query reads is not registered yet (default: wait for it)")
     p.set_defaults(func=cmd_subscribe)
 
     p = commands.add_parser("unsubscribe", help="remove a subscription")
@@ -552,6 +602,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("status", help="a super-peer's streams, operators, routes, traffic (JSON)")
     p.add_argument("--superpeer", required=True, metavar="HOST:PORT")
     p.set_defaults(func=cmd_status)
+
+    net = commands.add_parser("network", help="run a local network of super-peer processes")
+    net_commands = net.add_subparsers(dest="network_command", metavar="ACTION", required=True)
+    p = net_commands.add_parser("up", help="start every super-peer of a topology, wait until healthy")
+    p.add_argument("--topology", required=True)
+    p.add_argument("--executor", choices=["inline", "spark"], default="inline")
+    p.add_argument("--state-dir", default=".streamglobe")
+    p.set_defaults(func=cmd_network_up)
+    p = net_commands.add_parser("down", help="stop the network started by 'network up'")
+    p.add_argument("--state-dir", default=".streamglobe")
+    p.set_defaults(func=cmd_network_down)
+
+    p = commands.add_parser("demo", help="the paper's example network, live: plans, results, traffic")
+    p.add_argument("--photons", type=int, default=6000)
+    p.add_argument("--executor", choices=["inline", "spark"], default="inline")
+    p.set_defaults(func=cmd_demo)
 
     photons = commands.add_parser("photons", help="produce photon stream documents")
     photon_commands = photons.add_subparsers(dest="photons_command", metavar="ACTION",

@@ -102,8 +102,10 @@ class SuperPeerClient:
 
     # ------------------------------------------------------------------ subscribing
 
-    def subscribe(self, query: str, strategy: str = "sharing") -> pb.SubscribeReply:
-        return self._call("Subscribe", pb.SubscribeRequest(query=query, strategy=strategy))
+    def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False
+                  ) -> pb.SubscribeReply:
+        return self._call("Subscribe", pb.SubscribeRequest(query=query, strategy=strategy,
+                                                           wait_for_streams=wait_for_streams))
 
     def unsubscribe(self, subscription: str) -> list[str]:
         return list(self._call("Unsubscribe", pb.UnsubscribeRequest(subscription=subscription)).removed_streams)

@@ -1,0 +1,150 @@
+"""Local multi-process networks: every super-peer of a topology as its own daemon process.
+
+``up`` starts them, waits until every one answers gRPC health checks, and records their pids in
+a state file so that ``down`` (from another terminal) can stop them; ``up`` itself stops them
+all on Ctrl-C. A daemon that dies during start-up is reported with the end of its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from superpeer.topology import Topology, load_topology
+
+STATE_FILE = "network.json"
+
+
+class NetworkError(Exception):
+    pass
+
+
+@dataclass
+class LocalNetwork:
+    topology: Topology
+    processes: dict[str, subprocess.Popen]
+    state_dir: Path
+
+    @property
+    def addresses(self) -> dict[str, str]:
+        return dict(self.topology.addresses)
+
+    def stop(self) -> None:
+        for p in self.processes.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for p in self.processes.values():
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+        state = self.state_dir / STATE_FILE
+        if state.exists():
+            state.unlink()
+
+
+def free_ports(n: int) -> list[int]:
+    import socket
+
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def with_free_ports(source: str | Path, dest: str | Path) -> Path:
+    """A copy of a topology file whose super-peers listen on free loopback ports."""
+    import tomllib
+
+    text = Path(source).read_text()
+    data = tomllib.loads(text)
+    for peer, port in zip(data["superpeer"], free_ports(len(data["superpeer"]))):
+        text = text.replace(f'address = "{peer["address"]}"', f'address = "127.0.0.1:{port}"')
+    Path(dest).write_text(text)
+    return Path(dest)
+
+
+def healthy(address: str, timeout: float = 0.5) -> bool:
+    try:
+        with grpc.insecure_channel(address) as channel:
+            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
+            return reply.status == health_pb2.HealthCheckResponse.SERVING
+    except grpc.RpcError:
+        return False
+
+
+def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Path = ".streamglobe",
+       wait_s: float = 60.0, progress=None) -> LocalNetwork:
+    topology = load_topology(topology_path)
+    state = Path(state_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    busy = [p for p, a in topology.addresses.items() if healthy(a, 0.2)]
+    if busy:
+        raise NetworkError(f"super-peers already answer at {', '.join(topology.addresses[p] for p in busy)}; "
+                           "stop them first (streamglobe network down)")
+    processes = {}
+    for peer in topology.backbone.peers:
+        log = open(state / f"{peer}.log", "w")
+        processes[peer] = subprocess.Popen(
+            [sys.executable, "-m", "thinpeer.cli", "superpeer", "serve", "--topology",
+             str(Path(topology_path).resolve()), "--id", peer, "--executor", executor],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    network = LocalNetwork(topology, processes, state)
+    (state / STATE_FILE).write_text(json.dumps({
+        "launcher": os.getpid(), "topology": str(Path(topology_path).resolve()),
+        "superpeers": {p: {"pid": proc.pid, "address": topology.addresses[p]} for p, proc in processes.items()}},
+        indent=2))
+    pending = set(processes)
+    deadline = time.monotonic() + wait_s
+    while pending:
+        for peer in sorted(pending):
+            proc = processes[peer]
+            if proc.poll() is not None:
+                network.stop()
+                tail = (state / f"{peer}.log").read_text()[-800:]
+                raise NetworkError(f"super-peer {peer} exited during start-up:\n{tail}")
+            if healthy(topology.addresses[peer]):
+                pending.discard(peer)
+                if progress:
+                    progress(f"{peer} healthy at {topology.addresses[peer]}")
+        if pending and time.monotonic() > deadline:
+            network.stop()
+            raise NetworkError(f"super-peers not healthy after {wait_s:.0f} s: {', '.join(sorted(pending))}")
+        if pending:
+            time.sleep(0.1)
+    return network
+
+
+def down(state_dir: str | Path = ".streamglobe") -> list[str]:
+    state = Path(state_dir) / STATE_FILE
+    if not state.exists():
+        raise NetworkError(f"no running network recorded in {state}")
+    info = json.loads(state.read_text())
+    stopped = []
+    for peer, entry in info["superpeers"].items():
+        try:
+            os.kill(entry["pid"], signal.SIGTERM)
+            stopped.append(peer)
+        except ProcessLookupError:
+            pass
+    try:
+        os.kill(info["launcher"], signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    state.unlink(missing_ok=True)
+    return stopped
