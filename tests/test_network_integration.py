@@ -131,3 +131,30 @@ def test_health_and_reflection(tmp_path):
         channel = grpc.insecure_channel(topology.address("SP3"))
         reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_disconnected_reader_resumes_without_loss_and_retention_is_reported(tmp_path):
+    with running_network(tmp_path, retention=50) as (topology, peers):
+        address = topology.address
+        publisher = SuperPeerClient(address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=100)
+        photons = [p.to_xml() for p in generate(600, seed=2)]
+        everything = '<all>{ for $p in stream("photons")/photons/photon return $p/det_time }</all>'
+        reader = SuperPeerClient(address("SP1"))
+        sid = reader.subscribe(everything).subscription
+        publisher.publish("photons", photons[:30])
+        first = reader.read(sid, 0, max_items=10, wait_ms=2000)
+        assert first.offset == 0 and len(first.items) == 10
+        reader.close()  # the thin peer goes away; results keep arriving at SP1
+        publisher.publish("photons", photons[30:40])
+        again = SuperPeerClient(address("SP1"))
+        resumed = again.read(sid, 10, max_items=100, wait_ms=2000)
+        expected = reference(everything, photons[:40])
+        assert resumed.offset == 10 and list(resumed.items) == expected[10:10 + len(resumed.items)]
+        # beyond the retention bound the oldest results are dropped, and the reader is told
+        publisher.publish("photons", photons[40:])
+        publisher.close_stream("photons")
+        late = list(again.results(sid, offset=40, idle_timeout=10))
+        behind = again.read(sid, 40, max_items=1, wait_ms=0)
+        assert behind.dropped > 0 and behind.offset > 40
+        assert [item for _, item, _ in late][-1] == reference(everything, photons)[-1]
