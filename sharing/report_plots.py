@@ -32,6 +32,12 @@ def _bars(ax, labels: list[str], series: dict[str, list[float]], ylabel: str, lo
     ax.grid(axis="y", alpha=0.3)
 
 
+def _load_panel(ax, peers: list[str], strategies: dict) -> None:
+    _bars(ax, peers, {s: [100 * d["peers"][p]["load_measured"] for p in peers]
+                      for s, d in strategies.items()}, "average CPU load [% of one core]")
+    ax.set_title("CPU load per super-peer")
+
+
 def write_plots(report: dict, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     strategies = report["strategies"]
@@ -43,9 +49,7 @@ def write_plots(report: dict, out: Path) -> list[Path]:
     paths = []
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.5))
-    _bars(a, peers, {s: [100 * d["peers"][p]["load_measured"] for p in peers]
-                     for s, d in strategies.items()}, "average CPU load [% of one core]")
-    a.set_title("CPU load per super-peer")
+    _load_panel(a, peers, strategies)
     _bars(b, links, {s: [d["links"][e]["bytes"] * 8 / seconds / 1e3 for e in links]
                      for s, d in strategies.items()}, "average traffic [kbit/s]", log=True)
     b.set_title("traffic per network connection")
@@ -57,9 +61,7 @@ def write_plots(report: dict, out: Path) -> list[Path]:
     paths.append(p)
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.5))
-    _bars(a, peers, {s: [100 * d["peers"][p]["load_measured"] for p in peers]
-                     for s, d in strategies.items()}, "average CPU load [% of one core]")
-    a.set_title("CPU load per super-peer")
+    _load_panel(a, peers, strategies)
     _bars(b, peers, {s: [d["peers"][p]["traffic_bytes"] * 8 / 1e6 for p in peers]
                      for s, d in strategies.items()}, "accumulated traffic in+out [Mbit]", log=True)
     b.set_title(f"traffic per super-peer over {seconds:.0f} simulated s")
