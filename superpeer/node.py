@@ -417,6 +417,10 @@ class Node:
             record.inputs = inputs
             for variable, stream in inputs.items():
                 self.deliveries.setdefault(stream, []).append((record.runtime, variable))
+        # a stream that has already ended delivers nothing more: the subscription ends now
+        for p in plan.parts:
+            if view.statistics.closed.get(p.input_properties.input.stream):
+                record.runtime.feed(p.input_properties.variable, [], end=True)
 
     def _install(self, plan: Plan, view: "PlanningView") -> tuple[bool, str]:
         """Reserve on every affected peer, then commit everywhere (abort on any refusal)."""
@@ -497,7 +501,7 @@ class Node:
         if state is None:
             raise NodeError("NOT_FOUND", f'stream "{name}" is not registered at {self.id}')
         with self.lock:
-            return json.dumps(statistics_to_json(state.statistics))
+            return json.dumps({**statistics_to_json(state.statistics), "closed": state.closed})
 
     def announce(self, stream_json: str) -> str:
         """Learn a newly registered stream; answer which waiting subscriptions are now ready."""
@@ -783,17 +787,20 @@ class _StatisticsCache(dict):
     def __init__(self, node: Node) -> None:
         super().__init__()
         self.node = node
+        self.closed: dict[str, bool] = {}
 
     def __missing__(self, name: str) -> StreamStatistics:
         original = self.node.known_originals.get(name)
         if original is None:
             raise KeyError(f'unknown stream "{name}"')
         if original.origin == self.node.id:
-            stats = statistics_from_json(json.loads(self.node.statistics_json(name)))
+            data = json.loads(self.node.statistics_json(name))
         else:
             reply = self.node._call(original.origin, "GetStatistics",
                                     pb.GetStatisticsRequest(stream=name), lambda r: r)
-            stats = statistics_from_json(json.loads(reply.json))
+            data = json.loads(reply.json)
+        self.closed[name] = bool(data.get("closed"))
+        stats = statistics_from_json(data)
         if stats.frequency <= 0:
             stats.frequency = 1.0  # nothing observed yet: assume a slow stream
         self[name] = stats

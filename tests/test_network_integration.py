@@ -158,3 +158,15 @@ def test_disconnected_reader_resumes_without_loss_and_retention_is_reported(tmp_
         behind = again.read(sid, 40, max_items=1, wait_ms=0)
         assert behind.dropped > 0 and behind.offset > 40
         assert [item for _, item, _ in late][-1] == reference(everything, photons)[-1]
+
+
+def test_subscribing_to_an_ended_stream_ends_at_once(tmp_path):
+    with running_network(tmp_path) as (topology, peers):
+        publisher = SuperPeerClient(topology.address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=100)
+        publisher.publish("photons", [p.to_xml() for p in generate(50, seed=1)])
+        publisher.close_stream("photons")
+        client = SuperPeerClient(topology.address("SP1"))
+        sid = client.subscribe(QUERIES["q1"]).subscription
+        reply = client.read(sid, 0, wait_ms=5000)
+        assert reply.closed and list(reply.items) == []
