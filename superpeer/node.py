@@ -40,8 +40,9 @@ from sharing.serialization import (input_from_json, statistics_from_json, statis
                                    stream_from_json, stream_to_json, usage_from_json)
 from sharing.statistics import StreamEstimate, StreamStatistics
 from wxquery.errors import WXQueryError
-from wxquery.inline_operators import Pipeline, WindowRecord, serialize
+from wxquery.inline_operators import WindowRecord, serialize
 
+from .executors import Executor, make_executor
 from .forwarding import Forwarder, LinkCounters
 from .subscriptions import SubscriptionRuntime
 from .topology import Topology
@@ -103,8 +104,10 @@ class Node:
                  executor: str = "inline") -> None:
         if peer not in topology.backbone.peers:
             raise NodeError("INVALID_ARGUMENT", f"{peer} is not a super-peer of the topology")
-        if executor != "inline":
-            raise NodeError("UNIMPLEMENTED", f"executor {executor!r} is not available yet; use inline")
+        try:
+            self.executor: Executor = make_executor(executor)
+        except ValueError as exc:
+            raise NodeError("UNIMPLEMENTED", str(exc)) from None
         self.id = peer
         self.topology = topology
         self.backbone = topology.backbone
@@ -112,7 +115,6 @@ class Node:
         self.lock = threading.RLock()
         self.entries: dict[str, NetworkStream] = {}
         self.children: dict[str, list[str]] = {}
-        self.pipelines: dict[str, Pipeline] = {}
         self.deliveries: dict[str, list[tuple[SubscriptionRuntime, str]]] = {}
         self.originals: dict[str, OriginalState] = {}
         self.known_originals: dict[str, NetworkStream] = {}
@@ -287,8 +289,7 @@ class Node:
         if self.deliveries.get(stream):
             return True
         for child in self.children.get(stream, ()):
-            pipeline = self.pipelines.get(child)
-            if pipeline is not None and (pipeline.stages or self._needs_values(child)):
+            if not self.executor.is_copy(child) or self._needs_values(child):
                 return True
         return False
 
@@ -304,18 +305,10 @@ class Node:
         if entry is None:
             return
         for child in self.children.get(sid, ()):
-            pipeline = self.pipelines.get(child)
-            if pipeline is None:
-                continue
-            if not pipeline.stages:  # a copy of the stream (duplicated here): same items, same text
+            if self.executor.is_copy(child):  # duplicated here: same items, same wire text
                 self._ingest(child, values, end, serialized)
                 continue
-            out: list = []
-            for v in values:
-                out.extend(pipeline.push(v))
-            if end:
-                out.extend(pipeline.flush())
-            self._ingest(child, out, end, None)
+            self._ingest(child, self.executor.push(child, values, end), end, None)
         for runtime, variable in self.deliveries.get(sid, ()):
             runtime.feed(variable, values, end)
         hops = entry.next_hops(self.id)
@@ -543,10 +536,7 @@ class Node:
                     self.entries[s.id] = s
                 if s.origin == self.id and s.parent is not None:
                     self.children.setdefault(s.parent, []).append(s.id)
-                    if s.operators:
-                        self.pipelines[s.id] = Pipeline(s.operators)
-                    else:
-                        self.pipelines[s.id] = Pipeline(())
+                    self.executor.install(s.id, s.operators)
             # the reused streams and their ancestors present here gain the subscription as a user
             for sid in info["lineage"]:
                 entry = self.entries.get(sid)
@@ -566,7 +556,7 @@ class Node:
                     if not s.users and not s.original:
                         removed.append(s.id)
                         del self.entries[s.id]
-                        self.pipelines.pop(s.id, None)
+                        self.executor.remove(s.id)
                         if s.parent in self.children:
                             self.children[s.parent] = [c for c in self.children[s.parent] if c != s.id]
         return removed
@@ -690,7 +680,8 @@ class Node:
                 "stream_table": [_stream_status(s, self.id) for s in self.entries.values()],
                 "operators": [{"stream": sid, "parent": self.entries[sid].parent,
                                "operators": [str(o) for o in self.entries[sid].operators] or ["forward"]}
-                              for sid in self.pipelines if sid in self.entries],
+                              for sid in self.executor.installed() if sid in self.entries],
+                "executor": self.executor.name,
                 "subscriptions": {sid: {"inputs": r.inputs,
                                         "plan": r.plan.to_json() if r.plan else None,
                                         "waiting_for": list(r.waiting_for), "plan_error": r.error,
