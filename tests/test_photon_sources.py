@@ -74,3 +74,24 @@ def test_fits_errors_are_clear(tmp_path):
     fits.PrimaryHDU(np.zeros((4, 4))).writeto(img)
     with pytest.raises(EventListError, match="no event table"):
         list(photons_from_fits(img))
+
+
+def test_xmm_style_energy_from_pi_in_ev(tmp_path):
+    from astropy.io import fits
+
+    n = 20
+    cols = [
+        fits.Column(name="TIME", format="D", array=np.arange(n) * 0.5 + 1e8),
+        fits.Column(name="X", format="J", array=np.full(n, 25000), coord_type="RA---TAN",
+                    coord_unit="deg", coord_ref_point=25000.5, coord_ref_value=10.0, coord_inc=-1.2e-5),
+        fits.Column(name="Y", format="J", array=np.full(n, 25000), coord_type="DEC--TAN",
+                    coord_unit="deg", coord_ref_point=25000.5, coord_ref_value=41.0, coord_inc=1.2e-5),
+        fits.Column(name="PHA", format="I", array=np.arange(n)),
+        fits.Column(name="PI", format="I", unit="eV", array=np.arange(n) * 100 + 200),
+    ]
+    path = tmp_path / "xmm.fits"
+    fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns(cols, name="EVENTS")]).writeto(path)
+    report = ConversionReport()
+    doc = "<photons>" + "".join(photons_from_fits(path, report)) + "</photons>"
+    assert values(doc, "en")[:3] == [0.2, 0.3, 0.4] and values(doc, "phc")[:2] == [0.0, 1.0]
+    assert report.energy_unit == "eV"

@@ -9,13 +9,14 @@ eV). Events are emitted ordered by time, so that time windows over ``det_time`` 
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, TextIO
 
 import numpy as np
 from astropy.io import fits
-from astropy.wcs import WCS
+from astropy.wcs import WCS, FITSFixedWarning
 
 TIME_COLUMNS = ("time",)
 ENERGY_COLUMNS = ("energy", "pi_energy", "en")
@@ -83,7 +84,10 @@ def _sky(hdu: fits.BinTableHDU, report: ConversionReport) -> tuple[np.ndarray, n
             dec_col = i
     data = hdu.data
     if ra_col is not None and dec_col is not None:
-        wcs = WCS(header, keysel=["pixel"], colsel=[ra_col, dec_col])
+        with warnings.catch_warnings():
+            # Mission headers carry keywords WCSLIB "fixes" (dates, obsolete forms) and says so.
+            warnings.simplefilter("ignore", FITSFixedWarning)
+            wcs = WCS(header, keysel=["pixel"], colsel=[ra_col, dec_col])
         x = np.asarray(data.field(ra_col - 1), dtype=float)
         y = np.asarray(data.field(dec_col - 1), dtype=float)
         ra, dec = wcs.all_pix2world(x, y, 1)
@@ -98,13 +102,21 @@ def _sky(hdu: fits.BinTableHDU, report: ConversionReport) -> tuple[np.ndarray, n
                          "(TCTYPn = 'RA---TAN' / 'DEC--TAN') or RA/DEC columns")
 
 
+def _unit(hdu: fits.BinTableHDU, name: str) -> str:
+    index = [n.lower() for n in hdu.columns.names].index(name.lower()) + 1
+    return str(hdu.header.get(f"TUNIT{index}", "")).strip().lower()
+
+
 def _energy_kev(hdu: fits.BinTableHDU, report: ConversionReport) -> np.ndarray | None:
     name = _column(hdu, ENERGY_COLUMNS)
     if name is None:
-        return None
+        pi = _column(hdu, ("pi",))
+        if pi is not None and _unit(hdu, pi) == "ev":  # XMM: PI is the energy in eV
+            name = pi
+        else:
+            return None
     values = np.asarray(hdu.data[name], dtype=float)
-    index = [n.lower() for n in hdu.columns.names].index(name.lower()) + 1
-    unit = str(hdu.header.get(f"TUNIT{index}", "")).strip().lower()
+    unit = _unit(hdu, name)
     finite = values[np.isfinite(values)]
     if unit == "kev" or (not unit and finite.size and np.nanmax(finite) < 100):
         report.energy_unit = "keV"
