@@ -128,6 +128,8 @@ class Node:
         self.link_counters: dict[str, LinkCounters] = {}
         self.forwarders: dict[str, Forwarder] = {}
         self.unknown_transfers = 0
+        self.bad_transfers = 0
+        self.last_bad_transfer = ""
         self._channels: dict[str, grpc.Channel] = {}
         self._ids = itertools.count(1)
         self._stop = threading.Event()
@@ -279,7 +281,19 @@ class Node:
             if entry is None:
                 self.unknown_transfers += len(items)
                 return len(items)  # acknowledged and dropped (counted): a removed stream
-            values = [self._parse(entry, x) for x in items] if self._needs_values(stream) else []
+            if self._needs_values(stream):
+                values, texts = [], []
+                for x in items:
+                    try:
+                        values.append(self._parse(entry, x))
+                        texts.append(x)
+                    except (etree.XMLSyntaxError, ValueError, TypeError) as exc:
+                        # a neighbour sent something broken: drop it, count it, keep the link going
+                        self.bad_transfers += 1
+                        self.last_bad_transfer = f"stream {stream}: {exc}"
+                items = texts
+            else:
+                values = []
             self._ingest(stream, values, end, items)
         return len(items)
 
@@ -697,6 +711,8 @@ class Node:
                 "process_cpu_seconds": time.process_time(),
                 "unreachable_peers": dict(self.unreachable),
                 "dropped_transfers_for_unknown_streams": self.unknown_transfers,
+                "dropped_malformed_transfers": self.bad_transfers,
+                "last_malformed_transfer": self.last_bad_transfer,
             }
 
 

@@ -178,3 +178,24 @@ def test_subscribing_to_an_ended_stream_ends_at_once(tmp_path):
         sid = client.subscribe(QUERIES["q1"]).subscription
         reply = client.read(sid, 0, wait_ms=5000)
         assert reply.closed and list(reply.items) == []
+
+
+def test_malformed_transfer_from_a_neighbour_is_dropped_and_counted(tmp_path):
+    from proto import streamglobe_pb2 as pb
+    from proto import streamglobe_pb2_grpc as pb_grpc
+
+    with running_network(tmp_path) as (topology, peers):
+        publisher = SuperPeerClient(topology.address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=100)
+        publisher.publish("photons", [p.to_xml() for p in generate(100, seed=1)])
+        client = SuperPeerClient(topology.address("SP1"))
+        reply = client.subscribe(QUERIES["q1"])
+        stream = __import__("json").loads(reply.plan_json)["parts"][0]["delivered_stream"]
+        good = [p.to_xml() for p in generate(20, seed=8)]
+        stub = pb_grpc.SuperPeerStub(grpc.insecure_channel(topology.address("SP1")))
+        ack = stub.Transfer(pb.TransferRequest(stream=stream, items=["<photon><en>1</photon>"] + good,
+                                               sender="SP5"))
+        assert ack.acknowledged == 21
+        status = client.status()
+        assert status["dropped_malformed_transfers"] == 1
+        assert "Opening and ending tag mismatch" in status["last_malformed_transfer"]
