@@ -276,6 +276,7 @@ class Node:
     # ================================================================== data plane
 
     def transfer(self, stream: str, items: list[str], end: bool) -> int:
+        received = len(items)
         with self.lock:
             entry = self.entries.get(stream)
             if entry is None:
@@ -295,7 +296,7 @@ class Node:
             else:
                 values = []
             self._ingest(stream, values, end, items)
-        return len(items)
+        return received
 
     def _needs_values(self, stream: str) -> bool:
         """Items are parsed only where an operator or a subscription reads them; copies and
