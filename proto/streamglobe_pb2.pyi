@@ -230,6 +230,18 @@ class RemoveReply(_message.Message):
     removed: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, removed: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class TruncateRequest(_message.Message):
+    __slots__ = ("stream", "peer")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    peer: str
+    def __init__(self, stream: _Optional[str] = ..., peer: _Optional[str] = ...) -> None: ...
+
+class TruncateReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class TransferRequest(_message.Message):
     __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender")
     STREAM_FIELD_NUMBER: _ClassVar[int]

@@ -413,6 +413,11 @@ class SuperPeerStub:
                 request_serializer=proto_dot_streamglobe__pb2.RemoveRequest.SerializeToString,
                 response_deserializer=proto_dot_streamglobe__pb2.RemoveReply.FromString,
                 _registered_method=True)
+        self.Truncate = channel.unary_unary(
+                '/streamglobe.v1.SuperPeer/Truncate',
+                request_serializer=proto_dot_streamglobe__pb2.TruncateRequest.SerializeToString,
+                response_deserializer=proto_dot_streamglobe__pb2.TruncateReply.FromString,
+                _registered_method=True)
         self.Transfer = channel.unary_unary(
                 '/streamglobe.v1.SuperPeer/Transfer',
                 request_serializer=proto_dot_streamglobe__pb2.TransferRequest.SerializeToString,
@@ -481,6 +486,13 @@ class SuperPeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Truncate(self, request, context):
+        """The stream is no longer needed beyond `peer`: the route ends there.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Transfer(self, request, context):
         """Data plane: item batches along a stream's route, acknowledged.
         """
@@ -536,6 +548,11 @@ def add_SuperPeerServicer_to_server(servicer, server):
                     servicer.Remove,
                     request_deserializer=proto_dot_streamglobe__pb2.RemoveRequest.FromString,
                     response_serializer=proto_dot_streamglobe__pb2.RemoveReply.SerializeToString,
+            ),
+            'Truncate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Truncate,
+                    request_deserializer=proto_dot_streamglobe__pb2.TruncateRequest.FromString,
+                    response_serializer=proto_dot_streamglobe__pb2.TruncateReply.SerializeToString,
             ),
             'Transfer': grpc.unary_unary_rpc_method_handler(
                     servicer.Transfer,
@@ -766,6 +783,33 @@ class SuperPeer:
             '/streamglobe.v1.SuperPeer/Remove',
             proto_dot_streamglobe__pb2.RemoveRequest.SerializeToString,
             proto_dot_streamglobe__pb2.RemoveReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Truncate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/streamglobe.v1.SuperPeer/Truncate',
+            proto_dot_streamglobe__pb2.TruncateRequest.SerializeToString,
+            proto_dot_streamglobe__pb2.TruncateReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -562,6 +562,36 @@ class Node:
         with self.lock:
             self.pending.pop(txn, None)
 
+    def _unneeded_tail(self, s: NetworkStream) -> bool:
+        """This peer ends the stream's route and nothing here takes the stream any more."""
+        return (not s.original and len(s.route) > 1 and s.route[-1] == self.id and s.origin != self.id
+                and not self.children.get(s.id) and not self.deliveries.get(s.id))
+
+    def cut_tails(self) -> None:
+        """Tell the route of every stream this peer no longer needs to end one peer earlier."""
+        with self.lock:
+            tails = [s for s in self.entries.values() if self._unneeded_tail(s)]
+        for s in tails:
+            previous = s.route[-2]
+            for peer in dict.fromkeys(s.route):
+                self._call(peer, "Truncate", pb.TruncateRequest(stream=s.id, peer=previous),
+                           lambda r: None, required=False)
+
+    def truncate(self, stream: str, peer: str) -> None:
+        with self.lock:
+            s = self.entries.get(stream)
+            if s is None or peer not in s.route:
+                return
+            route = s.route[: s.route.index(peer) + 1]
+            if self.id not in route:
+                del self.entries[stream]
+                self.children.pop(stream, None)
+                return
+            s.route = route
+            again = self._unneeded_tail(s)
+        if again:
+            self.cut_tails()
+
     def remove(self, sid: str) -> list[str]:
         removed = []
         with self.lock:
@@ -574,6 +604,7 @@ class Node:
                         self.executor.remove(s.id)
                         if s.parent in self.children:
                             self.children[s.parent] = [c for c in self.children[s.parent] if c != s.id]
+        threading.Thread(target=self.cut_tails, daemon=True).start()
         return removed
 
     # ================================================================== usage
@@ -735,6 +766,7 @@ _LOCAL: dict[str, Callable] = {
     "Abort": lambda n, r: (n.abort(r.transaction), pb.AbortReply())[1],
     "Remove": lambda n, r: pb.RemoveReply(removed=n.remove(r.subscription)),
     "AnnounceStream": lambda n, r: pb.AnnounceStreamReply(waiting_json=n.announce(r.stream_json)),
+    "Truncate": lambda n, r: (n.truncate(r.stream, r.peer), pb.TruncateReply())[1],
     "Activate": lambda n, r: pb.ActivateReply(**dict(zip(("ok", "reason"), n.activate(r.subscription)))),
 }
 

@@ -118,6 +118,11 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
         return pb.RemoveReply(removed=self.node.remove(request.subscription))
 
     @_handled
+    def Truncate(self, request, context):
+        self.node.truncate(request.stream, request.peer)
+        return pb.TruncateReply()
+
+    @_handled
     def Transfer(self, request, context):
         acknowledged = self.node.transfer(request.stream, list(request.items), request.end)
         return pb.TransferReply(acknowledged=acknowledged)

@@ -199,3 +199,31 @@ def test_malformed_transfer_from_a_neighbour_is_dropped_and_counted(tmp_path):
         status = client.status()
         assert status["dropped_malformed_transfers"] == 1
         assert "Opening and ending tag mismatch" in status["last_malformed_transfer"]
+
+
+def test_unsubscribe_cuts_a_still_used_route_back(tmp_path):
+    import time
+
+    with running_network(tmp_path) as (topology, peers):
+        address = topology.address
+        publisher = SuperPeerClient(address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=100)
+        photons = [p.to_xml() for p in generate(400, seed=6)]
+        publisher.publish("photons", photons[:100])
+        q1 = SuperPeerClient(address("SP1")).subscribe(QUERIES["q1"])
+        q2 = SuperPeerClient(address("SP7")).subscribe(QUERIES["q2"])
+        SuperPeerClient(address("SP1")).unsubscribe(q1.subscription)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            sp5 = SuperPeerClient(address("SP5")).status()["stream_table"]
+            if not any(s["next_hops"] == ["SP1"] for s in sp5):
+                break
+            time.sleep(0.1)
+        assert not any(s["next_hops"] == ["SP1"] for s in sp5), sp5
+        before = SuperPeerClient(address("SP5")).status()["links"].get("SP5->SP1", {}).get("items", 0)
+        publisher.publish("photons", photons[100:])
+        publisher.close_stream("photons")
+        got = [i for _, i, _ in SuperPeerClient(address("SP7")).results(q2.subscription, idle_timeout=20)]
+        assert same(got, reference(QUERIES["q2"], photons[100:]))
+        after = SuperPeerClient(address("SP5")).status()["links"].get("SP5->SP1", {}).get("items", 0)
+        assert after == before  # nothing flows towards SP1 any more
