@@ -723,7 +723,9 @@ class Node:
                                        "avg_item_size": round(s.statistics.avg_item_size, 1),
                                        "frequency": round(s.statistics.frequency, 3)}}
                     for n, s in self.originals.items()},
-                "stream_table": [_stream_status(s, self.id) for s in self.entries.values()],
+                "stream_table": [{**_stream_status(s, self.id),
+                                  "derived_here": list(self.children.get(s.id, ()))}
+                                 for s in self.entries.values()],
                 "operators": [{"stream": sid, "parent": self.entries[sid].parent,
                                "operators": [str(o) for o in self.entries[sid].operators] or ["forward"]}
                               for sid in self.executor.installed() if sid in self.entries],

@@ -65,6 +65,8 @@ def test_paper_example_end_to_end(tmp_path):
         table = SuperPeerClient(address("SP5")).status()["stream_table"]
         q2 = next(s for s in table if s["origin"] == "SP5" and s["route"] == ["SP5", "SP7"])
         assert q2["parent"] == q1_stream and q2["operators"]
+        q1_at_sp5 = next(s for s in table if s["id"] == q1_stream)
+        assert q2["id"] in q1_at_sp5["derived_here"]
         sp4 = SuperPeerClient(address("SP4")).status()
         assert sp4["streams_registered_here"]["photons"]["rejected"] == 2
 
