@@ -21,8 +21,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lxml import etree  # noqa: E402
-
 from sharing.analysis import analyze  # noqa: E402
 from thinpeer.photon_generator import generate, write_document  # noqa: E402
 from wxquery import algebra as alg  # noqa: E402

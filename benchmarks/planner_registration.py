@@ -21,16 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from local_network import percentile  # noqa: E402
 from sharing import scenarios  # noqa: E402
-from sharing.analysis import analyze  # noqa: E402
 from sharing.backbone import Backbone, Link, Peer  # noqa: E402
 from sharing.planner import Strategy  # noqa: E402
 from sharing.simulator import Simulation  # noqa: E402
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def measure(scenario: scenarios.Scenario, label: str) -> dict:

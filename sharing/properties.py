@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from fractions import Fraction
-from typing import Iterator, Literal
+from typing import Iterator
 
 from wxquery import ast
 from wxquery.static_checks import Binding, CheckedQuery

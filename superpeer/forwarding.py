@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import grpc
 
@@ -71,12 +71,6 @@ class Forwarder:
             self.stopped = True
             self.cond.notify()
 
-    def idle(self) -> bool:
-        with self.cond:
-            return not self.queue and not self._busy
-
-    _busy = False
-
     def _take(self) -> _Chunk | None:
         with self.cond:
             while not self.queue and not self.stopped:
@@ -95,7 +89,6 @@ class Forwarder:
                 first = _Chunk(first.stream, first.items[:BATCH], False)
                 self.queue.appendleft(rest)
             self.queued_items -= len(first.items)
-            self._busy = True
             return first
 
     def _run(self) -> None:
@@ -120,5 +113,3 @@ class Forwarder:
             self.counters.items += len(chunk.items)
             self.counters.bytes += sum(len(x.encode()) for x in chunk.items)
             self.counters.batches += 1
-            with self.cond:
-                self._busy = False

@@ -31,13 +31,12 @@ from lxml import etree
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 from sharing.analysis import analyze
-from sharing.cost_model import Usage
 from sharing.matching import raw_properties
 from sharing.network_state import NetworkStream
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
 from sharing.properties import InputStream
 from sharing.serialization import (input_from_json, statistics_from_json, statistics_to_json,
-                                   stream_from_json, stream_to_json, usage_from_json)
+                                   stream_from_json, stream_to_json)
 from sharing.statistics import StreamEstimate, StreamStatistics
 from wxquery.errors import WXQueryError
 from wxquery.inline_operators import WindowRecord, serialize
@@ -120,8 +119,6 @@ class Node:
         self.known_originals: dict[str, NetworkStream] = {}
         self.subscriptions: dict[str, SubscriptionRecord] = {}
         self.pending: dict[str, list[NetworkStream]] = {}
-        self.pending_extra: dict[str, Usage] = {}
-        self.extra_usage: dict[str, Usage] = {}  # post-processing of local subscriptions
         self.peer_usage: dict[str, dict] = {}  # what other peers last reported
         self.alive: dict[str, float] = {}
         self.unreachable: dict[str, str] = {}
@@ -744,6 +741,7 @@ class Node:
                 "load": self.own_usage(),
                 "process_cpu_seconds": time.process_time(),
                 "unreachable_peers": dict(self.unreachable),
+                "peers_last_heard_s_ago": {p: round(time.time() - t, 1) for p, t in self.alive.items()},
                 "dropped_transfers_for_unknown_streams": self.unknown_transfers,
                 "dropped_malformed_transfers": self.bad_transfers,
                 "last_malformed_transfer": self.last_bad_transfer,

@@ -438,12 +438,11 @@ class _Parser:
         start = self.pos
         self.expect_keyword("if")
         if self.peek("(") and not self.peek("(:"):
-            paren = self.expect("(")
+            self.expect("(")
             cond = self.parse_conjunction(in_predicate=False)
             self.skip_ws()
             if not self.accept(")"):
                 raise self.expected("')' closing the if condition")
-            del paren
         else:
             cond = self.parse_conjunction(in_predicate=False)
         self.expect_keyword_with_hint("then", "'then'")
