@@ -99,7 +99,7 @@ class SubscriptionRecord:
 
 
 class Node:
-    def __init__(self, peer: str, topology: Topology, retention: int = 100_000,
+    def __init__(self, peer: str, topology: Topology, retention: int = 500_000,
                  executor: str = "inline") -> None:
         if peer not in topology.backbone.peers:
             raise NodeError("INVALID_ARGUMENT", f"{peer} is not a super-peer of the topology")

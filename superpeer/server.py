@@ -34,7 +34,7 @@ class RunningSuperPeer:
 
 
 def start_superpeer(topology: Topology, peer: str, port: int | None = None,
-                    retention: int = 100_000, executor: str = "inline") -> RunningSuperPeer:
+                    retention: int = 500_000, executor: str = "inline") -> RunningSuperPeer:
     node = Node(peer, topology, retention=retention, executor=executor)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"rpc-{peer}"),
                          options=[("grpc.max_receive_message_length", MESSAGE_LIMIT),

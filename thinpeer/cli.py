@@ -568,7 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--id", required=True, help="this super-peer's id in the topology")
     p.add_argument("--port", type=int, help="listen port (default: the topology's)")
     p.add_argument("--executor", choices=["inline", "spark"], default="inline")
-    p.add_argument("--retention", type=int, default=100_000,
+    p.add_argument("--retention", type=int, default=500_000,
                    help="result items kept per subscription for disconnected readers")
     p.set_defaults(func=cmd_superpeer_serve)
 
