@@ -217,6 +217,26 @@ def _navigate_items(items: Iterable[Value], item_filter: Callable[[Value], bool]
             yield from rest([item])
 
 
+def _navigator(names: tuple[str, ...]) -> Callable[[Iterable[Value]], list]:
+    """Child-axis navigation along ``names`` from a sequence of elements, in document order.
+
+    One step iterates children directly; longer paths use a compiled XPath (explicit ``child::``
+    axes, so that element names such as ``and`` or ``count`` are never read as operators).
+    """
+    if len(names) == 1:
+        name = names[0]
+        return lambda elements: _children(elements, name)
+    xpath = etree.XPath("/".join(f"child::{n}" for n in names))
+
+    def navigate(elements: Iterable[Value]) -> list:
+        out: list = []
+        for el in elements:
+            out.extend(xpath(el))
+        return out
+
+    return navigate
+
+
 def _append_text(parent: etree._Element, text: str) -> None:
     if len(parent):
         last = parent[-1]
@@ -366,6 +386,8 @@ class _Compiler:
     def steps(self, steps: list[ast.Step]) -> Callable[[list], list] | None:
         if not steps:
             return None
+        if not any(s.predicates for s in steps):
+            return _navigator(tuple(s.name for s in steps))
         compiled = [(s.name, self.step_filter(s)) for s in steps]
 
         def navigate(elements: list) -> list:
@@ -415,11 +437,10 @@ class _Compiler:
 
             return single_step
 
+        navigate = _navigator(names) if names else (lambda elements: list(elements))
+
         def values(env: Env) -> list[float]:
-            current = env[key]
-            for name in names:
-                current = _children(current, name)
-            return [_atomize(v) for v in current]
+            return [_atomize(v) for v in navigate(env[key])]
 
         return values
 
