@@ -229,3 +229,36 @@ def test_unsubscribe_cuts_a_still_used_route_back(tmp_path):
         assert same(got, reference(QUERIES["q2"], photons[100:]))
         after = SuperPeerClient(address("SP5")).status()["links"].get("SP5->SP1", {}).get("items", 0)
         assert after == before  # nothing flows towards SP1 any more
+
+
+def test_concurrent_registrations_at_different_superpeers(tmp_path):
+    import threading
+
+    with running_network(tmp_path) as (topology, peers):
+        address = topology.address
+        publisher = SuperPeerClient(address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=100)
+        photons = [p.to_xml() for p in generate(1500, seed=12)]
+        publisher.publish("photons", photons[:200])
+        names = ["q1", "q2", "q3", "q4", "q1", "q2", "q3", "q4"]
+        replies: dict[str, tuple] = {}
+        errors: list[Exception] = []
+
+        def register(peer: str, name: str) -> None:
+            try:
+                client = SuperPeerClient(address(peer))
+                replies[peer] = (client, name, client.subscribe(QUERIES[name]))
+            except Exception as exc:  # noqa: BLE001 - collected and asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=register, args=(f"SP{i}", names[i])) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert not errors and len(replies) == 8, errors
+        publisher.publish("photons", photons[200:])
+        publisher.close_stream("photons")
+        for peer, (client, name, reply) in replies.items():
+            got = [i for _, i, _ in client.results(reply.subscription, idle_timeout=20)]
+            assert same(got, reference(QUERIES[name], photons[200:])), (peer, name)
