@@ -234,8 +234,9 @@ class StreamStatistics:
             upper = graph.tightest(var, ZERO)
             lo = -float(lower.c) if lower is not None else -math.inf
             hi = float(upper.c) if upper is not None else math.inf
-            present = self.occurrence(var) and min(1.0, self.elements[var].items_with / self.items)
-            sel *= (present or 0.0) * self.histogram(var).fraction(lo, hi)
+            element = self.elements.get(var)
+            present = element.items_with / self.items if element is not None else 0.0
+            sel *= present * self.histogram(var).fraction(lo, hi)
         return max(sel, 0.5 / max(len(self.sample), 1))
 
     def projected_size(self, output: frozenset[str]) -> float:

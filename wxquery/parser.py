@@ -386,7 +386,7 @@ class _Parser:
         start = self.expect("|")
         self.skip_ws()
         name = self.peek_name()
-        if name == "count" and self.after_ws_is(self.pos + 5, "") and self.peek_following_is_number(5):
+        if name == "count" and self.peek_following_is_number(5):
             self.pos += 5
             size = self.read_window_number("the window size", integer=True)
             step = size
