@@ -816,12 +816,6 @@ class PlanningView:
             self.streams.setdefault(s.id, s)
         return [self.streams[s.id] for s in found]
 
-    def groups_at(self, peer: str, input_stream: InputStream) -> dict:
-        groups: dict = {}
-        for s in self.streams_at(peer, input_stream):
-            groups.setdefault(s.properties, {})[s.id] = s
-        return groups
-
 
 class _StatisticsCache(dict):
     def __init__(self, node: Node) -> None:

@@ -41,7 +41,6 @@ class EvaluationStats:
 
     late_items: int = 0
     missing_reference: int = 0
-    items_read: dict[str, int] = field(default_factory=dict)
 
     def warnings(self) -> list[str]:
         out = []
@@ -192,19 +191,6 @@ def _children(elements: Iterable[Value], name: str) -> list:
     return out
 
 
-class _Counted:
-    """Counts the items drawn from an iterable (items read from a stream)."""
-
-    def __init__(self, items: Iterable[Value]) -> None:
-        self.items = items
-        self.n = 0
-
-    def __iter__(self) -> Iterator[Value]:
-        for item in self.items:
-            self.n += 1
-            yield item
-
-
 def _navigate_items(items: Iterable[Value], item_filter: Callable[[Value], bool] | None,
                     rest: Callable[[list], list] | None) -> Iterator[Value]:
     """Stream items that pass the item step's predicates, then the path's remaining steps."""
@@ -350,17 +336,8 @@ class _Compiler:
             root_step, item_step = steps[0], steps[1]
             item_filter = self.step_filter(item_step)
             rest = self.steps(steps[2:])
-            stats = self.context.stats
-            stream_name = root.name
-
-            def stream_items(env: Env) -> Iterator[Value]:
-                counted = _Counted(document.items(root_step.name, item_step.name))
-                try:
-                    yield from _navigate_items(counted, item_filter, rest)
-                finally:
-                    stats.items_read[stream_name] = stats.items_read.get(stream_name, 0) + counted.n
-
-            return stream_items
+            return lambda env: _navigate_items(document.items(root_step.name, item_step.name),
+                                               item_filter, rest)
         rest = self.steps(steps)
         if isinstance(root, ast.VarRef):
             var = root.name
