@@ -24,6 +24,17 @@ def reference(query: str, items: list[str]) -> list[str]:
     return list(evaluate(analyze(query).checked, doc).serialized_items())
 
 
+def photon_source(topology, count: int, seed: int, warmup: int) -> tuple[SuperPeerClient, list[str]]:
+    """Register "photons" at SP4, publish the first ``warmup`` items (statistics before any
+    subscription), and return the publisher with all ``count`` items."""
+    publisher = SuperPeerClient(topology.address("SP4"))
+    publisher.register_stream("photons", "photons", "photon", rate=100)
+    photons = [p.to_xml() for p in generate(count, seed=seed)]
+    if warmup:
+        publisher.publish("photons", photons[:warmup])
+    return publisher, photons
+
+
 def same(ours: list[str], theirs: list[str]) -> bool:
     """Item-identical, except numbers that may differ in the last bits where window aggregates
     were merged from a finer shared stream."""
@@ -42,10 +53,7 @@ def same(ours: list[str], theirs: list[str]) -> bool:
 def test_paper_example_end_to_end(tmp_path):
     with running_network(tmp_path) as (topology, peers):
         address = topology.address
-        publisher = SuperPeerClient(address("SP4"))
-        publisher.register_stream("photons", "photons", "photon", rate=100)
-        photons = [p.to_xml() for p in generate(2500, seed=9)]
-        publisher.publish("photons", photons[:400])  # statistics before the subscriptions
+        publisher, photons = photon_source(topology, 2500, seed=9, warmup=400)
         subscriptions = {}
         for name, peer in (("q1", "SP1"), ("q2", "SP7"), ("q3", "SP0"), ("q4", "SP6")):
             client = SuperPeerClient(address(peer))
@@ -74,10 +82,7 @@ def test_paper_example_end_to_end(tmp_path):
 def test_unshared_subscriptions_and_unsubscribe(tmp_path):
     with running_network(tmp_path) as (topology, peers):
         address = topology.address
-        publisher = SuperPeerClient(address("SP4"))
-        publisher.register_stream("photons", "photons", "photon", rate=100)
-        photons = [p.to_xml() for p in generate(1500, seed=4)]
-        publisher.publish("photons", photons[:300])
+        publisher, photons = photon_source(topology, 1500, seed=4, warmup=300)
         q = QUERIES["q1"]
         ds = SuperPeerClient(address("SP1")).subscribe(q, strategy="data-shipping")
         other = SuperPeerClient(address("SP2")).subscribe(
@@ -138,9 +143,7 @@ def test_health_and_reflection(tmp_path):
 def test_disconnected_reader_resumes_without_loss_and_retention_is_reported(tmp_path):
     with running_network(tmp_path, retention=50) as (topology, peers):
         address = topology.address
-        publisher = SuperPeerClient(address("SP4"))
-        publisher.register_stream("photons", "photons", "photon", rate=100)
-        photons = [p.to_xml() for p in generate(600, seed=2)]
+        publisher, photons = photon_source(topology, 600, seed=2, warmup=0)
         everything = '<all>{ for $p in stream("photons")/photons/photon return $p/det_time }</all>'
         reader = SuperPeerClient(address("SP1"))
         sid = reader.subscribe(everything).subscription
@@ -172,9 +175,7 @@ def test_disconnected_reader_resumes_without_loss_and_retention_is_reported(tmp_
 
 def test_subscribing_to_an_ended_stream_ends_at_once(tmp_path):
     with running_network(tmp_path) as (topology, peers):
-        publisher = SuperPeerClient(topology.address("SP4"))
-        publisher.register_stream("photons", "photons", "photon", rate=100)
-        publisher.publish("photons", [p.to_xml() for p in generate(50, seed=1)])
+        publisher, _ = photon_source(topology, 50, seed=1, warmup=50)
         publisher.close_stream("photons")
         client = SuperPeerClient(topology.address("SP1"))
         sid = client.subscribe(QUERIES["q1"]).subscription
@@ -187,9 +188,7 @@ def test_malformed_transfer_from_a_neighbour_is_dropped_and_counted(tmp_path):
     from proto import streamglobe_pb2_grpc as pb_grpc
 
     with running_network(tmp_path) as (topology, peers):
-        publisher = SuperPeerClient(topology.address("SP4"))
-        publisher.register_stream("photons", "photons", "photon", rate=100)
-        publisher.publish("photons", [p.to_xml() for p in generate(100, seed=1)])
+        publisher, _ = photon_source(topology, 100, seed=1, warmup=100)
         client = SuperPeerClient(topology.address("SP1"))
         reply = client.subscribe(QUERIES["q1"])
         stream = __import__("json").loads(reply.plan_json)["parts"][0]["delivered_stream"]
@@ -208,10 +207,7 @@ def test_unsubscribe_cuts_a_still_used_route_back(tmp_path):
 
     with running_network(tmp_path) as (topology, peers):
         address = topology.address
-        publisher = SuperPeerClient(address("SP4"))
-        publisher.register_stream("photons", "photons", "photon", rate=100)
-        photons = [p.to_xml() for p in generate(400, seed=6)]
-        publisher.publish("photons", photons[:100])
+        publisher, photons = photon_source(topology, 400, seed=6, warmup=100)
         q1 = SuperPeerClient(address("SP1")).subscribe(QUERIES["q1"])
         q2 = SuperPeerClient(address("SP7")).subscribe(QUERIES["q2"])
         SuperPeerClient(address("SP1")).unsubscribe(q1.subscription)
@@ -236,10 +232,7 @@ def test_concurrent_registrations_at_different_superpeers(tmp_path):
 
     with running_network(tmp_path) as (topology, peers):
         address = topology.address
-        publisher = SuperPeerClient(address("SP4"))
-        publisher.register_stream("photons", "photons", "photon", rate=100)
-        photons = [p.to_xml() for p in generate(1500, seed=12)]
-        publisher.publish("photons", photons[:200])
+        publisher, photons = photon_source(topology, 1500, seed=12, warmup=200)
         names = ["q1", "q2", "q3", "q4", "q1", "q2", "q3", "q4"]
         replies: dict[str, tuple] = {}
         errors: list[Exception] = []
