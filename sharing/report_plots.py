@@ -38,6 +38,22 @@ def _load_panel(ax, peers: list[str], strategies: dict) -> None:
     ax.set_title("CPU load per super-peer")
 
 
+def _figure(out: Path, report: dict, figure: str, peers: list[str], strategies: dict,
+            labels: list[str], traffic: dict[str, list[float]], ylabel: str, title: str) -> Path:
+    """CPU load per super-peer beside a traffic panel, saved as ``<scenario>-<figure>.png``."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.5))
+    _load_panel(a, peers, strategies)
+    _bars(b, labels, traffic, ylabel, log=True)
+    b.set_title(title)
+    style = "Figure 6 style" if figure == "figure6" else "Figure 7 style"
+    fig.suptitle(f"{report['scenario']}: {report['description']} ({style})")
+    fig.tight_layout()
+    path = out / f"{report['scenario']}-{figure}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write_plots(report: dict, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     strategies = report["strategies"]
@@ -45,30 +61,13 @@ def write_plots(report: dict, out: Path) -> list[Path]:
     peers = list(first["peers"])
     links = list(first["links"])
     seconds = report["simulated_seconds"]
-    name = report["scenario"]
-    paths = []
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.5))
-    _load_panel(a, peers, strategies)
-    _bars(b, links, {s: [d["links"][e]["bytes"] * 8 / seconds / 1e3 for e in links]
-                     for s, d in strategies.items()}, "average traffic [kbit/s]", log=True)
-    b.set_title("traffic per network connection")
-    fig.suptitle(f"{name}: {report['description']} (Figure 6 style)")
-    fig.tight_layout()
-    p = out / f"{name}-figure6.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    paths.append(p)
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(13, 4.5))
-    _load_panel(a, peers, strategies)
-    _bars(b, peers, {s: [d["peers"][p]["traffic_bytes"] * 8 / 1e6 for p in peers]
-                     for s, d in strategies.items()}, "accumulated traffic in+out [Mbit]", log=True)
-    b.set_title(f"traffic per super-peer over {seconds:.0f} simulated s")
-    fig.suptitle(f"{name}: {report['description']} (Figure 7 style)")
-    fig.tight_layout()
-    p = out / f"{name}-figure7.png"
-    fig.savefig(p, dpi=110)
-    plt.close(fig)
-    paths.append(p)
-    return paths
+    return [
+        _figure(
+        out, report, "figure6", peers, strategies, links,
+        {s: [d["links"][e]["bytes"] * 8 / seconds / 1e3 for e in links] for s, d in strategies.items()},
+        "average traffic [kbit/s]", "traffic per network connection"),
+        _figure(
+        out, report, "figure7", peers, strategies, peers,
+        {s: [d["peers"][p]["traffic_bytes"] * 8 / 1e6 for p in peers] for s, d in strategies.items()},
+        "accumulated traffic in+out [Mbit]", f"traffic per super-peer over {seconds:.0f} simulated s"),
+    ]
