@@ -1,0 +1,139 @@
+"""The Spark executor's batch operators and pane state equal the inline operators, item by item,
+however the stream is cut into micro-batches (no Spark needed: these are the tasks' functions)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from fractions import Fraction as F
+
+import numpy as np
+import pytest
+from lxml import etree
+
+from superpeer.batch_operators import ItemBatch, evaluate_chain, normalise
+from superpeer.window_panes import ChainState
+from thinpeer.photon_generator import generate
+from wxquery import algebra as alg
+from wxquery.inline_operators import Pipeline, WindowRecord, serialize
+
+
+def photons(n: int, seed: int, messy: bool) -> list[str]:
+    texts = [p.to_xml() for p in generate(n, seed=seed, rate=50.0)]
+    if not messy:
+        return texts
+    rng = random.Random(seed)
+    out = []
+    for t in texts:
+        r = rng.random()
+        if r < 0.03:
+            t = t.replace("<en>", "<en>x")  # not a number
+        elif r < 0.06:
+            t = t.replace("<phc>", "<phc>7</phc><phc>")  # repeated element
+        elif r < 0.08:
+            t = t.replace("<det_time>", "<det_time>-").replace("</photon>", "</photon>")  # out of order
+        elif r < 0.09:
+            t = t.replace("<dec>", "<dec_>").replace("</dec>", "</dec_>")  # missing element
+        elif r < 0.10:
+            t = t.replace("<det_time>", "<det_time> ").replace("</det_time>", "</det_time>")
+        out.append(t)
+    return out
+
+
+def run_batched(ops, kind: str, texts: list[str], rng: random.Random, lateness: float = 0.0) -> list[str]:
+    chain = normalise(0, "s", "p", kind, ops, 0)
+    state = ChainState(chain)
+    out: list[str] = []
+    at = 0
+    while True:
+        size = rng.choice([1, 2, 7, 50, 333, 1000])
+        chunk = texts[at: at + size]
+        end = at + size >= len(texts)
+        cursor = dataclasses.replace(state.cursor)
+        result = evaluate_chain(chain, ItemBatch(chunk), np.arange(at, at + len(chunk)), cursor, lateness)
+        out.extend(state.apply([x for _, x in result.items], result.panes,
+                               [x for _, x in result.records], cursor, lateness, end))
+        at += size
+        if end:
+            return out
+
+
+def assert_same(expected: list[str], actual: list[str]) -> None:
+    assert len(actual) == len(expected)
+    for e, a in zip(expected, actual):
+        if e.startswith("<w "):
+            re_, ra = WindowRecord.from_xml(e), WindowRecord.from_xml(a)
+            assert re_.index == ra.index and re_.values.keys() == ra.values.keys()
+            for key, x in re_.values.items():
+                y = ra.values[key]
+                if x is None or y is None:
+                    assert x is y, key
+                elif math.isnan(x):
+                    assert math.isnan(y), key
+                else:
+                    assert y == pytest.approx(x, rel=1e-12, abs=1e-12), key
+        else:
+            assert etree.tostring(etree.fromstring(a)) == etree.tostring(etree.fromstring(e))
+
+
+def atom(left, op, c, right=None):
+    return alg.Atom(left, op, right, F(c))
+
+
+RA, DEC, EN, T = "coord/cel/ra", "coord/cel/dec", "en", "det_time"
+CHAINS = {
+    "select": [alg.Select((atom(RA, ">=", "130.5"), atom(RA, "<=", "131.5"), atom(EN, ">", "1.3")))],
+    "select-project": [alg.Select((atom(DEC, "<", "-46"),)), alg.Project(frozenset({"coord/cel", EN}))],
+    "relational": [alg.Select((atom(EN, "<", "0.2", RA),)), alg.Project(frozenset({EN, "phc"}))],
+    "repeated": [alg.Select((atom("phc", "=", "7"),))],
+    "time-tumbling": [alg.WindowAggregate(alg.WindowSpec("diff", F(20), F(20), T),
+                                          (("sum", EN), ("count", EN), ("max", EN), ("min", "phc")))],
+    "time-sliding": [alg.Select((atom(EN, ">=", "1.3"),)),
+                     alg.WindowAggregate(alg.WindowSpec("diff", F(15), F("2.5"), T),
+                                         (("count", "."), ("sum", EN)))],
+    "time-fraction": [alg.WindowAggregate(alg.WindowSpec("diff", F("0.7"), F("0.3"), T),
+                                          (("max", EN), ("count", ".")))],
+    "count": [alg.Select((atom(RA, ">", "130.8"),)),
+              alg.WindowAggregate(alg.WindowSpec("count", F(10), F(4)), (("sum", EN), ("count", EN)))],
+    "count-filter": [alg.WindowAggregate(alg.WindowSpec("count", F(6), F(6)), (("sum", EN), ("count", EN))),
+                     alg.AggregateFilter((atom("avg(en)", ">", "1.5"),))],
+}
+
+
+@pytest.mark.parametrize("messy", [False, True])
+@pytest.mark.parametrize("name", sorted(CHAINS))
+def test_batch_chain_equals_inline(name: str, messy: bool) -> None:
+    texts = photons(3000, seed=len(name), messy=messy)
+    ops = CHAINS[name]
+    expected = [serialize(v) for v in Pipeline(ops).run(etree.fromstring(t) for t in texts)]
+    assert expected or name == "repeated"
+    for seed in range(3):
+        assert_same(expected, run_batched(ops, "items", texts, random.Random(seed)))
+
+
+def test_lateness_counts_as_inline() -> None:
+    texts = photons(2000, seed=5, messy=True)
+    ops = CHAINS["time-tumbling"]
+    pipeline = Pipeline(ops, lateness=3.0)
+    expected = [serialize(v) for v in pipeline.run(etree.fromstring(t) for t in texts)]
+    assert_same(expected, run_batched(ops, "items", texts, random.Random(1), lateness=3.0))
+
+
+@pytest.mark.parametrize("kind", ["diff", "count"])
+def test_combine_and_filter_on_records(kind: str) -> None:
+    texts = photons(3000, seed=9, messy=False)
+    fine = (alg.WindowSpec("diff", F(5), F(5), T) if kind == "diff" else alg.WindowSpec("count", F(5), F(5)))
+    coarse = (alg.WindowSpec("diff", F(20), F(10), T) if kind == "diff" else alg.WindowSpec("count", F(20), F(10)))
+    partials = (("sum", EN), ("count", EN))
+    records = [serialize(v) for v in Pipeline([alg.WindowAggregate(fine, partials)]).run(
+        etree.fromstring(t) for t in texts)]
+    ops = [alg.CombineWindows(fine, coarse, partials), alg.AggregateFilter((atom("avg(en)", ">", "1.2"),))]
+    expected = [serialize(v) for v in Pipeline(ops).run(WindowRecord.from_xml(r) for r in records)]
+    assert expected
+    assert_same(expected, run_batched(ops, "records", records, random.Random(3)))
+
+
+def test_chain_shapes_the_planner_never_makes_are_refused() -> None:
+    with pytest.raises(ValueError, match="cannot run"):
+        normalise(0, "s", "p", "items", [alg.AggregateFilter((atom("sum(en)", ">", "1"),))], 0)
