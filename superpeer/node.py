@@ -100,11 +100,11 @@ class SubscriptionRecord:
 
 class Node:
     def __init__(self, peer: str, topology: Topology, retention: int = 500_000,
-                 executor: str = "inline") -> None:
+                 executor: str = "inline", executor_options: dict | None = None) -> None:
         if peer not in topology.backbone.peers:
             raise NodeError("INVALID_ARGUMENT", f"{peer} is not a super-peer of the topology")
         try:
-            self.executor: Executor = make_executor(executor)
+            self.executor: Executor = make_executor(executor, peer, **(executor_options or {}))
         except ValueError as exc:
             raise NodeError("UNIMPLEMENTED", str(exc)) from None
         self.id = peer
@@ -131,6 +131,8 @@ class Node:
         self._ids = itertools.count(1)
         self._stop = threading.Event()
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name=f"hb-{peer}", daemon=True)
+        self.executor_seqs: dict[str, int] = {}
+        self.executor.set_deliver(self._executor_output)
 
     # ================================================================== lifecycle
 
@@ -145,6 +147,7 @@ class Node:
             record.runtime.stop()
         for ch in self._channels.values():
             ch.close()
+        self.executor.stop()
 
     def stub(self, peer: str) -> pb_grpc.SuperPeerStub:
         ch = self._channels.get(peer)
@@ -301,7 +304,10 @@ class Node:
         if self.deliveries.get(stream):
             return True
         for child in self.children.get(stream, ()):
-            if not self.executor.is_copy(child) or self._needs_values(child):
+            if self.executor.is_copy(child):
+                if self._needs_values(child):
+                    return True
+            elif self.executor.needs_values(child):
                 return True
         return False
 
@@ -316,11 +322,17 @@ class Node:
         entry = self.entries.get(sid)
         if entry is None:
             return
+        computed = False
         for child in self.children.get(sid, ()):
             if self.executor.is_copy(child):  # duplicated here: same items, same wire text
                 self._ingest(child, values, end, serialized)
-                continue
-            self._ingest(child, self.executor.push(child, values, end), end, None)
+            else:
+                computed = True
+        if computed:  # one push per parent, whatever the number of operators on it
+            texts = None
+            if self.executor.wants_text:
+                texts = serialized if serialized is not None else [serialize(v) for v in values]
+            self.executor.push(sid, values, texts, end)
         for runtime, variable in self.deliveries.get(sid, ()):
             runtime.feed(variable, values, end)
         hops = entry.next_hops(self.id)
@@ -328,6 +340,24 @@ class Node:
             text = serialized if serialized is not None else [serialize(v) for v in values]
             for n in hops:
                 self._forwarder(n).send(sid, text, end)
+
+    def _executor_output(self, stream: str, seq: int, outputs: list, end: bool) -> None:
+        """A derived stream's new items from the executor (in order; a redelivery after an
+        executor restart repeats sequence numbers, which are dropped here)."""
+        with self.lock:
+            expected = self.executor_seqs.get(stream, seq)
+            self.executor_seqs[stream] = max(expected, seq + len(outputs))
+            outputs = outputs[max(expected - seq, 0):]
+            entry = self.entries.get(stream)
+            if entry is None or not (outputs or end):
+                return
+            if not self.executor.wants_text:
+                self._ingest(stream, outputs, end, None)
+                return
+            values = []
+            if self._needs_values(stream):
+                values = [self._parse(entry, t) for t in outputs]
+            self._ingest(stream, values, end, outputs)
 
     def _forwarder(self, peer: str) -> Forwarder:
         f = self.forwarders.get(peer)
@@ -548,7 +578,9 @@ class Node:
                     self.entries[s.id] = s
                 if s.origin == self.id and s.parent is not None:
                     self.children.setdefault(s.parent, []).append(s.id)
-                    self.executor.install(s.id, s.operators)
+                    parent = self.entries.get(s.parent)
+                    self.executor.install(s.id, s.operators, s.parent,
+                                          parent.kind if parent is not None else "items")
             # the reused streams and their ancestors present here gain the subscription as a user
             for sid in info["lineage"]:
                 entry = self.entries.get(sid)
@@ -727,6 +759,7 @@ class Node:
                                "operators": [str(o) for o in self.entries[sid].operators] or ["forward"]}
                               for sid in self.executor.installed() if sid in self.entries],
                 "executor": self.executor.name,
+                "executor_status": self.executor.status(),
                 "subscriptions": {sid: {"inputs": r.inputs,
                                         "plan": r.plan.to_json() if r.plan else None,
                                         "waiting_for": list(r.waiting_for), "plan_error": r.error,

@@ -36,6 +36,16 @@ class ChainState:
         self.filter = AggregateFilterInstance(alg.AggregateFilter(chain.filters)) if chain.filters else None
         self.ended = False
 
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["filter"] = None  # compiled closures; rebuilt from the chain
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self.chain.filters:
+            self.filter = AggregateFilterInstance(alg.AggregateFilter(self.chain.filters))
+
     # ------------------------------------------------------------------ merging
 
     def add_panes(self, panes: list[tuple[int, list]]) -> None:

@@ -1,0 +1,318 @@
+"""The Spark executor: one Structured Streaming query per super-peer runs all its operators.
+
+DESIGN.md §6 measured that N streaming queries cost N times the scheduling and memory of one, so
+every operator chain a super-peer hosts is evaluated by a single query: the feed source
+(``spark_source``) delivers a micro-batch with one partition per input stream, one ``mapInArrow``
+task per partition evaluates all chains of that stream (``batch_operators``), and one
+``toArrow`` collects the result — one Spark job per micro-batch, whatever the number of chains.
+The driver (this process) merges per-pane partials into window state (``window_panes``) and hands
+the new items of every derived stream to the node.
+
+Installing or removing a chain changes the registry the next micro-batch reads; the query keeps
+running. A chain sees the feed from the offset at which it was installed.
+
+**Exactly once.** The feed is durable (``spark_feed``); after every micro-batch the driver writes
+its window state, the chains' output sequence numbers and the batch's outputs atomically to the
+checkpoint directory *before* handing them on, and skips a batch Spark replays that it already
+applied. After a restart with the same directory it re-hands the last batch's outputs with their
+sequence numbers (a consumer drops numbers it has seen) and Spark replays the uncommitted offsets
+from the feed: no output is lost or produced twice.
+
+**Per-batch overhead.** Hadoop's local file system forks ``chmod`` for every checkpoint file
+unless it has native libraries; the raw local file system with the file-system-based checkpoint
+manager creates files without setting permissions, so no process is forked per batch. Python
+workers are started with this interpreter (no shell shims) and reused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wxquery import algebra as alg
+
+from .batch_operators import Chain, Cursor, normalise
+from .executors import Deliver
+from .spark_feed import FeedLog, FeedServer
+from .window_panes import ChainState
+
+log = logging.getLogger(__name__)
+
+_SESSION_LOCK = threading.Lock()
+
+
+def spark_session(master: str):
+    """The process's Spark session (one JVM per process; super-peers in one process share it)."""
+    from pyspark.sql import SparkSession
+
+    with _SESSION_LOCK:
+        builder = (SparkSession.builder.master(master).appName("streamglobe")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.sql.shuffle.partitions", "2")
+                   .config("spark.sql.adaptive.enabled", "false")
+                   .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+                   .config("spark.python.worker.reuse", "true")
+                   .config("spark.pyspark.python", sys.executable)
+                   .config("spark.pyspark.driver.python", sys.executable)
+                   .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
+                   .config("spark.hadoop.fs.file.impl.disable.cache", "true")
+                   .config("spark.sql.streaming.checkpointFileManagerClass",
+                           "org.apache.spark.sql.execution.streaming.checkpointing."
+                           "FileSystemBasedCheckpointFileManager")
+                   .config("spark.sql.streaming.minBatchesToRetain", "10")
+                   .config("spark.driver.memory", os.environ.get("STREAMGLOBE_SPARK_MEMORY", "1g")))
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        from .spark_source import FeedSource
+
+        spark.dataSource.register(FeedSource)
+        return spark
+
+
+@dataclass
+class DriverState:
+    """What the driver checkpoints after every micro-batch."""
+
+    last_batch: int = -1
+    states: dict[int, ChainState] = field(default_factory=dict)
+    seqs: dict[str, int] = field(default_factory=dict)
+    outputs: list[tuple[str, int, list, bool]] = field(default_factory=list)
+
+
+class SparkExecutor:
+    name = "spark"
+    wants_text = True
+
+    def __init__(self, peer: str, master: str = "local[2]", checkpoint_dir: str | Path | None = None,
+                 trigger_ms: int = 100, lateness: float = 0.0, max_batch: int = 200_000) -> None:
+        self.peer = peer
+        self.master = master
+        self.trigger = f"{int(trigger_ms)} milliseconds"
+        self.lateness = lateness
+        self.temporary = checkpoint_dir is None
+        self.directory = Path(checkpoint_dir or tempfile.mkdtemp(prefix=f"streamglobe-{peer}-"))
+        (self.directory / "driver").mkdir(parents=True, exist_ok=True)
+        self.feed = FeedLog(self.directory / "feed", max_batch)
+        self.server = FeedServer(self.feed)
+        self.lock = threading.RLock()
+        self.deliver: Deliver = lambda stream, seq, texts, end: None
+        self.chains: dict[int, Chain] = {}
+        self.by_stream: dict[str, int] = {}
+        self.copies: set[str] = set()
+        self.next_chain = 0
+        self.state = DriverState()
+        self.query = None
+        self.error: str | None = None
+        self.batches = 0
+        self.processed = 0
+        self.last_batch_ms = 0.0
+        self._starting = False
+        self._stopped = False
+        self._load()
+
+    # ------------------------------------------------------------------ registry
+
+    def _load(self) -> None:
+        chains = self.directory / "driver" / "chains.pkl"
+        if chains.exists():
+            saved = pickle.loads(chains.read_bytes())
+            self.chains, self.next_chain = saved["chains"], saved["next"]
+            self.by_stream = {c.stream: c.id for c in self.chains.values()}
+        state = self.directory / "driver" / "state.pkl"
+        if state.exists():
+            self.state = pickle.loads(state.read_bytes())
+
+    def _write(self, name: str, payload: object) -> None:
+        path = self.directory / "driver" / name
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps(payload))
+        os.replace(tmp, path)
+
+    def _save_chains(self) -> None:
+        self._write("chains.pkl", {"chains": self.chains, "next": self.next_chain})
+
+    def set_deliver(self, deliver: Deliver) -> None:
+        """Where outputs go; after a restart, the last checkpointed batch's outputs go there again
+        (with their sequence numbers) and the query resumes from Spark's checkpoint."""
+        self.deliver = deliver
+        with self.lock:
+            for stream, seq, texts, end in self.state.outputs:
+                deliver(stream, seq, texts, end)
+            if self.chains:
+                self._start_async()
+
+    def install(self, stream: str, operators: tuple[alg.Operator, ...], parent: str | None = None,
+                parent_kind: str = "items") -> None:
+        if not operators:
+            self.copies.add(stream)
+            return
+        assert parent is not None, "a computed stream has a parent"
+        with self.lock:
+            if stream in self.by_stream:
+                return
+            chain = normalise(self.next_chain, stream, parent, parent_kind, operators, self.feed.end)
+            self.next_chain += 1
+            self.chains[chain.id] = chain
+            self.by_stream[stream] = chain.id
+            self._save_chains()
+            self._start_async()
+
+    def remove(self, stream: str) -> None:
+        self.copies.discard(stream)
+        with self.lock:
+            cid = self.by_stream.pop(stream, None)
+            if cid is not None:
+                self.chains.pop(cid, None)
+                self._save_chains()
+
+    def is_copy(self, stream: str) -> bool:
+        return stream in self.copies
+
+    def needs_values(self, stream: str) -> bool:
+        return False  # tasks parse the wire text themselves
+
+    def installed(self) -> list[str]:
+        return sorted(self.copies) + sorted(self.by_stream)
+
+    def push(self, parent: str, values: list, texts: list[str] | None, end: bool) -> None:
+        if texts or end:
+            self.feed.append(parent, texts, end)
+
+    def accepted(self, parent: str) -> int:
+        return self.feed.accepted(parent)
+
+    # ------------------------------------------------------------------ the streaming query
+
+    def _start_async(self) -> None:
+        if self.query is not None or self._starting or self._stopped:
+            return
+        self._starting = True
+        threading.Thread(target=self._start, name=f"spark-start-{self.peer}", daemon=True).start()
+
+    def _start(self) -> None:
+        try:
+            spark = spark_session(self.master)
+            host, port = self.server.address
+            reader = (spark.readStream.format("streamglobe_feed").option("host", host)
+                      .option("port", str(port)).option("authkey", self.server.authkey.hex()).load())
+            query = (reader.writeStream.foreachBatch(self._batch)
+                     .option("checkpointLocation", str(self.directory / "spark"))
+                     .queryName(f"streamglobe-{self.peer}-{id(self)}")
+                     .trigger(processingTime=self.trigger).start())
+            with self.lock:
+                self.query = query
+                if self._stopped:
+                    query.stop()
+        except Exception as exc:  # noqa: BLE001 — shown in status; items stay in the feed
+            self.error = f"Spark did not start: {exc}"
+            log.exception("Spark executor of %s did not start", self.peer)
+        finally:
+            self._starting = False
+
+    def _batch(self, df, batch_id: int) -> None:
+        started = time.perf_counter()
+        planned = self.feed.planned
+        try:
+            self._apply(df, batch_id)
+        except Exception as exc:
+            self.error = f"batch {batch_id}: {exc}"
+            log.exception("micro-batch %s at %s failed", batch_id, self.peer)
+            raise
+        self.batches += 1
+        self.processed = planned
+        self.last_batch_ms = 1000 * (time.perf_counter() - started)
+
+    def _apply(self, df, batch_id: int) -> None:
+        from .spark_source import CURSOR, EOS, ITEM, PANE, RECORD, TASK_SCHEMA, make_task
+
+        if batch_id <= self.state.last_batch:
+            return  # replayed after a restart: applied and checkpointed already
+        with self.lock:
+            chains = dict(self.chains)
+        by_src: dict[int, list[Chain]] = {}
+        for c in chains.values():
+            if c.parent in self.feed.ids:
+                by_src.setdefault(self.feed.ids[c.parent], []).append(c)
+        cursors = {cid: s.cursor for cid, s in self.state.states.items() if cid in chains}
+        table = df.mapInArrow(make_task(by_src, cursors, self.lateness), TASK_SCHEMA).toArrow()
+        columns = table.to_pydict()
+        items: dict[int, list] = {}
+        panes: dict[int, list] = {}
+        records: dict[int, list] = {}
+        new_cursors: dict[int, Cursor] = {}
+        ended: set[int] = set()
+        for cid, kind, off, text in zip(columns["chain"], columns["kind"], columns["off"], columns["text"]):
+            if kind == ITEM:
+                items.setdefault(cid, []).append(text)
+            elif kind == PANE:
+                panes.setdefault(cid, []).append((off, json.loads(text)))
+            elif kind == RECORD:
+                records.setdefault(cid, []).append(text)
+            elif kind == CURSOR:
+                new_cursors[cid] = Cursor(**json.loads(text))
+            elif kind == EOS:
+                ended.add(off)
+        state = self.state
+        states = {cid: s for cid, s in state.states.items() if cid in chains}
+        outputs = []
+        for cid, chain in sorted(chains.items()):
+            st = states.get(cid)
+            if st is None:
+                st = states[cid] = ChainState(chain)
+            if st.ended:
+                continue
+            end = self.feed.ids.get(chain.parent) in ended
+            texts = st.apply(items.get(cid, []), panes.get(cid, []), records.get(cid, []),
+                             new_cursors.get(cid), self.lateness, end)
+            st.ended = end
+            if texts or end:
+                seq = state.seqs.get(chain.stream, 0)
+                outputs.append((chain.stream, seq, texts, end))
+                state.seqs[chain.stream] = seq + len(texts)
+        self.state = DriverState(batch_id, states, state.seqs, outputs)
+        self._write("state.pkl", self.state)
+        for stream, seq, texts, end in outputs:
+            self.deliver(stream, seq, texts, end)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def status(self) -> dict:
+        return {"executor": "spark", "master": self.master, "running": self.query is not None,
+                "chains": len(self.chains), "micro_batches": self.batches,
+                "last_batch_ms": round(self.last_batch_ms, 1), "backlog_items": self.feed.backlog(),
+                "checkpoint": str(self.directory), "error": self.error}
+
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Until every fed item is processed (tests and benchmarks)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.processed >= self.feed.end or not self.chains:
+                return True
+            if self.error is not None:
+                return False
+            time.sleep(0.02)
+        return False
+
+    def stop(self) -> None:
+        with self.lock:
+            self._stopped = True
+            query = self.query
+        if query is not None:
+            try:
+                query.stop()
+            except Exception:  # noqa: BLE001 — the session may be going down already
+                pass
+        self.server.stop()
+        self.feed.close()
+        if self.temporary:
+            shutil.rmtree(self.directory, ignore_errors=True)

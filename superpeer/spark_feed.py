@@ -1,0 +1,218 @@
+"""The Spark executor's input buffer: a durable, offset-addressed log served over local IPC.
+
+Spark's Python data source runs in separate processes, so the items a super-peer hands to its
+executor are appended here (one global offset per item or end-of-stream marker, across all input
+streams) and fetched by the source's reader over a loopback connection. The log is written to
+segment files before ``append`` returns, so a super-peer killed and restarted with the same
+checkpoint directory replays every uncommitted offset; segments are deleted once Spark commits
+past them, and the in-memory buffer is trimmed at the same time.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import struct
+import threading
+from multiprocessing.connection import Connection, Listener
+from pathlib import Path
+
+SEGMENT_ITEMS = 100_000
+_HEADER = struct.Struct("<iI")  # src (-1: name record, -2: segment header), payload length
+_END = 0xFFFFFFFF  # payload length of an end-of-stream marker
+
+
+class FeedLog:
+    def __init__(self, directory: Path, max_batch: int = 200_000) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        self.max_batch = max_batch
+        self.lock = threading.Lock()
+        self.names: list[str] = []
+        self.ids: dict[str, int] = {}
+        self.totals: dict[int, int] = {}  # items ever appended per source (not markers)
+        self.base = 0  # offset of entries[0]
+        self.srcs: list[int] = []
+        self.texts: list[str | None] = []
+        self.committed = 0
+        self.planned = 0  # end offset of the newest batch Spark planned
+        self._segment = None
+        self._segment_first = 0
+        self._load()
+
+    # ------------------------------------------------------------------ durability
+
+    def _segments(self) -> list[Path]:
+        return sorted(self.directory.glob("*.log"))
+
+    def _load(self) -> None:
+        segments = self._segments()
+        if not segments:
+            return
+        self.base = int(segments[0].stem)
+        for k, path in enumerate(segments):
+            data = path.read_bytes()
+            at = 0
+            while at + _HEADER.size <= len(data):
+                src, length = _HEADER.unpack_from(data, at)
+                payload_end = at + _HEADER.size + (0 if length == _END else length)
+                if payload_end > len(data):
+                    break  # torn write at a kill: the append never returned
+                payload = data[at + _HEADER.size: payload_end]
+                at = payload_end
+                if src == -2:
+                    if k == 0:
+                        head = json.loads(payload)
+                        self.names = head["names"]
+                        self.totals = {int(s): n for s, n in head["totals"].items()}
+                        self.committed = self.base
+                elif src == -1:
+                    self._name(payload.decode())
+                else:
+                    self.srcs.append(src)
+                    self.texts.append(None if length == _END else payload.decode())
+                    if length != _END:
+                        self.totals[src] = self.totals.get(src, 0) + 1
+            if at < len(data):
+                with open(path, "r+b") as f:
+                    f.truncate(at)
+        self.ids = {n: i for i, n in enumerate(self.names)}
+        self._segment_first = int(segments[-1].stem)
+        self._segment = open(segments[-1], "ab")
+
+    def _name(self, name: str) -> int:
+        if name not in self.ids:
+            self.ids[name] = len(self.names)
+            self.names.append(name)
+        return self.ids[name]
+
+    def _open_segment(self) -> None:
+        if self._segment is not None:
+            self._segment.close()
+        self._segment_first = self.end
+        self._segment = open(self.directory / f"{self.end:020d}.log", "ab")
+        head = json.dumps({"names": self.names, "totals": self.totals}).encode()
+        self._segment.write(_HEADER.pack(-2, len(head)) + head)
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.texts)
+
+    # ------------------------------------------------------------------ producer side
+
+    def append(self, source: str, texts: list[str], end: bool) -> None:
+        with self.lock:
+            if self._segment is None or self.end - self._segment_first >= SEGMENT_ITEMS:
+                self._open_segment()
+            out = bytearray()
+            if source not in self.ids:
+                name = source.encode()
+                out += _HEADER.pack(-1, len(name)) + name
+            src = self._name(source)
+            for t in texts:
+                b = t.encode()
+                out += _HEADER.pack(src, len(b)) + b
+            if end:
+                out += _HEADER.pack(src, _END)
+            assert self._segment is not None
+            self._segment.write(out)
+            self._segment.flush()  # in the OS before we return: survives a killed process
+            self.srcs.extend([src] * (len(texts) + end))
+            self.texts.extend(texts)
+            if end:
+                self.texts.append(None)
+            self.totals[src] = self.totals.get(src, 0) + len(texts)
+
+    def accepted(self, source: str) -> int:
+        with self.lock:
+            return self.totals.get(self.ids.get(source, -1), 0)
+
+    def backlog(self) -> int:
+        return self.end - self.committed
+
+    # ------------------------------------------------------------------ reader side
+
+    def latest(self) -> int:
+        with self.lock:
+            return min(self.end, self.committed + self.max_batch)
+
+    def plan(self, start: int, end: int) -> list[int]:
+        with self.lock:
+            lo, hi = max(start - self.base, 0), max(end - self.base, 0)
+            self.planned = max(self.planned, end)
+            return sorted(set(self.srcs[lo:hi]))
+
+    def read(self, src: int, start: int, end: int) -> tuple[list[int], list[str | None]]:
+        with self.lock:
+            if start < self.base:
+                raise RuntimeError(f"offsets {start}..{self.base} were already committed and trimmed")
+            lo, hi = start - self.base, end - self.base
+            srcs, texts = self.srcs[lo:hi], self.texts[lo:hi]
+        offsets = [start + i for i, s in enumerate(srcs) if s == src]
+        return offsets, [texts[o - start] for o in offsets]
+
+    def commit(self, end: int) -> None:
+        with self.lock:
+            if end <= self.committed:
+                return
+            self.committed = end
+            drop = min(end, self.end) - self.base
+            if drop > 0:
+                del self.srcs[:drop]
+                del self.texts[:drop]
+                self.base += drop
+            segments = self._segments()
+            for path, following in zip(segments, segments[1:]):
+                if int(following.stem) <= end:
+                    path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        with self.lock:
+            if self._segment is not None:
+                self._segment.close()
+                self._segment = None
+
+
+class FeedServer:
+    """Answers the data source's readers (other processes) on a loopback socket."""
+
+    def __init__(self, log: FeedLog) -> None:
+        self.log = log
+        self.authkey = secrets.token_bytes(16)
+        self.listener = Listener(("127.0.0.1", 0), authkey=self.authkey)
+        self.address: tuple[str, int] = self.listener.address  # type: ignore[assignment]
+        self._stopped = False
+        threading.Thread(target=self._accept, name="spark-feed", daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._stopped:
+            try:
+                conn = self.listener.accept()
+            except Exception:  # noqa: BLE001 — a failed handshake or a closed listener
+                if self._stopped:
+                    return
+                continue
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: Connection) -> None:
+        handlers = {"latest": self.log.latest, "plan": self.log.plan, "read": self.log.read,
+                    "commit": self.log.commit, "base": lambda: self.log.base}
+        try:
+            while True:
+                method, *args = conn.recv()
+                try:
+                    conn.send(("ok", handlers[method](*args)))
+                except Exception as exc:  # noqa: BLE001 — reported to the reader, which raises it
+                    conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        except (EOFError, OSError):
+            pass
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self._stopped = True
+        try:
+            self.listener.close()
+        except OSError:
+            pass
+
