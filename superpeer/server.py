@@ -34,8 +34,10 @@ class RunningSuperPeer:
 
 
 def start_superpeer(topology: Topology, peer: str, port: int | None = None,
-                    retention: int = 500_000, executor: str = "inline") -> RunningSuperPeer:
-    node = Node(peer, topology, retention=retention, executor=executor)
+                    retention: int = 500_000, executor: str = "inline",
+                    executor_options: dict | None = None) -> RunningSuperPeer:
+    node = Node(peer, topology, retention=retention, executor=executor,
+                executor_options=executor_options)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"rpc-{peer}"),
                          options=[("grpc.max_receive_message_length", MESSAGE_LIMIT),
                                   ("grpc.max_send_message_length", MESSAGE_LIMIT)])

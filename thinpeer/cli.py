@@ -300,7 +300,8 @@ def cmd_superpeer_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.id} %(levelname)s %(message)s")
     try:
         topology = load_topology(args.topology)
-        running = start_superpeer(topology, args.id, args.port, args.retention, args.executor)
+        running = start_superpeer(topology, args.id, args.port, args.retention, args.executor,
+                                  _spark_options(args))
     except (TopologyError, NodeError, OSError) as exc:
         raise _CliError(f"error: {getattr(exc, 'message', exc)}") from None
     print(f"{args.id} serving on {running.address}", file=sys.stderr, flush=True)
@@ -475,7 +476,7 @@ def cmd_network_up(args: argparse.Namespace) -> int:
     from thinpeer.network import NetworkError, up
 
     try:
-        network = up(args.topology, args.executor, args.state_dir,
+        network = up(args.topology, args.executor, args.state_dir, spark=_spark_options(args),
                      progress=lambda m: print(m, file=sys.stderr, flush=True))
     except (NetworkError, TopologyError) as exc:
         raise _CliError(f"error: {exc}") from None
@@ -511,10 +512,29 @@ def cmd_network_down(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from thinpeer.demo import run_demo
 
-    return run_demo(photons=args.photons, executor=args.executor)
+    return run_demo(photons=args.photons, executor=args.executor, spark=_spark_options(args))
 
 
 # ----------------------------------------------------------------------------- parser
+
+
+def _add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -> None:
+    p.add_argument("--executor", choices=["inline", "spark"], default="inline",
+                   help="where operators run: in the daemon (inline) or on Spark Structured Streaming")
+    p.add_argument("--spark-master", metavar="URL",
+                   help="Spark master for --executor spark (default local[2]; a cluster URL scales out)")
+    p.add_argument("--trigger-ms", type=int, metavar="MS",
+                   help="micro-batch trigger interval of the Spark executor (default 100)")
+    if checkpoint:
+        p.add_argument("--checkpoint-dir", metavar="DIR",
+                       help="Spark executor checkpoint; restarting with the same directory resumes "
+                            "exactly once (default: a temporary directory, removed at exit)")
+
+
+def _spark_options(args: argparse.Namespace) -> dict:
+    return {"master": args.spark_master, "trigger_ms": args.trigger_ms,
+            "checkpoint_dir": getattr(args, "checkpoint_dir", None)}
+
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -567,7 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topology", required=True, help="topology TOML file")
     p.add_argument("--id", required=True, help="this super-peer's id in the topology")
     p.add_argument("--port", type=int, help="listen port (default: the topology's)")
-    p.add_argument("--executor", choices=["inline", "spark"], default="inline")
+    _add_executor_options(p, checkpoint=True)
     p.add_argument("--retention", type=int, default=500_000,
                    help="result items kept per subscription for disconnected readers")
     p.set_defaults(func=cmd_superpeer_serve)
@@ -607,7 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
     net_commands = net.add_subparsers(dest="network_command", metavar="ACTION", required=True)
     p = net_commands.add_parser("up", help="start every super-peer of a topology, wait until healthy")
     p.add_argument("--topology", required=True)
-    p.add_argument("--executor", choices=["inline", "spark"], default="inline")
+    _add_executor_options(p)
     p.add_argument("--state-dir", default=".streamglobe")
     p.set_defaults(func=cmd_network_up)
     p = net_commands.add_parser("down", help="stop the network started by 'network up'")
@@ -616,7 +636,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("demo", help="the paper's example network, live: plans, results, traffic")
     p.add_argument("--photons", type=int, default=6000)
-    p.add_argument("--executor", choices=["inline", "spark"], default="inline")
+    _add_executor_options(p)
     p.set_defaults(func=cmd_demo)
 
     photons = commands.add_parser("photons", help="produce photon stream documents")

@@ -26,18 +26,18 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
-def run_demo(photons: int = 6000, executor: str = "inline") -> int:
+def run_demo(photons: int = 6000, executor: str = "inline", spark: dict | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="streamglobe-demo-") as tmp:
         topology_file = with_free_ports(ROOT / "deploy" / "topologies" / "paper-example.toml",
                                         Path(tmp) / "paper-example.toml")
         _say("Starting the paper's example network (SP0–SP7)…")
         try:
-            network = up(topology_file, executor, Path(tmp) / "state")
+            network = up(topology_file, executor, Path(tmp) / "state", spark=spark)
         except NetworkError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         try:
-            return _run(network, photons)
+            return _run(network, photons, idle_timeout=30 if executor == "inline" else 180)
         except ThinPeerError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
@@ -46,7 +46,7 @@ def run_demo(photons: int = 6000, executor: str = "inline") -> int:
             _say("Network stopped.")
 
 
-def _run(network, photons: int) -> int:
+def _run(network, photons: int, idle_timeout: float) -> int:
     address = network.addresses
     for peer, a in address.items():
         _say(f"  {peer} at {a}")
@@ -75,12 +75,12 @@ def _run(network, photons: int) -> int:
     threading.Thread(target=publish, daemon=True).start()
     counts = {}
     for name, (client, sid) in subs.items():
-        results = [item for _, item, _ in client.results(sid, idle_timeout=30)]
+        results = [item for _, item, _ in client.results(sid, idle_timeout=idle_timeout)]
         counts[name] = len(results)
         _say(f"\nQuery {name[1:]}: {len(results)} results, e.g.")
         for item in results[:3]:
             _say(f"  {item}")
-    done.wait(30)
+    done.wait(idle_timeout)
     _traffic(network, len(warmup) + len(rest), sum(len(x.encode()) for x in rest))
     return 0
 

@@ -89,7 +89,8 @@ def healthy(address: str, timeout: float = 0.5) -> bool:
 
 
 def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Path = ".streamglobe",
-       wait_s: float = 60.0, progress=None) -> LocalNetwork:
+       wait_s: float = 60.0, progress=None, spark: dict | None = None) -> LocalNetwork:
+    """``spark``: master and trigger_ms for --executor spark (None: the defaults)."""
     topology = load_topology(topology_path)
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
@@ -97,12 +98,16 @@ def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Pat
     if busy:
         raise NetworkError(f"super-peers already answer at {', '.join(topology.addresses[p] for p in busy)}; "
                            "stop them first (streamglobe network down)")
+    extra: list[str] = []
+    for option, value in (spark or {}).items():
+        if value is not None and option in ("master", "trigger_ms"):
+            extra += [{"master": "--spark-master", "trigger_ms": "--trigger-ms"}[option], str(value)]
     processes = {}
     for peer in topology.backbone.peers:
         log = open(state / f"{peer}.log", "w")
         processes[peer] = subprocess.Popen(
             [sys.executable, "-m", "thinpeer.cli", "superpeer", "serve", "--topology",
-             str(Path(topology_path).resolve()), "--id", peer, "--executor", executor],
+             str(Path(topology_path).resolve()), "--id", peer, "--executor", executor, *extra],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     network = LocalNetwork(topology, processes, state)
     (state / STATE_FILE).write_text(json.dumps({
