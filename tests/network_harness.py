@@ -13,13 +13,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @contextmanager
-def running_network(tmp_path: Path, name: str = "paper-example.toml", retention: int = 100_000):
+def running_network(tmp_path: Path, name: str = "paper-example.toml", retention: int = 100_000,
+                    executor: str = "inline"):
     path = with_free_ports(ROOT / "deploy" / "topologies" / name, tmp_path / name)
     topology = load_topology(path)
     peers = {}
     try:
         for peer in topology.backbone.peers:
-            peers[peer] = start_superpeer(topology, peer, retention=retention)
+            peers[peer] = start_superpeer(topology, peer, retention=retention, executor=executor)
         for running in peers.values():
             running.node.heartbeat_once()
         yield topology, peers

@@ -27,10 +27,13 @@ def run(*args: str, timeout: float = 120, cwd: Path = ROOT) -> subprocess.Comple
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
-def test_network_up_publish_subscribe_status_down(tmp_path):
+@pytest.mark.parametrize("executor", ["inline", "spark"])
+def test_network_up_publish_subscribe_status_down(tmp_path, executor):
     topology = with_free_ports(ROOT / "deploy" / "topologies" / "paper-example.toml", tmp_path / "t.toml")
     state = tmp_path / "state"
-    launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--state-dir", str(state)],
+    idle = "30" if executor == "inline" else "150"
+    launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--state-dir", str(state),
+                                 "--executor", executor],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         addresses = {}
@@ -50,13 +53,13 @@ def test_network_up_publish_subscribe_status_down(tmp_path):
         for name, peer in (("q1", "SP1"), ("q2", "SP7")):
             subscribers[name] = subprocess.Popen(
                 [*CLI, "subscribe", "--superpeer", addresses[peer], "--query", str(queries[name]),
-                 "--timeout", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                 "--timeout", idle], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
             # wait until registered (the plan is printed on stderr)
             first = subscribers[name].stderr.readline()
             assert first.startswith("subscription"), first + subscribers[name].stderr.read()
         r = run("publish", "--superpeer", addresses["SP4"], "--stream", "photons", "--input", str(doc))
         assert r.returncode == 0, r.stderr
-        outputs = {n: p.communicate(timeout=60) for n, p in subscribers.items()}
+        outputs = {n: p.communicate(timeout=60 + float(idle)) for n, p in subscribers.items()}
         for name, (out, err) in outputs.items():
             expected = evaluate(analyze(queries[name].read_text()).checked,
                                 StreamDocument.from_file(doc)).document()

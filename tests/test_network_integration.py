@@ -16,6 +16,15 @@ from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
 
 pytestmark = pytest.mark.slow
+# the Spark executor's first micro-batch in a process waits for the JVM and Python workers
+IDLE = {"inline": 20, "spark": 120}
+WAIT_MS = {"inline": 2000, "spark": 90_000}
+
+
+@pytest.fixture(params=["inline", "spark"])
+def executor(request) -> str:
+    """Every end-to-end test runs on both executors."""
+    return request.param
 QUERIES = {n: (ROOT / "examples" / "queries" / f"{n}.wxq").read_text() for n in ("q1", "q2", "q3", "q4")}
 
 
@@ -50,8 +59,8 @@ def same(ours: list[str], theirs: list[str]) -> bool:
     return True
 
 
-def test_paper_example_end_to_end(tmp_path):
-    with running_network(tmp_path) as (topology, peers):
+def test_paper_example_end_to_end(tmp_path, executor):
+    with running_network(tmp_path, executor=executor) as (topology, peers):
         address = topology.address
         publisher, photons = photon_source(topology, 2500, seed=9, warmup=400)
         subscriptions = {}
@@ -65,7 +74,7 @@ def test_paper_example_end_to_end(tmp_path):
         assert "Opening and ending tag mismatch" in summary.reasons[0]
         publisher.close_stream("photons")
         for name, (client, reply) in subscriptions.items():
-            got = [item for _, item, _ in client.results(reply.subscription, idle_timeout=20)]
+            got = [item for _, item, _ in client.results(reply.subscription, idle_timeout=IDLE[executor])]
             expected = reference(QUERIES[name], photons[400:])
             assert expected, name
             assert same(got, expected), (name, len(got), len(expected))
@@ -79,8 +88,8 @@ def test_paper_example_end_to_end(tmp_path):
         assert sp4["streams_registered_here"]["photons"]["rejected"] == 2
 
 
-def test_unshared_subscriptions_and_unsubscribe(tmp_path):
-    with running_network(tmp_path) as (topology, peers):
+def test_unshared_subscriptions_and_unsubscribe(tmp_path, executor):
+    with running_network(tmp_path, executor=executor) as (topology, peers):
         address = topology.address
         publisher, photons = photon_source(topology, 1500, seed=4, warmup=300)
         q = QUERIES["q1"]
@@ -89,9 +98,9 @@ def test_unshared_subscriptions_and_unsubscribe(tmp_path):
             '<r>{ for $p in stream("photons")/photons/photon where $p/phc >= 200 return <h>{ $p/phc }</h> }</r>')
         publisher.publish("photons", photons[300:])
         publisher.close_stream("photons")
-        got = [i for _, i, _ in SuperPeerClient(address("SP1")).results(ds.subscription, idle_timeout=20)]
+        got = [i for _, i, _ in SuperPeerClient(address("SP1")).results(ds.subscription, idle_timeout=IDLE[executor])]
         assert got == reference(q, photons[300:])
-        got2 = [i for _, i, _ in SuperPeerClient(address("SP2")).results(other.subscription, idle_timeout=20)]
+        got2 = [i for _, i, _ in SuperPeerClient(address("SP2")).results(other.subscription, idle_timeout=IDLE[executor])]
         assert got2 == reference('<r>{ for $p in stream("photons")/photons/photon where $p/phc >= 200 '
                                  'return <h>{ $p/phc }</h> }</r>', photons[300:])
         removed = SuperPeerClient(address("SP1")).unsubscribe(ds.subscription)
@@ -100,8 +109,8 @@ def test_unshared_subscriptions_and_unsubscribe(tmp_path):
         assert not any(ds.subscription in s["users"] for t in tables for s in t)
 
 
-def test_bad_input_gets_clear_errors(tmp_path):
-    with running_network(tmp_path) as (topology, peers):
+def test_bad_input_gets_clear_errors(tmp_path, executor):
+    with running_network(tmp_path, executor=executor) as (topology, peers):
         client = SuperPeerClient(topology.address("SP1"))
         with pytest.raises(ThinPeerError) as bad_query:
             client.subscribe('<r>{ for $p in stream("photons")/a/b\nwhere $p/x > 1 or $p/x < 0 return $p }</r>')
@@ -119,8 +128,8 @@ def test_bad_input_gets_clear_errors(tmp_path):
         assert client.status()["superpeer"] == "SP1"
 
 
-def test_dead_neighbour_is_reported_and_others_keep_serving(tmp_path):
-    with running_network(tmp_path) as (topology, peers):
+def test_dead_neighbour_is_reported_and_others_keep_serving(tmp_path, executor):
+    with running_network(tmp_path, executor=executor) as (topology, peers):
         peers["SP7"].stop(grace=0)
         sp5 = peers["SP5"].node
         sp5.heartbeat_once()
@@ -131,17 +140,17 @@ def test_dead_neighbour_is_reported_and_others_keep_serving(tmp_path):
         assert client.publish("photons", [p.to_xml() for p in generate(10, 1)]).accepted == 10
 
 
-def test_health_and_reflection(tmp_path):
+def test_health_and_reflection(tmp_path, executor):
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    with running_network(tmp_path) as (topology, peers):
+    with running_network(tmp_path, executor=executor) as (topology, peers):
         channel = grpc.insecure_channel(topology.address("SP3"))
         reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""))
         assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
-def test_disconnected_reader_resumes_without_loss_and_retention_is_reported(tmp_path):
-    with running_network(tmp_path, retention=50) as (topology, peers):
+def test_disconnected_reader_resumes_without_loss_and_retention_is_reported(tmp_path, executor):
+    with running_network(tmp_path, retention=50, executor=executor) as (topology, peers):
         address = topology.address
         publisher, photons = photon_source(topology, 600, seed=2, warmup=0)
         everything = '<all>{ for $p in stream("photons")/photons/photon return $p/det_time }</all>'
@@ -150,7 +159,7 @@ def test_disconnected_reader_resumes_without_loss_and_retention_is_reported(tmp_
         publisher.publish("photons", photons[:30])
         first: list[str] = []
         while len(first) < 10:  # results arrive as post-processing produces them
-            reply = reader.read(sid, len(first), max_items=10 - len(first), wait_ms=2000)
+            reply = reader.read(sid, len(first), max_items=10 - len(first), wait_ms=WAIT_MS[executor])
             assert reply.offset == len(first) and reply.items
             first.extend(reply.items)
         reader.close()  # the thin peer goes away; results keep arriving at SP1
@@ -160,34 +169,34 @@ def test_disconnected_reader_resumes_without_loss_and_retention_is_reported(tmp_
         assert first == expected[:10]
         resumed: list[str] = []
         while len(resumed) < 30:
-            reply = again.read(sid, 10 + len(resumed), max_items=100, wait_ms=2000)
+            reply = again.read(sid, 10 + len(resumed), max_items=100, wait_ms=WAIT_MS[executor])
             assert reply.offset == 10 + len(resumed) and reply.items
             resumed.extend(reply.items)
         assert resumed == expected[10:40]
         # beyond the retention bound the oldest results are dropped, and the reader is told
         publisher.publish("photons", photons[40:])
         publisher.close_stream("photons")
-        late = list(again.results(sid, offset=40, idle_timeout=10))
+        late = list(again.results(sid, offset=40, idle_timeout=IDLE[executor]))
         behind = again.read(sid, 40, max_items=1, wait_ms=0)
         assert behind.dropped > 0 and behind.offset > 40
         assert [item for _, item, _ in late][-1] == reference(everything, photons)[-1]
 
 
-def test_subscribing_to_an_ended_stream_ends_at_once(tmp_path):
-    with running_network(tmp_path) as (topology, peers):
+def test_subscribing_to_an_ended_stream_ends_at_once(tmp_path, executor):
+    with running_network(tmp_path, executor=executor) as (topology, peers):
         publisher, _ = photon_source(topology, 50, seed=1, warmup=50)
         publisher.close_stream("photons")
         client = SuperPeerClient(topology.address("SP1"))
         sid = client.subscribe(QUERIES["q1"]).subscription
-        reply = client.read(sid, 0, wait_ms=5000)
+        reply = client.read(sid, 0, wait_ms=WAIT_MS[executor])
         assert reply.closed and list(reply.items) == []
 
 
-def test_malformed_transfer_from_a_neighbour_is_dropped_and_counted(tmp_path):
+def test_malformed_transfer_from_a_neighbour_is_dropped_and_counted(tmp_path, executor):
     from proto import streamglobe_pb2 as pb
     from proto import streamglobe_pb2_grpc as pb_grpc
 
-    with running_network(tmp_path) as (topology, peers):
+    with running_network(tmp_path, executor=executor) as (topology, peers):
         publisher, _ = photon_source(topology, 100, seed=1, warmup=100)
         client = SuperPeerClient(topology.address("SP1"))
         reply = client.subscribe(QUERIES["q1"])
@@ -202,10 +211,10 @@ def test_malformed_transfer_from_a_neighbour_is_dropped_and_counted(tmp_path):
         assert "Opening and ending tag mismatch" in status["last_malformed_transfer"]
 
 
-def test_unsubscribe_cuts_a_still_used_route_back(tmp_path):
+def test_unsubscribe_cuts_a_still_used_route_back(tmp_path, executor):
     import time
 
-    with running_network(tmp_path) as (topology, peers):
+    with running_network(tmp_path, executor=executor) as (topology, peers):
         address = topology.address
         publisher, photons = photon_source(topology, 400, seed=6, warmup=100)
         q1 = SuperPeerClient(address("SP1")).subscribe(QUERIES["q1"])
@@ -221,16 +230,16 @@ def test_unsubscribe_cuts_a_still_used_route_back(tmp_path):
         before = SuperPeerClient(address("SP5")).status()["links"].get("SP5->SP1", {}).get("items", 0)
         publisher.publish("photons", photons[100:])
         publisher.close_stream("photons")
-        got = [i for _, i, _ in SuperPeerClient(address("SP7")).results(q2.subscription, idle_timeout=20)]
+        got = [i for _, i, _ in SuperPeerClient(address("SP7")).results(q2.subscription, idle_timeout=IDLE[executor])]
         assert same(got, reference(QUERIES["q2"], photons[100:]))
         after = SuperPeerClient(address("SP5")).status()["links"].get("SP5->SP1", {}).get("items", 0)
         assert after == before  # nothing flows towards SP1 any more
 
 
-def test_concurrent_registrations_at_different_superpeers(tmp_path):
+def test_concurrent_registrations_at_different_superpeers(tmp_path, executor):
     import threading
 
-    with running_network(tmp_path) as (topology, peers):
+    with running_network(tmp_path, executor=executor) as (topology, peers):
         address = topology.address
         publisher, photons = photon_source(topology, 1500, seed=12, warmup=200)
         names = ["q1", "q2", "q3", "q4", "q1", "q2", "q3", "q4"]
@@ -253,5 +262,5 @@ def test_concurrent_registrations_at_different_superpeers(tmp_path):
         publisher.publish("photons", photons[200:])
         publisher.close_stream("photons")
         for peer, (client, name, reply) in replies.items():
-            got = [i for _, i, _ in client.results(reply.subscription, idle_timeout=20)]
+            got = [i for _, i, _ in client.results(reply.subscription, idle_timeout=IDLE[executor])]
             assert same(got, reference(QUERIES[name], photons[200:])), (peer, name)
