@@ -26,7 +26,9 @@ class FeedLog:
     def __init__(self, directory: Path, max_batch: int = 200_000) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
-        self.max_batch = max_batch
+        # after a restart the oldest kept segment starts at most one segment before Spark's
+        # committed offset, so a batch cap above a segment never points behind it
+        self.max_batch = max(max_batch, 2 * SEGMENT_ITEMS)
         self.lock = threading.Lock()
         self.names: list[str] = []
         self.ids: dict[str, int] = {}
@@ -134,7 +136,7 @@ class FeedLog:
 
     def latest(self) -> int:
         with self.lock:
-            return min(self.end, self.committed + self.max_batch)
+            return min(self.end, max(self.committed, self.planned) + self.max_batch)
 
     def plan(self, start: int, end: int) -> list[int]:
         with self.lock:

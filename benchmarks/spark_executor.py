@@ -1,0 +1,233 @@
+"""The Spark executor (one streaming query for all operators) against N independent queries.
+
+For N = 1, 10, 30 installed operators (a mix of Q1-like selections with projection, Q3-like
+time-window aggregates and count-window aggregates, each with its own constants), in one run:
+
+* **shared** — one ``SparkExecutor`` with all N chains: one streaming query, one job per batch;
+* **baseline** — N ``SparkExecutor``s with one chain each: N independent streaming queries in the
+  same Spark session, one per subscription, each fed the whole stream.
+
+Throughput: photons pushed as fast as possible until every operator has processed them
+(photons/s of input). Latency: photons offered at a fixed rate in small chunks; a chunk's latency
+is from its push until the micro-batch that contains it has been delivered. Memory: peak resident
+set of this process, the Spark JVM and its Python workers.
+
+    python benchmarks/spark_executor.py [--photons 200000] [--rate 10000] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+from fractions import Fraction as F
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from superpeer.spark_executor import SparkExecutor  # noqa: E402
+from thinpeer.photon_generator import generate  # noqa: E402
+from wxquery import algebra as alg  # noqa: E402
+
+RA, DEC, EN, T = "coord/cel/ra", "coord/cel/dec", "en", "det_time"
+
+
+def atom(left: str, op: str, c: str) -> alg.Atom:
+    return alg.Atom(left, op, None, F(c))
+
+
+def operators(i: int) -> tuple[alg.Operator, ...]:
+    """Subscription i's operator chain; kinds rotate, constants differ per subscription."""
+    kind = i % 3
+    if kind == 0:
+        lo = F(129) + F(i, 10)
+        return (alg.Select((atom(RA, ">=", str(lo)), atom(RA, "<=", str(lo + 2)), atom(EN, ">=", "1.3"))),
+                alg.Project(frozenset({"coord/cel", EN, T})))
+    if kind == 1:
+        return (alg.Select((atom(EN, ">=", str(F(1) + F(i, 100))),)),
+                alg.WindowAggregate(alg.WindowSpec("diff", F(20), F(10), T),
+                                    (("sum", EN), ("count", EN), ("max", EN))))
+    return (alg.Select((atom(DEC, "<", str(F(-46) + F(i, 50))),)),
+            alg.WindowAggregate(alg.WindowSpec("count", F(100), F(50)), (("sum", EN), ("count", EN))))
+
+
+def tree_rss_mb() -> float:
+    """Resident memory of this process and all its descendants (the JVM, Python workers)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            pid, ppid = int(entry), int(fields[1])
+            children.setdefault(ppid, []).append(pid)
+            rss[pid] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total / 2**20
+
+
+class MemoryPeak:
+    def __init__(self) -> None:
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self.peak = max(self.peak, tree_rss_mb())
+
+    def __enter__(self) -> "MemoryPeak":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, tree_rss_mb())
+
+
+class Setup:
+    """The executors of one configuration, all fed the same photons."""
+
+    def __init__(self, mode: str, n: int, trigger_ms: int) -> None:
+        self.delivered = 0
+        if mode == "shared":
+            self.executors = [SparkExecutor(f"shared{n}", trigger_ms=trigger_ms)]
+            for i in range(n):
+                self.executors[0].install(f"s{i}", operators(i), parent="photons")
+        else:
+            self.executors = [SparkExecutor(f"q{n}-{i}", trigger_ms=trigger_ms) for i in range(n)]
+            for i, ex in enumerate(self.executors):
+                ex.install(f"s{i}", operators(i), parent="photons")
+        for ex in self.executors:
+            ex.set_deliver(self._deliver)
+
+    def _deliver(self, stream, seq, texts, end) -> None:
+        self.delivered += len(texts)
+
+    def push(self, texts: list[str]) -> None:
+        for ex in self.executors:
+            ex.push("photons", [], texts, False)
+
+    def processed(self) -> int:
+        return min(ex.processed for ex in self.executors)
+
+    def wait(self, timeout: float) -> bool:
+        return all(ex.wait_idle(timeout) for ex in self.executors)
+
+    def stop(self) -> None:
+        for ex in self.executors:
+            ex.stop()
+
+
+def measure(mode: str, n: int, photons: list[str], args) -> dict:
+    setup = Setup(mode, n, args.trigger_ms)
+    try:
+        setup.push(photons[:2000])  # start-up: the query, Python workers
+        if not setup.wait(600):
+            raise RuntimeError(f"{mode} N={n} did not start: {[e.status() for e in setup.executors]}")
+        with MemoryPeak() as memory:
+            # throughput: everything at once, in the node's 1,000-item batches
+            body = photons[2000:2000 + args.photons]
+            started = time.perf_counter()
+            for k in range(0, len(body), 1000):
+                setup.push(body[k:k + 1000])
+            finished = setup.wait(3600)
+            elapsed = time.perf_counter() - started
+            # latency: a fixed offered rate in chunks; each chunk's push-to-delivery time
+            chunk = max(1, args.rate // 100)
+            pending: list[tuple[int, float]] = []
+            latencies: list[float] = []
+            base = setup.executors[0].feed.end
+            done = threading.Event()
+
+            def watch() -> None:
+                while not done.is_set() or pending:
+                    now = time.perf_counter()
+                    upto = setup.processed()
+                    while pending and pending[0][0] <= upto:
+                        latencies.append(now - pending.pop(0)[1])
+                    if done.is_set() and time.perf_counter() > deadline:
+                        break
+                    time.sleep(0.002)
+
+            source = photons[2000 + args.photons:]
+            watcher = threading.Thread(target=watch, daemon=True)
+            deadline = float("inf")
+            watcher.start()
+            t0 = time.perf_counter()
+            sent = 0
+            while time.perf_counter() - t0 < args.seconds:
+                target = int((time.perf_counter() - t0) * args.rate)
+                while sent < target and sent + chunk <= len(source):
+                    setup.push(source[sent:sent + chunk])
+                    sent += chunk
+                    pending.append((base + sent, time.perf_counter()))
+                time.sleep(0.005)
+            deadline = time.perf_counter() + 120
+            done.set()
+            watcher.join()
+        result = {
+            "mode": mode, "operators": n, "photons": len(body), "completed": finished,
+            "throughput_photons_per_s": round(len(body) / elapsed),
+            "latency_rate_photons_per_s": args.rate,
+            "latency_p50_ms": round(1000 * statistics.median(latencies), 1) if latencies else None,
+            "latency_p99_ms": (round(1000 * statistics.quantiles(latencies, n=100)[98], 1)
+                               if len(latencies) >= 2 else None),
+            "latency_chunks_unfinished": len(pending),
+            "peak_memory_mb": round(memory.peak),
+            "micro_batches": sum(e.batches for e in setup.executors),
+        }
+        print(json.dumps(result), flush=True)
+        return result
+    finally:
+        setup.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--photons", type=int, default=200_000, help="photons for the throughput phase")
+    parser.add_argument("--rate", type=int, default=10_000, help="offered photons/s in the latency phase")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency phase")
+    parser.add_argument("--operators", default="1,10,30")
+    parser.add_argument("--trigger-ms", type=int, default=100)
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "spark_executor.json"))
+    args = parser.parse_args()
+    total = 2000 + args.photons + int(args.rate * args.seconds) + args.rate
+    print(f"generating {total} photons…", file=sys.stderr, flush=True)
+    photons = [p.to_xml() for p in generate(total, seed=1, rate=200.0)]
+    results = []
+    for n in (int(x) for x in args.operators.split(",")):
+        for mode in ("shared", "baseline"):
+            print(f"{mode}, N={n}…", file=sys.stderr, flush=True)
+            results.append(measure(mode, n, photons, args))
+    print(f"\n{'N':>3} {'mode':9} {'photons/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'memory MB':>10}")
+    for r in results:
+        print(f"{r['operators']:>3} {r['mode']:9} {r['throughput_photons_per_s']:>10,} "
+              f"{r['latency_p50_ms'] or '-':>8} {r['latency_p99_ms'] or '-':>8} {r['peak_memory_mb']:>10,}")
+    by = {(r["mode"], r["operators"]): r for r in results}
+    for n in sorted({r["operators"] for r in results}):
+        s, b = by[("shared", n)], by[("baseline", n)]
+        print(f"N={n}: shared/baseline throughput = "
+              f"{s['throughput_photons_per_s'] / max(b['throughput_photons_per_s'], 1):.1f}×")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
