@@ -38,6 +38,10 @@ class FeedLog:
         self.texts: list[str | None] = []
         self.committed = 0
         self.planned = 0  # end offset of the newest batch Spark planned
+        # sources whose operators are all per-item (no windows): their batches may be split
+        # across tasks; the others stay in one task so that order-dependent state is exact
+        self.splittable: set[str] = set()
+        self.split_parts = 2
         self._segment = None
         self._segment_first = 0
         self._load()
@@ -138,11 +142,18 @@ class FeedLog:
         with self.lock:
             return min(self.end, max(self.committed, self.planned) + self.max_batch)
 
-    def plan(self, start: int, end: int) -> list[int]:
+    def plan(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        """The batch's partitions: (source, first offset, end offset)."""
         with self.lock:
             lo, hi = max(start - self.base, 0), max(end - self.base, 0)
             self.planned = max(self.planned, end)
-            return sorted(set(self.srcs[lo:hi]))
+            split = {self.ids[n] for n in self.splittable if n in self.ids}
+            parts = []
+            for src in sorted(set(self.srcs[lo:hi])):
+                k = self.split_parts if src in split and end - start >= 4000 else 1
+                bounds = [start + (end - start) * i // k for i in range(k + 1)]
+                parts.extend((src, a, b) for a, b in zip(bounds, bounds[1:]))
+            return parts
 
     def read(self, src: int, start: int, end: int) -> tuple[list[int], list[str | None]]:
         with self.lock:

@@ -5,7 +5,8 @@ super-peer's buffered items over the feed's loopback connection (``spark_feed``)
 offsets so that Spark's checkpoint can replay a batch; the task evaluates every chain installed
 on the batch's input stream (``batch_operators``) and returns items, per-pane partial aggregates,
 records and the chains' cursors as one Arrow table. One partition per input stream keeps each
-stream's items in order inside one task, so count windows and lateness are exact.
+stream's items in order inside one task, so count windows and lateness are exact; a stream
+whose operators are all per-item (selections, projections) is split across tasks.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class FeedReader(DataSourceStreamReader):
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         s, e = start["offset"], end["offset"]
-        return [InputPartition((src, s, e)) for src in self.client.call("plan", s, e)]
+        return [InputPartition(part) for part in self.client.call("plan", s, e)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         src, start, end = partition.value
