@@ -26,7 +26,7 @@ import numpy as np
 from lxml import etree
 
 from wxquery import algebra as alg
-from wxquery.inline_operators import ProjectInstance, path_values
+from wxquery.inline_operators import ProjectInstance, _aggregate, path_values
 from wxquery.stream_document import string_value
 from wxquery.values import cast_double, compare
 
@@ -236,21 +236,6 @@ def _aggregate_column(fn: str, col: Column, rows: np.ndarray, inv: np.ndarray, k
     for r, g in zip(rows.tolist(), inv.tolist()):
         groups[g].extend(col[r])
     return [_aggregate(fn, g) for g in groups]
-
-
-def _aggregate(fn: str, values: list[float]):
-    if fn == "count":
-        return len(values)
-    if not values:
-        return None
-    if fn == "sum":
-        total = values[0]
-        for v in values[1:]:
-            total += v
-        return total
-    if any(math.isnan(v) for v in values):
-        return math.nan
-    return min(values) if fn == "min" else max(values)
 
 
 def time_panes(refs: np.ndarray, width: Fraction) -> np.ndarray:
