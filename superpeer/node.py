@@ -282,21 +282,24 @@ class Node:
             if entry is None:
                 self.unknown_transfers += len(items)
                 return len(items)  # acknowledged and dropped (counted): a removed stream
-            if self._needs_values(stream):
-                values, texts = [], []
-                for x in items:
-                    try:
-                        values.append(self._parse(entry, x))
-                        texts.append(x)
-                    except (etree.XMLSyntaxError, ValueError, TypeError) as exc:
-                        # a neighbour sent something broken: drop it, count it, keep the link going
-                        self.bad_transfers += 1
-                        self.last_bad_transfer = f"stream {stream}: {exc}"
-                items = texts
-            else:
-                values = []
-            self._ingest(stream, values, end, items)
+            self._ingest_text(entry, items, end)
         return received
+
+    def _ingest_text(self, entry: NetworkStream, items: list[str], end: bool) -> None:
+        """Wire text into the data plane, parsed only if something here reads values; an item
+        that does not parse is dropped and counted, and the rest keeps flowing."""
+        values: list = []
+        if self._needs_values(entry.id):
+            texts = []
+            for x in items:
+                try:
+                    values.append(self._parse(entry, x))
+                    texts.append(x)
+                except (etree.XMLSyntaxError, ValueError, TypeError) as exc:
+                    self.bad_transfers += 1
+                    self.last_bad_transfer = f"stream {entry.id}: {exc}"
+            items = texts
+        self._ingest(entry.id, values, end, items)
 
     def _needs_values(self, stream: str) -> bool:
         """Items are parsed only where an operator or a subscription reads them; copies and
@@ -351,13 +354,10 @@ class Node:
             entry = self.entries.get(stream)
             if entry is None or not (outputs or end):
                 return
-            if not self.executor.wants_text:
+            if self.executor.wants_text:
+                self._ingest_text(entry, outputs, end)
+            else:
                 self._ingest(stream, outputs, end, None)
-                return
-            values = []
-            if self._needs_values(stream):
-                values = [self._parse(entry, t) for t in outputs]
-            self._ingest(stream, values, end, outputs)
 
     def _forwarder(self, peer: str) -> Forwarder:
         f = self.forwarders.get(peer)

@@ -128,7 +128,7 @@ class SparkExecutor:
             saved = pickle.loads(chains.read_bytes())
             self.chains, self.next_chain = saved["chains"], saved["next"]
             self.by_stream = {c.stream: c.id for c in self.chains.values()}
-            self._save_chains()
+            self._update_splittable()
         state = self.directory / "driver" / "state.pkl"
         if state.exists():
             self.state = pickle.loads(state.read_bytes())
@@ -141,6 +141,9 @@ class SparkExecutor:
 
     def _save_chains(self) -> None:
         self._write("chains.pkl", {"chains": self.chains, "next": self.next_chain})
+        self._update_splittable()
+
+    def _update_splittable(self) -> None:
         parents = {c.parent for c in self.chains.values()}
         self.feed.splittable = {p for p in parents
                                 if all(c.output_kind == "items" for c in self.chains.values() if c.parent == p)}
