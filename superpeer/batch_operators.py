@@ -20,7 +20,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Iterable, Union
+from typing import Iterable, Sequence, Union
 
 import numpy as np
 from lxml import etree
@@ -34,7 +34,18 @@ Column = Union[np.ndarray, list]  # one float per item, or a list of floats per 
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
 # Every text a plain decimal or double literal (what float() and xs:double agree on).
-_PLAIN_NUMBERS = re.compile(r"(?:[ \t\r]*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?[ \t\r]*\n)*\Z")
+# A child path of plain names: evaluated as XPath, by ``iterchildren`` and by ``iter`` alike.
+_SIMPLE_PATH = re.compile(r"[A-Za-z_][\w.-]*(?:/[A-Za-z_][\w.-]*)*\Z")
+_XPATH_OPERATOR_NAMES = {"and", "or", "div", "mod"}
+
+
+def _simple(path: str) -> bool:
+    return bool(_SIMPLE_PATH.match(path)) and not _XPATH_OPERATOR_NAMES & set(path.split("/"))
+
+
+# Over these characters Python's float() accepts exactly the xs:double literals (no "inf", "nan",
+# underscores or Unicode digits, which float() would take and xs:double would not).
+_NUMBER_CHARS = re.compile(r"[0-9.eE+\- \t\r\n]*\Z")
 
 
 # ============================================================================ chain definitions
@@ -122,12 +133,19 @@ class Cursor:
 
 
 class ItemBatch:
-    """The parsed items of one batch of one input stream, with cached element columns."""
+    """The parsed items of one batch of one input stream, with cached element columns.
 
-    def __init__(self, texts: list[str]) -> None:
+    ``texts`` is any sequence of the items' wire texts (read only for items a chain passes on);
+    ``joined`` may give them already concatenated as UTF-8 (an Arrow string column's data
+    buffer), which spares building one Python string per item just to join them again.
+    """
+
+    def __init__(self, texts: Sequence[str], joined: bytes | None = None) -> None:
         self.texts = texts
+        if joined is None:
+            joined = "".join(texts).encode("utf-8")
         try:
-            root = etree.fromstring(("<b>" + "".join(texts) + "</b>").encode("utf-8"), parser=_PARSER)
+            root = etree.fromstring(b"<b>" + joined + b"</b>", parser=_PARSER)
             items = [el for el in root if isinstance(el.tag, str)]
             if len(items) != len(texts):
                 raise ValueError("item count differs")
@@ -144,6 +162,24 @@ class ItemBatch:
         self.items = items
         self.n = len(items)
         self._columns: dict[str, Column] = {}
+        self._checked: set[str] = set()
+        self._single: set[str] = set()  # simple paths every item has
+
+    def prepare(self, paths: Iterable[str]) -> None:
+        """Find, in one pass over the batch, which simple paths every item has.
+
+        A path every item has, whose last name occurs exactly n times in the batch, occurs
+        exactly once per item, in item order: its column is then read off ``iter(name)``
+        without evaluating the path per item.
+        """
+        todo = sorted(p for p in set(paths) - self._checked if _simple(p))
+        self._checked.update(todo)
+        if self.root is None or not self.n or not todo:
+            return
+        if self.root.xpath(f"count(*[{' and '.join(todo)}])") == self.n:
+            self._single.update(todo)
+        elif len(todo) > 1:
+            self._single.update(p for p in todo if self.root.xpath(f"count(*[{p}])") == self.n)
 
     def column(self, path: str) -> Column:
         col = self._columns.get(path)
@@ -155,8 +191,19 @@ class ItemBatch:
         if path == alg.WHOLE_ITEM:
             return _doubles([string_value(el) for el in self.items])
         if self.root is not None and self.n:
-            found = self.root.xpath("*/" + path)
-            if len(found) == self.n and self.root.xpath(f"count(*[{path}])") == self.n:
+            self.prepare([path])
+            found = None
+            if path in self._single:  # every item has it: n elements in all means one each
+                found = list(self.root.iter(path.rsplit("/", 1)[-1]))
+                if len(found) != self.n:
+                    found = self.root.xpath("*/" + path)
+            elif not _simple(path):
+                found = self.root.xpath("*/" + path)
+                if len(found) != self.n or self.root.xpath(f"count(*[{path}])") != self.n:
+                    found = None
+            if found is not None and len(found) == self.n:
+                if path in self._single:  # elements: a leaf's string value is its text
+                    return _doubles([(el.text or "") if len(el) == 0 else string_value(el) for el in found])
                 return _doubles([string_value(el) for el in found])
         return [path_values(el, path) for el in self.items]
 
@@ -164,9 +211,11 @@ class ItemBatch:
 def _doubles(texts: list[str]) -> np.ndarray:
     if not texts:
         return np.empty(0)
-    joined = "\n".join(texts) + "\n"
-    if _PLAIN_NUMBERS.match(joined):
-        return np.array(texts, dtype=np.float64)
+    if _NUMBER_CHARS.match("".join(texts)):
+        try:
+            return np.array(texts, dtype=np.float64)
+        except ValueError:  # some text is not a number: those cast to NaN, one by one
+            pass
     return np.array([cast_double(t) for t in texts], dtype=np.float64)
 
 

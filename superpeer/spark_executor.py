@@ -61,6 +61,8 @@ def spark_session(master: str):
                    .config("spark.sql.shuffle.partitions", "2")
                    .config("spark.sql.adaptive.enabled", "false")
                    .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+                   # a task's items reach it as one Arrow batch: parsed and evaluated in one go
+                   .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200000")
                    .config("spark.python.worker.reuse", "true")
                    .config("spark.pyspark.python", sys.executable)
                    .config("spark.pyspark.driver.python", sys.executable)

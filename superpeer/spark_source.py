@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from multiprocessing.connection import Client
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -84,6 +84,29 @@ class FeedSource(DataSource):
         return FeedReader(self.options)
 
 
+class ArrowTexts(Sequence[str]):
+    """An Arrow string column as a sequence of str, converting only the items that are read."""
+
+    def __init__(self, column: pa.Array) -> None:
+        self.column = column
+
+    def __len__(self) -> int:
+        return len(self.column)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self.column[i].as_py()
+
+
+def joined_utf8(column: pa.Array) -> bytes:
+    """All strings of an Arrow string column concatenated: a slice of its data buffer."""
+    if len(column) == 0:
+        return b""
+    _, offsets_buffer, data = column.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64 if pa.types.is_large_string(column.type) else np.int32)
+    first, last = int(offsets[column.offset]), int(offsets[column.offset + len(column)])
+    return data.slice(first, last - first).to_pybytes() if last > first else b""
+
+
 def make_task(chains_by_src: dict[int, list[Chain]], cursors: dict[int, Cursor], lateness: float):
     """The function ``mapInArrow`` runs on every partition (one input stream) of a micro-batch."""
 
@@ -94,32 +117,34 @@ def make_task(chains_by_src: dict[int, list[Chain]], cursors: dict[int, Cursor],
         for rb in batches:
             if rb.num_rows == 0:
                 continue
-            columns = rb.to_pydict()
-            src = columns["src"][0]
-            offs, texts, eos = columns["off"], columns["xml"], columns["eos"]
+            src = rb.column("src")[0].as_py()
+            offs = rb.column("off").to_numpy(zero_copy_only=False)
+            eos = rb.column("eos").to_numpy(zero_copy_only=False)
             # items before an end marker, then the marker (a stream ends at most once)
-            cut = eos.index(True) if True in eos else len(texts)
-            item_offsets = np.array(offs[:cut], dtype=np.int64)
-            batch = ItemBatch(texts[:cut]) if cut else None
-            for chain in chains_by_src.get(src, ()):
+            cut = int(np.argmax(eos)) if eos.any() else rb.num_rows
+            xml = rb.column("xml").slice(0, cut)
+            batch = ItemBatch(ArrowTexts(xml), joined_utf8(xml)) if cut else None
+            chains = chains_by_src.get(src, ())
+            if batch is not None:
+                batch.prepare(p for chain in chains for p in chain.paths())
+            for chain in chains:
                 if batch is None:
                     break
-                out = evaluate_chain(chain, batch, item_offsets, local.setdefault(chain.id, Cursor()),
-                                     lateness)
+                out = evaluate_chain(chain, batch, offs[:cut], local.setdefault(chain.id, Cursor()), lateness)
                 rows.extend((chain.id, ITEM, o, x) for o, x in out.items)
                 rows.extend((chain.id, PANE, p, json.dumps(v)) for p, v in out.panes)
                 rows.extend((chain.id, RECORD, o, x) for o, x in out.records)
-            if cut < len(texts):
+            if cut < rb.num_rows:
                 rows.append((-1, EOS, src, None))
         if src is not None:
             for chain in chains_by_src.get(src, ()):
-                if chain.id in local:
+                if chain.id in local and chain.output_kind == "records":  # per-item chains keep no state
                     rows.append((chain.id, CURSOR, 0, json.dumps(vars(local[chain.id]))))
         if rows:
-            chain_ids, kinds, offs, texts = zip(*rows)
+            chain_ids, kinds, offs_out, texts = zip(*rows)
             yield pa.RecordBatch.from_arrays(
                 [pa.array(chain_ids, pa.int32()), pa.array(kinds, pa.int32()),
-                 pa.array(offs, pa.int64()), pa.array(texts, pa.string())],
+                 pa.array(offs_out, pa.int64()), pa.array(texts, pa.string())],
                 names=["chain", "kind", "off", "text"])
 
     return task
