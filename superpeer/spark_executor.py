@@ -105,7 +105,7 @@ class SparkExecutor:
         self.directory = Path(checkpoint_dir or tempfile.mkdtemp(prefix=f"streamglobe-{peer}-"))
         (self.directory / "driver").mkdir(parents=True, exist_ok=True)
         self.feed = FeedLog(self.directory / "feed", max_batch)
-        self.server = FeedServer(self.feed)
+        self.server = FeedServer(self.feed, self._plan)
         self.lock = threading.RLock()
         self.deliver: Deliver = lambda stream, seq, texts, end: None
         self.chains: dict[int, Chain] = {}
@@ -228,6 +228,26 @@ class SparkExecutor:
         finally:
             self._starting = False
 
+    def _plan(self, start: int, end: int) -> list:
+        """The next micro-batch's partitions, each with the chains of its input stream and their
+        cursors. Spark plans a batch after the previous one's ``foreachBatch`` returned, so the
+        cursors are those of the last applied batch (also when a batch is replayed)."""
+        from .spark_source import FeedTask
+
+        with self.lock:
+            chains = sorted(self.chains.values(), key=lambda c: c.id)
+            cursors = {cid: s.cursor for cid, s in self.state.states.items() if cid in self.chains}
+        by_src: dict[int, list[Chain]] = {}
+        for c in chains:
+            if c.parent in self.feed.ids:
+                by_src.setdefault(self.feed.ids[c.parent], []).append(c)
+        tasks = []
+        for src, a, b in self.feed.plan(start, end):
+            mine = tuple(by_src.get(src, ()))
+            tasks.append(FeedTask(src, a, b, mine, {c.id: cursors[c.id] for c in mine if c.id in cursors},
+                                  self.lateness))
+        return tasks
+
     def _batch(self, df, batch_id: int) -> None:
         started = time.perf_counter()
         planned = self.feed.planned
@@ -242,18 +262,13 @@ class SparkExecutor:
         self.last_batch_ms = 1000 * (time.perf_counter() - started)
 
     def _apply(self, df, batch_id: int) -> None:
-        from .spark_source import CURSOR, EOS, ITEM, PANE, RECORD, TASK_SCHEMA, make_task
+        from .spark_source import CURSOR, EOS, ITEM, PANE, RECORD
 
         if batch_id <= self.state.last_batch:
             return  # replayed after a restart: applied and checkpointed already
         with self.lock:
             chains = dict(self.chains)
-        by_src: dict[int, list[Chain]] = {}
-        for c in chains.values():
-            if c.parent in self.feed.ids:
-                by_src.setdefault(self.feed.ids[c.parent], []).append(c)
-        cursors = {cid: s.cursor for cid, s in self.state.states.items() if cid in chains}
-        table = df.mapInArrow(make_task(by_src, cursors, self.lateness), TASK_SCHEMA).toArrow()
+        table = df.toArrow()
         columns = table.to_pydict()
         items: dict[int, list] = {}
         panes: dict[int, list] = {}

@@ -14,12 +14,27 @@ import json
 import secrets
 import struct
 import threading
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, Listener
 from pathlib import Path
+from typing import Callable
+
+import numpy as np
 
 SEGMENT_ITEMS = 100_000
 _HEADER = struct.Struct("<iI")  # src (-1: name record, -2: segment header), payload length
 _END = 0xFFFFFFFF  # payload length of an end-of-stream marker
+
+
+@dataclass
+class FeedSlice:
+    """What a reader gets: item offsets, the items' UTF-8 back to back, their byte lengths, and
+    whether the stream's end-of-stream marker closes the range."""
+
+    offsets: np.ndarray
+    joined: bytes
+    lengths: np.ndarray
+    ended: bool
 
 
 class FeedLog:
@@ -35,7 +50,7 @@ class FeedLog:
         self.totals: dict[int, int] = {}  # items ever appended per source (not markers)
         self.base = 0  # offset of entries[0]
         self.srcs: list[int] = []
-        self.texts: list[str | None] = []
+        self.texts: list[bytes | None] = []  # UTF-8, as written to the segment and parsed by tasks
         self.committed = 0
         self.planned = 0  # end offset of the newest batch Spark planned
         # sources whose operators are all per-item (no windows): their batches may be split
@@ -76,7 +91,7 @@ class FeedLog:
                     self._name(payload.decode())
                 else:
                     self.srcs.append(src)
-                    self.texts.append(None if length == _END else payload.decode())
+                    self.texts.append(None if length == _END else payload)
                     if length != _END:
                         self.totals[src] = self.totals.get(src, 0) + 1
             if at < len(data):
@@ -115,8 +130,8 @@ class FeedLog:
                 name = source.encode()
                 out += _HEADER.pack(-1, len(name)) + name
             src = self._name(source)
-            for t in texts:
-                b = t.encode()
+            encoded = [t.encode("utf-8") for t in texts]
+            for b in encoded:
                 out += _HEADER.pack(src, len(b)) + b
             if end:
                 out += _HEADER.pack(src, _END)
@@ -124,7 +139,7 @@ class FeedLog:
             self._segment.write(out)
             self._segment.flush()  # in the OS before we return: survives a killed process
             self.srcs.extend([src] * (len(texts) + end))
-            self.texts.extend(texts)
+            self.texts.extend(encoded)
             if end:
                 self.texts.append(None)
             self.totals[src] = self.totals.get(src, 0) + len(texts)
@@ -155,14 +170,25 @@ class FeedLog:
                 parts.extend((src, a, b) for a, b in zip(bounds, bounds[1:]))
             return parts
 
-    def read(self, src: int, start: int, end: int) -> tuple[list[int], list[str | None]]:
+    def read(self, src: int, start: int, end: int) -> "FeedSlice":
+        """The items of one source in ``[start, end)``, joined into one buffer: a task then
+        receives one bytes object rather than one per item."""
         with self.lock:
             if start < self.base:
                 raise RuntimeError(f"offsets {start}..{self.base} were already committed and trimmed")
             lo, hi = start - self.base, end - self.base
             srcs, texts = self.srcs[lo:hi], self.texts[lo:hi]
-        offsets = [start + i for i, s in enumerate(srcs) if s == src]
-        return offsets, [texts[o - start] for o in offsets]
+        if srcs.count(src) == len(srcs):
+            offsets = np.arange(start, start + len(srcs), dtype=np.int64)
+        else:
+            offsets = np.array([start + i for i, s in enumerate(srcs) if s == src], dtype=np.int64)
+            texts = [texts[o - start] for o in offsets.tolist()]
+        ended = None in texts  # a stream ends once: nothing of it follows its marker
+        if ended:
+            cut = texts.index(None)
+            offsets, texts = offsets[:cut], texts[:cut]
+        lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        return FeedSlice(offsets, b"".join(texts), lengths, ended)  # type: ignore[arg-type]
 
     def commit(self, end: int) -> None:
         with self.lock:
@@ -189,8 +215,9 @@ class FeedLog:
 class FeedServer:
     """Answers the data source's readers (other processes) on a loopback socket."""
 
-    def __init__(self, log: FeedLog) -> None:
+    def __init__(self, log: FeedLog, plan: Callable[[int, int], list] | None = None) -> None:
         self.log = log
+        self.plan = plan or log.plan  # the executor attaches what each partition runs
         self.authkey = secrets.token_bytes(16)
         self.listener = Listener(("127.0.0.1", 0), authkey=self.authkey)
         self.address: tuple[str, int] = self.listener.address  # type: ignore[assignment]
@@ -208,7 +235,7 @@ class FeedServer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: Connection) -> None:
-        handlers = {"latest": self.log.latest, "plan": self.log.plan, "read": self.log.read,
+        handlers = {"latest": self.log.latest, "plan": self.plan, "read": self.log.read,
                     "commit": self.log.commit, "base": lambda: self.log.base}
         try:
             while True:
