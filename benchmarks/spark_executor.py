@@ -140,12 +140,18 @@ class Setup:
 def measure(mode: str, n: int, photons: list[str], args) -> dict:
     setup = Setup(mode, n, args.trigger_ms)
     try:
-        setup.push(photons[:2000])  # start-up: the query, Python workers
+        # start-up: the query, then one full-size batch so that every Python worker is running
+        # and warm (steady state is measured, not the first batches of a new JVM)
+        setup.push(photons[:2000])
         if not setup.wait(600):
             raise RuntimeError(f"{mode} N={n} did not start: {[e.status() for e in setup.executors]}")
+        for k in range(2000, args.warmup, 1000):
+            setup.push(photons[k:min(k + 1000, args.warmup)])
+        if not setup.wait(3600):
+            raise RuntimeError(f"{mode} N={n} did not warm up: {[e.status() for e in setup.executors]}")
         with MemoryPeak() as memory:
             # throughput: everything at once, in the node's 1,000-item batches
-            body = photons[2000:2000 + args.photons]
+            body = photons[args.warmup:args.warmup + args.photons]
             started = time.perf_counter()
             for k in range(0, len(body), 1000):
                 setup.push(body[k:k + 1000])
@@ -168,7 +174,7 @@ def measure(mode: str, n: int, photons: list[str], args) -> dict:
                         break
                     time.sleep(0.002)
 
-            source = photons[2000 + args.photons:]
+            source = photons[args.warmup + args.photons:]
             watcher = threading.Thread(target=watch, daemon=True)
             deadline = float("inf")
             watcher.start()
@@ -207,15 +213,18 @@ def main() -> int:
     parser.add_argument("--rate", type=int, default=10_000, help="offered photons/s in the latency phase")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the latency phase")
     parser.add_argument("--operators", default="1,10,30")
+    parser.add_argument("--modes", default="shared,baseline", help="shared, baseline or both")
+    parser.add_argument("--warmup", type=int, default=50_000, help="photons pushed before measuring")
     parser.add_argument("--trigger-ms", type=int, default=100)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "spark_executor.json"))
     args = parser.parse_args()
-    total = 2000 + args.photons + int(args.rate * args.seconds) + args.rate
+    args.warmup = max(args.warmup, 2000)
+    total = args.warmup + args.photons + int(args.rate * args.seconds) + args.rate
     print(f"generating {total} photons…", file=sys.stderr, flush=True)
     photons = [p.to_xml() for p in generate(total, seed=1, rate=200.0)]
     results = []
     for n in (int(x) for x in args.operators.split(",")):
-        for mode in ("shared", "baseline"):
+        for mode in args.modes.split(","):
             print(f"{mode}, N={n}…", file=sys.stderr, flush=True)
             try:
                 results.append(measure(mode, n, photons, args))
@@ -230,6 +239,8 @@ def main() -> int:
               f"{r['latency_p50_ms'] or '-':>8} {r['latency_p99_ms'] or '-':>8} {r['peak_memory_mb']:>10,}")
     by = {(r["mode"], r["operators"]): r for r in results}
     for n in sorted({r["operators"] for r in results}):
+        if ("shared", n) not in by or ("baseline", n) not in by:
+            continue
         s, b = by[("shared", n)], by[("baseline", n)]
         print(f"N={n}: shared/baseline throughput = "
               f"{s['throughput_photons_per_s'] / max(b['throughput_photons_per_s'], 1):.1f}×")

@@ -20,7 +20,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Iterable, Sequence, Union
+from typing import Callable, Iterable, Sequence, Union
 
 import numpy as np
 from lxml import etree
@@ -144,9 +144,10 @@ class ItemBatch:
         self.texts = texts
         if joined is None:
             joined = "".join(texts).encode("utf-8")
+        self.namespaced = b"xmlns" in joined or b"{" in joined  # "{": Clark notation in a tag
         try:
             root = etree.fromstring(b"<b>" + joined + b"</b>", parser=_PARSER)
-            items = [el for el in root if isinstance(el.tag, str)]
+            items = list(root.iterchildren(etree.Element))  # not comments or PIs between items
             if len(items) != len(texts):
                 raise ValueError("item count differs")
             self.root: etree._Element | None = root
@@ -180,6 +181,33 @@ class ItemBatch:
             self._single.update(todo)
         elif len(todo) > 1:
             self._single.update(p for p in todo if self.root.xpath(f"count(*[{p}])") == self.n)
+
+    def projector(self, paths: frozenset[str]) -> Callable[[etree._Element], str]:
+        """The projection's text of an item, as ``ProjectInstance`` and serialising would give.
+
+        Without namespaces in the batch the pruned item is written straight to text (kept
+        subtrees serialised in place, no copies); otherwise it is built as the inline operator
+        builds it.
+        """
+        prune = ProjectInstance(alg.Project(paths))
+        if self.namespaced:
+            return lambda item: etree.tostring(prune.push(item)[0], encoding="unicode")
+        whole, prefixes = prune.whole, prune.prefixes
+
+        def text(el: etree._Element, at: tuple[str, ...]) -> str:
+            parts = []
+            for child in el:
+                tag = child.tag
+                if not isinstance(tag, str):
+                    continue
+                here = at + (tag,)
+                if here in whole:
+                    parts.append(etree.tostring(child, encoding="unicode", with_tail=False))
+                elif here in prefixes:
+                    parts.append(text(child, here))
+            return f"<{el.tag}>{''.join(parts)}</{el.tag}>" if parts else f"<{el.tag}/>"
+
+        return lambda item: text(item, ())
 
     def column(self, path: str) -> Column:
         col = self._columns.get(path)
@@ -326,9 +354,8 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray, cursor: 
         if chain.project is None:
             out.items = [(int(offsets[r]), batch.texts[r]) for r in rows.tolist()]
         else:
-            prune = ProjectInstance(alg.Project(chain.project))
-            out.items = [(int(offsets[r]), etree.tostring(prune.push(batch.items[r])[0], encoding="unicode"))
-                         for r in rows.tolist()]
+            project = batch.projector(chain.project)
+            out.items = [(int(offsets[r]), project(batch.items[r])) for r in rows.tolist()]
         return out
     assert isinstance(chain.window, alg.WindowAggregate)
     spec = chain.window.window

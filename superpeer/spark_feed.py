@@ -11,7 +11,9 @@ past them, and the in-memory buffer is trimmed at the same time.
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import socket
 import struct
 import threading
 from dataclasses import dataclass
@@ -53,10 +55,6 @@ class FeedLog:
         self.texts: list[bytes | None] = []  # UTF-8, as written to the segment and parsed by tasks
         self.committed = 0
         self.planned = 0  # end offset of the newest batch Spark planned
-        # sources whose operators are all per-item (no windows): their batches may be split
-        # across tasks; the others stay in one task so that order-dependent state is exact
-        self.splittable: set[str] = set()
-        self.split_parts = 2
         self._segment = None
         self._segment_first = 0
         self._load()
@@ -157,18 +155,14 @@ class FeedLog:
         with self.lock:
             return min(self.end, max(self.committed, self.planned) + self.max_batch)
 
-    def plan(self, start: int, end: int) -> list[tuple[int, int, int]]:
-        """The batch's partitions: (source, first offset, end offset)."""
+    def plan(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The sources with entries in ``[start, end)`` and how many each has; marks the range
+        as planned."""
         with self.lock:
             lo, hi = max(start - self.base, 0), max(end - self.base, 0)
             self.planned = max(self.planned, end)
-            split = {self.ids[n] for n in self.splittable if n in self.ids}
-            parts = []
-            for src in sorted(set(self.srcs[lo:hi])):
-                k = self.split_parts if src in split and end - start >= 4000 else 1
-                bounds = [start + (end - start) * i // k for i in range(k + 1)]
-                parts.extend((src, a, b) for a, b in zip(bounds, bounds[1:]))
-            return parts
+            srcs = self.srcs[lo:hi]
+            return [(src, srcs.count(src)) for src in sorted(set(srcs))]
 
     def read(self, src: int, start: int, end: int) -> "FeedSlice":
         """The items of one source in ``[start, end)``, joined into one buffer: a task then
@@ -212,6 +206,13 @@ class FeedLog:
                 self._segment = None
 
 
+def no_delay(conn: Connection) -> None:
+    """Turn off Nagle's algorithm on a connection's socket: a request, answered while its
+    header's ACK is delayed, would otherwise wait ~40 ms for it."""
+    with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class FeedServer:
     """Answers the data source's readers (other processes) on a loopback socket."""
 
@@ -235,6 +236,7 @@ class FeedServer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: Connection) -> None:
+        no_delay(conn)
         handlers = {"latest": self.log.latest, "plan": self.plan, "read": self.log.read,
                     "commit": self.log.commit, "base": lambda: self.log.base}
         try:

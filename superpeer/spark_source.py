@@ -26,7 +26,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from .batch_operators import Chain, Cursor, ItemBatch, evaluate_chain
-from .spark_feed import FeedSlice
+from .spark_feed import FeedSlice, no_delay
 
 SOURCE_NAME = "streamglobe_feed"
 SOURCE_SCHEMA = "chain int, kind int, off long, text string"
@@ -45,6 +45,42 @@ class FeedTask:
     lateness: float
 
 
+# Below this many items a stream's batch is one task: a second would cost more than it saves.
+SPLIT_MIN_ITEMS = 4000
+
+
+def partition_tasks(sources: list[tuple[int, int]], start: int, end: int,
+                    chains: dict[int, list[Chain]], cursors: dict[int, Cursor], lateness: float,
+                    parallelism: int) -> list[FeedTask]:
+    """A micro-batch's partitions: per input stream, its range and the chains to run on it.
+
+    A large batch of one stream is spread over the task slots in one of two ways that keep every
+    chain's items in one task and in order: when all its chains are per-item (no state), the
+    range is cut into pieces with every chain; otherwise the chains are dealt into groups that
+    each see the whole range (the items are then parsed once per group, worth it only when there
+    are several chains per group).
+    """
+    tasks = []
+    for src, count in sources:
+        mine = chains.get(src, [])
+        state = {c.id: cursors[c.id] for c in mine if c.id in cursors}
+        k = min(parallelism, max(count // SPLIT_MIN_ITEMS, 1))
+        if k > 1 and mine and all(c.output_kind == "items" and c.input_kind == "items" for c in mine):
+            bounds = [start + (end - start) * i // k for i in range(k + 1)]
+            tasks.extend(FeedTask(src, a, b, tuple(mine), state, lateness) for a, b in zip(bounds, bounds[1:]))
+        elif k > 1 and len(mine) >= 2 * k:
+            for g in range(k):
+                group = tuple(mine[g::k])
+                tasks.append(FeedTask(src, start, end, group, {c.id: state[c.id] for c in group if c.id in state},
+                                      lateness))
+        else:
+            tasks.append(FeedTask(src, start, end, tuple(mine), state, lateness))
+    return tasks
+
+
+_CLIENTS: dict[tuple[str, str, str], "_FeedClient"] = {}
+
+
 class _FeedClient:
     def __init__(self, options: dict) -> None:
         self.address = (options["host"], int(options["port"]))
@@ -54,11 +90,22 @@ class _FeedClient:
     def call(self, method: str, *args):
         if self.conn is None:
             self.conn = Client(self.address, authkey=self.authkey)
+            no_delay(self.conn)
         self.conn.send((method, *args))
         status, value = self.conn.recv()
         if status != "ok":
             raise RuntimeError(f"StreamGlobe feed: {value}")
         return value
+
+    @classmethod
+    def shared(cls, options: dict) -> "_FeedClient":
+        """This worker process's connection to the feed: Python workers are reused across tasks,
+        and a connection per task would pay the connection and authentication round trips."""
+        key = (options["host"], options["port"], options["authkey"])
+        client = _CLIENTS.get(key)
+        if client is None:
+            client = _CLIENTS[key] = cls(options)
+        return client
 
     def close(self) -> None:
         if self.conn is not None:
@@ -82,12 +129,16 @@ class FeedReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         task: FeedTask = partition.value
-        client = _FeedClient(self.options)
+        client = _FeedClient.shared(self.options)
+        import time as _t; _t0 = _t.time()
         try:
             items: FeedSlice = client.call("read", task.src, task.start, task.end)
-        finally:
-            client.close()
+        except BaseException:
+            client.close()  # a broken connection is not reused
+            raise
+        _t1 = _t.time()
         batch = evaluate_task(task, items)
+        open("/tmp/trace.log", "a").write(f"read {_t0:.3f} fetched {_t1-_t0:.3f} eval {_t.time()-_t1:.3f} end {_t.time():.3f}\n")
         if batch is not None:
             yield batch
 
