@@ -102,22 +102,23 @@ class MemoryPeak:
 class Setup:
     """The executors of one configuration, all fed the same photons."""
 
-    def __init__(self, mode: str, n: int, trigger_ms: int) -> None:
+    def __init__(self, mode: str, n: int, trigger_ms: int, first: list[str]) -> None:
+        """Starts the executors and feeds each ``first`` (its query is then up and running)."""
         self.delivered = 0
-        if mode == "shared":
-            self.executors = [SparkExecutor(f"shared{n}", trigger_ms=trigger_ms)]
-            for i in range(n):
-                self.executors[0].install(f"s{i}", operators(i), parent="photons")
-        else:  # started one after the other: 30 queries starting at once time out on 2 cores
-            self.executors = []
-            for i in range(n):
-                ex = SparkExecutor(f"q{n}-{i}", trigger_ms=trigger_ms)
-                self.executors.append(ex)
-                ex.install(f"s{i}", operators(i), parent="photons")
-                while ex.query is None and ex.error is None:
-                    time.sleep(0.1)
-        for ex in self.executors:
+        self.executors = []
+        # baseline queries start one after the other, each once the previous one has run a
+        # batch: Spark gives a new query's Python source process 10 s to connect back, which
+        # 30 processes starting at once on 2 cores do not make
+        for i in range(1 if mode == "shared" else n):
+            ex = SparkExecutor(f"shared{n}" if mode == "shared" else f"q{n}-{i}", trigger_ms=trigger_ms)
+            self.executors.append(ex)
             ex.set_deliver(self._deliver)
+            for k in range(n) if mode == "shared" else [i]:
+                ex.install(f"s{k}", operators(k), parent="photons")
+            ex.push("photons", [], first, False)
+            if not ex.wait_idle(600):
+                self.stop()
+                raise RuntimeError(f"{mode} N={n}: query {i + 1} did not start: {ex.status()['error']}")
 
     def _deliver(self, stream, seq, texts, end) -> None:
         self.delivered += len(texts)
@@ -138,13 +139,10 @@ class Setup:
 
 
 def measure(mode: str, n: int, photons: list[str], args) -> dict:
-    setup = Setup(mode, n, args.trigger_ms)
+    setup = Setup(mode, n, args.trigger_ms, photons[:2000])
     try:
-        # start-up: the query, then one full-size batch so that every Python worker is running
-        # and warm (steady state is measured, not the first batches of a new JVM)
-        setup.push(photons[:2000])
-        if not setup.wait(600):
-            raise RuntimeError(f"{mode} N={n} did not start: {[e.status() for e in setup.executors]}")
+        # then one full-size batch so that every Python worker is running and warm (steady
+        # state is measured, not the first batches of a new JVM)
         for k in range(2000, args.warmup, 1000):
             setup.push(photons[k:min(k + 1000, args.warmup)])
         if not setup.wait(3600):

@@ -311,7 +311,19 @@ class SparkExecutor:
 
     # ------------------------------------------------------------------ lifecycle
 
+    def _query_failed(self) -> bool:
+        """Whether the streaming query has died (its error then shows in ``status``)."""
+        query = self.query
+        if query is None or self._stopped or query.isActive:
+            return self.error is not None
+        if self.error is None:
+            exc = query.exception()
+            reason = str(exc).strip().splitlines()[0][:500] if exc is not None else "no error given"
+            self.error = f"the streaming query stopped: {reason}"
+        return True
+
     def status(self) -> dict:
+        self._query_failed()
         return {"executor": "spark", "master": self.master, "running": self.query is not None,
                 "chains": len(self.chains), "micro_batches": self.batches,
                 "last_batch_ms": round(self.last_batch_ms, 1), "backlog_items": self.feed.backlog(),
@@ -323,7 +335,7 @@ class SparkExecutor:
         while time.monotonic() < deadline:
             if self.processed >= self.feed.end or not self.chains:
                 return True
-            if self.error is not None:
+            if self._query_failed():
                 return False
             time.sleep(0.02)
         return False

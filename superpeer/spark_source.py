@@ -45,8 +45,9 @@ class FeedTask:
     lateness: float
 
 
-# Below this many items a stream's batch is one task: a second would cost more than it saves.
-SPLIT_MIN_ITEMS = 4000
+# A stream's batch is spread over tasks only if each gets this many items: below, a second task
+# would cost more than it saves.
+TASK_MIN_ITEMS = 2000
 
 
 def partition_tasks(sources: list[tuple[int, int]], start: int, end: int,
@@ -64,7 +65,7 @@ def partition_tasks(sources: list[tuple[int, int]], start: int, end: int,
     for src, count in sources:
         mine = chains.get(src, [])
         state = {c.id: cursors[c.id] for c in mine if c.id in cursors}
-        k = min(parallelism, max(count // SPLIT_MIN_ITEMS, 1))
+        k = min(parallelism, max(count // TASK_MIN_ITEMS, 1))
         if k > 1 and mine and all(c.output_kind == "items" and c.input_kind == "items" for c in mine):
             bounds = [start + (end - start) * i // k for i in range(k + 1)]
             tasks.extend(FeedTask(src, a, b, tuple(mine), state, lateness) for a, b in zip(bounds, bounds[1:]))

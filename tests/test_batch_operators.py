@@ -137,3 +137,62 @@ def test_combine_and_filter_on_records(kind: str) -> None:
 def test_chain_shapes_the_planner_never_makes_are_refused() -> None:
     with pytest.raises(ValueError, match="cannot run"):
         normalise(0, "s", "p", "items", [alg.AggregateFilter((atom("sum(en)", ">", "1"),))], 0)
+
+
+AWKWARD = [
+    # the path's last name also nested elsewhere, repeated, missing, or not a plain number
+    "<p><x>1</x><y><x>9</x></y><t>1</t></p>",
+    "<p><x>2</x><x>3</x><t>2</t></p>",
+    "<p><t>3</t></p>",
+    "<p><x> 4.5 </x><t>4</t></p>",
+    "<p><x>inf</x><t>5</t></p>",
+    "<p><x>INF</x><t>6</t></p>",
+    "<p><x>1_0</x><t>7</t></p>",
+    "<p><x>\u0661</x><t>8</t></p>",
+    "<p><x>1e1</x><t>9</t></p>",
+    "<p><x>.5</x><t>10</t></p>",
+    "<p><x>5.</x><t>11</t></p>",
+    "<p><x><!-- c -->6</x><t>12</t></p>",
+    "<p><x>7<i>0</i></x><t>13</t></p>",
+    "<p><x>NaN</x><t>14</t></p>",
+    "<p><x>-0</x><t>15</t></p>",
+    "<p><x></x><t>16</t></p>",
+]
+AWKWARD_CHAINS = {
+    "select": [alg.Select((atom("x", ">", "1"),))],
+    "select-nested": [alg.Select((atom("y/x", ">", "1"),))],
+    "window": [alg.WindowAggregate(alg.WindowSpec("diff", F(4), F(2), "t"),
+                                   (("sum", "x"), ("count", "x"), ("min", "x"), ("max", "x")))],
+    "count-window": [alg.WindowAggregate(alg.WindowSpec("count", F(3), F(3)), (("sum", "x"), ("max", "x")))],
+}
+
+
+@pytest.mark.parametrize("name", sorted(AWKWARD_CHAINS))
+@pytest.mark.parametrize("uniform", [False, True])
+def test_columns_of_awkward_items_equal_inline(name: str, uniform: bool) -> None:
+    """Repeated, nested, missing and non-numeric elements; and batches in which every item has
+    the path once (the one-pass fast path) next to batches where it does not."""
+    texts = [AWKWARD[i % len(AWKWARD)] for i in range(200)]
+    if uniform:  # every item has x once: the fast path, with odd numbers in it
+        texts = [f"<p><x>{v}</x><t>{i}</t></p>"
+                 for i, v in enumerate(["1", " 2 ", "inf", "-INF", "1_0", "\u0661", "3e0", ".5", "NaN", "x"] * 20)]
+    ops = AWKWARD_CHAINS[name]
+    expected = [serialize(v) for v in Pipeline(ops).run(etree.fromstring(t) for t in texts)]
+    assert expected or (uniform and name == "select-nested")  # no y/x in the uniform items
+    for seed in range(3):
+        assert_same(expected, run_batched(ops, "items", texts, random.Random(seed)))
+
+
+@pytest.mark.parametrize("texts", [
+    [p for p in photons(300, seed=4, messy=True)],
+    ['<p a="1"><c k="v"><d>1 &amp; &lt;2&gt;</d><e/></c><!-- note --><f>x<![CDATA[<y>]]></f><?pi x?></p>'] * 3,
+    ['<p xmlns:q="urn:q"><c><d>1</d><q:e>2</q:e></c><f>3</f></p>', '<p><c><d>4</d></c><f>5</f></p>'],
+    ['<p xmlns="urn:d"><c><d>1</d></c><f>2</f></p>'],
+])
+def test_projection_text_is_the_inline_text(texts: list[str]) -> None:
+    """Projection written straight to text gives exactly the inline operator's serialisation."""
+    for paths in [{"c/d", "f"}, {"c"}, {"coord/cel", "en"}, {"nothing"}]:
+        project = alg.Project(frozenset(paths))
+        expected = [serialize(v) for v in Pipeline([project]).run(etree.fromstring(t) for t in texts)]
+        batch = ItemBatch(texts)
+        assert [batch.projector(frozenset(paths))(item) for item in batch.items] == expected
