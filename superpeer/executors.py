@@ -51,7 +51,8 @@ class InlineExecutor:
     name = "inline"
     wants_text = False
 
-    def __init__(self) -> None:
+    def __init__(self, lateness: float = 0.0) -> None:
+        self.lateness = lateness
         self.pipelines: dict[str, Pipeline] = {}
         self.children: dict[str, list[str]] = {}
         self.seqs: dict[str, int] = {}
@@ -62,7 +63,7 @@ class InlineExecutor:
 
     def install(self, stream: str, operators: tuple[alg.Operator, ...], parent: str | None = None,
                 parent_kind: str = "items") -> None:
-        self.pipelines[stream] = Pipeline(operators)
+        self.pipelines[stream] = Pipeline(operators, lateness=self.lateness)
         if operators and parent is not None:
             self.children.setdefault(parent, []).append(stream)
 
@@ -102,11 +103,12 @@ class InlineExecutor:
 
 
 def make_executor(name: str, peer: str = "", **options) -> Executor:
-    """``options`` for spark: master, checkpoint_dir, trigger_ms, lateness."""
+    """``options``: lateness (both); master, checkpoint_dir, trigger_ms (spark). None: default."""
+    options = {k: v for k, v in options.items() if v is not None}
     if name == "inline":
-        return InlineExecutor()
+        return InlineExecutor(**{k: v for k, v in options.items() if k == "lateness"})
     if name == "spark":
         from .spark_executor import SparkExecutor
 
-        return SparkExecutor(peer, **{k: v for k, v in options.items() if v is not None})
+        return SparkExecutor(peer, **options)
     raise ValueError(f"unknown executor {name!r}; use inline or spark")

@@ -525,6 +525,9 @@ def _add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) 
                    help="Spark master for --executor spark (default local[2]; a cluster URL scales out)")
     p.add_argument("--trigger-ms", type=int, metavar="MS",
                    help="micro-batch trigger interval of the Spark executor (default 100)")
+    p.add_argument("--lateness", type=float, metavar="UNITS",
+                   help="how far (in reference units) items may arrive out of order in time windows "
+                        "before they are dropped and counted (default 0)")
     if checkpoint:
         p.add_argument("--checkpoint-dir", metavar="DIR",
                        help="Spark executor checkpoint; restarting with the same directory resumes "
@@ -532,7 +535,7 @@ def _add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) 
 
 
 def _spark_options(args: argparse.Namespace) -> dict:
-    return {"master": args.spark_master, "trigger_ms": args.trigger_ms,
+    return {"master": args.spark_master, "trigger_ms": args.trigger_ms, "lateness": args.lateness,
             "checkpoint_dir": getattr(args, "checkpoint_dir", None)}
 
 

@@ -90,7 +90,7 @@ def healthy(address: str, timeout: float = 0.5) -> bool:
 
 def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Path = ".streamglobe",
        wait_s: float = 60.0, progress=None, spark: dict | None = None) -> LocalNetwork:
-    """``spark``: master and trigger_ms for --executor spark (None: the defaults)."""
+    """``spark``: master, trigger_ms (--executor spark) and lateness (None: the defaults)."""
     topology = load_topology(topology_path)
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
@@ -100,8 +100,9 @@ def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Pat
                            "stop them first (streamglobe network down)")
     extra: list[str] = []
     for option, value in (spark or {}).items():
-        if value is not None and option in ("master", "trigger_ms"):
-            extra += [{"master": "--spark-master", "trigger_ms": "--trigger-ms"}[option], str(value)]
+        flag = {"master": "--spark-master", "trigger_ms": "--trigger-ms", "lateness": "--lateness"}.get(option)
+        if value is not None and flag is not None:
+            extra += [flag, str(value)]
     processes = {}
     for peer in topology.backbone.peers:
         log = open(state / f"{peer}.log", "w")

@@ -1,0 +1,51 @@
+"""Executor options reach both executors: the lateness a daemon is started with is the lateness its
+time windows use (no Spark started: the Spark executor starts its session with its first chain)."""
+
+from __future__ import annotations
+
+from fractions import Fraction as F
+
+from lxml import etree
+
+from superpeer.executors import make_executor
+from thinpeer.cli import build_parser
+from wxquery import algebra as alg
+from wxquery.inline_operators import serialize
+
+WINDOW = (alg.WindowAggregate(alg.WindowSpec("diff", F(10), F(10), "t"), (("count", "."),)),)
+
+
+def items(times: list[float]) -> list:
+    return [etree.fromstring(f"<i><t>{t}</t></i>") for t in times]
+
+
+def test_inline_executor_drops_only_items_later_than_its_lateness() -> None:
+    outputs = {}
+    for lateness in (0.0, 5.0):
+        ex = make_executor("inline", "p", lateness=lateness, trigger_ms=None)
+        got: list[str] = []
+        ex.set_deliver(lambda stream, seq, out, end: got.extend(serialize(v) for v in out))
+        ex.install("w", WINDOW, parent="raw")
+        ex.push("raw", items([1, 12, 8, 25]), None, True)  # 8 arrives after 12: 4 late
+        outputs[lateness] = got
+    first = '<w k="0"><p f="count" e=".">{}</p></w>'
+    assert outputs[0.0][0] == first.format(1)  # 8 dropped: 4 later than the 12 before it
+    assert outputs[5.0][0] == first.format(2)  # within 5 of 12: counted in window [0, 10)
+    assert outputs[0.0][1:] == outputs[5.0][1:]
+
+
+def test_spark_executor_takes_the_lateness_option(tmp_path) -> None:
+    ex = make_executor("spark", "p", lateness=2.5, checkpoint_dir=str(tmp_path), trigger_ms=50, master=None)
+    try:
+        assert ex.lateness == 2.5 and ex.trigger == "50 milliseconds" and ex.master == "local[2]"
+        assert ex.query is None  # no operator installed: no JVM
+    finally:
+        ex.stop()
+
+
+def test_cli_passes_lateness_to_the_executor() -> None:
+    from thinpeer.cli import _spark_options
+
+    args = build_parser().parse_args(["superpeer", "serve", "--topology", "t.toml", "--id", "P0",
+                                      "--lateness", "3"])
+    assert _spark_options(args)["lateness"] == 3.0
