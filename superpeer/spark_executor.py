@@ -84,6 +84,11 @@ def spark_session(master: str):
         return spark
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:500]
+
+
 def _cores(master: str) -> int:
     """Task slots a micro-batch may spread a stream's work over: N of ``local[N]``, else 2."""
     inside = master[master.find("[") + 1:master.rfind("]")] if master.startswith("local[") else ""
@@ -131,6 +136,7 @@ class SparkExecutor:
         self.processed = 0
         self.last_batch_ms = 0.0
         self._starting = False
+        self.restarts = 0
         self._stopped = False
         self._load()
 
@@ -214,6 +220,7 @@ class SparkExecutor:
         threading.Thread(target=self._start, name=f"spark-start-{self.peer}", daemon=True).start()
 
     def _start(self) -> None:
+        query = None
         try:
             spark = spark_session(self.master)
             host, port = self.server.address
@@ -228,10 +235,38 @@ class SparkExecutor:
                 if self._stopped:
                     query.stop()
         except Exception as exc:  # noqa: BLE001 — shown in status; items stay in the feed
-            self.error = f"Spark did not start: {exc}"
+            self.error = f"Spark did not start: {_first_line(exc)}"
             log.exception("Spark executor of %s did not start", self.peer)
         finally:
             self._starting = False
+        threading.Thread(target=self._supervise, args=(query,), name=f"spark-watch-{self.peer}",
+                         daemon=True).start()
+
+    def _supervise(self, query) -> None:
+        """Restart a query that died (or never started), after a growing pause.
+
+        The feed is durable and the driver state is checkpointed with every batch, so a new
+        query on the same checkpoint resumes exactly where the dead one stopped; meanwhile
+        ``status`` shows why it died. (On a loaded machine Spark gives a new query's Python
+        source process 10 s to connect back, and a batch can fail for a worker that died.)
+        """
+        if query is not None:
+            try:
+                query.awaitTermination()
+                reason = "it stopped"
+            except Exception as exc:  # noqa: BLE001 — the reason is reported, then we restart
+                reason = _first_line(exc)
+            with self.lock:
+                if self._stopped or self.query is not query:
+                    return
+                self.query = None
+                self.error = f"the streaming query died ({reason}); restarting"
+        log.warning("Spark executor of %s: %s", self.peer, self.error)
+        self.restarts += 1
+        time.sleep(min(30.0, 0.5 * 2 ** min(self.restarts, 6)))
+        with self.lock:
+            if not self._stopped:
+                self._start_async()
 
     def _plan(self, start: int, end: int) -> list:
         """The next micro-batch's partitions (``spark_source.partition_tasks``), each with its
@@ -260,6 +295,7 @@ class SparkExecutor:
             raise
         self.batches += 1
         self.processed = planned
+        self.error = None
         self.last_batch_ms = 1000 * (time.perf_counter() - started)
 
     def _apply(self, df, batch_id: int) -> None:
@@ -311,23 +347,11 @@ class SparkExecutor:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def _query_failed(self) -> bool:
-        """Whether the streaming query has died (its error then shows in ``status``)."""
-        query = self.query
-        if query is None or self._stopped or query.isActive:
-            return self.error is not None
-        if self.error is None:
-            exc = query.exception()
-            reason = str(exc).strip().splitlines()[0][:500] if exc is not None else "no error given"
-            self.error = f"the streaming query stopped: {reason}"
-        return True
-
     def status(self) -> dict:
-        self._query_failed()
         return {"executor": "spark", "master": self.master, "running": self.query is not None,
                 "chains": len(self.chains), "micro_batches": self.batches,
                 "last_batch_ms": round(self.last_batch_ms, 1), "backlog_items": self.feed.backlog(),
-                "checkpoint": str(self.directory), "error": self.error}
+                "checkpoint": str(self.directory), "restarts": self.restarts, "error": self.error}
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Until every fed item is processed (tests and benchmarks)."""
@@ -335,8 +359,6 @@ class SparkExecutor:
         while time.monotonic() < deadline:
             if self.processed >= self.feed.end or not self.chains:
                 return True
-            if self._query_failed():
-                return False
             time.sleep(0.02)
         return False
 
