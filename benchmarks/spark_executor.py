@@ -12,7 +12,7 @@ Throughput: photons pushed as fast as possible until every operator has processe
 is from its push until the micro-batch that contains it has been delivered. Memory: peak resident
 set of this process, the Spark JVM and its Python workers.
 
-    python benchmarks/spark_executor.py [--photons 200000] [--rate 10000] [--seconds 10]
+    python benchmarks/spark_executor.py [--photons 200000] [--rate 10000] [--seconds 10] [--warmup 50000]
 """
 
 from __future__ import annotations
