@@ -95,7 +95,7 @@ def test_a_query_that_dies_is_restarted_without_loss_or_duplicates(tmp_path):
         dead.stop()  # not through the executor
         ex.push("p", [], items[1500:], True)
         assert ex.wait_idle(300), ex.status()
-        assert ex.restarts == 1 and ex.query is not None and ex.query is not dead
+        assert ex.restarts >= 1 and ex.query is not None and ex.query is not dead
         assert ex.status()["error"] is None
     finally:
         ex.stop()
