@@ -131,15 +131,12 @@ class FeedReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         task: FeedTask = partition.value
         client = _FeedClient.shared(self.options)
-        import time as _t; _t0 = _t.time()
         try:
             items: FeedSlice = client.call("read", task.src, task.start, task.end)
         except BaseException:
             client.close()  # a broken connection is not reused
             raise
-        _t1 = _t.time()
         batch = evaluate_task(task, items)
-        open("/tmp/trace.log", "a").write(f"read {_t0:.3f} fetched {_t1-_t0:.3f} eval {_t.time()-_t1:.3f} end {_t.time():.3f}\n")
         if batch is not None:
             yield batch
 
