@@ -136,8 +136,8 @@ class ItemBatch:
     """The parsed items of one batch of one input stream, with cached element columns.
 
     ``texts`` is any sequence of the items' wire texts (read only for items a chain passes on);
-    ``joined`` may give them already concatenated as UTF-8 (an Arrow string column's data
-    buffer), which spares building one Python string per item just to join them again.
+    ``joined`` may give them already concatenated as UTF-8 (as the Spark feed hands them to a
+    task), which spares building one Python string per item just to join them again.
     """
 
     def __init__(self, texts: Sequence[str], joined: bytes | None = None) -> None:
@@ -220,19 +220,16 @@ class ItemBatch:
             return _doubles([string_value(el) for el in self.items])
         if self.root is not None and self.n:
             self.prepare([path])
-            found = None
             if path in self._single:  # every item has it: n elements in all means one each
                 found = list(self.root.iter(path.rsplit("/", 1)[-1]))
                 if len(found) != self.n:
                     found = self.root.xpath("*/" + path)
+                if len(found) == self.n:  # a leaf element's string value is its text
+                    return _doubles([(el.text or "") if len(el) == 0 else string_value(el) for el in found])
             elif not _simple(path):
                 found = self.root.xpath("*/" + path)
-                if len(found) != self.n or self.root.xpath(f"count(*[{path}])") != self.n:
-                    found = None
-            if found is not None and len(found) == self.n:
-                if path in self._single:  # elements: a leaf's string value is its text
-                    return _doubles([(el.text or "") if len(el) == 0 else string_value(el) for el in found])
-                return _doubles([string_value(el) for el in found])
+                if len(found) == self.n and self.root.xpath(f"count(*[{path}])") == self.n:
+                    return _doubles([string_value(el) for el in found])
         return [path_values(el, path) for el in self.items]
 
 

@@ -61,8 +61,6 @@ def spark_session(master: str):
                    .config("spark.sql.shuffle.partitions", "2")
                    .config("spark.sql.adaptive.enabled", "false")
                    .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-                   # a task's items reach it as one Arrow batch: parsed and evaluated in one go
-                   .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200000")
                    .config("spark.python.worker.reuse", "true")
                    # JVM <-> Python workers over Unix domain sockets: over loopback TCP every
                    # task waited ~40 ms more (measured: a one-row Python task 79 -> 41 ms)

@@ -164,7 +164,7 @@ class FeedLog:
             srcs = self.srcs[lo:hi]
             return [(src, srcs.count(src)) for src in sorted(set(srcs))]
 
-    def read(self, src: int, start: int, end: int) -> "FeedSlice":
+    def read(self, src: int, start: int, end: int) -> FeedSlice:
         """The items of one source in ``[start, end)``, joined into one buffer: a task then
         receives one bytes object rather than one per item."""
         with self.lock:
@@ -216,9 +216,9 @@ def no_delay(conn: Connection) -> None:
 class FeedServer:
     """Answers the data source's readers (other processes) on a loopback socket."""
 
-    def __init__(self, log: FeedLog, plan: Callable[[int, int], list] | None = None) -> None:
+    def __init__(self, log: FeedLog, plan: Callable[[int, int], list]) -> None:
         self.log = log
-        self.plan = plan or log.plan  # the executor attaches what each partition runs
+        self.plan = plan  # the executor's: the batch's partitions, each with what it runs
         self.authkey = secrets.token_bytes(16)
         self.listener = Listener(("127.0.0.1", 0), authkey=self.authkey)
         self.address: tuple[str, int] = self.listener.address  # type: ignore[assignment]

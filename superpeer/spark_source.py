@@ -9,9 +9,9 @@ previous batch was applied), so the task that fetched the items parses them once
 every chain on them (``batch_operators``). It returns items, per-pane partial aggregates, records
 and the chains' cursors as rows; the raw items never cross into the JVM and back.
 
-One partition per input stream keeps each stream's items in order inside one task, so count
-windows and lateness are exact; a stream whose operators are all per-item (selections,
-projections) is split across tasks.
+Every chain sees its stream's items in order inside one task, so count windows and lateness are
+exact; a large batch is still spread over the task slots, by ranges when a stream's chains are
+all per-item, by groups of chains otherwise (``partition_tasks``).
 """
 
 from __future__ import annotations
