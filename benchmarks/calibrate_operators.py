@@ -4,7 +4,8 @@ Run: python benchmarks/calibrate_operators.py [--photons 20000] [--out sharing/c
 
 The cost model's loads are base load (seconds per input item) × pindex × frequency; the base
 loads come from here, measured with the inline operators on generated photons, not picked by
-hand. Forwarding is measured as serializing an item for the wire.
+hand. Operators run as the executors run them: the batch operators over 1,000-item batches of
+wire text (parsing included). Forwarding is measured as serializing an item for the wire.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
+from lxml import etree
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -25,7 +28,9 @@ from sharing.analysis import analyze  # noqa: E402
 from thinpeer.photon_generator import generate, write_document  # noqa: E402
 from wxquery import algebra as alg  # noqa: E402
 from wxquery.evaluator import post_process  # noqa: E402
-from wxquery.inline_operators import Pipeline, item_size  # noqa: E402
+from wxquery.operators.chains import normalise  # noqa: E402
+from wxquery.operators.records import serialize  # noqa: E402
+from wxquery.operators.runner import ChainGroup, run_operators  # noqa: E402
 from wxquery.stream_document import StreamDocument  # noqa: E402
 
 
@@ -46,33 +51,46 @@ def main() -> int:
     buf = io.StringIO()
     write_document(buf, generate(args.photons, seed=1))
     items = list(StreamDocument.from_text(buf.getvalue()).items("photons", "photon"))
+    texts = [serialize(x) for x in items]
+
+    def batched(operators, kind: str = "items"):
+        """The operators over the texts given, in batches as they arrive from the wire."""
+        def run(xs: list[str]) -> list[str]:
+            group = ChainGroup()
+            group.add(normalise(0, "out", "in", kind, operators))
+            out: list[str] = []
+            for at in range(0, len(xs), 1000):
+                out.extend(group.push(xs[at:at + 1000], at + 1000 >= len(xs))["out"])
+            return out
+        return run
     a = alg.Atom("coord/cel/ra", ">=", None, Fraction(120))
     none = alg.Select(())
     one = alg.Select((a,))
     four = alg.Select((a, alg.Atom("coord/cel/ra", "<=", None, Fraction(138)),
                        alg.Atom("coord/cel/dec", ">=", None, Fraction(-49)),
                        alg.Atom("coord/cel/dec", "<=", None, Fraction(-40))))
-    t_none = per_item(lambda xs: Pipeline([none]).run(xs), items)
-    t_one = per_item(lambda xs: Pipeline([one]).run(xs), items)
-    t_four = per_item(lambda xs: Pipeline([four]).run(xs), items)
+    t_none = per_item(batched([none]), texts)
+    t_one = per_item(batched([one]), texts)
+    t_four = per_item(batched([four]), texts)
     project = alg.Project(frozenset({"coord/cel/ra", "coord/cel/dec", "en", "det_time"}))
     window = alg.WindowSpec("diff", Fraction(20), Fraction(10), "det_time")
     partials = (("sum", "en"), ("count", "en"))
-    records = Pipeline([alg.WindowAggregate(alg.WindowSpec("diff", Fraction(1), Fraction(1),
-                                                           "det_time"), partials)]).run(items)
+    records = run_operators([alg.WindowAggregate(alg.WindowSpec("diff", Fraction(1), Fraction(1),
+                                                                 "det_time"), partials)], "items", texts)
     q1 = analyze((ROOT / "examples" / "queries" / "q1.wxq").read_text())
     clause = next(b.clause for b in q1.checked.clauses.values() if b.kind == "item")
-    delivered = Pipeline([four, alg.Project(q1.properties.inputs[0].projection.output)]).run(items)
+    delivered = [etree.fromstring(t) for t in run_operators(
+        [four, alg.Project(q1.properties.inputs[0].projection.output)], "items", texts)]
     calibration = {
         "select_base": t_none,
         "select_atom": max((t_four - t_one) / 3, (t_one - t_none), 1e-9),
-        "project": per_item(lambda xs: Pipeline([project]).run(xs), items),
-        "window_aggregate": per_item(lambda xs: Pipeline([alg.WindowAggregate(window, partials)]).run(xs), items),
-        "combine": per_item(lambda rs: Pipeline([alg.CombineWindows(
-            alg.WindowSpec("diff", Fraction(1), Fraction(1), "det_time"), window, partials)]).run(rs), records),
-        "aggregate_filter": per_item(lambda rs: Pipeline([alg.AggregateFilter(
-            (alg.Atom("avg(en)", ">=", None, Fraction("1.3")),))]).run(rs), records),
-        "forward": per_item(lambda xs: [item_size(x) for x in xs], items),
+        "project": per_item(batched([project]), texts),
+        "window_aggregate": per_item(batched([alg.WindowAggregate(window, partials)]), texts),
+        "combine": per_item(batched([alg.CombineWindows(
+            alg.WindowSpec("diff", Fraction(1), Fraction(1), "det_time"), window, partials)], "records"), records),
+        "aggregate_filter": per_item(batched([alg.AggregateFilter(
+            (alg.Atom("avg(en)", ">=", None, Fraction("1.3")),))], "records"), records),
+        "forward": per_item(lambda xs: [serialize(x) for x in xs], items),
         "post_process": per_item(lambda xs: list(post_process(
             q1.checked, {id(clause): xs}, q1.properties.applied_upstream,
             q1.properties.aggregated_upstream).serialized_items()), delivered),

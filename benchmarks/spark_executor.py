@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from superpeer.spark_executor import SparkExecutor  # noqa: E402
+from superpeer.executors.spark.executor import SparkExecutor  # noqa: E402
 from thinpeer.photon_generator import generate  # noqa: E402
 from wxquery import algebra as alg  # noqa: E402
 

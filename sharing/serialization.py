@@ -16,7 +16,7 @@ from .cost_model import Usage
 from .network_state import NetworkStream
 from .properties import (Aggregation, InputProperties, InputStream, Projection, Selection,
                          UnknownOperator)
-from .statistics import ElementStats, StreamEstimate, StreamStatistics, _Increment
+from .statistics import ElementStats, StreamEstimate, StreamStatistics, Increment
 
 
 def _frac(f: Fraction) -> str:
@@ -159,7 +159,7 @@ def statistics_to_json(s: StreamStatistics, sample: int = 512) -> dict:
 def statistics_from_json(j: dict) -> StreamStatistics:
     s = StreamStatistics(frequency=j["frequency"], items=j["items"], total_bytes=j["total_bytes"])
     s.elements = {p: ElementStats(*v) for p, v in j["elements"].items()}
-    s.increments = {p: _Increment(*v) for p, v in j["increments"].items()}
+    s.increments = {p: Increment(*v) for p, v in j["increments"].items()}
     s.sample = [dict(v) for v in j["sample"]]
     s.sample_items = [etree.fromstring(x) for x in j["sample_items"]]
     return s

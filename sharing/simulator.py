@@ -20,7 +20,8 @@ from lxml import etree
 
 from thinpeer.photon_generator import generate, write_document
 from wxquery.evaluator import evaluate, post_process
-from wxquery.inline_operators import Pipeline, item_size
+from wxquery.operators.records import WindowRecord, serialize
+from wxquery.operators.runner import run_operators
 from wxquery.stream_document import StreamDocument
 
 from .analysis import Analysis, analyze
@@ -66,6 +67,7 @@ class Simulation:
         self.documents = _documents(scenario, photons)
         self.items = {name: list(StreamDocument.from_text(doc).items("photons", "photon"))
                       for name, doc in self.documents.items()}
+        self.texts = {name: [serialize(x) for x in items] for name, items in self.items.items()}
         self.analyses: dict[str, Analysis] = {q.id: analyze(q.text) for q in scenario.queries}
         self._reference: dict[str, list[str]] = {}
 
@@ -100,20 +102,22 @@ class Simulation:
         return result
 
     def _push(self, state: NetworkState, result: StrategyResult) -> None:
-        content: dict[str, list] = {}
+        content: dict[str, list[str]] = {}  # wire texts of every stream
         for sid, stream in state.streams.items():  # insertion order: parents before children
             if stream.original:
-                content[sid] = self.items[stream.input.stream]
+                content[sid] = self.texts[stream.input.stream]
                 continue
             parent = content[stream.parent]  # type: ignore[index]
             start = time.perf_counter()
-            values = Pipeline(stream.operators).run(parent) if stream.operators else parent
+            values = parent
+            if stream.operators:
+                values = run_operators(stream.operators, state.streams[stream.parent].kind, parent)  # type: ignore[index]
             result.peer_cpu_s[stream.origin] = result.peer_cpu_s.get(stream.origin, 0.0) + \
                 time.perf_counter() - start
             content[sid] = values
             if len(stream.route) > 1:
                 start = time.perf_counter()
-                total = sum(item_size(v) for v in values)
+                total = sum(len(v.encode()) for v in values)
                 spent = time.perf_counter() - start
                 for peer in stream.route:
                     result.peer_cpu_s[peer] = result.peer_cpu_s.get(peer, 0.0) + spent
@@ -127,9 +131,10 @@ class Simulation:
             props = analysis.properties
             clauses = {b.name: b.clause for b in analysis.checked.clauses.values()
                        if b.kind != "aggregate"}
-            delivered = {id(clauses[p.input_properties.variable]): content[p.result_stream]
-                         for p in plan.parts}
             start = time.perf_counter()
+            delivered = {id(clauses[p.input_properties.variable]):
+                         _values(content[p.result_stream], state.streams[p.result_stream].kind)
+                         for p in plan.parts}
             items = list(post_process(analysis.checked, delivered, props.applied_upstream,
                                       props.aggregated_upstream).serialized_items())
             result.peer_cpu_s[plan.target] = result.peer_cpu_s.get(plan.target, 0.0) + \
@@ -203,6 +208,13 @@ class Simulation:
                 "plans": {qid: p.to_json() for qid, p in r.plans.items()},
             }
         return out
+
+
+def _values(texts: list[str], kind: str) -> list:
+    """A delivered stream as post-processing reads it: items, or window records."""
+    if kind == "records":
+        return [WindowRecord.from_xml(t) for t in texts]
+    return [etree.fromstring(t) for t in texts]
 
 
 def _peer_order(peer: str) -> tuple:

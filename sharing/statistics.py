@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from lxml import etree
 
 from wxquery import algebra as alg
-from wxquery.inline_operators import WindowRecord, compile_atom
+from wxquery.operators.items import atom_test
+from wxquery.operators.records import WindowRecord
 from wxquery.stream_document import string_value
 from wxquery.values import cast_double
 
@@ -41,7 +42,9 @@ class ElementStats:
 
 
 @dataclass
-class _Increment:
+class Increment:
+    """Running differences of an ordered element (how fast a time window's reference advances)."""
+
     last: float | None = None
     total: float = 0.0
     count: int = 0
@@ -103,7 +106,7 @@ class StreamStatistics:
     items: int = 0
     total_bytes: int = 0
     elements: dict[str, ElementStats] = field(default_factory=dict)
-    increments: dict[str, _Increment] = field(default_factory=dict)
+    increments: dict[str, Increment] = field(default_factory=dict)
     sample: list[dict[str, float]] = field(default_factory=list)
     sample_items: list[etree._Element] = field(default_factory=list)
     seed: int = 0
@@ -126,7 +129,7 @@ class StreamStatistics:
         for path in seen:
             self.elements[path].items_with += 1
         for path, value in values.items():
-            inc = self.increments.setdefault(path, _Increment())
+            inc = self.increments.setdefault(path, Increment())
             if inc.last is not None and not math.isnan(value):
                 delta = value - inc.last
                 if delta < 0:
@@ -222,7 +225,7 @@ class StreamStatistics:
 
     def _selectivity(self, selection: Selection) -> float:
         if any(a.right is not None for a in selection.atoms):
-            tests = [compile_atom(a) for a in selection.atoms]
+            tests = [atom_test(a) for a in selection.atoms]
             kept = sum(1 for item in self.sample_items if all(t(item) for t in tests))
             return max(kept, 0.5) / max(len(self.sample_items), 1)
         graph = graph_of(selection.atoms)

@@ -39,7 +39,7 @@ from sharing.serialization import (input_from_json, statistics_from_json, statis
                                    stream_from_json, stream_to_json)
 from sharing.statistics import StreamEstimate, StreamStatistics
 from wxquery.errors import WXQueryError
-from wxquery.inline_operators import WindowRecord, serialize
+from wxquery.operators.records import WindowRecord, serialize
 
 from .executors import Executor, make_executor
 from .forwarding import Forwarder, LinkCounters

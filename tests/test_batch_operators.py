@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 from lxml import etree
 
-from superpeer.batch_operators import ItemBatch, evaluate_chain, normalise
-from superpeer.window_panes import ChainState
+from wxquery.operators.batch import ItemBatch
+from wxquery.operators.chains import evaluate_chain, normalise
+from wxquery.operators.panes import ChainState
 from thinpeer.photon_generator import generate
 from wxquery import algebra as alg
-from wxquery.inline_operators import Pipeline, WindowRecord, serialize
+from per_item_operators import Pipeline, WindowRecord, serialize
 
 
 def photons(n: int, seed: int, messy: bool) -> list[str]:
@@ -50,7 +51,7 @@ def run_batched(ops, kind: str, texts: list[str], rng: random.Random, lateness: 
         size = rng.choice([1, 2, 7, 50, 333, 1000])
         chunk = texts[at: at + size]
         end = at + size >= len(texts)
-        cursor = dataclasses.replace(state.cursor)
+        cursor = dataclasses.replace(state.clock)
         result = evaluate_chain(chain, ItemBatch(chunk), np.arange(at, at + len(chunk)), cursor, lateness)
         out.extend(state.apply([x for _, x in result.items], result.panes,
                                [x for _, x in result.records], cursor, lateness, end))

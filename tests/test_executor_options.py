@@ -5,33 +5,34 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
-from lxml import etree
-
 from superpeer.executors import make_executor
 from thinpeer.cli import build_parser
 from wxquery import algebra as alg
-from wxquery.inline_operators import serialize
 
 WINDOW = (alg.WindowAggregate(alg.WindowSpec("diff", F(10), F(10), "t"), (("count", "."),)),)
 
 
-def items(times: list[float]) -> list:
-    return [etree.fromstring(f"<i><t>{t}</t></i>") for t in times]
+def items(times: list[float]) -> list[str]:
+    return [f"<i><t>{t}</t></i>" for t in times]
 
 
 def test_inline_executor_drops_only_items_later_than_its_lateness() -> None:
     outputs = {}
+    late = {}
     for lateness in (0.0, 5.0):
         ex = make_executor("inline", "p", lateness=lateness, trigger_ms=None)
+        assert ex.wants_text
         got: list[str] = []
-        ex.set_deliver(lambda stream, seq, out, end: got.extend(serialize(v) for v in out))
+        ex.set_deliver(lambda stream, seq, out, end: got.extend(out))
         ex.install("w", WINDOW, parent="raw")
-        ex.push("raw", items([1, 12, 8, 25]), None, True)  # 8 arrives after 12: 4 late
+        ex.push("raw", [], items([1, 12, 8, 25]), True)  # 8 arrives after 12: 4 late
         outputs[lateness] = got
+        late[lateness] = ex.window_counters()["w"].late_items
     first = '<w k="0"><p f="count" e=".">{}</p></w>'
     assert outputs[0.0][0] == first.format(1)  # 8 dropped: 4 later than the 12 before it
     assert outputs[5.0][0] == first.format(2)  # within 5 of 12: counted in window [0, 10)
     assert outputs[0.0][1:] == outputs[5.0][1:]
+    assert late == {0.0: 1, 5.0: 0}  # the dropped item is counted where it was dropped
 
 
 def test_spark_executor_takes_the_lateness_option(tmp_path) -> None:

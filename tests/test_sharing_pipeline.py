@@ -19,7 +19,7 @@ from sharing.analysis import analyze
 from sharing.matching import full_pipeline, match_properties
 from wxquery.errors import UnsatisfiablePredicateError
 from wxquery.evaluator import evaluate, post_process
-from wxquery.inline_operators import Pipeline
+from per_item_operators import Pipeline
 from wxquery.stream_document import StreamDocument
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent

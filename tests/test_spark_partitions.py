@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import Counter
 from fractions import Fraction as F
 
-from superpeer.batch_operators import normalise
-from superpeer.spark_feed import FeedLog
-from superpeer.spark_source import CURSOR, EOS, FeedTask, evaluate_task, partition_tasks
+from wxquery.operators.chains import normalise
+from superpeer.executors.spark.feed import FeedLog
+from superpeer.executors.spark.source import CURSOR, EOS, FeedTask, evaluate_task, partition_tasks
 from thinpeer.photon_generator import generate
 from wxquery import algebra as alg
 

@@ -18,7 +18,7 @@ from lxml import etree
 
 from spark_host import RESTART_CHAINS
 from test_batch_operators import CHAINS, assert_same, photons
-from wxquery.inline_operators import Pipeline, serialize
+from per_item_operators import Pipeline, serialize
 
 pytestmark = pytest.mark.slow
 HOST = Path(__file__).resolve().parent / "spark_host.py"
@@ -74,7 +74,7 @@ def test_killed_and_restarted_executor_neither_loses_nor_duplicates(tmp_path):
 def test_a_query_that_dies_is_restarted_without_loss_or_duplicates(tmp_path):
     """The streaming query is stopped under the executor (as when a Python source process dies):
     the executor restarts it on its checkpoint and the outputs continue, exactly once."""
-    from superpeer.spark_executor import SparkExecutor
+    from superpeer.executors.spark.executor import SparkExecutor
 
     items = photons(3000, seed=8, messy=False)
     ops = CHAINS["count"]

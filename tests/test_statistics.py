@@ -9,7 +9,8 @@ from sharing.analysis import analyze
 from sharing.scenarios import paper_query
 from sharing.statistics import StreamStatistics
 from wxquery import algebra as alg
-from wxquery.inline_operators import Pipeline, item_size
+from per_item_operators import Pipeline
+from wxquery.operators.records import item_size
 from wxquery.stream_document import StreamDocument
 
 ITEMS = list(StreamDocument.from_text(photon_document(4000, seed=6)).items("photons", "photon"))

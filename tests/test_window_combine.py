@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from conftest import photon_document
 from wxquery import algebra as alg
-from wxquery.inline_operators import Pipeline
+from per_item_operators import Pipeline
 from wxquery.stream_document import StreamDocument
 
 ITEMS = list(StreamDocument.from_text(photon_document(700, seed=12, rate=4.0)).items("photons", "photon"))

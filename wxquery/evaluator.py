@@ -11,7 +11,6 @@ Values: lxml elements (stream items, copies, constructed results), ``float`` (xs
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
@@ -24,8 +23,10 @@ from .errors import InputDocumentError
 from .static_checks import CheckedQuery, check
 from .stream_document import StreamDocument, string_value
 from .values import NAN, cast_double, compare, format_atomic
-from .inline_operators import WindowRecord
-from .windows import CountWindows, TimeWindows, WindowStats
+from .algebra import WindowSpec
+from .operators.aggregates import aggregate_values
+from .operators.records import WindowRecord
+from .operators.windows import CountWindows, TimeWindows, WindowClock, WindowCounters
 
 Env = dict
 Value = object
@@ -33,24 +34,6 @@ SeqFn = Callable[[Env], Iterable[Value]]
 CondFn = Callable[[Env, object], bool]
 
 DEFAULT_RESULT_ROOT = "results"
-
-
-@dataclass
-class EvaluationStats:
-    """What the evaluator dropped, so that nothing is lost silently."""
-
-    late_items: int = 0
-    missing_reference: int = 0
-
-    def warnings(self) -> list[str]:
-        out = []
-        if self.late_items:
-            out.append(f"{self.late_items} item(s) arrived out of order beyond the allowed lateness "
-                       "and were dropped from time windows")
-        if self.missing_reference:
-            out.append(f"{self.missing_reference} item(s) had no numeric window reference value "
-                       "and were dropped from time windows")
-        return out
 
 
 @dataclass
@@ -62,7 +45,7 @@ class EvaluationContext:
 
     streams: Mapping[str, StreamDocument] | StreamDocument
     lateness: float = 0.0
-    stats: EvaluationStats = field(default_factory=EvaluationStats)
+    stats: WindowCounters = field(default_factory=WindowCounters)
     prepared: Mapping[int, Iterable] = field(default_factory=dict)
     applied: frozenset[int] = frozenset()
     aggregated: frozenset[int] = frozenset()
@@ -98,7 +81,7 @@ class Evaluation:
         self.compiled = [self.compiler.content_part(p) for p in self.parts]
 
     @property
-    def stats(self) -> EvaluationStats:
+    def stats(self) -> WindowCounters:
         return self.context.stats
 
     def values(self) -> Iterator[tuple[int, Value]]:
@@ -476,19 +459,7 @@ class _Compiler:
             return lambda env: [sum(1 for _ in arg(env))]
 
         def compute(env: Env) -> list:
-            values = [_atomize(v) for v in arg(env)]
-            if not values:
-                return [0] if fn == "sum" else []
-            if fn in ("min", "max"):
-                if any(math.isnan(v) for v in values):
-                    return [NAN]
-                return [min(values) if fn == "min" else max(values)]
-            total = values[0]
-            for v in values[1:]:  # a left fold from the first value, as fn:sum does (-0 stays -0)
-                total += v
-            if fn == "sum":
-                return [total]
-            return [total / len(values)]
+            return aggregate_values(fn, [_atomize(v) for v in arg(env)])
 
         return compute
 
@@ -582,12 +553,13 @@ def reference_value(ref: tuple[str, ...]) -> Callable[[Value], float]:
 
 
 def _time_windows(ref: tuple[str, ...], size: Fraction, step: Fraction, lateness: float,
-                  stats: EvaluationStats) -> Callable[[Iterable[Value]], Iterator[list]]:
+                  stats: WindowCounters) -> Callable[[Iterable[Value]], Iterator[list]]:
+    spec = WindowSpec("diff", size, step, "/".join(ref))
     reference = reference_value(ref)
 
     def windows(items: Iterable[Value]) -> Iterator[list]:
-        window_stats = WindowStats()
-        assigner: TimeWindows[Value] = TimeWindows(size, step, reference, lateness, window_stats)
+        clock = WindowClock()
+        assigner: TimeWindows[Value] = TimeWindows(spec, reference, lateness, clock)
         try:
             for item in items:
                 for w in assigner.push(item):
@@ -595,7 +567,6 @@ def _time_windows(ref: tuple[str, ...], size: Fraction, step: Fraction, lateness
             for w in assigner.flush():
                 yield w.items
         finally:
-            stats.late_items += window_stats.late_items
-            stats.missing_reference += window_stats.missing_reference
+            stats.add(clock.counters())
 
     return windows

@@ -2,11 +2,11 @@
 
 Both halves of a micro-batch's work run in Spark's Python worker processes, not in the
 super-peer. The reader fetches the super-peer's buffered items over the feed's loopback
-connection (``spark_feed``), with real offsets so that Spark's checkpoint can replay a batch. The
+connection (``feed``), with real offsets so that Spark's checkpoint can replay a batch. The
 operators are pushed down into that scan: each partition carries the chains installed on its
 input stream and their cursors (planned by the driver right before the batch runs, after the
 previous batch was applied), so the task that fetched the items parses them once and evaluates
-every chain on them (``batch_operators``). It returns items, per-pane partial aggregates, records
+every chain on them (``wxquery.operators.chains``). It returns items, per-pane partial aggregates, records
 and the chains' cursors as rows; the raw items never cross into the JVM and back.
 
 Every chain sees its stream's items in order inside one task, so count windows and lateness are
@@ -25,8 +25,11 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-from .batch_operators import Chain, Cursor, ItemBatch, evaluate_chain
-from .spark_feed import FeedSlice, no_delay
+from wxquery.operators.batch import ItemBatch
+from wxquery.operators.chains import Chain, evaluate_chain
+from wxquery.operators.windows import WindowClock
+
+from .feed import FeedSlice, no_delay
 
 SOURCE_NAME = "streamglobe_feed"
 SOURCE_SCHEMA = "chain int, kind int, off long, text string"
@@ -41,7 +44,7 @@ class FeedTask:
     start: int
     end: int
     chains: tuple[Chain, ...]
-    cursors: dict[int, Cursor]
+    cursors: dict[int, WindowClock]
     lateness: float
 
 
@@ -51,7 +54,7 @@ TASK_MIN_ITEMS = 2000
 
 
 def partition_tasks(sources: list[tuple[int, int]], start: int, end: int,
-                    chains: dict[int, list[Chain]], cursors: dict[int, Cursor], lateness: float,
+                    chains: dict[int, list[Chain]], cursors: dict[int, WindowClock], lateness: float,
                     parallelism: int) -> list[FeedTask]:
     """A micro-batch's partitions: per input stream, its range and the chains to run on it.
 
@@ -158,13 +161,13 @@ class FeedSource(DataSource):
 
 def evaluate_task(task: FeedTask, items: FeedSlice) -> pa.RecordBatch | None:
     """Every chain of the partition over its items."""
-    local = {cid: Cursor(**vars(c)) for cid, c in task.cursors.items()}
+    local = {cid: WindowClock.from_dict(c.to_dict()) for cid, c in task.cursors.items()}
     rows: list[tuple[int, int, int, str | None]] = []
     if len(items.offsets) and task.chains:
         batch = ItemBatch(JoinedTexts(items.joined, items.lengths), items.joined)
         batch.prepare(p for chain in task.chains for p in chain.paths())
         for chain in task.chains:
-            out = evaluate_chain(chain, batch, items.offsets, local.setdefault(chain.id, Cursor()), task.lateness)
+            out = evaluate_chain(chain, batch, items.offsets, local.setdefault(chain.id, WindowClock()), task.lateness)
             rows.extend((chain.id, ITEM, o, x) for o, x in out.items)
             rows.extend((chain.id, PANE, p, json.dumps(v)) for p, v in out.panes)
             rows.extend((chain.id, RECORD, o, x) for o, x in out.records)
@@ -172,7 +175,7 @@ def evaluate_task(task: FeedTask, items: FeedSlice) -> pa.RecordBatch | None:
         rows.append((-1, EOS, task.src, None))
     for chain in task.chains:
         if chain.id in local and chain.output_kind == "records":  # per-item chains keep no state
-            rows.append((chain.id, CURSOR, 0, json.dumps(vars(local[chain.id]))))
+            rows.append((chain.id, CURSOR, 0, json.dumps(local[chain.id].to_dict())))
     if not rows:
         return None
     chain_ids, kinds, offs, out_texts = zip(*rows)

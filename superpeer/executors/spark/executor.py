@@ -2,16 +2,16 @@
 
 DESIGN.md §6 measured that N streaming queries cost N times the scheduling and memory of one, so
 every operator chain a super-peer hosts is evaluated by a single query: the feed source
-(``spark_source``) delivers a micro-batch with one partition per input stream, one ``mapInArrow``
-task per partition evaluates all chains of that stream (``batch_operators``), and one
-``toArrow`` collects the result — one Spark job per micro-batch, whatever the number of chains.
-The driver (this process) merges per-pane partials into window state (``window_panes``) and hands
+(``source``) plans a micro-batch's partitions per input stream, and the scan task that fetches a
+partition's items evaluates every chain on them (``wxquery.operators.chains``); one ``toArrow``
+collects the result — one Spark job per micro-batch, whatever the number of chains. The driver
+(this process) merges per-pane partials into window state (``wxquery.operators.panes``) and hands
 the new items of every derived stream to the node.
 
 Installing or removing a chain changes the registry the next micro-batch reads; the query keeps
 running. A chain sees the feed from the offset at which it was installed.
 
-**Exactly once.** The feed is durable (``spark_feed``); after every micro-batch the driver writes
+**Exactly once.** The feed is durable (``feed``); after every micro-batch the driver writes
 its window state, the chains' output sequence numbers and the batch's outputs atomically to the
 checkpoint directory *before* handing them on, and skips a batch Spark replays that it already
 applied. After a restart with the same directory it re-hands the last batch's outputs with their
@@ -40,10 +40,12 @@ from pathlib import Path
 
 from wxquery import algebra as alg
 
-from .batch_operators import Chain, Cursor, normalise
-from .executors import Deliver
-from .spark_feed import FeedLog, FeedServer
-from .window_panes import ChainState
+from wxquery.operators.chains import Chain, normalise
+from wxquery.operators.panes import ChainState
+from wxquery.operators.windows import WindowClock, WindowCounters
+
+from ..base import Deliver
+from .feed import FeedLog, FeedServer
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +78,7 @@ def spark_session(master: str):
                    .config("spark.driver.memory", os.environ.get("STREAMGLOBE_SPARK_MEMORY", "1g")))
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-        from .spark_source import FeedSource
+        from .source import FeedSource
 
         spark.dataSource.register(FeedSource)
         return spark
@@ -267,14 +269,14 @@ class SparkExecutor:
                 self._start_async()
 
     def _plan(self, start: int, end: int) -> list:
-        """The next micro-batch's partitions (``spark_source.partition_tasks``), each with its
+        """The next micro-batch's partitions (``source.partition_tasks``), each with its
         chains and their cursors. Spark plans a batch after the previous one's ``foreachBatch``
         returned, so the cursors are those of the last applied batch (also on a replay)."""
-        from .spark_source import partition_tasks
+        from .source import partition_tasks
 
         with self.lock:
             chains = sorted(self.chains.values(), key=lambda c: c.id)
-            cursors = {cid: s.cursor for cid, s in self.state.states.items() if cid in self.chains}
+            cursors = {cid: s.clock for cid, s in self.state.states.items() if cid in self.chains}
         by_src: dict[int, list[Chain]] = {}
         for c in chains:
             if c.parent in self.feed.ids:
@@ -297,7 +299,7 @@ class SparkExecutor:
         self.last_batch_ms = 1000 * (time.perf_counter() - started)
 
     def _apply(self, df, batch_id: int) -> None:
-        from .spark_source import CURSOR, EOS, ITEM, PANE, RECORD
+        from .source import CURSOR, EOS, ITEM, PANE, RECORD
 
         if batch_id <= self.state.last_batch:
             return  # replayed after a restart: applied and checkpointed already
@@ -308,7 +310,7 @@ class SparkExecutor:
         items: dict[int, list] = {}
         panes: dict[int, list] = {}
         records: dict[int, list] = {}
-        new_cursors: dict[int, Cursor] = {}
+        new_cursors: dict[int, WindowClock] = {}
         ended: set[int] = set()
         for cid, kind, off, text in zip(columns["chain"], columns["kind"], columns["off"], columns["text"]):
             if kind == ITEM:
@@ -318,7 +320,7 @@ class SparkExecutor:
             elif kind == RECORD:
                 records.setdefault(cid, []).append(text)
             elif kind == CURSOR:
-                new_cursors[cid] = Cursor(**json.loads(text))
+                new_cursors[cid] = WindowClock.from_dict(json.loads(text))
             elif kind == EOS:
                 ended.add(off)
         state = self.state
@@ -344,6 +346,13 @@ class SparkExecutor:
             self.deliver(stream, seq, texts, end)
 
     # ------------------------------------------------------------------ lifecycle
+
+    def window_counters(self) -> dict[str, WindowCounters]:
+        with self.lock:
+            chains = dict(self.chains)
+            states = dict(self.state.states)
+        return {chain.stream: states[cid].clock.counters() if cid in states else WindowCounters()
+                for cid, chain in chains.items() if chain.window is not None}
 
     def status(self) -> dict:
         return {"executor": "spark", "master": self.master, "running": self.query is not None,

@@ -1,0 +1,24 @@
+"""Executors: ``inline`` (in-process) and ``spark`` (Structured Streaming), one interface.
+
+``spark`` is imported only when asked for, so a super-peer on the inline executor never loads
+pyspark.
+"""
+
+from __future__ import annotations
+
+from .base import Deliver, Executor
+from .inline import InlineExecutor
+
+__all__ = ["Deliver", "Executor", "InlineExecutor", "make_executor"]
+
+
+def make_executor(name: str, peer: str = "", **options) -> Executor:
+    """``options``: lateness (both); master, checkpoint_dir, trigger_ms (spark). None: default."""
+    options = {k: v for k, v in options.items() if v is not None}
+    if name == "inline":
+        return InlineExecutor(**{k: v for k, v in options.items() if k == "lateness"})
+    if name == "spark":
+        from .spark.executor import SparkExecutor
+
+        return SparkExecutor(peer, **options)
+    raise ValueError(f"unknown executor {name!r}; use inline or spark")

@@ -1,0 +1,50 @@
+"""The executor interface: where a super-peer runs the operators of the streams it produces.
+
+The node hands each derived stream's operator chain to its executor (``install``), pushes every
+parent stream's items into it once per batch (``push``), and receives each derived stream's
+output, in order and numbered, through the ``deliver`` callback. Both executors run the batch
+operators of ``wxquery.operators``: ``inline`` in the super-peer process, synchronously;
+``spark`` inside one Structured Streaming query's scan tasks and driver.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+from wxquery import algebra as alg
+from wxquery.operators.windows import WindowCounters
+
+# deliver(stream, first sequence number, outputs, end of stream)
+Deliver = Callable[[str, int, list, bool], None]
+
+
+class Executor(Protocol):
+    name: str
+    wants_text: bool  # push needs the wire text (else parsed values); outputs are of the same kind
+
+    def set_deliver(self, deliver: Deliver) -> None: ...
+
+    def install(self, stream: str, operators: tuple[alg.Operator, ...], parent: str | None = None,
+                parent_kind: str = "items") -> None: ...
+
+    def remove(self, stream: str) -> None: ...
+
+    def is_copy(self, stream: str) -> bool:
+        """Whether the stream is its parent unchanged (no operators): the node duplicates it."""
+        ...
+
+    def needs_values(self, stream: str) -> bool:
+        """Whether computing this stream needs its parent's items parsed by the node."""
+        ...
+
+    def push(self, parent: str, values: list, texts: list[str] | None, end: bool) -> None: ...
+
+    def installed(self) -> list[str]: ...
+
+    def window_counters(self) -> dict[str, WindowCounters]:
+        """Per derived stream with a window: items dropped as late or without a reference."""
+        ...
+
+    def status(self) -> dict: ...
+
+    def stop(self) -> None: ...

@@ -1,0 +1,83 @@
+"""The inline executor: the batch operators run in the super-peer process, synchronously.
+
+Every push of a parent's batch is parsed once and evaluated by all chains on that parent
+(``wxquery.operators.runner.ChainGroup``); outputs are wire texts, delivered before ``push``
+returns. It needs no JVM, so tests that run many peers and the simulator's semantics use it.
+"""
+
+from __future__ import annotations
+
+from wxquery import algebra as alg
+from wxquery.operators.chains import normalise
+from wxquery.operators.runner import ChainGroup
+from wxquery.operators.windows import WindowCounters
+
+from .base import Deliver
+
+
+class InlineExecutor:
+    name = "inline"
+    wants_text = True
+
+    def __init__(self, lateness: float = 0.0) -> None:
+        self.lateness = lateness
+        self.groups: dict[str, ChainGroup] = {}  # by parent stream
+        self.parents: dict[str, str] = {}  # computed stream -> its parent
+        self.copies: set[str] = set()
+        self.seqs: dict[str, int] = {}
+        self.next_chain = 0
+        self.deliver: Deliver = lambda stream, seq, out, end: None
+
+    def set_deliver(self, deliver: Deliver) -> None:
+        self.deliver = deliver
+
+    def install(self, stream: str, operators: tuple[alg.Operator, ...], parent: str | None = None,
+                parent_kind: str = "items") -> None:
+        if not operators:
+            self.copies.add(stream)
+            return
+        assert parent is not None, "a computed stream has a parent"
+        if stream in self.parents:
+            return
+        chain = normalise(self.next_chain, stream, parent, parent_kind, operators)
+        self.next_chain += 1
+        self.groups.setdefault(parent, ChainGroup(self.lateness)).add(chain)
+        self.parents[stream] = parent
+
+    def remove(self, stream: str) -> None:
+        self.copies.discard(stream)
+        parent = self.parents.pop(stream, None)
+        if parent is not None:
+            self.groups[parent].remove(stream)
+            if not len(self.groups[parent]):
+                del self.groups[parent]
+
+    def is_copy(self, stream: str) -> bool:
+        return stream in self.copies
+
+    def needs_values(self, stream: str) -> bool:
+        return False  # the batch operators parse the wire text themselves
+
+    def push(self, parent: str, values: list, texts: list[str] | None, end: bool) -> None:
+        group = self.groups.get(parent)
+        if group is None:
+            return
+        for child, out in group.push(texts or [], end).items():
+            seq = self.seqs.get(child, 0)
+            self.seqs[child] = seq + len(out)
+            self.deliver(child, seq, out, end)
+
+    def installed(self) -> list[str]:
+        return sorted(self.copies) + sorted(self.parents)
+
+    def window_counters(self) -> dict[str, WindowCounters]:
+        out: dict[str, WindowCounters] = {}
+        for group in self.groups.values():
+            out.update(group.counters())
+        return out
+
+    def status(self) -> dict:
+        return {"executor": "inline", "pipelines": len(self.parents)}
+
+    def stop(self) -> None:
+        pass

@@ -1,0 +1,176 @@
+"""A micro-batch of one stream's items, parsed once and read as columns by every chain on it.
+
+Items arrive as wire texts, thousands at a time (a ``Publish``/``Transfer`` batch in the inline
+executor, a feed range in a Spark scan task). The batch is parsed in one go; each referenced
+element becomes a column — a numpy array when every item has exactly one such element, a list of
+values per item otherwise — shared by all chains; selections are vectorised comparisons. The
+values follow ``items`` exactly: the same casts, NaN rules and existential comparisons over
+repeated elements.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Callable, Iterable, Sequence, Union
+
+import numpy as np
+from lxml import etree
+
+from ..algebra import WHOLE_ITEM, Atom
+from ..stream_document import string_value
+from ..values import cast_double, compare
+from .items import Projection, path_values
+
+Column = Union[np.ndarray, list]  # one float per item, or a list of floats per item
+
+PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
+# A child path of plain names: evaluated as XPath, by ``iterchildren`` and by ``iter`` alike.
+_SIMPLE_PATH = re.compile(r"[A-Za-z_][\w.-]*(?:/[A-Za-z_][\w.-]*)*\Z")
+_XPATH_OPERATOR_NAMES = {"and", "or", "div", "mod"}
+# Over these characters Python's float() accepts exactly the xs:double literals (no "inf", "nan",
+# underscores or Unicode digits, which float() would take and xs:double would not).
+_NUMBER_CHARS = re.compile(r"[0-9.eE+\- \t\r\n]*\Z")
+
+
+def _simple(path: str) -> bool:
+    return bool(_SIMPLE_PATH.match(path)) and not _XPATH_OPERATOR_NAMES & set(path.split("/"))
+
+
+class ItemBatch:
+    """The parsed items of one batch of one input stream, with cached element columns.
+
+    ``texts`` is any sequence of the items' wire texts (read only for items a chain passes on);
+    ``joined`` may give them already concatenated as UTF-8 (as the Spark feed hands them to a
+    task), which spares building one Python string per item just to join them again.
+    """
+
+    def __init__(self, texts: Sequence[str], joined: bytes | None = None) -> None:
+        self.texts = texts
+        if joined is None:
+            joined = "".join(texts).encode("utf-8")
+        self.namespaced = b"xmlns" in joined or b"{" in joined  # "{": Clark notation in a tag
+        self.attributes = b"=" in joined  # no "=" anywhere: certainly no attribute
+        try:
+            root = etree.fromstring(b"<b>" + joined + b"</b>", parser=PARSER)
+            items = list(root.iterchildren(etree.Element))  # not comments or PIs between items
+            if len(items) != len(texts):
+                raise ValueError("item count differs")
+            self.root: etree._Element | None = root
+        except (etree.XMLSyntaxError, ValueError):
+            # the node validated every item; a mixed batch still must not fail as a whole
+            self.root = None
+            items = []
+            for t in texts:
+                try:
+                    items.append(etree.fromstring(t.encode("utf-8"), parser=PARSER))
+                except etree.XMLSyntaxError:
+                    items.append(etree.Element("invalid"))
+        self.items = items
+        self.n = len(items)
+        self._columns: dict[str, Column] = {}
+        self._checked: set[str] = set()
+        self._single: set[str] = set()  # simple paths every item has
+        self._projectors: dict[frozenset[str], Callable[[etree._Element], str]] = {}
+
+    def prepare(self, paths: Iterable[str]) -> None:
+        """Find, in one pass over the batch, which simple paths every item has.
+
+        A path every item has, whose last name occurs exactly n times in the batch, occurs
+        exactly once per item, in item order: its column is then read off ``iter(name)``
+        without evaluating the path per item.
+        """
+        todo = sorted(p for p in set(paths) - self._checked if _simple(p))
+        self._checked.update(todo)
+        if self.root is None or not self.n or not todo:
+            return
+        if self.root.xpath(f"count(*[{' and '.join(todo)}])") == self.n:
+            self._single.update(todo)
+        elif len(todo) > 1:
+            self._single.update(p for p in todo if self.root.xpath(f"count(*[{p}])") == self.n)
+
+    def projector(self, paths: frozenset[str]) -> Callable[[etree._Element], str]:
+        """The projection's wire text of an item (one projector per batch and projection)."""
+        found = self._projectors.get(paths)
+        if found is None:
+            projection = Projection(paths)
+            if self.namespaced:
+                found = lambda item: etree.tostring(projection.element(item), encoding="unicode")  # noqa: E731
+            else:
+                attributes = self.attributes
+                found = lambda item: projection.text(item, attributes)  # noqa: E731
+            self._projectors[paths] = found
+        return found
+
+    def column(self, path: str) -> Column:
+        col = self._columns.get(path)
+        if col is None:
+            col = self._columns[path] = self._extract(path)
+        return col
+
+    def _extract(self, path: str) -> Column:
+        if path == WHOLE_ITEM:
+            return _doubles([string_value(el) for el in self.items])
+        if self.root is not None and self.n:
+            self.prepare([path])
+            if path in self._single:  # every item has it: n elements in all means one each
+                found = list(self.root.iter(path.rsplit("/", 1)[-1]))
+                if len(found) != self.n:
+                    found = self.root.xpath("*/" + path)
+                if len(found) == self.n:  # a leaf element's string value is its text
+                    return _doubles([(el.text or "") if len(el) == 0 else string_value(el) for el in found])
+            elif not _simple(path):
+                found = self.root.xpath("*/" + path)
+                if len(found) == self.n and self.root.xpath(f"count(*[{path}])") == self.n:
+                    return _doubles([string_value(el) for el in found])
+        return [path_values(el, path) for el in self.items]
+
+    def first_values(self, path: str) -> np.ndarray:
+        """Each item's first value at ``path`` (NaN where it has none): a window reference."""
+        col = self.column(path)
+        if isinstance(col, np.ndarray):
+            return col
+        return np.array([v[0] if v else math.nan for v in col], dtype=np.float64)
+
+
+def _doubles(texts: list[str]) -> np.ndarray:
+    if not texts:
+        return np.empty(0)
+    if _NUMBER_CHARS.match("".join(texts)):
+        try:
+            return np.array(texts, dtype=np.float64)
+        except ValueError:  # some text is not a number: those cast to NaN, one by one
+            pass
+    return np.array([cast_double(t) for t in texts], dtype=np.float64)
+
+
+_NUMPY_OPS = {"=": np.equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
+
+
+def _as_lists(col: Column) -> list[list[float]]:
+    if isinstance(col, np.ndarray):
+        return [[x] for x in col.tolist()]
+    return col
+
+
+def atom_mask(batch: ItemBatch, atom: Atom) -> np.ndarray:
+    """The atom on every item: existential over repeated elements, NaN compares false."""
+    c = float(atom.constant)
+    left = batch.column(atom.left)
+    right = None if atom.right is None else batch.column(atom.right)
+    if isinstance(left, np.ndarray) and (right is None or isinstance(right, np.ndarray)):
+        return _NUMPY_OPS[atom.op](left, c if right is None else right + c)
+    lefts = _as_lists(left)
+    rights = [[c]] * batch.n if right is None else [[y + c for y in ys] for ys in _as_lists(right)]
+    return np.fromiter((any(compare(atom.op, x, y) for x in xs for y in ys)
+                        for xs, ys in zip(lefts, rights)), dtype=bool, count=batch.n)
+
+
+def selection_mask(batch: ItemBatch, atoms: Iterable[Atom], rows: np.ndarray | None = None) -> np.ndarray:
+    """The conjunction of atoms on every item (``rows``: a mask to start from)."""
+    mask = np.ones(batch.n, dtype=bool) if rows is None else rows.copy()
+    for atom in atoms:
+        if not mask.any():
+            break
+        mask &= atom_mask(batch, atom)
+    return mask

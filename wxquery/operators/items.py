@@ -1,0 +1,119 @@
+"""Element access on one item: the per-item path of the batch operators.
+
+The batch operators read columns for a whole batch at once; items whose shape defeats the
+column fast paths (repeated or missing elements, complex paths), the statistics' samples and
+namespaced projections come here. Values cast as XQuery casts untyped data to double;
+comparisons are existential over repeated elements and false on NaN.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from typing import Callable
+
+from lxml import etree
+
+from ..algebra import WHOLE_ITEM, Atom
+from ..stream_document import string_value
+from ..values import cast_double, compare
+
+
+def path_values(item: etree._Element, path: str) -> list[float]:
+    """The doubles of the elements at an item-relative path (``.`` is the item itself)."""
+    if path == WHOLE_ITEM:
+        return [cast_double(string_value(item))]
+    current = [item]
+    for name in path.split("/"):
+        nxt: list = []
+        for el in current:
+            nxt.extend(el.iterchildren(name))
+        current = nxt
+    return [cast_double(string_value(el)) for el in current]
+
+
+def atom_test(atom: Atom) -> Callable[[etree._Element], bool]:
+    """An atom's test on one item: existential over repeated elements, NaN compares false."""
+    op, left, right = atom.op, atom.left, atom.right
+    c = float(atom.constant)
+    if right is None:
+        return lambda item: any(compare(op, x, c) for x in path_values(item, left))
+
+    def test(item: etree._Element) -> bool:
+        rights = [y + c for y in path_values(item, right)]
+        return any(compare(op, x, y) for x in path_values(item, left) for y in rights)
+
+    return test
+
+
+class Projection:
+    """Keeps kept subtrees whole and the elements on the way to them, in document order."""
+
+    def __init__(self, paths: frozenset[str]) -> None:
+        self.identity = WHOLE_ITEM in paths
+        self.whole = {tuple(p.split("/")) for p in paths}
+        self.prefixes = {w[:i] for w in self.whole for i in range(1, len(w))}
+        # per level that is pruned (the item, and each prefix not inside a kept subtree): the
+        # child names that matter there, and which of them are kept whole
+        self.levels: dict[tuple[str, ...], tuple[frozenset[str], frozenset[str]]] = {}
+        for at in {()} | self.prefixes:
+            if any(at[:i] in self.whole for i in range(1, len(at) + 1)):
+                continue
+            names = sorted({p[len(at)] for p in self.whole | self.prefixes
+                            if len(p) > len(at) and p[:len(at)] == at})
+            self.levels[at] = (frozenset(names), frozenset(n for n in names if at + (n,) in self.whole))
+
+    def element(self, item: etree._Element) -> etree._Element:
+        """The projected item as a new element (the item itself for ``.``)."""
+        return item if self.identity else self._prune(item, ())
+
+    def _prune(self, el: etree._Element, at: tuple[str, ...]) -> etree._Element:
+        out = etree.Element(el.tag)
+        for child in el:
+            if not isinstance(child.tag, str):
+                continue
+            here = at + (child.tag,)
+            if here in self.whole:
+                out.append(_detached_copy(child))
+            elif here in self.prefixes:
+                out.append(self._prune(child, here))
+        return out
+
+    def text(self, item: etree._Element, attributes: bool = True) -> str:
+        """The projected item's wire text, written straight from the kept subtrees (no copies).
+
+        Equal to serialising ``element(item)`` for items without namespaces (a namespaced item
+        must go through ``element``, so that namespace declarations come out as lxml writes
+        them). A kept leaf without attributes is written here, as lxml would write it; anything
+        else kept is serialised by lxml. ``attributes`` False promises that the item has none.
+        """
+        return self._write(item.tag, item, (), attributes)
+
+    def _write(self, tag: str, el: etree._Element, at: tuple[str, ...], attributes: bool) -> str:
+        names, kept = self.levels[at]
+        parts = []
+        for child in el:
+            name = child.tag
+            if name not in names:  # also comments and processing instructions
+                continue
+            if name not in kept:
+                parts.append(self._write(name, child, at + (name,), attributes))
+            elif len(child) or (attributes and child.attrib):
+                parts.append(etree.tostring(child, encoding="unicode", with_tail=False))
+            else:
+                text = child.text
+                parts.append(f"<{name}>{_escape_text(text)}</{name}>" if text else f"<{name}/>")
+        return f"<{tag}>{''.join(parts)}</{tag}>" if parts else f"<{tag}/>"
+
+
+_TEXT_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#13;"})
+
+
+def _escape_text(text: str) -> str:
+    """Text content as lxml serialises it."""
+    return text.translate(_TEXT_ESCAPES) if ("&" in text or "<" in text or ">" in text or "\r" in text) else text
+
+
+def _detached_copy(el: etree._Element) -> etree._Element:
+    c = deepcopy(el)
+    c.tail = None
+    return c

@@ -1,0 +1,219 @@
+"""Window state across batches: per-pane partials merged into windows, emitted once final.
+
+``chains.evaluate_chain`` reduces each batch to per-pane partial aggregates; ``ChainState`` merges
+them into the panes of still-open windows and emits each window's record once it is final, with
+the semantics of DESIGN.md §3:
+
+* time windows close when the clock's watermark (highest accepted reference less the lateness)
+  reaches their end, or when the input ends; windows without items produce nothing;
+* count windows close when Δ items have reached them; incomplete ones are dropped at the end;
+* coarser windows from a finer aggregate stream (``CombineWindows``) and aggregate filters run on
+  whole records (a record stream carries one record per window, a trickle next to items).
+
+The state is plain data (no closures), so executors pickle it with their checkpoints.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from ..algebra import Atom, CombineWindows, WindowAggregate, WindowSpec
+from ..values import compare
+from .aggregates import merge
+from .chains import Chain
+from .records import WindowRecord
+from .windows import WindowAssigner, WindowClock
+
+
+class CombineWindowRecords:
+    """Coarser windows from finer window records that arrive in index order.
+
+    Coarse window k' is made of the source windows starting at k'·μ' + i·Δ (i < Δ'/Δ), whose
+    source indices are (k'·μ' + i·Δ)/μ. It is final once a later source record arrives (or at
+    the end); a count window additionally needs every constituent (only complete windows).
+    """
+
+    def __init__(self, definition: CombineWindows) -> None:
+        self.definition = definition
+        s, w = definition.source, definition.window
+        self.parts = int(w.size / s.size)
+        self.stride = s.size / s.step  # source indices between consecutive constituents
+        self.coarse_step = w.step / s.step  # source indices between coarse window starts
+        self.count_kind = w.kind == "count"
+        self.pending: dict[int, WindowRecord] = {}
+        self.next_coarse: int | None = None
+
+    def constituents(self, k: int) -> list[int]:
+        first = k * self.coarse_step
+        return [int(first + i * self.stride) for i in range(self.parts)]
+
+    def _first_coarse_containing(self, m: int) -> int:
+        span = (self.parts - 1) * self.stride  # smallest k' whose constituents can include m
+        return math.ceil((m - span) / self.coarse_step)
+
+    def push(self, record: WindowRecord) -> list[WindowRecord]:
+        self.pending[record.index] = record
+        if self.next_coarse is None:
+            self.next_coarse = self._first_coarse_containing(record.index)
+        return self._emit(upto=record.index)
+
+    def flush(self) -> list[WindowRecord]:
+        return self._emit(upto=None) if self.pending else []
+
+    def _emit(self, upto: int | None) -> list[WindowRecord]:
+        out = []
+        while self.next_coarse is not None:
+            k = self.next_coarse
+            members = self.constituents(k)
+            if upto is not None and members[-1] >= upto:
+                break  # constituents up to the newest record may still be incomplete
+            present = [self.pending[m] for m in members if m in self.pending]
+            if not present and upto is None and (not self.pending or max(self.pending) < members[0]):
+                break
+            if present and (not self.count_kind or len(present) == len(members)):
+                out.append(self._combine(k, present))
+            self.next_coarse = k + 1
+            lowest_needed = self.constituents(k + 1)[0]
+            for m in [m for m in self.pending if m < lowest_needed]:
+                del self.pending[m]
+        return out
+
+    def _combine(self, k: int, records: list[WindowRecord]) -> WindowRecord:
+        out = WindowRecord(k)
+        for fn, element in self.definition.partials:
+            value = None
+            for r in records:
+                value = merge(fn, value, r.values.get((fn, element)))
+            out.values[(fn, element)] = value
+        return out
+
+
+def aggregate_filter(atoms: tuple[Atom, ...]) -> Callable[[WindowRecord], bool]:
+    """Whether a record's final aggregate values (``avg(en)`` = sum/count) satisfy every atom."""
+
+    def values(record: WindowRecord, name: str) -> list[float]:
+        fn, _, rest = name.partition("(")
+        return [float(v) for v in record.final(fn, rest[:-1])]
+
+    def holds(atom: Atom, record: WindowRecord) -> bool:
+        c = float(atom.constant)
+        lefts = values(record, atom.left)
+        rights = [c] if atom.right is None else [y + c for y in values(record, atom.right)]
+        return any(compare(atom.op, x, y) for x in lefts for y in rights)
+
+    return lambda record: all(holds(a, record) for a in atoms)
+
+
+class ChainState:
+    """Everything one chain carries across batches: its clock, open panes and emitted windows."""
+
+    def __init__(self, chain: Chain) -> None:
+        self.chain = chain
+        self.clock = WindowClock()
+        self.panes: dict[int, list] = {}
+        self.next_k: int | None = None
+        self.combine = CombineWindowRecords(chain.window) if isinstance(chain.window, CombineWindows) else None
+        self.ended = False
+
+    # ------------------------------------------------------------------ merging
+
+    def add_panes(self, panes: list[tuple[int, list]]) -> None:
+        assert isinstance(self.chain.window, WindowAggregate)
+        fns = [fn for fn, _ in self.chain.window.partials]
+        for p, values in panes:
+            current = self.panes.get(p)
+            if current is None:
+                self.panes[p] = list(values)
+            else:
+                self.panes[p] = [merge(fn, a, b) for fn, a, b in zip(fns, current, values)]
+
+    def add_records(self, texts: list[str]) -> list[WindowRecord]:
+        out: list[WindowRecord] = []
+        for t in texts:
+            record = WindowRecord.from_xml(t)
+            out.extend(self.combine.push(record) if self.combine is not None else [record])
+        return out
+
+    # ------------------------------------------------------------------ emission
+
+    def close(self, lateness: float, end: bool) -> list[WindowRecord]:
+        """Records of the windows that are final now (all remaining ones at the end)."""
+        window = self.chain.window
+        if not isinstance(window, WindowAggregate):
+            return self.combine.flush() if (end and self.combine is not None) else []
+        spec = window.window
+        if spec.kind == "count":
+            records = self._close_count(spec)
+        else:
+            records = self._close_time(spec, self.clock.watermark(lateness), end)
+        if end:
+            self.panes.clear()
+        return records
+
+    def _filtered(self, records: list[WindowRecord]) -> list[WindowRecord]:
+        if not self.chain.filters:
+            return records
+        keep = aggregate_filter(self.chain.filters)
+        return [r for r in records if keep(r)]
+
+    def _record(self, k: int, members: list[int]) -> WindowRecord:
+        assert isinstance(self.chain.window, WindowAggregate)
+        partials = self.chain.window.partials
+        merged: list = [None] * len(partials)
+        for p in members:
+            merged = [merge(fn, a, b) for (fn, _), a, b in zip(partials, merged, self.panes[p])]
+        record = WindowRecord(k)
+        for (fn, element), value in zip(partials, merged):
+            record.values[(fn, element)] = (value or 0) if fn == "count" else value
+        return record
+
+    def _close_count(self, spec: WindowSpec) -> list[WindowRecord]:
+        assigner = WindowAssigner(spec)
+        size, step = int(spec.size), int(spec.step)
+        k = self.next_k or 0
+        out = []
+        while k * step + size <= self.clock.seen:
+            out.append(self._record(k, [p for p in assigner.panes_of_window(k) if p in self.panes]))
+            k += 1
+        self.next_k = k
+        lowest = assigner.panes_of_window(k).start
+        for p in [p for p in self.panes if p < lowest]:
+            del self.panes[p]
+        return out
+
+    def _close_time(self, spec: WindowSpec, watermark: float, end: bool) -> list[WindowRecord]:
+        assigner = WindowAssigner(spec)
+        candidates: set[int] = set()
+        for p in self.panes:
+            ks = assigner.windows_of_pane(p)
+            candidates.update(range(ks.start if self.next_k is None else max(ks.start, self.next_k), ks.stop))
+        out = []
+        for k in sorted(candidates):
+            if not end and assigner.bounds(k)[1] > watermark:
+                break
+            members = [p for p in assigner.panes_of_window(k) if p in self.panes]
+            if members:
+                out.append(self._record(k, members))
+            self.next_k = k + 1
+        if self.next_k is not None:
+            for p in [p for p in self.panes if assigner.first_window_of_pane(p) < self.next_k]:
+                del self.panes[p]
+        return out
+
+    # ------------------------------------------------------------------ one batch
+
+    def apply(self, items: list[str], panes: list[tuple[int, list]], records: list[str],
+              clock: WindowClock | None, lateness: float, end: bool) -> list[str]:
+        """Fold one batch's evaluation into the state; the chain's new output texts."""
+        if clock is not None:
+            self.clock = clock
+        if self.chain.output_kind == "items":
+            return items
+        if self.chain.input_kind == "records":
+            out = self.add_records(records)
+        else:
+            self.add_panes(panes)
+            out = []
+        out.extend(self.close(lateness, end))
+        return [r.to_xml() for r in self._filtered(out)]

@@ -1,0 +1,74 @@
+"""Window records: what an aggregate stream carries, one record per window, and the wire text of
+stream values.
+
+A record holds a window's partial aggregates (``aggregates``), not final values, so that a
+subscriber can reuse it for other aggregates of the same partials and for coarser windows; its
+text form round-trips exactly (doubles in shortest round-trip form).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+from ..algebra import Partial
+from ..values import format_atomic
+from .aggregates import Number, PartialValue, final
+
+
+@dataclass
+class WindowRecord:
+    """One window's partial aggregates: ``values[(fn, element)]``; ``sum``/``min``/``max`` are
+    None when the window had no value of the element (then sum() is 0 and min/avg are empty)."""
+
+    index: int
+    values: dict[Partial, PartialValue] = field(default_factory=dict)
+
+    def final(self, function: str, element: str) -> list[Number]:
+        """The aggregate's value as XQuery gives it (a one-item or empty sequence)."""
+        return final(function, element, self.values)
+
+    def to_xml(self) -> str:
+        """``<w k="3"><p f="sum" e="en">12.5</p>…</w>``; doubles print in shortest round-trip form,
+        so ``from_xml`` gives back exactly the same values."""
+        parts = [f'<w k="{self.index}">']
+        for (fn, el), value in self.values.items():
+            head = f'<p f="{fn}" e="{_attribute(el)}"'
+            parts.append(head + "/>" if value is None else f"{head}>{format_atomic(value)}</p>")
+        parts.append("</w>")
+        return "".join(parts)
+
+    @classmethod
+    def from_xml(cls, text: str) -> "WindowRecord":
+        el = etree.fromstring(text)
+        record = cls(int(el.get("k")))
+        for p in el:
+            fn, element = p.get("f"), p.get("e")
+            if p.text is None:
+                record.values[(fn, element)] = None
+            elif fn == "count":
+                record.values[(fn, element)] = int(p.text)
+            else:
+                record.values[(fn, element)] = float(p.text)
+        return record
+
+
+def _attribute(text: str) -> str:
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+
+
+def serialize(value: "etree._Element | WindowRecord") -> str:
+    """A stream value as it travels on the wire (UTF-8 XML element without declaration)."""
+    if isinstance(value, WindowRecord):
+        return value.to_xml()
+    return etree.tostring(value, encoding="unicode", with_tail=False)
+
+
+def item_size(value: "etree._Element | WindowRecord | str") -> int:
+    """Bytes an item occupies on the wire (UTF-8 XML, as DESIGN.md §7)."""
+    if isinstance(value, str):
+        return len(value.encode())
+    if isinstance(value, WindowRecord):
+        return len(value.to_xml().encode())
+    return len(etree.tostring(value, encoding="utf-8", with_tail=False))

@@ -1,0 +1,232 @@
+"""Window assignment and event time, with the semantics of DESIGN.md §3, for every executor.
+
+* ``WindowAssigner``: which windows a reference value falls in, and how windows split into
+  **panes** — the largest intervals that never straddle a window boundary, ``g = gcd(Δ, μ)``:
+  pane p holds references in ``[p·g, (p+1)·g)`` (time windows) or ordinals ``p·g … p·g+g-1``
+  (count windows), and window k is the panes ``k·μ/g … (k·μ+Δ)/g - 1``. Bounds are exact
+  fractions, compared as doubles the way XQuery compares untyped data with a decimal.
+* ``WindowClock``: the event-time clock of one window operator — items seen (count windows), the
+  highest accepted reference, and the one counter of items dropped as late or without a numeric
+  reference. It is plain data: executors snapshot it with their state and ship it to tasks.
+* ``CountWindows`` / ``TimeWindows``: windows that collect their items, for the reference
+  evaluator, whose window contents feed arbitrary return expressions. They assign and admit
+  items with the two objects above, so the evaluator closes the same windows as the executors.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from fractions import Fraction
+from functools import lru_cache
+from typing import Callable, Generic, TypeVar
+
+import numpy as np
+
+from ..algebra import WindowSpec
+
+T = TypeVar("T")
+
+
+@dataclass
+class WindowCounters:
+    """Items a window operator dropped: reported, never silent."""
+
+    late_items: int = 0
+    missing_reference: int = 0
+
+    def add(self, other: "WindowCounters") -> None:
+        self.late_items += other.late_items
+        self.missing_reference += other.missing_reference
+
+    def warnings(self) -> list[str]:
+        out = []
+        if self.late_items:
+            out.append(f"{self.late_items} item(s) arrived out of order beyond the allowed lateness "
+                       "and were dropped from time windows")
+        if self.missing_reference:
+            out.append(f"{self.missing_reference} item(s) had no numeric window reference value "
+                       "and were dropped from time windows")
+        return out
+
+
+def pane_width(window: WindowSpec) -> Fraction:
+    """gcd(Δ, μ) of two fractions."""
+    a, b = Fraction(window.size), Fraction(window.step)
+    return Fraction(math.gcd(a.numerator * b.denominator, b.numerator * a.denominator),
+                    a.denominator * b.denominator)
+
+
+class WindowAssigner:
+    """Windows and panes of one window specification."""
+
+    def __init__(self, spec: WindowSpec) -> None:
+        self.spec = spec
+        self.size, self.step = Fraction(spec.size), Fraction(spec.step)
+        self.size_f, self.step_f = float(self.size), float(self.step)
+        self.pane = pane_width(spec)
+        self.panes_per_window = int(self.size / self.pane)
+        self.panes_per_step = int(self.step / self.pane)
+        self.bounds = lru_cache(maxsize=4096)(self._bounds)
+
+    def _bounds(self, k: int) -> tuple[float, float]:
+        """Window k covers ``[k·μ, k·μ+Δ)``, as doubles."""
+        return float(k * self.step), float(k * self.step + self.size)
+
+    def windows_of(self, x: float) -> list[int]:
+        """The time windows whose bounds contain reference value x."""
+        hi = math.floor(x / self.step_f)
+        lo = math.floor((x - self.size_f) / self.step_f)
+        return [k for k in range(lo - 1, hi + 2) if self.bounds(k)[0] <= x < self.bounds(k)[1]]
+
+    def panes_of_window(self, k: int) -> range:
+        first = k * self.panes_per_step
+        return range(first, first + self.panes_per_window)
+
+    def windows_of_pane(self, p: int) -> range:
+        """The windows pane p belongs to (pane boundaries are window boundaries)."""
+        lo = math.floor((p * self.pane - self.size) / self.step) + 1
+        return range(lo, math.floor(p * self.pane / self.step) + 1)
+
+    def first_window_of_pane(self, p: int) -> int:
+        return math.floor(p * self.pane / self.step)
+
+    def time_panes(self, refs: np.ndarray) -> np.ndarray:
+        """Pane of each reference value, exactly as the window bounds compare (``float(p·g) ≤ x``)."""
+        num, den = self.pane.numerator, self.pane.denominator
+        p = np.floor(refs * den / num)
+        p = np.where(refs < p * num / den, p - 1, p)
+        p = np.where(refs >= (p + 1) * num / den, p + 1, p)
+        return p.astype(np.int64)
+
+    def count_panes(self, first_ordinal: int, n: int) -> np.ndarray:
+        """Panes of the next n items of a count window, the first being item ``first_ordinal``."""
+        return (first_ordinal + np.arange(n, dtype=np.int64)) // int(self.pane)
+
+
+@dataclass
+class WindowClock:
+    """Event time of one window operator; plain data, snapshot with ``to_dict``/``from_dict``."""
+
+    seen: int = 0  # count windows: items that reached the window
+    high: float = -math.inf  # time windows: highest reference accepted
+    late_items: int = 0
+    missing_reference: int = 0
+
+    def watermark(self, lateness: float) -> float:
+        """Windows ending at or before this are final."""
+        return self.high - lateness
+
+    def admit(self, x: float, lateness: float) -> bool:
+        """Whether an item with reference x joins its windows; a dropped one is counted."""
+        if math.isnan(x) or math.isinf(x):
+            self.missing_reference += 1
+            return False
+        if x < self.high - lateness:
+            self.late_items += 1
+            return False
+        if x > self.high:
+            self.high = x
+        return True
+
+    def admit_batch(self, refs: np.ndarray, lateness: float) -> np.ndarray:
+        """``admit`` over a batch in order, vectorised: the mask of admitted rows."""
+        admitted = np.isfinite(refs)
+        self.missing_reference += int(refs.size - admitted.sum())
+        valid = refs[admitted]
+        if valid.size:
+            running = np.maximum.accumulate(valid)
+            before = np.concatenate(([self.high], np.maximum(running[:-1], self.high)))
+            on_time = ~(valid < before - lateness)
+            self.late_items += int(valid.size - on_time.sum())
+            self.high = max(self.high, float(running[-1]))
+            admitted[np.flatnonzero(admitted)] = on_time
+        return admitted
+
+    def counters(self) -> WindowCounters:
+        return WindowCounters(self.late_items, self.missing_reference)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, state: dict) -> "WindowClock":
+        return cls(**state)
+
+
+# ============================================================================ collecting windows
+
+
+@dataclass
+class ClosedWindow(Generic[T]):
+    """A window's index (k for time windows, window number for count windows) and contents."""
+
+    index: int
+    items: list[T]
+
+
+class CountWindows(Generic[T]):
+    """A window starts at every μ-th item and holds Δ items; only complete windows are emitted."""
+
+    def __init__(self, size: int, step: int) -> None:
+        self.size, self.step = size, step
+        self.clock = WindowClock()
+        self.open: list[ClosedWindow[T]] = []
+
+    def push(self, item: T) -> list[ClosedWindow[T]]:
+        if self.clock.seen % self.step == 0:
+            self.open.append(ClosedWindow(self.clock.seen // self.step, []))
+        self.clock.seen += 1
+        for w in self.open:
+            w.items.append(item)
+        if self.open and len(self.open[0].items) == self.size:
+            return [self.open.pop(0)]
+        return []
+
+    def flush(self) -> list[ClosedWindow[T]]:
+        self.open.clear()  # incomplete count windows produce nothing
+        return []
+
+
+class TimeWindows(Generic[T]):
+    """Windows over a reference value; closed by the watermark and at the end of the stream."""
+
+    def __init__(self, spec: WindowSpec, reference: Callable[[T], float], lateness: float = 0.0,
+                 clock: WindowClock | None = None) -> None:
+        self.assigner = WindowAssigner(spec)
+        self.reference = reference
+        self.lateness = lateness
+        self.clock = clock if clock is not None else WindowClock()
+        self.open: dict[int, list[T]] = {}
+
+    def push(self, item: T) -> list[ClosedWindow[T]]:
+        x = self.reference(item)
+        if not self.clock.admit(x, self.lateness):
+            return []
+        for k in self.assigner.windows_of(x):
+            self.open.setdefault(k, []).append(item)
+        return self.advance(self.clock.watermark(self.lateness))
+
+    def advance(self, watermark: float) -> list[ClosedWindow[T]]:
+        """Close every window that ends at or before ``watermark`` (a heartbeat may call this)."""
+        closed = []
+        for k in sorted(self.open):
+            if self.assigner.bounds(k)[1] > watermark:
+                break
+            closed.append(ClosedWindow(k, self.open.pop(k)))
+        return closed
+
+    def flush(self) -> list[ClosedWindow[T]]:
+        closed = [ClosedWindow(k, self.open[k]) for k in sorted(self.open)]
+        self.open.clear()
+        return closed
+
+
+def collecting_windows(spec: WindowSpec, reference: Callable[[T], float] | None = None,
+                       lateness: float = 0.0, clock: WindowClock | None = None
+                       ) -> CountWindows[T] | TimeWindows[T]:
+    if spec.kind == "count":
+        return CountWindows(int(spec.size), int(spec.step))
+    assert reference is not None, "time windows need a reference function"
+    return TimeWindows(spec, reference, lateness, clock)
+
