@@ -29,7 +29,6 @@ def window_from_ast(w: ast.Window) -> WindowSpec:
     return WindowSpec("diff", w.size.value, w.step.value, "/".join(w.ref))
 
 
-
 def extract(checked: CheckedQuery) -> Properties:
     """The properties of a statically checked subscription."""
     return _Extractor(checked).run()
@@ -38,6 +37,7 @@ def extract(checked: CheckedQuery) -> Properties:
 @dataclass
 class _InputBuilder:
     """What the extraction has found so far about one input (one for clause over a stream)."""
+
     clause: ast.ForClause
     binding: Binding
     window_pushed: bool

@@ -75,7 +75,8 @@ class ConditionParser(PathParser):
         if left_number is not None:
             # c θ $v is $v θ' c: mirroring the operator is exact.
             self.refuse_trailing_arithmetic()
-            return ast.Comparison(right_path, MIRRORED_OPERATOR[op], None, left_number, self.position(op_at))
+            return ast.Comparison(right_path, MIRRORED_OPERATOR[op], None, left_number,
+                                  self.position(op_at))
         constant = ast.Number(Fraction(0), "0")
         self.skip_ws()
         if self.text.startswith(("+", "-"), self.pos):

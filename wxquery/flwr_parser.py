@@ -26,7 +26,8 @@ class FlwrParser(ConditionParser):
 
     @abstractmethod
     def parse_primary(self) -> ast.Expr:
-        """A path, call, constructor, literal or parenthesized expression (see ``ExpressionParser``)."""
+        """A path, call, constructor, literal or parenthesized expression (see
+        ``ExpressionParser``)."""
 
     def parse_flwr(self) -> ast.FLWR:
         """for/let clauses, at most one where, then return; refuses XQuery 3 clauses by name."""

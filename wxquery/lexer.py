@@ -185,7 +185,7 @@ class Lexer:
                 return "".join(out)
 
     def parse_variable_name(self) -> tuple[str, int]:
-        """``$name``: the name and the offset of the ``$`` (where errors about the binding point)."""
+        """``$name``: the name, and the offset of the ``$`` for errors about the binding."""
         start = self.expect("$", "a variable '$name'")
         name, _ = self.read_name("a variable name after '$'")
         return name, start
