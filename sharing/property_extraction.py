@@ -1,0 +1,330 @@
+"""Properties extraction: from a statically checked subscription to its ``Properties``.
+
+One walk over the AST decides, for every condition, window and aggregate, whether the network
+can apply it to an input stream before the subscriber's super-peer (then it becomes part of that
+input's properties and can be shared with other subscriptions) or whether only post-processing
+can (restructuring, joins between inputs, conditions on windows' contents, windows whose
+contents are returned). What is applied upstream is recorded by AST identity, so that
+post-processing does not apply it twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Iterator
+
+from wxquery import ast
+from wxquery.algebra import WHOLE_ITEM, Atom, WindowSpec
+from wxquery.static_checks import Binding, CheckedQuery
+
+from .stream_properties import (Aggregation, InputProperties, InputStream, PostProcessing,
+                                Projection, Properties, Selection)
+
+
+def window_from_ast(w: ast.Window) -> WindowSpec:
+    """The window of a for clause as the algebra's ``WindowSpec``."""
+    if isinstance(w, ast.CountWindow):
+        return WindowSpec("count", Fraction(w.size), Fraction(w.step))
+    return WindowSpec("diff", w.size.value, w.step.value, "/".join(w.ref))
+
+
+def extract(checked: CheckedQuery) -> Properties:
+    """The properties of a statically checked subscription."""
+    return _Extractor(checked).run()
+
+
+@dataclass
+class _InputBuilder:
+    """What the extraction has found so far about one input (one for clause over a stream)."""
+
+    clause: ast.ForClause
+    binding: Binding
+    window_pushed: bool
+    item_atoms: list[Atom] = field(default_factory=list)
+    aggregate_atoms: list[Atom] = field(default_factory=list)
+    output: set[str] = field(default_factory=set)
+    referenced: set[str] = field(default_factory=set)
+    aggregates: dict[str, Aggregation] = field(default_factory=dict)  # by let variable or call id
+
+
+class _Extractor:
+    """Walks the AST once. Every path lands in ``referenced``; it also lands in ``output`` when
+    the subscriber's super-peer still needs it (returned, or used by a condition or window that is
+    not applied upstream)."""
+
+    def __init__(self, checked: CheckedQuery) -> None:
+        self.checked = checked
+        self.inputs: dict[int, _InputBuilder] = {}  # id(origin ForClause) -> builder
+        self.joins: list[str] = []
+        self.residual: list[str] = []
+        self.local_windows: list[str] = []
+        self.applied: set[int] = set()
+        self.aggregate_arg_roots: set[int] = set()
+        self.var_uses: dict[int, list[ast.VarRef]] = {}
+
+    def run(self) -> Properties:
+        self.collect_uses(self.checked.query.body, in_aggregate=False)
+        for clause, binding in self.origin_clauses():
+            pushed = clause.window is not None and self.only_aggregated(clause)
+            self.inputs[id(clause)] = _InputBuilder(clause, binding, pushed)
+            if clause.window is not None and not pushed:
+                self.local_windows.append(f"${clause.var} {window_from_ast(clause.window)}")
+        self.walk(self.checked.query.body, output=True)
+        result: list[InputProperties] = []
+        for b in self.inputs.values():
+            window = window_from_ast(b.clause.window) if b.window_pushed else None
+            if b.clause.window is not None and b.clause.window.kind == "diff":
+                ref = "/".join(b.clause.window.ref)
+                b.referenced.add(ref)
+                if not b.window_pushed:
+                    b.output.add(ref)
+            b.referenced |= b.output
+            result.append(InputProperties(
+                input=InputStream(b.binding.stream or "", b.binding.item_path),
+                variable=b.clause.var,
+                selection=Selection(tuple(b.item_atoms)) if b.item_atoms else None,
+                projection=Projection(frozenset(b.output), frozenset(b.referenced)),
+                window=window,
+                aggregates=tuple(dict.fromkeys(b.aggregates.values())) if b.window_pushed else (),
+                aggregate_selection=Selection(tuple(b.aggregate_atoms)) if b.aggregate_atoms else None,
+            ))
+        root = self.checked.query.root_name
+        post = PostProcessing(root, tuple(self.joins), tuple(self.residual), tuple(self.local_windows))
+        aggregated = frozenset(id(b.clause) for b in self.inputs.values() if b.window_pushed)
+        return Properties(tuple(result), post, frozenset(self.applied), aggregated)
+
+    # ---------------------------------------------------------------- bindings
+
+    def origin_clauses(self) -> Iterator[tuple[ast.ForClause, Binding]]:
+        for binding in self.checked.clauses.values():
+            clause = binding.clause
+            if isinstance(clause, ast.ForClause) and isinstance(clause.source.root, ast.StreamCall):
+                yield clause, binding
+
+    def origin(self, binding: Binding) -> _InputBuilder | None:
+        """The input a variable derives from (following for-over-variable chains)."""
+        clause = binding.clause
+        while isinstance(clause, ast.ForClause) and isinstance(clause.source.root, ast.VarRef):
+            clause = self.checked.binding_of(clause.source.root).clause
+        if isinstance(clause, ast.ForClause):
+            return self.inputs.get(id(clause))
+        return None
+
+    def collect_uses(self, node: object, in_aggregate: bool) -> None:
+        """Record every variable reference, and which ones root an aggregate's argument."""
+        if isinstance(node, ast.VarRef):
+            binding = self.checked.bindings.get(id(node))
+            if binding is not None:
+                self.var_uses.setdefault(id(binding.clause), []).append(node)
+                if in_aggregate:
+                    self.aggregate_arg_roots.add(id(node))
+            return
+        if isinstance(node, ast.AggregateCall):
+            self.collect_uses(node.argument.root, in_aggregate=True)
+            for step in node.argument.steps:
+                self.collect_uses(step, in_aggregate=False)
+            return
+        if isinstance(node, ast.LetClause):
+            self.collect_uses(node.aggregate, in_aggregate)
+            return
+        if isinstance(node, (str, int, Fraction, ast.Number)) or node is None:
+            return
+        if isinstance(node, tuple):
+            for child in node:
+                self.collect_uses(child, in_aggregate)
+            return
+        if hasattr(node, "__dataclass_fields__"):
+            for name in node.__dataclass_fields__:
+                if name != "pos":
+                    self.collect_uses(getattr(node, name), in_aggregate)
+
+    def only_aggregated(self, clause: ast.ForClause) -> bool:
+        """A window is applied upstream only if its variable is used solely inside aggregates."""
+        uses = self.var_uses.get(id(clause), [])
+        return all(id(u) in self.aggregate_arg_roots for u in uses)
+
+    def relative(self, path: ast.PathExpr) -> tuple[_InputBuilder | None, str, Binding | None]:
+        """(input, item-relative path, binding) of a variable-rooted path."""
+        if not isinstance(path.root, ast.VarRef):
+            return None, "", None
+        binding = self.checked.binding_of(path.root)
+        if binding.kind == "aggregate":
+            return None, "", binding
+        names = binding.sub_path + path.names
+        return self.origin(binding), "/".join(names) or WHOLE_ITEM, binding
+
+    # ---------------------------------------------------------------- traversal
+
+    def walk(self, e: ast.Expr, output: bool) -> None:
+        if isinstance(e, ast.FLWR):
+            for clause in e.clauses:
+                if isinstance(clause, ast.ForClause):
+                    self.for_clause(clause)
+                else:
+                    self.aggregate(clause.aggregate, clause.var)
+            if e.where is not None:
+                for atom in e.where.atoms:
+                    self.where_atom(atom)
+            self.walk(e.ret, output)
+        elif isinstance(e, ast.IfExpr):
+            self.needed_conjunction(e.condition)
+            self.residual.append("if " + conjunction_text(e.condition))
+            self.walk(e.then, output)
+            self.walk(e.otherwise, output)
+        elif isinstance(e, ast.SequenceExpr):
+            for item in e.items:
+                self.walk(item, output)
+        elif isinstance(e, ast.ElementConstructor):
+            for part in e.content:
+                if isinstance(part, ast.ElementConstructor):
+                    self.walk(part, output)
+                elif isinstance(part, ast.Enclosed):
+                    self.walk(part.expr, output)
+        elif isinstance(e, ast.PathExpr):
+            self.path(e, needed=True)
+        elif isinstance(e, ast.AggregateCall):
+            self.aggregate(e, None)
+
+    def for_clause(self, clause: ast.ForClause) -> None:
+        source = clause.source
+        if isinstance(source.root, ast.StreamCall):
+            builder = self.inputs[id(clause)]
+            for predicate in source.steps[1].predicates:
+                for atom in predicate.atoms:
+                    builder.item_atoms.append(self.context_atom(atom, prefix=()))
+                    builder.referenced.update(self.context_paths(atom, prefix=()))
+                    self.applied.add(id(atom))
+            if len(source.steps) > 2:
+                self.needed_steps(builder, source.steps[2:], prefix=())
+                builder.output.add("/".join(source.names[2:]))
+        else:
+            self.path(source, needed=True)
+
+    def needed_steps(self, builder: _InputBuilder, steps: tuple[ast.Step, ...],
+                     prefix: tuple[str, ...]) -> None:
+        """Predicates inside a returned path are evaluated at the subscriber's super-peer."""
+        names = list(prefix)
+        for step in steps:
+            names.append(step.name)
+            for predicate in step.predicates:
+                for atom in predicate.atoms:
+                    for p in self.context_paths(atom, prefix=tuple(names)):
+                        builder.output.add(p)
+                    for side in (atom.left, atom.right):
+                        if side is not None and not isinstance(side.root, ast.ContextItem):
+                            self.path(side, needed=True)
+                self.residual.append(f"{'/'.join(names)}[{conjunction_text(predicate)}]")
+
+    def path(self, p: ast.PathExpr, needed: bool) -> None:
+        builder, rel, binding = self.relative(p)
+        if builder is None:
+            return
+        assert binding is not None
+        self.needed_steps(builder, p.steps, binding.sub_path)
+        builder.referenced.add(rel)
+        if needed:
+            builder.output.add(rel)
+
+    def aggregate(self, call: ast.AggregateCall, var: str | None) -> None:
+        builder, rel, binding = self.relative(call.argument)
+        if builder is None or binding is None:
+            self.path(call.argument, needed=True)
+            return
+        pushed = builder.window_pushed and binding.clause is builder.clause
+        self.path(call.argument, needed=not pushed)
+        if pushed:
+            key = var if var is not None else f"#{id(call)}"
+            builder.aggregates[key] = Aggregation(call.function, rel)
+
+    def where_atom(self, atom: ast.Comparison) -> None:
+        sides = [atom.left] + ([atom.right] if atom.right is not None else [])
+        resolved = [self.relative(s) for s in sides]
+        bindings = [bd for _, _, bd in resolved]
+        # A filter on pushed aggregates of one input: the aggregate-selection operator.
+        if all(bd is not None and bd.kind == "aggregate" for bd in bindings):
+            owners = [self.pushed_aggregate_owner(bd) for bd in bindings if bd is not None]
+            if all(o is not None for o in owners) and len({id(o) for o in owners}) == 1:
+                builder = owners[0]
+                assert builder is not None
+                names = [builder.aggregates[bd.name].name for bd in bindings if bd is not None]
+                builder.aggregate_atoms.append(Atom(names[0], atom.op,
+                                                    names[1] if len(names) > 1 else None,
+                                                    atom.constant.value))
+                self.applied.add(id(atom))
+                return
+        # A filter on the items of one input, bound to whole items without a window: a selection.
+        builders = {id(b) for b, _, _ in resolved if b is not None}
+        if len(builders) == 1 and all(
+                bd is not None and bd.kind == "item" and not bd.sub_path
+                and self.origin(bd) is not None and self.origin(bd).clause is bd.clause  # type: ignore[union-attr]
+                for bd in bindings):
+            builder = resolved[0][0]
+            assert builder is not None
+            right = resolved[1][1] if len(resolved) > 1 else None
+            builder.item_atoms.append(Atom(resolved[0][1], atom.op, right, atom.constant.value))
+            builder.referenced.update(r for _, r, _ in resolved)
+            self.applied.add(id(atom))
+            return
+        for side in sides:
+            self.path(side, needed=True)
+        text = comparison_text(atom)
+        if len(builders) > 1:
+            self.joins.append(text)
+        else:
+            self.residual.append("where " + text)
+
+    def pushed_aggregate_owner(self, binding: Binding) -> _InputBuilder | None:
+        clause = binding.clause
+        if not isinstance(clause, ast.LetClause):
+            return None
+        builder, _, arg_binding = self.relative(clause.aggregate.argument)
+        if (builder is not None and builder.window_pushed and arg_binding is not None
+                and arg_binding.clause is builder.clause and binding.name in builder.aggregates):
+            return builder
+        return None
+
+    def needed_conjunction(self, c: ast.Conjunction) -> None:
+        for atom in c.atoms:
+            for side in (atom.left, atom.right):
+                if side is not None and not isinstance(side.root, ast.ContextItem):
+                    self.path(side, needed=True)
+
+    # ---------------------------------------------------------------- conditions
+
+    def context_atom(self, atom: ast.Comparison, prefix: tuple[str, ...]) -> Atom:
+        left = "/".join(prefix + atom.left.names) or WHOLE_ITEM
+        right = None
+        if atom.right is not None:
+            right = "/".join(prefix + atom.right.names) or WHOLE_ITEM
+        return Atom(left, atom.op, right, atom.constant.value)
+
+    def context_paths(self, atom: ast.Comparison, prefix: tuple[str, ...]) -> list[str]:
+        return ["/".join(prefix + side.names) or WHOLE_ITEM
+                for side in (atom.left, atom.right)
+                if side is not None and isinstance(side.root, ast.ContextItem)]
+
+
+# ============================================================================ condition text
+
+
+def path_text(p: ast.PathExpr) -> str:
+    """A condition operand as the query would write it: ``$v/a/b`` or ``.``/``./a``."""
+    root = p.root
+    head = "$" + root.name if isinstance(root, ast.VarRef) else "."
+    return head + "".join("/" + n for n in p.names) if p.names or head != "." else head
+
+
+def comparison_text(a: ast.Comparison) -> str:
+    """A comparison as text, for the join and residual conditions of post-processing."""
+    if a.right is None:
+        return f"{path_text(a.left)} {a.op} {a.constant.text}"
+    text = f"{path_text(a.left)} {a.op} {path_text(a.right)}"
+    if a.constant.value:
+        text += (" - " + a.constant.text.lstrip("-")) if a.constant.value < 0 else " + " + a.constant.text
+    return text
+
+
+def conjunction_text(c: ast.Conjunction) -> str:
+    """A conjunction as text, its comparisons joined by 'and'."""
+    return " and ".join(comparison_text(a) for a in c.atoms)

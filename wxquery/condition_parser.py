@@ -1,0 +1,165 @@
+"""Conditions of the WXQuery parser: conjunctions of comparisons.
+
+Where clauses, path predicates and if conditions all share one grammar: comparisons joined by
+'and', each between a path and a number or between two paths with an optional ``± c``. That
+restriction is what keeps subscriptions comparable for sharing, so everything else a condition
+could hold in XQuery ('or', '!=', value comparisons, arithmetic, function calls) is refused here
+with a reason.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from . import ast
+from .path_parser import PathParser
+from .refused_constructs import NOT_EQUAL_REFUSED, OR_REFUSED, unexpected_in_condition
+
+# c θ $v is $v θ' c.
+MIRRORED_OPERATOR = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+# XQuery's value comparisons, with the general comparison WXQuery offers instead.
+VALUE_COMPARISONS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+class ConditionParser(PathParser):
+    """Parses conjunctions of comparisons and their path operands."""
+
+    def parse_conjunction(self, in_predicate: bool) -> ast.Conjunction:
+        """Comparisons joined by 'and'; parentheses only group (they are flattened)."""
+        self.skip_ws()
+        start = self.pos
+        atoms: list[ast.Comparison] = []
+        while True:
+            atoms.extend(self.parse_condition_term(in_predicate))
+            if not self.accept_keyword("and"):
+                break
+        name = self.peek_name()
+        if name == "or":
+            raise self.error(OR_REFUSED)
+        return ast.Conjunction(tuple(atoms), self.position(start))
+
+    def parse_condition_term(self, in_predicate: bool) -> list[ast.Comparison]:
+        self.skip_ws()
+        if self.text.startswith("(", self.pos) and not self.text.startswith("(:", self.pos):
+            self.pos += 1
+            inner = self.parse_conjunction(in_predicate)
+            if not self.accept(")"):
+                raise unexpected_in_condition(self, "')'")
+            return list(inner.atoms)
+        return [self.parse_comparison(in_predicate)]
+
+    def parse_comparison(self, in_predicate: bool) -> ast.Comparison:
+        """``path θ c``, ``c θ path`` (mirrored) or ``path θ path ± c``: the atoms the
+        predicate reasoning of the sharing layer can decide exactly."""
+        self.skip_ws()
+        start = self.pos
+        left_number = None
+        left_path = None
+        if self.at_number():
+            left_number = self.read_number()
+        else:
+            left_path = self.parse_operand_path(in_predicate)
+        self.skip_ws()
+        op_at = self.pos
+        op = self.read_comparison_operator()
+        self.skip_ws()
+        right_at = self.pos
+        if self.at_number():
+            right_number = self.read_number()
+            if left_number is not None:
+                raise self.error("a comparison must involve a path; both sides are constants", start)
+            self.refuse_trailing_arithmetic()
+            assert left_path is not None
+            return ast.Comparison(left_path, op, None, right_number, self.position(op_at))
+        right_path = self.parse_operand_path(in_predicate)
+        if left_number is not None:
+            # c θ $v is $v θ' c: mirroring the operator is exact.
+            self.refuse_trailing_arithmetic()
+            return ast.Comparison(right_path, MIRRORED_OPERATOR[op], None, left_number,
+                                  self.position(op_at))
+        constant = ast.Number(Fraction(0), "0")
+        self.skip_ws()
+        if self.text.startswith(("+", "-"), self.pos):
+            sign_at = self.pos
+            sign = self.text[self.pos]
+            self.pos += 1
+            self.skip_ws()
+            if not self.at_number() or self.text.startswith(("-", "+"), self.pos):
+                raise self.error("only a constant may be added to or subtracted from the right-hand "
+                                 "path: $v θ $w + c", sign_at)
+            number = self.read_number()
+            value = number.value if sign == "+" else -number.value
+            constant = ast.Number(value, ("-" if sign == "-" else "") + number.text)
+            self.refuse_trailing_arithmetic()
+        elif self.text.startswith("*", self.pos) or self.peek_name() in ("div", "mod", "idiv"):
+            raise self.error("only '+ c' or '- c' is supported on the right-hand side of a comparison")
+        del right_at
+        assert left_path is not None
+        return ast.Comparison(left_path, op, right_path, constant, self.position(op_at))
+
+    def refuse_trailing_arithmetic(self) -> None:
+        self.skip_ws()
+        t = self.text[self.pos: self.pos + 1]
+        if t in ("+", "-", "*") or self.peek_name() in ("div", "mod", "idiv"):
+            raise self.error("arithmetic on constants is not supported; write the constant's value")
+
+    def read_comparison_operator(self) -> str:
+        text = self.text
+        for op in ("<=", ">=", "!=", "=", "<", ">"):
+            if text.startswith(op, self.pos):
+                if op == "!=":
+                    raise self.error(NOT_EQUAL_REFUSED)
+                self.pos += len(op)
+                return op
+        name = self.peek_name()
+        if name in VALUE_COMPARISONS:
+            raise self.error(f"value comparison '{name}' is not supported; use the general "
+                             f"comparison '{VALUE_COMPARISONS[name]}'")
+        if name in ("is",):
+            raise self.error("node comparisons ('is', '<<', '>>') are not supported")
+        if text.startswith(("+", "-"), self.pos):
+            raise self.error("arithmetic is only supported on the right-hand side: $v θ $w + c")
+        raise self.expected("a comparison operator (=, <, <=, >, >=)")
+
+    def parse_operand_path(self, in_predicate: bool) -> ast.PathExpr:
+        """A comparison's path operand: from a variable, or from the context item in a predicate."""
+        self.skip_ws()
+        start = self.pos
+        text = self.text
+        if text.startswith("$", start):
+            name, _ = self.parse_variable_name()
+            return self.parse_steps(ast.VarRef(name, self.position(start)), start, in_condition=True)
+        if text.startswith("(", start):
+            raise self.error("parenthesized operands are not supported in comparisons")
+        if text.startswith(".", start) and not text.startswith("..", start):
+            if not in_predicate:
+                raise self.error("the context item '.' is only allowed inside a path predicate [...]")
+            self.pos += 1
+            return self.parse_steps(ast.ContextItem(self.position(start)), start, in_condition=True)
+        if text.startswith(("\"", "'"), start):
+            raise self.error("string comparisons are not supported: values compare as numbers")
+        name = self.peek_name()
+        if name is not None and self.after_ws_is(start + len(name), "("):
+            if name in ast.AGGREGATE_FUNCTIONS:
+                raise self.error(f"aggregates cannot appear in conditions; bind them first: let $a "
+                                 f":= {name}(...) where $a ...")
+            if name == "stream":
+                raise self.error("stream() cannot appear in a condition")
+            raise self.error(f"function {name}() is not supported in conditions: conditions compare "
+                             "paths and numbers")
+        if name is not None and name not in ("and", "or"):
+            if not in_predicate:
+                raise self.error(f"a path in a condition must start at a variable, e.g. $p/{name}")
+            name, at = self.read_step_name()
+            return self.parse_steps(ast.ContextItem(self.position(start)), start, in_condition=True,
+                                    first_name=name, first_at=at)
+        if text.startswith(("@", "*", "/"), start):
+            self.read_step_name()  # raises the specific message
+            raise self.error("absolute paths are not supported")  # pragma: no cover
+        raise self.expected("a path or a number in the comparison")
+
+    def expect_keyword_with_hint(self, word: str, what: str) -> None:
+        """The keyword that ends a condition (``return``, ``then``, ``in``); a missing one is
+        most often an 'or' or a '!=' inside the condition, which the error then names."""
+        if not self.accept_keyword(word):
+            raise unexpected_in_condition(self, what)

@@ -1,0 +1,280 @@
+"""The expression compiler of the reference evaluator: AST → nested Python closures.
+
+Compiling once and then pulling items through closures lets results stream out while the input
+is still being read. This layer compiles everything but FLWR expressions: sequences, if,
+constructors, paths with their predicates, conditions and aggregates. FLWR expressions bind
+variables over streams and windows; the subclass ``QueryCompiler`` (``flwr_compiler``) compiles
+them, reached from here through the abstract ``flwr``.
+
+In post-processing, conditions already applied upstream (``context.applied``) are skipped, and
+an aggregate over a window variable bound to a ``WindowRecord`` reads the record's final value
+instead of recomputing it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from decimal import Decimal
+from typing import Callable, Iterable
+
+from lxml import etree
+
+from . import ast
+from .evaluation_context import CondFn, Env, EvaluationContext, SeqFn, Value
+from .item_navigation import atomize, child_elements, navigate_items, navigator
+from .operators.aggregates import aggregate_values
+from .operators.records import WindowRecord
+from .result_content import TextNode, append_text, detached_copy
+from .stream_document import string_value
+from .values import cast_double, compare, format_atomic
+
+
+def literal_value(number: ast.Number) -> Value:
+    """A numeric literal's XQuery type follows its spelling: xs:double with an exponent,
+    xs:decimal with a point, xs:integer otherwise."""
+    text = number.text.lstrip("+")
+    if "e" in text or "E" in text:
+        return float(text)
+    if "." in text:
+        return Decimal(text)
+    return int(text)
+
+
+class ExpressionCompiler(ABC):
+    """Compiles expressions, paths, conditions and aggregates against one evaluation context."""
+
+    def __init__(self, context: EvaluationContext) -> None:
+        self.context = context
+
+    @abstractmethod
+    def flwr(self, e: ast.FLWR) -> SeqFn:
+        """A FLWR expression (see ``QueryCompiler``)."""
+
+    # ---------------------------------------------------------------- expressions
+
+    def expr(self, e: ast.Expr) -> SeqFn:
+        if isinstance(e, ast.FLWR):
+            return self.flwr(e)
+        if isinstance(e, ast.PathExpr):
+            return self.path(e)
+        if isinstance(e, ast.ElementConstructor):
+            build = self.constructor(e)
+            return lambda env: [build(env)]
+        if isinstance(e, ast.SequenceExpr):
+            parts = [self.expr(i) for i in e.items]
+            return lambda env: [v for p in parts for v in p(env)]
+        if isinstance(e, ast.IfExpr):
+            cond = self.conjunction(e.condition)
+            then, otherwise = self.expr(e.then), self.expr(e.otherwise)
+            return lambda env: then(env) if cond(env, None) else otherwise(env)
+        if isinstance(e, ast.AggregateCall):
+            agg = self.aggregate(e)
+            return lambda env: agg(env)
+        if isinstance(e, ast.NumberLiteral):
+            value = literal_value(e.number)
+            return lambda env: [value]
+        raise TypeError(type(e))  # pragma: no cover
+
+    def content_part(self, part: ast.ElementConstructor | ast.Enclosed | ast.Text) -> SeqFn:
+        if isinstance(part, ast.Text):
+            node = TextNode(part.value)
+            return lambda env: [node]
+        if isinstance(part, ast.Enclosed):
+            return self.expr(part.expr)
+        return self.expr(part)
+
+    def constructor(self, e: ast.ElementConstructor) -> Callable[[Env], etree._Element]:
+        name = e.name
+        parts: list[tuple[str, object]] = []
+        for part in e.content:
+            if isinstance(part, ast.Text):
+                parts.append(("text", part.value))
+            elif isinstance(part, ast.ElementConstructor):
+                parts.append(("element", self.constructor(part)))
+            else:
+                parts.append(("enclosed", self.expr(part.expr)))
+
+        def build(env: Env) -> etree._Element:
+            el = etree.Element(name)
+            for kind, payload in parts:
+                if kind == "text":
+                    append_text(el, payload)  # type: ignore[arg-type]
+                elif kind == "element":
+                    el.append(payload(env))  # type: ignore[operator]
+                else:
+                    previous_atomic = False
+                    for v in payload(env):  # type: ignore[operator]
+                        if isinstance(v, etree._Element):
+                            el.append(detached_copy(v))
+                            previous_atomic = False
+                        elif isinstance(v, TextNode):
+                            append_text(el, v.text)
+                            previous_atomic = False
+                        else:
+                            append_text(el, (" " if previous_atomic else "") + format_atomic(v))
+                            previous_atomic = True
+            return el
+
+        return build
+
+    # ---------------------------------------------------------------- paths
+
+    def path(self, p: ast.PathExpr, prepared: Iterable | None = None) -> SeqFn:
+        root = p.root
+        steps = list(p.steps)
+        if prepared is not None:
+            item_filter = self.step_filter(steps[1])
+            rest = self.steps(steps[2:])
+            delivered = prepared
+
+            return lambda env: navigate_items(delivered, item_filter, rest)
+        if isinstance(root, ast.StreamCall):
+            document = self.context.stream(root.name)
+            root_step, item_step = steps[0], steps[1]
+            item_filter = self.step_filter(item_step)
+            rest = self.steps(steps[2:])
+            return lambda env: navigate_items(document.items(root_step.name, item_step.name),
+                                               item_filter, rest)
+        rest = self.steps(steps)
+        if isinstance(root, ast.VarRef):
+            var = root.name
+            if rest is None:
+                return lambda env: env[var]
+            return lambda env: rest(env[var])
+        # Context item inside a predicate.
+        if rest is None:
+            return lambda env: env["."]
+        return lambda env: rest(env["."])
+
+    def step_filter(self, step: ast.Step) -> Callable[[etree._Element], bool] | None:
+        if not step.predicates:
+            return None
+        conds = [self.conjunction(c) for c in step.predicates]
+
+        def keep(el: etree._Element) -> bool:
+            env = {".": [el]}
+            return all(cond(env, el) for cond in conds)
+
+        return keep
+
+    def steps(self, steps: list[ast.Step]) -> Callable[[list], list] | None:
+        if not steps:
+            return None
+        if not any(s.predicates for s in steps):
+            return navigator(tuple(s.name for s in steps))
+        compiled = [(s.name, self.step_filter(s)) for s in steps]
+
+        def navigate(elements: list) -> list:
+            current = elements
+            for name, keep in compiled:
+                current = child_elements(current, name)
+                if keep is not None:
+                    current = [el for el in current if keep(el)]
+            return current
+
+        return navigate
+
+    # ---------------------------------------------------------------- conditions
+
+    def conjunction(self, c: ast.Conjunction) -> CondFn:
+        applied = self.context.applied
+        atoms = [self.comparison(a) for a in c.atoms if id(a) not in applied]
+        if not atoms:
+            return lambda env, ctx: True
+        if len(atoms) == 1:
+            return atoms[0]
+
+        def all_hold(env: Env, ctx: object) -> bool:
+            for atom in atoms:
+                if not atom(env, ctx):
+                    return False
+            return True
+
+        return all_hold
+
+    def operand(self, p: ast.PathExpr) -> Callable[[Env], list[float]]:
+        """The atomized values of a condition operand as doubles."""
+        root = p.root
+        names = p.names
+        key = root.name if isinstance(root, ast.VarRef) else "."
+
+        if len(names) == 1:
+            name = names[0]
+
+            def single_step(env: Env) -> list[float]:
+                out = []
+                for el in env[key]:
+                    if isinstance(el, etree._Element):
+                        for child in el.iterchildren(name):
+                            out.append(cast_double(string_value(child)))
+                return out
+
+            return single_step
+
+        navigate = navigator(names) if names else (lambda elements: list(elements))
+
+        def values(env: Env) -> list[float]:
+            return [atomize(v) for v in navigate(env[key])]
+
+        return values
+
+    def comparison(self, a: ast.Comparison) -> CondFn:
+        left = self.operand(a.left)
+        op = a.op
+        constant = float(a.constant)
+        if a.right is None:
+            def against_constant(env: Env, ctx: object) -> bool:
+                for x in left(env):
+                    if compare(op, x, constant):
+                        return True
+                return False
+
+            return against_constant
+        right = self.operand(a.right)
+        plus = a.constant.value != 0
+
+        def against_path(env: Env, ctx: object) -> bool:
+            rights = right(env)
+            if not rights:
+                return False
+            if plus:
+                rights = [y + constant for y in rights]
+            for x in left(env):
+                for y in rights:
+                    if compare(op, x, y):
+                        return True
+            return False
+
+        return against_path
+
+    # ---------------------------------------------------------------- aggregates
+
+    def aggregate(self, call: ast.AggregateCall) -> Callable[[Env], list]:
+        plain = self.plain_aggregate(call)
+        root = call.argument.root
+        if not isinstance(root, ast.VarRef):
+            return plain
+        var = root.name
+        element = "/".join(call.argument.names) or "."
+        fn = call.function
+
+        def aggregate(env: Env) -> list:
+            bound = env[var]
+            if isinstance(bound, WindowRecord):  # the window was aggregated upstream
+                return bound.final(fn, element)
+            return plain(env)
+
+        return aggregate
+
+    def plain_aggregate(self, call: ast.AggregateCall) -> Callable[[Env], list]:
+        arg = self.path(call.argument)
+        fn = call.function
+        if fn == "count":
+            return lambda env: [sum(1 for _ in arg(env))]
+
+        def compute(env: Env) -> list:
+            return aggregate_values(fn, [atomize(v) for v in arg(env)])
+
+        return compute
+
+    # ---------------------------------------------------------------- FLWR

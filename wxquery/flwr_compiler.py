@@ -1,0 +1,138 @@
+"""The FLWR and window part of the reference evaluator's compiler.
+
+A FLWR expression compiles into a chain of tuple streams, one per clause: each for clause binds
+its variable to every item of its source, or to every window's contents when the path carries a
+window, and each let clause binds an aggregate. Windows use the shared window assigners and
+event-time clock of ``wxquery.operators.windows``, so that the oracle and the executors agree on
+window boundaries and on which items are late. ``QueryCompiler`` adds this to
+``ExpressionCompiler`` and is the complete compiler.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Callable, Iterable, Iterator
+
+from . import ast
+from .algebra import WindowSpec
+from .evaluation_context import Env, SeqFn, Value
+from .expression_compiler import ExpressionCompiler
+from .item_navigation import atomize, child_elements
+from .operators.windows import CountWindows, TimeWindows, WindowClock, WindowCounters
+from .values import NAN
+
+
+class QueryCompiler(ExpressionCompiler):
+    """Compiles whole queries: expressions plus FLWR clause chains and their windows."""
+
+    def flwr(self, e: ast.FLWR) -> SeqFn:
+        """A chain of tuple streams, one per clause, filtered by where, mapped by return."""
+        tuple_stream: Callable[[Env], Iterator[Env]] = lambda env: iter((env,))
+        for clause in e.clauses:
+            tuple_stream = self.clause(clause, tuple_stream)
+        where = self.conjunction(e.where) if e.where is not None else None
+        ret = self.expr(e.ret)
+
+        def run(env: Env) -> Iterator[Value]:
+            for bound in tuple_stream(env):
+                if where is not None and not where(bound, None):
+                    continue
+                yield from list(ret(bound))
+
+        return run
+
+    def clause(self, clause: ast.Clause, upstream: Callable[[Env], Iterator[Env]]
+               ) -> Callable[[Env], Iterator[Env]]:
+        """Extend each upstream binding with ``clause``'s variable: an aggregate (let), each item
+        or window of its source (for), or each window record delivered for it (post-processing
+        of a window aggregated upstream)."""
+        var = clause.var
+        if isinstance(clause, ast.LetClause):
+            agg = self.aggregate(clause.aggregate)
+
+            def bind_let(env: Env) -> Iterator[Env]:
+                for bound in upstream(env):
+                    yield {**bound, var: agg(bound)}
+
+            return bind_let
+        prepared = self.context.prepared.get(id(clause))
+        if prepared is not None and id(clause) in self.context.aggregated:
+            records = prepared
+
+            def bind_records(env: Env) -> Iterator[Env]:
+                for bound in upstream(env):
+                    for record in records:
+                        yield {**bound, var: record}
+
+            return bind_records
+        source = self.path(clause.source, prepared)
+        window = clause.window
+        windows: Callable[[Iterable[Value]], Iterator[list]] | None
+        if window is None:
+            windows = None
+        elif isinstance(window, ast.CountWindow):
+            windows = count_window_contents(window.size, window.step)
+        else:
+            windows = self.time_windows(window)
+
+        def bind_for(env: Env) -> Iterator[Env]:
+            for bound in upstream(env):
+                if windows is None:
+                    for item in source(bound):
+                        yield {**bound, var: [item]}
+                else:
+                    for contents in windows(source(bound)):
+                        yield {**bound, var: contents}
+
+        return bind_for
+
+    def time_windows(self, w: ast.TimeWindow) -> Callable[[Iterable[Value]], Iterator[list]]:
+        return time_window_contents(w.ref, w.size.value, w.step.value, self.context.lateness,
+                                    self.context.stats)
+
+
+def count_window_contents(size: int, step: int) -> Callable[[Iterable[Value]], Iterator[list]]:
+    """The contents of ``|count size step step|`` windows over a sequence of items."""
+
+    def windows(items: Iterable[Value]) -> Iterator[list]:
+        assigner: CountWindows[Value] = CountWindows(size, step)
+        for item in items:
+            for w in assigner.push(item):
+                yield w.items
+
+    return windows
+
+
+def reference_value(ref: tuple[str, ...]) -> Callable[[Value], float]:
+    """The window reference of an item: its first ``ref`` element as a double (NaN if absent)."""
+
+    def reference(item: Value) -> float:
+        current = [item]
+        for name in ref:
+            current = child_elements(current, name)
+        return atomize(current[0]) if current else NAN
+
+    return reference
+
+
+def time_window_contents(ref: tuple[str, ...], size: Fraction, step: Fraction, lateness: float,
+                         stats: WindowCounters) -> Callable[[Iterable[Value]], Iterator[list]]:
+    """The contents of ``|ref diff size step step|`` windows, closed by the shared event-time
+    clock's watermark (``lateness`` behind the largest reference seen) and at the end; the
+    clock's late and missing counts are added to ``stats`` when the items run out."""
+    spec = WindowSpec("diff", size, step, "/".join(ref))
+    reference = reference_value(ref)
+
+    def windows(items: Iterable[Value]) -> Iterator[list]:
+        clock = WindowClock()
+        assigner: TimeWindows[Value] = TimeWindows(spec, reference, lateness, clock)
+        try:
+            for item in items:
+                for w in assigner.push(item):
+                    yield w.items
+            for w in assigner.flush():
+                yield w.items
+        finally:
+            stats.add(clock.counters())
+
+    return windows

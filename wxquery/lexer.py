@@ -1,0 +1,222 @@
+"""The character-level layer of the WXQuery parser: a cursor over the query text.
+
+There is no separate token stream because XQuery's direct element constructors switch between
+expression lexing and XML-content lexing mid-query; the grammar layers (paths, conditions, FLWR,
+constructors, expressions) therefore all read the text through this one cursor. It owns what
+every layer needs to agree on: white space and ``(: comments :)``, names, numbers, string
+literals, look-ahead without consuming, and turning an offset into the line and column that
+every error names.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from fractions import Fraction
+
+from . import ast
+from .errors import Position, WXQueryError, WXQuerySyntaxError
+
+NAME_START = r"A-Za-z_\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D\u2070-\u218F\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD"
+NAME_RE = re.compile(rf"[{NAME_START}][{NAME_START}\-.0-9\u00B7\u0300-\u036F\u203F-\u2040]*")
+NUMBER_RE = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+class Lexer:
+    """The query text, the current offset into it, and the lexical reads the grammar builds on."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\n|\r", text)]
+
+    # ------------------------------------------------------------------ position & errors
+
+    def position(self, at: int | None = None) -> Position:
+        at = self.pos if at is None else at
+        line = bisect.bisect_right(self.line_starts, at) - 1
+        return Position(line + 1, at - self.line_starts[line] + 1)
+
+    def error(self, message: str, at: int | None = None) -> WXQuerySyntaxError:
+        return WXQuerySyntaxError(message, self.position(at))
+
+    def describe_here(self) -> str:
+        if self.pos >= len(self.text):
+            return "end of query"
+        m = NAME_RE.match(self.text, self.pos)
+        if m:
+            return f"'{m.group()}'"
+        return f"'{self.text[self.pos]}'"
+
+    def expected(self, what: str) -> WXQuerySyntaxError:
+        return self.error(f"expected {what}, found {self.describe_here()}")
+
+    # ------------------------------------------------------------------ lexical helpers
+
+    def skip_ws(self) -> None:
+        text, n = self.text, len(self.text)
+        while self.pos < n:
+            c = text[self.pos]
+            if c in " \t\r\n":
+                self.pos += 1
+            elif text.startswith("(:", self.pos):
+                self.skip_comment()
+            else:
+                break
+
+    def skip_comment(self) -> None:
+        start = self.pos
+        depth = 0
+        while self.pos < len(self.text):
+            if self.text.startswith("(:", self.pos):
+                depth += 1
+                self.pos += 2
+            elif self.text.startswith(":)", self.pos):
+                depth -= 1
+                self.pos += 2
+                if depth == 0:
+                    return
+            else:
+                self.pos += 1
+        raise self.error("unterminated comment '(: ... :)'", start)
+
+    def peek(self, s: str) -> bool:
+        self.skip_ws()
+        return self.text.startswith(s, self.pos)
+
+    def accept(self, s: str) -> bool:
+        if self.peek(s):
+            self.pos += len(s)
+            return True
+        return False
+
+    def expect(self, s: str, what: str | None = None) -> int:
+        self.skip_ws()
+        if not self.text.startswith(s, self.pos):
+            raise self.expected(what or f"'{s}'")
+        start = self.pos
+        self.pos += len(s)
+        return start
+
+    def peek_name(self) -> str | None:
+        self.skip_ws()
+        m = NAME_RE.match(self.text, self.pos)
+        return m.group() if m else None
+
+    def peek_keyword(self, word: str) -> bool:
+        """A keyword is a name that is not followed by more name characters."""
+        return self.peek_name() == word
+
+    def accept_keyword(self, word: str) -> bool:
+        if self.peek_keyword(word):
+            self.pos += len(word)
+            return True
+        return False
+
+    def expect_keyword(self, word: str) -> None:
+        if not self.accept_keyword(word):
+            raise self.expected(f"'{word}'")
+
+    def read_name(self, what: str = "a name") -> tuple[str, int]:
+        name = self.peek_name()
+        if name is None:
+            raise self.expected(what)
+        if ":" in self.text[self.pos + len(name): self.pos + len(name) + 1] and not \
+                self.text.startswith(":=", self.pos + len(name)):
+            raise self.error("namespace prefixes are not supported", self.pos + len(name))
+        start = self.pos
+        self.pos += len(name)
+        return name, start
+
+    def after_ws_is(self, at: int, s: str) -> bool:
+        """Whether ``s`` follows position ``at`` after white space (without consuming)."""
+        saved = self.pos
+        self.pos = at
+        try:
+            return self.peek(s)
+        finally:
+            self.pos = saved
+
+    def read_number(self, what: str = "a number") -> ast.Number:
+        self.skip_ws()
+        start = self.pos
+        sign = ""
+        if self.text.startswith(("-", "+"), self.pos):
+            sign = "-" if self.text[self.pos] == "-" else ""
+            self.pos += 1
+            self.skip_ws()
+        m = NUMBER_RE.match(self.text, self.pos)
+        if not m:
+            self.pos = start
+            raise self.expected(what)
+        self.pos = m.end()
+        if self.pos < len(self.text) and NAME_RE.match(self.text, self.pos):
+            raise self.error(f"malformed number '{self.text[start:self.pos + 1]}'", start)
+        literal = sign + m.group()
+        return ast.Number(Fraction(m.group()) * (-1 if sign else 1), literal)
+
+    def at_number(self) -> bool:
+        self.skip_ws()
+        i = self.pos
+        if self.text.startswith(("-", "+"), i):
+            i += 1
+            while i < len(self.text) and self.text[i] in " \t\r\n":
+                i += 1
+        return bool(NUMBER_RE.match(self.text, i))
+
+    def read_string(self) -> str:
+        self.skip_ws()
+        quote = self.text[self.pos: self.pos + 1]
+        if quote not in ('"', "'"):
+            raise self.expected("a string literal")
+        start = self.pos
+        self.pos += 1
+        out = []
+        while True:
+            end = self.text.find(quote, self.pos)
+            if end < 0:
+                raise self.error("unterminated string literal", start)
+            out.append(self.text[self.pos:end])
+            self.pos = end + 1
+            if self.text.startswith(quote, self.pos):  # doubled quote escapes itself
+                out.append(quote)
+                self.pos += 1
+            else:
+                return "".join(out)
+
+    def parse_variable_name(self) -> tuple[str, int]:
+        """``$name``: the name, and the offset of the ``$`` for errors about the binding."""
+        start = self.expect("$", "a variable '$name'")
+        name, _ = self.read_name("a variable name after '$'")
+        return name, start
+
+    # ------------------------------------------------------------------ look-ahead
+
+    def peek_following_name(self, offset: int) -> str | None:
+        """The name ``offset`` characters ahead, without moving."""
+        saved = self.pos
+        self.pos += offset
+        try:
+            return self.peek_name()
+        finally:
+            self.pos = saved
+
+    def peek_following_is_number(self, offset: int) -> bool:
+        """Whether a number starts ``offset`` characters ahead, without moving."""
+        saved = self.pos
+        self.pos += offset
+        try:
+            return self.at_number()
+        finally:
+            self.pos = saved
+
+    def after_number_is(self, s: str) -> bool:
+        """Whether the number here is followed by ``s``, without moving."""
+        saved = self.pos
+        try:
+            self.read_number()
+            return self.peek(s)
+        except WXQueryError:
+            return False
+        finally:
+            self.pos = saved
