@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sharing.analysis import analyze  # noqa: E402
-from thinpeer.photon_generator import generate, write_document  # noqa: E402
+from photons.generator import generate, write_document  # noqa: E402
 from wxquery import algebra as alg  # noqa: E402
 from wxquery.evaluator import post_process  # noqa: E402
 from wxquery.inline_operators import Pipeline, item_size  # noqa: E402

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from sharing.analysis import analyze  # noqa: E402
-from thinpeer.photon_generator import generate, write_document  # noqa: E402
+from photons.generator import generate, write_document  # noqa: E402
 from wxquery.evaluator import evaluate  # noqa: E402
 from wxquery.stream_document import StreamDocument  # noqa: E402
 

@@ -245,7 +245,7 @@ def _print_simulation(report: dict) -> None:
 
 
 def cmd_photons_generate(args: argparse.Namespace) -> int:
-    from thinpeer.photon_generator import generate, write_document
+    from photons.generator import generate, write_document
 
     if args.count < 0:
         raise _CliError("error: --count must not be negative")
@@ -256,7 +256,7 @@ def cmd_photons_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_photons_from_fits(args: argparse.Namespace) -> int:
-    from thinpeer.fits_events import EventListError, write_fits_document
+    from photons.fits_events import EventListError, write_fits_document
 
     def progress(n: int) -> None:
         if sys.stderr.isatty():
@@ -346,7 +346,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     import itertools
 
     from thinpeer.client import ThinPeerError
-    from thinpeer.photon_generator import generate
+    from photons.generator import generate
 
     if args.input is None and not args.synthetic:
         raise _CliError("error: give --input DOC.xml or --synthetic")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from thinpeer.client import SuperPeerClient, ThinPeerError
 from thinpeer.network import NetworkError, up, with_free_ports
-from thinpeer.photon_generator import generate
+from photons.generator import generate
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = [("q1", "SP1"), ("q2", "SP7"), ("q3", "SP0"), ("q4", "SP6")]
