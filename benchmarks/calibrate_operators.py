@@ -21,8 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from sharing.analysis import analyze  # noqa: E402
 from photons.generator import generate, write_document  # noqa: E402
+from sharing.analysis import analyze  # noqa: E402
+from sharing.scenarios import example_query  # noqa: E402
 from wxquery import algebra as alg  # noqa: E402
 from wxquery.evaluator import post_process  # noqa: E402
 from wxquery.inline_operators import Pipeline, item_size  # noqa: E402
@@ -60,7 +61,7 @@ def main() -> int:
     partials = (("sum", "en"), ("count", "en"))
     records = Pipeline([alg.WindowAggregate(alg.WindowSpec("diff", Fraction(1), Fraction(1),
                                                            "det_time"), partials)]).run(items)
-    q1 = analyze((ROOT / "examples" / "queries" / "q1.wxq").read_text())
+    q1 = analyze(example_query("q1"))
     clause = next(b.clause for b in q1.checked.clauses.values() if b.kind == "item")
     delivered = Pipeline([four, alg.Project(q1.properties.inputs[0].projection.output)]).run(items)
     calibration = {

@@ -14,7 +14,9 @@ import pytest
 
 from conftest import photon_document
 from sharing.analysis import analyze
+from sharing.scenarios import EXAMPLE_QUERIES
 from thinpeer.network import with_free_ports
+from thinpeer.topologies import shipped_topology
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
 
@@ -29,7 +31,7 @@ def run(*args: str, timeout: float = 120, cwd: Path = ROOT) -> subprocess.Comple
 
 @pytest.mark.parametrize("executor", ["inline", "spark"])
 def test_network_up_publish_subscribe_status_down(tmp_path, executor):
-    topology = with_free_ports(ROOT / "deploy" / "topologies" / "paper-example.toml", tmp_path / "t.toml")
+    topology = with_free_ports(shipped_topology("paper-example"), tmp_path / "t.toml")
     state = tmp_path / "state"
     idle = "30" if executor == "inline" else "150"
     launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--state-dir", str(state),
@@ -47,7 +49,7 @@ def test_network_up_publish_subscribe_status_down(tmp_path, executor):
         assert len(addresses) == 8, launcher.stderr.read() if launcher.poll() is not None else "timeout"
         doc = tmp_path / "photons.xml"
         doc.write_text(photon_document(1500, seed=17))
-        queries = {name: (ROOT / "examples" / "queries" / f"{name}.wxq") for name in ("q1", "q2")}
+        queries = {name: Path(str(EXAMPLE_QUERIES / f"{name}.wxq")) for name in ("q1", "q2")}
         # subscriptions first, so that they see the whole stream
         subscribers = {}
         for name, peer in (("q1", "SP1"), ("q2", "SP7")):
@@ -77,7 +79,7 @@ def test_network_up_publish_subscribe_status_down(tmp_path, executor):
 
 
 def test_subscribe_before_the_stream_exists_is_a_clear_error(tmp_path):
-    topology = with_free_ports(ROOT / "deploy" / "topologies" / "paper-example.toml", tmp_path / "t.toml")
+    topology = with_free_ports(shipped_topology("paper-example"), tmp_path / "t.toml")
     launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--state-dir",
                                  str(tmp_path / "s")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, cwd=ROOT)
@@ -86,7 +88,7 @@ def test_subscribe_before_the_stream_exists_is_a_clear_error(tmp_path):
         for _ in range(7):
             launcher.stdout.readline()
         r = run("subscribe", "--superpeer", sp1, "--no-wait", "--query",
-                str(ROOT / "examples" / "queries" / "q1.wxq"))
+                str(EXAMPLE_QUERIES / "q1.wxq"))
         assert r.returncode != 0 and 'NOT_FOUND: unknown stream "photons"' in r.stderr
     finally:
         launcher.send_signal(signal.SIGINT)

@@ -296,10 +296,12 @@ def cmd_superpeer_serve(args: argparse.Namespace) -> int:
     from superpeer.node import NodeError
     from superpeer.server import serve_forever, start_superpeer
     from superpeer.topology import load_topology
+    from thinpeer.topologies import topology_path
 
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.id} %(levelname)s %(message)s")
     try:
-        topology = load_topology(args.topology)
+        with topology_path(args.topology) as path:
+            topology = load_topology(path)
         running = start_superpeer(topology, args.id, args.port, args.retention, args.executor,
                                   _spark_options(args))
     except (TopologyError, NodeError, OSError) as exc:
@@ -469,6 +471,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_network_up(args: argparse.Namespace) -> int:
+    from thinpeer.topologies import topology_path
+
+    # The daemons read the topology file while they run, so the file stays valid until they stop.
+    with topology_path(args.topology) as path:
+        return _run_network(args, path)
+
+
+def _run_network(args: argparse.Namespace, topology: Path) -> int:
     import signal
     import threading
 
@@ -476,7 +486,7 @@ def cmd_network_up(args: argparse.Namespace) -> int:
     from thinpeer.network import NetworkError, up
 
     try:
-        network = up(args.topology, args.executor, args.state_dir, spark=_spark_options(args),
+        network = up(topology, args.executor, args.state_dir, spark=_spark_options(args),
                      progress=lambda m: print(m, file=sys.stderr, flush=True))
     except (NetworkError, TopologyError) as exc:
         raise _CliError(f"error: {exc}") from None
@@ -587,7 +597,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = commands.add_parser("superpeer", help="run a super-peer daemon")
     sp_commands = sp.add_subparsers(dest="superpeer_command", metavar="ACTION", required=True)
     p = sp_commands.add_parser("serve", help="serve one super-peer of a topology")
-    p.add_argument("--topology", required=True, help="topology TOML file")
+    p.add_argument("--topology", required=True,
+                   help="a topology TOML file, or a shipped one by name (paper-example, grid-4x4)")
     p.add_argument("--id", required=True, help="this super-peer's id in the topology")
     p.add_argument("--port", type=int, help="listen port (default: the topology's)")
     _add_executor_options(p, checkpoint=True)
@@ -629,7 +640,8 @@ def build_parser() -> argparse.ArgumentParser:
     net = commands.add_parser("network", help="run a local network of super-peer processes")
     net_commands = net.add_subparsers(dest="network_command", metavar="ACTION", required=True)
     p = net_commands.add_parser("up", help="start every super-peer of a topology, wait until healthy")
-    p.add_argument("--topology", required=True)
+    p.add_argument("--topology", required=True,
+                   help="a topology TOML file, or a shipped one by name (paper-example, grid-4x4)")
     _add_executor_options(p)
     p.add_argument("--state-dir", default=".streamglobe")
     p.set_defaults(func=cmd_network_up)
