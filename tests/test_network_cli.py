@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import photon_document
+from network_harness import running_network
+from photons.generator import generate
 from sharing.analysis import analyze
 from sharing.scenarios import EXAMPLE_QUERIES
+from thinpeer.client import SuperPeerClient
 from thinpeer.network import with_free_ports
 from thinpeer.topologies import shipped_topology
 from wxquery.evaluator import evaluate
@@ -101,3 +104,44 @@ def test_demo_runs_and_exits_cleanly():
     for text in ("Query 1 registered at SP1", "reuse stream", "Query 4:", "Traffic per link",
                  "Network stopped."):
         assert text in r.stdout, r.stdout
+
+
+def test_subscribe_count_resume_and_offset(tmp_path):
+    """`subscribe --count` stops early and saves its offset; `--resume` continues from the saved
+    offset (or `--offset`) to the end of the stream, and the pieces are the reference results."""
+    query = EXAMPLE_QUERIES / "q1.wxq"
+    with running_network(tmp_path) as (topology, _):
+        publisher = SuperPeerClient(topology.address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=100)
+        photons = [p.to_xml() for p in generate(1200, seed=21)]
+        publisher.publish("photons", photons[:200])
+        sp1 = topology.address("SP1")
+        first = subprocess.Popen([*CLI, "subscribe", "--superpeer", sp1, "--query", str(query),
+                                  "--count", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, cwd=tmp_path)
+        line = first.stderr.readline()
+        assert line.startswith("subscription "), line + first.stderr.read()
+        sid = line.split()[1]
+        publisher.publish("photons", photons[200:])
+        publisher.close_stream("photons")
+        out, err = first.communicate(timeout=60)
+        assert first.returncode == 0, err
+        assert err.endswith(f"5 result item(s); stopped: count reached; resume with --resume {sid}\n")
+        assert (tmp_path / ".streamglobe" / f"{sid}.offset").read_text() == "5"
+        expected = list(evaluate(analyze(query.read_text()).checked, StreamDocument.from_text(
+            "<photons>" + "".join(photons[200:]) + "</photons>")).serialized_items())
+        assert len(expected) > 10
+        assert out == "<photons>" + "".join(expected[:5]) + "</photons>\n"
+
+        r = run("subscribe", "--superpeer", sp1, "--resume", sid, "--offset", "3", "--count", "4",
+                cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.startswith(f"resuming subscription {sid} at offset 3\n")
+        assert r.stdout == "<photons>" + "".join(expected[3:7]) + "</photons>\n"
+        assert (tmp_path / ".streamglobe" / f"{sid}.offset").read_text() == "7"
+
+        r = run("subscribe", "--superpeer", sp1, "--resume", sid, "--timeout", "20", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "<photons>" + "".join(expected[7:]) + "</photons>\n"
+        assert r.stderr.endswith(f"{len(expected) - 7} result item(s); stopped: the stream closed; "
+                                 f"resume with --resume {sid}\n")
