@@ -133,3 +133,14 @@ def test_topology_by_shipped_name_or_file(tmp_path, monkeypatch):
     assert r.returncode == 1 and r.stderr.strip() == "error: SP99 is not a super-peer of the topology"
     r = sg("superpeer", "serve", "--topology", str(tmp_path / "nope.toml"), "--id", "SP0")
     assert r.returncode == 1 and r.stderr.strip() == f"error: {tmp_path / 'nope.toml'}: no such topology file"
+
+
+def test_publish_missing_or_malformed_input_is_a_message(tmp_path):
+    """Checked before any connection, so no super-peer is needed."""
+    missing = tmp_path / "nope.xml"
+    r = sg("publish", "--superpeer", "127.0.0.1:1", "--stream", "s", "--input", str(missing))
+    assert r.returncode == 1 and r.stderr.strip() == f"{missing}: error: no such input file: {missing}"
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<a>\n")
+    r = sg("publish", "--superpeer", "127.0.0.1:1", "--stream", "s", "--input", str(bad))
+    assert r.returncode == 1 and r.stderr.startswith(f"{bad}:2:1: error: malformed XML")

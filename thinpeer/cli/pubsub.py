@@ -7,12 +7,13 @@ All of them go through the client library (``thinpeer.client``); ``subscribe`` r
 from __future__ import annotations
 
 import argparse
+import io
 import itertools
 import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, BinaryIO, Iterator
 
 from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, AddCommand, CliError, thin_error
 from thinpeer.cli.query import read_query
@@ -34,10 +35,21 @@ def _document_items(path: str) -> tuple[str, str, Iterator[str]]:
     from wxquery.errors import InputDocumentError
     from wxquery.stream_document import StreamDocument
 
-    doc = StreamDocument.from_bytes(sys.stdin.buffer.read(), "<stdin>") if path == "-" \
-        else StreamDocument.from_file(path)
     try:
-        with doc._open() as f:
+        if path == "-":
+            data = sys.stdin.buffer.read()
+            doc = StreamDocument.from_bytes(data, "<stdin>")
+        else:
+            doc = StreamDocument.from_file(path)
+    except InputDocumentError as exc:  # a missing file: a message, not a traceback
+        raise CliError(str(exc)) from None
+
+    def opened() -> BinaryIO:
+        return io.BytesIO(data) if path == "-" else open(path, "rb")
+
+    try:
+        # Only the first two start tags are read here, to name the stream's root and items.
+        with opened() as f:
             root = item = None
             for event, el in etree.iterparse(f, events=("start",)):
                 if root is None:
