@@ -24,8 +24,9 @@ from lxml import etree
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from photons.generator import generate, write_document  # noqa: E402
 from sharing.analysis import analyze  # noqa: E402
-from thinpeer.photon_generator import generate, write_document  # noqa: E402
+from sharing.scenarios import example_query  # noqa: E402
 from wxquery import algebra as alg  # noqa: E402
 from wxquery.evaluator import post_process  # noqa: E402
 from wxquery.operators.chains import normalise  # noqa: E402
@@ -77,7 +78,7 @@ def main() -> int:
     partials = (("sum", "en"), ("count", "en"))
     records = run_operators([alg.WindowAggregate(alg.WindowSpec("diff", Fraction(1), Fraction(1),
                                                                  "det_time"), partials)], "items", texts)
-    q1 = analyze((ROOT / "examples" / "queries" / "q1.wxq").read_text())
+    q1 = analyze(example_query("q1"))
     clause = next(b.clause for b in q1.checked.clauses.values() if b.kind == "item")
     delivered = [etree.fromstring(t) for t in run_operators(
         [four, alg.Project(q1.properties.inputs[0].projection.output)], "items", texts)]

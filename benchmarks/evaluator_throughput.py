@@ -20,8 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from photons.generator import generate, write_document  # noqa: E402
 from sharing.analysis import analyze  # noqa: E402
-from thinpeer.photon_generator import generate, write_document  # noqa: E402
+from sharing.scenarios import example_query  # noqa: E402
 from wxquery.evaluator import evaluate  # noqa: E402
 from wxquery.stream_document import StreamDocument  # noqa: E402
 
@@ -43,7 +44,7 @@ def main() -> int:
         print(f"{args.photons} photons ({size_mb:.1f} MB), best of {args.repeat} runs", flush=True)
         rows = []
         for name in ("q1", "q2", "q3", "q4"):
-            analysis = analyze((ROOT / "examples" / "queries" / f"{name}.wxq").read_text())
+            analysis = analyze(example_query(name))
             best = float("inf")
             results = 0
             for _ in range(args.repeat):

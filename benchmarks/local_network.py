@@ -12,12 +12,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from thinpeer.network import up, with_free_ports  # noqa: E402
+from thinpeer.topologies import shipped_topology  # noqa: E402
 
 
 @contextmanager
-def local_network(topology: str = "paper-example.toml"):
+def local_network(topology: str = "paper-example"):
     with tempfile.TemporaryDirectory(prefix="streamglobe-bench-") as tmp:
-        path = with_free_ports(ROOT / "deploy" / "topologies" / topology, Path(tmp) / topology)
+        path = with_free_ports(shipped_topology(topology), Path(tmp) / f"{topology}.toml")
         network = up(path, state_dir=Path(tmp) / "state")
         try:
             yield network

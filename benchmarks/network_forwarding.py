@@ -17,8 +17,8 @@ from pathlib import Path
 
 from local_network import local_network, write_report
 
+from photons.generator import generate
 from thinpeer.client import SuperPeerClient
-from thinpeer.photon_generator import generate
 
 WHOLE = '<all>{ for $p in stream("photons")/photons/photon return $p }</all>'
 

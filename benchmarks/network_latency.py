@@ -16,8 +16,9 @@ import threading
 import time
 from pathlib import Path
 
-from local_network import ROOT, local_network, percentile, write_report
+from local_network import local_network, percentile, write_report
 
+from sharing.scenarios import example_query
 from thinpeer.client import SuperPeerClient
 
 
@@ -32,7 +33,7 @@ def main() -> int:
     parser.add_argument("--per-batch", type=int, default=5)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    q1 = (ROOT / "examples" / "queries" / "q1.wxq").read_text()
+    q1 = example_query("q1")
     latencies: list[float] = []
     with local_network() as network:
         a = network.addresses

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from local_network import local_network, percentile, write_report
 
+from photons.generator import generate
 from sharing.scenarios import paper_example
 from thinpeer.client import SuperPeerClient
-from thinpeer.photon_generator import generate
 
 
 def main() -> int:

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
+from importlib import resources
+from importlib.resources.abc import Traversable
 
 import networkx as nx
 
 from .backbone import Backbone, Link, Peer
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "queries"
+# The paper's Queries 1–4 ship as package data, so scenarios (and the demo, which registers the
+# same queries) work from an installed package, not only from a source checkout.
+EXAMPLE_QUERIES: Traversable = resources.files(__package__) / "data" / "queries"
 
 # Sky regions (ra_min, ra_max, dec_min, dec_max) around the Vela field, nested on purpose.
 REGIONS = [
@@ -105,9 +108,23 @@ def template_queries(rng: random.Random, streams: list[str], peers: list[str], n
     return out
 
 
+def example_queries() -> list[str]:
+    """Names of the shipped example queries (``q1`` … ``q4``), in order."""
+    return sorted(p.name.removesuffix(".wxq") for p in EXAMPLE_QUERIES.iterdir()
+                  if p.name.endswith(".wxq"))
+
+
+def example_query(name: str) -> str:
+    """The text of a shipped example query, e.g. ``example_query("q1")``."""
+    resource = EXAMPLE_QUERIES / f"{name}.wxq"
+    if not resource.is_file():
+        raise KeyError(f"no shipped example query {name!r}; there are {', '.join(example_queries())}")
+    return resource.read_text(encoding="utf-8")
+
+
 def paper_query(n: int, stream: str = "photons") -> str:
-    text = (EXAMPLES / f"q{n}.wxq").read_text()
-    return text.replace('stream("photons")', f'stream("{stream}")')
+    """The paper's Query ``n`` reading ``stream`` instead of ``photons``."""
+    return example_query(f"q{n}").replace('stream("photons")', f'stream("{stream}")')
 
 
 # ----------------------------------------------------------------------------- topologies

@@ -18,7 +18,7 @@ from typing import Callable
 
 from lxml import etree
 
-from thinpeer.photon_generator import generate, write_document
+from photons.generator import generate, write_document
 from wxquery.evaluator import evaluate, post_process
 from wxquery.operators.records import WindowRecord, serialize
 from wxquery.operators.runner import run_operators

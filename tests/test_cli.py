@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import write_event_list
+from sharing.scenarios import EXAMPLE_QUERIES
 
 ROOT = Path(__file__).resolve().parent.parent
-Q = ROOT / "examples" / "queries"
+Q = Path(str(EXAMPLE_QUERIES))  # the shipped examples (package data)
 
 
 def sg(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -109,3 +110,37 @@ def test_from_fits(tmp_path):
     assert r.stdout.count("<photon>") == 120 and "120 photons from 120 events" in r.stderr
     r = sg("photons", "from-fits", str(tmp_path / "missing.fits"))
     assert r.returncode != 0 and "no such file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_topology_by_shipped_name_or_file(tmp_path, monkeypatch):
+    """--topology takes a file, or a shipped topology by name; an existing file wins."""
+    from superpeer.topology import load_topology
+    from thinpeer.topologies import shipped_topologies, topology_path
+
+    assert {"paper-example", "grid-4x4"} <= set(shipped_topologies())
+    with topology_path("paper-example") as path:
+        assert len(load_topology(path).backbone.peers) == 8
+    with topology_path("grid-4x4.toml") as path:
+        assert len(load_topology(path).backbone.peers) == 16
+    local = tmp_path / "paper-example.toml"
+    local.write_text('[[superpeer]]\nid = "A"\naddress = "127.0.0.1:1"\n')
+    monkeypatch.chdir(tmp_path)
+    with topology_path("paper-example.toml") as path:
+        assert path == Path("paper-example.toml")
+    # through the command: the shipped name loads (then the unknown id is refused), a missing
+    # file is reported as before
+    r = sg("superpeer", "serve", "--topology", "paper-example", "--id", "SP99")
+    assert r.returncode == 1 and r.stderr.strip() == "error: SP99 is not a super-peer of the topology"
+    r = sg("superpeer", "serve", "--topology", str(tmp_path / "nope.toml"), "--id", "SP0")
+    assert r.returncode == 1 and r.stderr.strip() == f"error: {tmp_path / 'nope.toml'}: no such topology file"
+
+
+def test_publish_missing_or_malformed_input_is_a_message(tmp_path):
+    """Checked before any connection, so no super-peer is needed."""
+    missing = tmp_path / "nope.xml"
+    r = sg("publish", "--superpeer", "127.0.0.1:1", "--stream", "s", "--input", str(missing))
+    assert r.returncode == 1 and r.stderr.strip() == f"{missing}: error: no such input file: {missing}"
+    bad = tmp_path / "bad.xml"
+    bad.write_text("<a>\n")
+    r = sg("publish", "--superpeer", "127.0.0.1:1", "--stream", "s", "--input", str(bad))
+    assert r.returncode == 1 and r.stderr.startswith(f"{bad}:2:1: error: malformed XML")

@@ -13,8 +13,13 @@ from pathlib import Path
 import pytest
 
 from conftest import photon_document
+from network_harness import running_network
+from photons.generator import generate
 from sharing.analysis import analyze
+from sharing.scenarios import EXAMPLE_QUERIES
+from thinpeer.client import SuperPeerClient
 from thinpeer.network import with_free_ports
+from thinpeer.topologies import shipped_topology
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
 
@@ -29,7 +34,7 @@ def run(*args: str, timeout: float = 120, cwd: Path = ROOT) -> subprocess.Comple
 
 @pytest.mark.parametrize("executor", ["inline", "spark"])
 def test_network_up_publish_subscribe_status_down(tmp_path, executor):
-    topology = with_free_ports(ROOT / "deploy" / "topologies" / "paper-example.toml", tmp_path / "t.toml")
+    topology = with_free_ports(shipped_topology("paper-example"), tmp_path / "t.toml")
     state = tmp_path / "state"
     idle = "30" if executor == "inline" else "150"
     launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--state-dir", str(state),
@@ -47,7 +52,7 @@ def test_network_up_publish_subscribe_status_down(tmp_path, executor):
         assert len(addresses) == 8, launcher.stderr.read() if launcher.poll() is not None else "timeout"
         doc = tmp_path / "photons.xml"
         doc.write_text(photon_document(1500, seed=17))
-        queries = {name: (ROOT / "examples" / "queries" / f"{name}.wxq") for name in ("q1", "q2")}
+        queries = {name: Path(str(EXAMPLE_QUERIES / f"{name}.wxq")) for name in ("q1", "q2")}
         # subscriptions first, so that they see the whole stream
         subscribers = {}
         for name, peer in (("q1", "SP1"), ("q2", "SP7")):
@@ -77,7 +82,7 @@ def test_network_up_publish_subscribe_status_down(tmp_path, executor):
 
 
 def test_subscribe_before_the_stream_exists_is_a_clear_error(tmp_path):
-    topology = with_free_ports(ROOT / "deploy" / "topologies" / "paper-example.toml", tmp_path / "t.toml")
+    topology = with_free_ports(shipped_topology("paper-example"), tmp_path / "t.toml")
     launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--state-dir",
                                  str(tmp_path / "s")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, cwd=ROOT)
@@ -86,7 +91,7 @@ def test_subscribe_before_the_stream_exists_is_a_clear_error(tmp_path):
         for _ in range(7):
             launcher.stdout.readline()
         r = run("subscribe", "--superpeer", sp1, "--no-wait", "--query",
-                str(ROOT / "examples" / "queries" / "q1.wxq"))
+                str(EXAMPLE_QUERIES / "q1.wxq"))
         assert r.returncode != 0 and 'NOT_FOUND: unknown stream "photons"' in r.stderr
     finally:
         launcher.send_signal(signal.SIGINT)
@@ -99,3 +104,44 @@ def test_demo_runs_and_exits_cleanly():
     for text in ("Query 1 registered at SP1", "reuse stream", "Query 4:", "Traffic per link",
                  "Network stopped."):
         assert text in r.stdout, r.stdout
+
+
+def test_subscribe_count_resume_and_offset(tmp_path):
+    """`subscribe --count` stops early and saves its offset; `--resume` continues from the saved
+    offset (or `--offset`) to the end of the stream, and the pieces are the reference results."""
+    query = EXAMPLE_QUERIES / "q1.wxq"
+    with running_network(tmp_path) as (topology, _):
+        publisher = SuperPeerClient(topology.address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=100)
+        photons = [p.to_xml() for p in generate(1200, seed=21)]
+        publisher.publish("photons", photons[:200])
+        sp1 = topology.address("SP1")
+        first = subprocess.Popen([*CLI, "subscribe", "--superpeer", sp1, "--query", str(query),
+                                  "--count", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, cwd=tmp_path)
+        line = first.stderr.readline()
+        assert line.startswith("subscription "), line + first.stderr.read()
+        sid = line.split()[1]
+        publisher.publish("photons", photons[200:])
+        publisher.close_stream("photons")
+        out, err = first.communicate(timeout=60)
+        assert first.returncode == 0, err
+        assert err.endswith(f"5 result item(s); stopped: count reached; resume with --resume {sid}\n")
+        assert (tmp_path / ".streamglobe" / f"{sid}.offset").read_text() == "5"
+        expected = list(evaluate(analyze(query.read_text()).checked, StreamDocument.from_text(
+            "<photons>" + "".join(photons[200:]) + "</photons>")).serialized_items())
+        assert len(expected) > 10
+        assert out == "<photons>" + "".join(expected[:5]) + "</photons>\n"
+
+        r = run("subscribe", "--superpeer", sp1, "--resume", sid, "--offset", "3", "--count", "4",
+                cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.startswith(f"resuming subscription {sid} at offset 3\n")
+        assert r.stdout == "<photons>" + "".join(expected[3:7]) + "</photons>\n"
+        assert (tmp_path / ".streamglobe" / f"{sid}.offset").read_text() == "7"
+
+        r = run("subscribe", "--superpeer", sp1, "--resume", sid, "--timeout", "20", cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "<photons>" + "".join(expected[7:]) + "</photons>\n"
+        assert r.stderr.endswith(f"{len(expected) - 7} result item(s); stopped: the stream closed; "
+                                 f"resume with --resume {sid}\n")

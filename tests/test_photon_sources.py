@@ -8,7 +8,7 @@ from astropy.coordinates import SkyCoord
 from lxml import etree
 
 from conftest import photon_document, write_event_list
-from thinpeer.fits_events import ConversionReport, EventListError, photons_from_fits
+from photons.fits_events import ConversionReport, EventListError, photons_from_fits
 
 
 def values(document: str, path: str) -> list[float]:

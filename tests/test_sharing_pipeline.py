@@ -17,12 +17,12 @@ from conftest import photon_document
 from random_queries import random_pair
 from sharing.analysis import analyze
 from sharing.matching import full_pipeline, match_properties
+from sharing.scenarios import example_query
 from wxquery.errors import UnsatisfiablePredicateError
 from wxquery.evaluator import evaluate, post_process
 from per_item_operators import Pipeline
 from wxquery.stream_document import StreamDocument
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 DOC = photon_document(1500, seed=8, rate=8.0)
 
 
@@ -66,7 +66,7 @@ def through_full_pipeline(text: str) -> list[str]:
 
 @pytest.mark.parametrize("name", ["q1", "q2", "q3", "q4"])
 def test_paper_queries_through_their_operators(name: str):
-    text = open(ROOT / "examples" / "queries" / f"{name}.wxq").read()
+    text = example_query(name)
     assert through_full_pipeline(text) == reference(text)
 
 
@@ -82,7 +82,7 @@ def test_random_queries_through_their_operators(seed: int):
 
 def test_query2_from_query1_stream_and_query4_from_query3_stream():
     for first, second in (("q1", "q2"), ("q3", "q4")):
-        t1, t2 = (open(ROOT / "examples" / "queries" / f"{n}.wxq").read() for n in (first, second))
+        t1, t2 = (example_query(n) for n in (first, second))
         (p1,) = analyze(t1).properties.inputs
         (p2,) = analyze(t2).properties.inputs
         stream = Pipeline(full_pipeline(p1).residual).run(items_of(DOC))

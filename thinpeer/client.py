@@ -26,6 +26,18 @@ class ThinPeerError(Exception):
         self.message = message
 
 
+@dataclass(frozen=True)
+class ResultBatch:
+    """One read of a subscription's results: ``items`` start at ``offset``; ``dropped`` counts
+    items the retention bound discarded before this read; ``closed``: no more will come."""
+
+    offset: int
+    items: list[str]
+    root: str
+    dropped: int
+    closed: bool
+
+
 @dataclass
 class PublishSummary:
     accepted: int = 0
@@ -116,21 +128,37 @@ class SuperPeerClient:
             subscription=subscription, offset=offset, max_items=max_items, wait_ms=wait_ms),
             timeout=self.timeout + wait_ms / 1000)
 
-    def results(self, subscription: str, offset: int = 0, idle_timeout: float | None = None,
-                ) -> Iterator[tuple[int, str, str]]:
-        """(offset, item, root) until the stream closes or nothing came for ``idle_timeout``."""
+    def result_batches(self, subscription: str, offset: int = 0,
+                       idle_timeout: float | None = None, max_items: int = 1000,
+                       wait_ms: int = 1000) -> Iterator[ResultBatch]:
+        """Every read from ``offset`` on, empty ones included, until the stream closes or nothing
+        came for ``idle_timeout`` seconds.
+
+        The one read/resume loop of the thin peer: ``results`` and ``streamglobe subscribe`` both
+        use it. Batches, not items, so that a caller can see the root of an empty result, report
+        dropped items and persist its offset once per read. The idle clock restarts when the
+        caller resumes after a non-empty batch, so time spent consuming it does not count.
+        """
         last = time.monotonic()
         while True:
-            reply = self.read(subscription, offset)
-            for i, item in enumerate(reply.items):
-                yield reply.offset + i, item, reply.root
-            if reply.items:
-                offset = reply.offset + len(reply.items)
+            reply = self.read(subscription, offset, max_items=max_items, wait_ms=wait_ms)
+            batch = ResultBatch(reply.offset, list(reply.items), reply.root, reply.dropped,
+                                reply.closed)
+            yield batch
+            if batch.items:
+                offset = batch.offset + len(batch.items)
                 last = time.monotonic()
-            if reply.closed:
+            if batch.closed:
                 return
             if idle_timeout is not None and time.monotonic() - last >= idle_timeout:
                 return
+
+    def results(self, subscription: str, offset: int = 0, idle_timeout: float | None = None,
+                ) -> Iterator[tuple[int, str, str]]:
+        """(offset, item, root) until the stream closes or nothing came for ``idle_timeout``."""
+        for batch in self.result_batches(subscription, offset, idle_timeout):
+            for i, item in enumerate(batch.items):
+                yield batch.offset + i, item, batch.root
 
     def status(self) -> dict:
         return json.loads(self._call("Status", pb.StatusRequest()).json)

@@ -14,11 +14,14 @@ import threading
 import time
 from pathlib import Path
 
+from photons.generator import generate
+from sharing.scenarios import example_query
 from thinpeer.client import SuperPeerClient, ThinPeerError
 from thinpeer.network import NetworkError, up, with_free_ports
-from thinpeer.photon_generator import generate
+from thinpeer.topologies import shipped_topology
 
-ROOT = Path(__file__).resolve().parent.parent
+# The shipped example queries and where the paper registers them; topology and queries are
+# package data, so the demo runs the same from an installed package in any directory.
 QUERIES = [("q1", "SP1"), ("q2", "SP7"), ("q3", "SP0"), ("q4", "SP6")]
 
 
@@ -28,7 +31,7 @@ def _say(message: str) -> None:
 
 def run_demo(photons: int = 6000, executor: str = "inline", spark: dict | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="streamglobe-demo-") as tmp:
-        topology_file = with_free_ports(ROOT / "deploy" / "topologies" / "paper-example.toml",
+        topology_file = with_free_ports(shipped_topology("paper-example"),
                                         Path(tmp) / "paper-example.toml")
         _say("Starting the paper's example network (SP0–SP7)…")
         try:
@@ -59,7 +62,7 @@ def _run(network, photons: int, idle_timeout: float) -> int:
     subs = {}
     for name, peer in QUERIES:
         client = SuperPeerClient(address[peer])
-        reply = client.subscribe((ROOT / "examples" / "queries" / f"{name}.wxq").read_text())
+        reply = client.subscribe(example_query(name))
         subs[name] = (client, reply.subscription)
         _say(f"\nQuery {name[1:]} registered at {peer}: subscription {reply.subscription}")
         for line in reply.description.splitlines()[1:]:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import grpc
@@ -67,11 +68,15 @@ def free_ports(n: int) -> list[int]:
     return ports
 
 
-def with_free_ports(source: str | Path, dest: str | Path) -> Path:
-    """A copy of a topology file whose super-peers listen on free loopback ports."""
+def with_free_ports(source: str | Path | Traversable, dest: str | Path) -> Path:
+    """A copy of a topology file whose super-peers listen on free loopback ports.
+
+    ``source`` may be a shipped topology (``thinpeer.topologies.shipped_topology``), which is
+    package data rather than necessarily a file on disk.
+    """
     import tomllib
 
-    text = Path(source).read_text()
+    text = (Path(source) if isinstance(source, str) else source).read_text(encoding="utf-8")
     data = tomllib.loads(text)
     for peer, port in zip(data["superpeer"], free_ports(len(data["superpeer"]))):
         text = text.replace(f'address = "{peer["address"]}"', f'address = "127.0.0.1:{port}"')

@@ -2,6 +2,9 @@
 
 Figure 6 style: average CPU load per super-peer and average traffic per network connection;
 Figure 7 style: CPU load and accumulated traffic (incoming + outgoing) per super-peer.
+
+Drawn on the CLI side from the report the simulator returns: the simulator in ``sharing`` is pure
+(no file output, no matplotlib), and only ``simulate --out`` pays for importing matplotlib.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ def _figure(out: Path, report: dict, figure: str, peers: list[str], strategies: 
 
 
 def write_plots(report: dict, out: Path) -> list[Path]:
+    """Both figures of ``report`` as PNGs in ``out``; their paths."""
     out.mkdir(parents=True, exist_ok=True)
     strategies = report["strategies"]
     first = next(iter(strategies.values()))

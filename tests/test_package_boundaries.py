@@ -1,0 +1,41 @@
+"""DESIGN §2 boundaries, checked on the source: the pure packages import nothing that does I/O
+with the outside world, and nothing above them; ``photons`` sits at the bottom."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# Top-level modules each package must never import (directly, or lazily inside a function).
+FORBIDDEN = {
+    "wxquery": {"grpc", "pyspark", "threading", "socket", "matplotlib", "rich", "superpeer",
+                "thinpeer", "sharing", "photons", "proto"},
+    "sharing": {"grpc", "pyspark", "threading", "socket", "matplotlib", "rich", "superpeer",
+                "thinpeer", "proto"},
+    "photons": {"grpc", "pyspark", "threading", "socket", "matplotlib", "rich", "superpeer",
+                "thinpeer", "sharing", "wxquery", "proto"},
+}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+    return {name.split(".")[0] for name in names}
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_package_imports_stay_within_its_layer(package: str):
+    offending = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        bad = imported_modules(path) & FORBIDDEN[package]
+        if bad:
+            offending[str(path.relative_to(ROOT))] = sorted(bad)
+    assert not offending, offending

@@ -1,0 +1,49 @@
+"""The ``streamglobe`` parser, assembled from the command modules, and ``main``.
+
+``main`` is the one place where a ``CliError`` becomes a message and an exit code, and where a
+closed pipe or Ctrl-C ends a command without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from thinpeer.cli import daemons, photon_commands, pubsub, query, simulate
+from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, CliError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="streamglobe",
+        description="StreamGlobe: share continuous WXQuery subscriptions over XML data streams.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    # The order here is the order of `streamglobe --help`.
+    query.register(commands.add_parser)
+    simulate.register(commands.add_parser)
+    daemons.register_superpeer(commands.add_parser)
+    pubsub.register(commands.add_parser)
+    daemons.register_network_and_demo(commands.add_parser)
+    photon_commands.register(commands.add_parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except CliError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`); that is not an error of ours.
+        try:
+            sys.stdout = open("/dev/null", "w")
+        except OSError:
+            pass
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,147 @@
+"""``streamglobe superpeer serve``, ``network up|down`` and ``demo``: commands that run daemons.
+
+They share the executor options (``--executor``, ``--spark-master``, ``--trigger-ms``,
+``--lateness``), which reach the daemons as ``spark_options``. ``--topology`` takes a file or a
+shipped topology name (``thinpeer.topologies``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
+
+
+def cmd_superpeer_serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from sharing.backbone import TopologyError
+    from superpeer.node import NodeError
+    from superpeer.server import serve_forever, start_superpeer
+    from superpeer.topology import load_topology
+    from thinpeer.topologies import topology_path
+
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.id} %(levelname)s %(message)s")
+    try:
+        with topology_path(args.topology) as path:
+            topology = load_topology(path)
+        running = start_superpeer(topology, args.id, args.port, args.retention, args.executor,
+                                  spark_options(args))
+    except (TopologyError, NodeError, OSError) as exc:
+        raise CliError(f"error: {getattr(exc, 'message', exc)}") from None
+    print(f"{args.id} serving on {running.address}", file=sys.stderr, flush=True)
+    serve_forever(running)
+    return EXIT_OK
+
+
+def cmd_network_up(args: argparse.Namespace) -> int:
+    from thinpeer.topologies import topology_path
+
+    # The daemons read the topology file while they run, so the file stays valid until they stop.
+    with topology_path(args.topology) as path:
+        return _run_network(args, path)
+
+
+def _run_network(args: argparse.Namespace, topology: Path) -> int:
+    import signal
+    import threading
+
+    from sharing.backbone import TopologyError
+    from thinpeer.network import NetworkError, up
+
+    try:
+        network = up(topology, args.executor, args.state_dir, spark=spark_options(args),
+                     progress=lambda m: print(m, file=sys.stderr, flush=True))
+    except (NetworkError, TopologyError) as exc:
+        raise CliError(f"error: {exc}") from None
+    for peer, address in network.addresses.items():
+        print(f"{peer} {address}", flush=True)
+    print("network up; Ctrl-C or 'streamglobe network down' stops it", file=sys.stderr, flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(1.0):
+        dead = [p for p, proc in network.processes.items() if proc.poll() is not None]
+        if dead:
+            print(f"warning: super-peer(s) {', '.join(dead)} exited; see {args.state_dir}/<id>.log",
+                  file=sys.stderr, flush=True)
+            for p in dead:
+                network.processes.pop(p)
+    network.stop()
+    print("network stopped", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_network_down(args: argparse.Namespace) -> int:
+    from thinpeer.network import NetworkError, down
+
+    try:
+        stopped = down(args.state_dir)
+    except NetworkError as exc:
+        raise CliError(f"error: {exc}") from None
+    print(f"stopped {', '.join(stopped) or 'nothing (already gone)'}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from thinpeer.demo import run_demo
+
+    return run_demo(photons=args.photons, executor=args.executor, spark=spark_options(args))
+
+
+def add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -> None:
+    p.add_argument("--executor", choices=["inline", "spark"], default="inline",
+                   help="where operators run: in the daemon (inline) or on Spark Structured Streaming")
+    p.add_argument("--spark-master", metavar="URL",
+                   help="Spark master for --executor spark (default local[2]; a cluster URL scales out)")
+    p.add_argument("--trigger-ms", type=int, metavar="MS",
+                   help="micro-batch trigger interval of the Spark executor (default 100)")
+    p.add_argument("--lateness", type=float, metavar="UNITS",
+                   help="how far (in reference units) items may arrive out of order in time windows "
+                        "before they are dropped and counted (default 0)")
+    if checkpoint:
+        p.add_argument("--checkpoint-dir", metavar="DIR",
+                       help="Spark executor checkpoint; restarting with the same directory resumes "
+                            "exactly once (default: a temporary directory, removed at exit)")
+
+
+def spark_options(args: argparse.Namespace) -> dict:
+    """The executor options as ``start_superpeer``, ``network.up`` and the demo take them."""
+    return {"master": args.spark_master, "trigger_ms": args.trigger_ms, "lateness": args.lateness,
+            "checkpoint_dir": getattr(args, "checkpoint_dir", None)}
+
+
+TOPOLOGY_HELP = "a topology TOML file, or a shipped one by name (paper-example, grid-4x4)"
+
+
+def register_superpeer(add_command: AddCommand) -> None:
+    sp = add_command("superpeer", help="run a super-peer daemon")
+    sp_commands = sp.add_subparsers(dest="superpeer_command", metavar="ACTION", required=True)
+    p = sp_commands.add_parser("serve", help="serve one super-peer of a topology")
+    p.add_argument("--topology", required=True, help=TOPOLOGY_HELP)
+    p.add_argument("--id", required=True, help="this super-peer's id in the topology")
+    p.add_argument("--port", type=int, help="listen port (default: the topology's)")
+    add_executor_options(p, checkpoint=True)
+    p.add_argument("--retention", type=int, default=500_000,
+                   help="result items kept per subscription for disconnected readers")
+    p.set_defaults(func=cmd_superpeer_serve)
+
+
+def register_network_and_demo(add_command: AddCommand) -> None:
+    net = add_command("network", help="run a local network of super-peer processes")
+    net_commands = net.add_subparsers(dest="network_command", metavar="ACTION", required=True)
+    p = net_commands.add_parser("up", help="start every super-peer of a topology, wait until healthy")
+    p.add_argument("--topology", required=True, help=TOPOLOGY_HELP)
+    add_executor_options(p)
+    p.add_argument("--state-dir", default=".streamglobe")
+    p.set_defaults(func=cmd_network_up)
+    p = net_commands.add_parser("down", help="stop the network started by 'network up'")
+    p.add_argument("--state-dir", default=".streamglobe")
+    p.set_defaults(func=cmd_network_down)
+
+    p = add_command("demo", help="the paper's example network, live: plans, results, traffic")
+    p.add_argument("--photons", type=int, default=6000)
+    add_executor_options(p)
+    p.set_defaults(func=cmd_demo)

@@ -1,0 +1,101 @@
+"""``streamglobe simulate``: the paper's evaluation in process, as tables, JSON and plots.
+
+The simulator (``sharing.simulator``) only returns a report; everything that touches the terminal
+or files — the rich tables, ``report.json``, the PNG figures — happens here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, AddCommand, CliError
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from sharing.planner import Strategy
+    from sharing.scenarios import SCENARIOS, random_scenario
+    from sharing.simulator import simulate
+
+    if args.scenario == "random" or args.peers is not None:
+        if args.peers is None or args.queries is None:
+            raise CliError("error: a random scenario needs --peers N --queries M (and --seed S)")
+        if args.peers < 2 or args.queries < 1:
+            raise CliError("error: --peers must be at least 2 and --queries at least 1")
+        scenario = random_scenario(args.peers, args.queries, args.seed)
+    elif args.scenario in SCENARIOS:
+        scenario = SCENARIOS[args.scenario](args.seed)
+    else:
+        raise CliError(f"error: unknown scenario {args.scenario!r}; choose one of "
+                       f"{', '.join(list(SCENARIOS) + ['random'])}")
+    try:
+        strategies = [Strategy(s) for s in args.strategies.split(",")]
+    except ValueError:
+        raise CliError("error: --strategies takes a comma-separated subset of sharing, "
+                       "data-shipping, query-shipping") from None
+    report = simulate(scenario, photons=args.photons, strategies=strategies,
+                      verify=not args.no_verify,
+                      progress=lambda m: print(m, file=sys.stderr, flush=True))
+    print_simulation(report)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+        from thinpeer.cli.plots import write_plots
+
+        paths = write_plots(report, out)
+        print(f"wrote {out / 'report.json'} and " + ", ".join(str(p) for p in paths),
+              file=sys.stderr)
+    mismatches = sum(len(d["verified"]["mismatches"]) for d in report["strategies"].values())
+    return EXIT_ERROR if mismatches else EXIT_OK
+
+
+def print_simulation(report: dict) -> None:
+    """The strategies side by side, then load and traffic per super-peer (measured and model)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 180)
+    console.print(f"[bold]{report['scenario']}[/bold]: {report['description']}; "
+                  f"{report['photons_per_stream']} photons per stream "
+                  f"({report['simulated_seconds']:.0f} simulated s)")
+    table = Table("strategy", "registered", "rejected", "traffic measured", "traffic model",
+                  "registration ms min/avg/max", "results verified")
+    for name, d in report["strategies"].items():
+        r = d["registration_ms"]
+        v = d["verified"]
+        table.add_row(name, str(d["registered"]), str(d["rejected"]),
+                      f"{d['total_traffic_bytes'] / 1e6:.2f} MB",
+                      f"{d['total_traffic_estimate_bytes'] / 1e6:.2f} MB",
+                      f"{r['min']:.2f} / {r['avg']:.2f} / {r['max']:.2f}",
+                      f"{v['identical']}/{v['checked']}" if v["checked"] else "off")
+    console.print(table)
+    peers = Table("super-peer", *[f"{n} load (model)" for n in report["strategies"]],
+                  *[f"{n} traffic MB (model)" for n in report["strategies"]])
+    first = next(iter(report["strategies"].values()))
+    for v in first["peers"]:
+        cells = []
+        for d in report["strategies"].values():
+            p = d["peers"][v]
+            cells.append(f"{100 * p['load_measured']:.2f}% ({100 * p['load_estimate']:.2f}%)")
+        for d in report["strategies"].values():
+            p = d["peers"][v]
+            cells.append(f"{p['traffic_bytes'] / 1e6:.2f} ({p['traffic_estimate_bytes'] / 1e6:.2f})")
+        peers.add_row(v, *cells)
+    console.print(peers)
+
+
+def register(add_command: AddCommand) -> None:
+    p = add_command("simulate", help="simulate the paper's evaluation in process")
+    p.add_argument("scenario", help="paper-example, paper-grid, paper-grid-constrained or random")
+    p.add_argument("--peers", type=int, help="random topology: number of super-peers")
+    p.add_argument("--queries", type=int, help="random topology: number of subscriptions")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--photons", type=int, default=20000, help="photons pushed per stream")
+    p.add_argument("--strategies", default="sharing,data-shipping,query-shipping")
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip comparing delivered results with the reference evaluator")
+    p.add_argument("--out", metavar="DIR", help="write report.json and PNG plots here")
+    p.set_defaults(func=cmd_simulate)
