@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from thinpeer.photon_generator import generate, write_document  # noqa: E402
+from photons.generator import generate, write_document  # noqa: E402
 
 
 def photon_document(count: int, seed: int, rate: float = 10.0, start_time: float = 0.0) -> str:

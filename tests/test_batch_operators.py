@@ -15,7 +15,7 @@ from lxml import etree
 from wxquery.operators.batch import ItemBatch
 from wxquery.operators.chains import evaluate_chain, normalise
 from wxquery.operators.panes import ChainState
-from thinpeer.photon_generator import generate
+from photons.generator import generate
 from wxquery import algebra as alg
 from per_item_operators import Pipeline, WindowRecord, serialize
 

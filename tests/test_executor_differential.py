@@ -13,18 +13,19 @@ import random
 
 import pytest
 
-from network_harness import ROOT, running_network
+from network_harness import running_network
+from sharing.scenarios import example_query
 from random_queries import random_pair
 from test_network_integration import same
 from thinpeer.client import SuperPeerClient
-from thinpeer.photon_generator import generate
+from photons.generator import generate
 
 pytestmark = pytest.mark.slow
 PEERS = ["SP0", "SP1", "SP2", "SP3", "SP5", "SP6", "SP7"]
 
 
 def subscriptions() -> list[tuple[str, str]]:
-    queries = [(peer, (ROOT / "examples" / "queries" / f"{n}.wxq").read_text())
+    queries = [(peer, example_query(n))
                for n, peer in (("q1", "SP1"), ("q2", "SP7"), ("q3", "SP0"), ("q4", "SP6"))]
     rng = random.Random(7)
     for seed in range(14):

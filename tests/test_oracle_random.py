@@ -11,7 +11,7 @@ from conftest import photon_document
 from oracle import result_items, saxon_query
 from random_queries import random_pair
 from sharing.analysis import analyze
-from thinpeer.fits_events import write_fits_document
+from photons.fits_events import write_fits_document
 from wxquery.errors import UnsatisfiablePredicateError
 from wxquery.evaluator import evaluate
 from wxquery.parser import parse

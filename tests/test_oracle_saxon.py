@@ -10,7 +10,7 @@ import pytest
 from conftest import photon_document
 from oracle import result_items, saxon_query
 from sharing.analysis import analyze
-from thinpeer.fits_events import write_fits_document
+from photons.fits_events import write_fits_document
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
 

@@ -6,9 +6,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sharing.analysis import analyze
+from sharing.scenarios import example_query
 from wxquery.errors import WXQueryError
 
-Q1 = open(__file__.rsplit("/", 2)[0] + "/examples/queries/q3.wxq").read()
+Q1 = example_query("q3")
 
 TOKENS = ["<r>", "</r>", "<e/>", "{", "}", "(", ")", "[", "]", "for", "let", "where", "return",
           "$p", "$w", "$a", "in", "stream(\"photons\")", "/photons", "/photon", "/en", "|",

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from pathlib import Path
 
 from sharing.analysis import analyze
+from sharing.scenarios import example_query
 from sharing.properties import WindowSpec
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "queries"
 
 
 def props(name: str):
-    return analyze((EXAMPLES / f"{name}.wxq").read_text()).properties
+    return analyze(example_query(name)).properties
 
 
 def test_query1_selection_and_projection():

@@ -9,7 +9,7 @@ from fractions import Fraction as F
 from wxquery.operators.chains import normalise
 from superpeer.executors.spark.feed import FeedLog
 from superpeer.executors.spark.source import CURSOR, EOS, FeedTask, evaluate_task, partition_tasks
-from thinpeer.photon_generator import generate
+from photons.generator import generate
 from wxquery import algebra as alg
 
 EN, T, RA = "en", "det_time", "coord/cel/ra"
