@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from superpeer.executors.spark.executor import SparkExecutor  # noqa: E402
-from test_batch_operators import CHAINS  # noqa: E402
+from operator_cases import CHAINS  # noqa: E402
 
 RESTART_CHAINS = ["select-project", "time-sliding", "count", "count-filter"]
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import write_event_list
 from sharing.scenarios import EXAMPLE_QUERIES
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT  # the checkout
 Q = Path(str(EXAMPLE_QUERIES))  # the shipped examples (package data)
 
 

@@ -17,11 +17,11 @@ import pytest
 from lxml import etree
 
 from spark_host import RESTART_CHAINS
-from test_batch_operators import CHAINS, assert_same, photons
+from operator_cases import CHAINS, assert_same, photons
 from per_item_operators import Pipeline, serialize
 
 pytestmark = pytest.mark.slow
-HOST = Path(__file__).resolve().parent / "spark_host.py"
+HOST = Path(__file__).resolve().parent.parent / "spark_host.py"
 
 
 def start(checkpoint: Path, source: Path, sink: Path) -> subprocess.Popen:

@@ -9,7 +9,7 @@ from lxml import etree
 from executor_harness import TestingSource, run_executor
 from per_item_operators import Pipeline, serialize
 from superpeer.executors import make_executor
-from test_batch_operators import CHAINS, assert_same, photons
+from operator_cases import CHAINS, assert_same, photons
 
 WINDOW_CHAINS = ["time-tumbling", "time-sliding", "count"]
 LATENESS = 2.0

@@ -24,7 +24,7 @@ from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT  # the checkout
 CLI = [sys.executable, "-m", "thinpeer.cli"]
 
 

@@ -11,11 +11,10 @@ import random
 import subprocess
 import sys
 from fractions import Fraction
-from pathlib import Path
 
 import z3
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT  # the checkout
 ELEMENTS = ["en", "phc", "coord/cel/ra", "coord/cel/dec", "det_time"]
 OPS = ["=", "<", "<=", ">", ">="]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,7 @@ from sharing.planner import Strategy
 from sharing.scenarios import SCENARIOS, random_scenario
 from sharing.simulator import Simulation, simulate
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT  # the checkout
 
 
 @pytest.mark.slow
