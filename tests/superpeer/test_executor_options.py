@@ -45,8 +45,8 @@ def test_spark_executor_takes_the_lateness_option(tmp_path) -> None:
 
 
 def test_cli_passes_lateness_to_the_executor() -> None:
-    from thinpeer.cli import _spark_options
+    from thinpeer.cli.daemons import spark_options
 
     args = build_parser().parse_args(["superpeer", "serve", "--topology", "t.toml", "--id", "P0",
                                       "--lateness", "3"])
-    assert _spark_options(args)["lateness"] == 3.0
+    assert spark_options(args)["lateness"] == 3.0

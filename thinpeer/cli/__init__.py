@@ -12,7 +12,5 @@ tables; ``plots`` draws the figures), ``daemons`` (superpeer serve, network up/d
 """
 
 from thinpeer.cli.app import build_parser, main
-# Kept under its old name for tests/test_executor_options.py, which imports it from here.
-from thinpeer.cli.daemons import spark_options as _spark_options  # noqa: F401
 
 __all__ = ["build_parser", "main"]
