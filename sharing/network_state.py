@@ -6,52 +6,23 @@ available for reuse at every peer of its route, so each peer's *stream property 
 set of streams whose route passes it. Streams are reference-counted by the subscriptions that
 rely on them; unsubscribing releases every stream nothing else uses, and the resources it took.
 
-``StreamTable`` is the interface SUBSCRIBE asks a visited peer through; the simulator serves it
-in process and a super-peer daemon serves it over gRPC.
+``NetworkState`` keeps the entries, users and lineage in one ``StreamTable`` (the same code a
+super-peer daemon runs for its own table) and adds what only a whole-network view has: the
+per-peer index SUBSCRIBE searches, and the running totals of what every link and peer carries.
+It implements ``PlanningView`` directly, in process.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
-
-from wxquery import algebra as alg
 
 from .backbone import Backbone
 from .cost_model import Usage
 from .properties import InputProperties, InputStream
 from .statistics import StreamEstimate, StreamStatistics
+from .stream_table import NetworkStream, StreamTable
 
-
-@dataclass
-class NetworkStream:
-    id: str
-    input: InputStream
-    properties: InputProperties  # relative to the original stream
-    kind: Literal["items", "records"]
-    origin: str
-    parent: str | None
-    operators: tuple[alg.Operator, ...]
-    route: tuple[str, ...]
-    estimate: StreamEstimate
-    usage: Usage = field(default_factory=Usage)
-    users: set[str] = field(default_factory=set)
-    original: bool = False
-
-    def next_hops(self, peer: str) -> list[str]:
-        route = self.route
-        return [route[i + 1] for i in range(len(route) - 1) if route[i] == peer]
-
-    def describe(self) -> str:
-        ops = "; ".join(map(str, self.operators)) or "forward"
-        return f"{self.id} [{ops}] at {self.origin} route {'→'.join(self.route)}"
-
-
-class StreamTable(Protocol):
-    """What SUBSCRIBE needs to know of a peer: the streams available there for an input."""
-
-    def streams_at(self, peer: str, input_stream: InputStream) -> list[NetworkStream]: ...
+__all__ = ["NetworkState", "NetworkStream"]
 
 
 class NetworkState:
@@ -59,7 +30,7 @@ class NetworkState:
 
     def __init__(self, backbone: Backbone) -> None:
         self.backbone = backbone
-        self.streams: dict[str, NetworkStream] = {}
+        self.table = StreamTable()
         self.statistics: dict[str, StreamStatistics] = {}
         self.link_used: dict[frozenset[str], float] = {}
         self.peer_used: dict[str, float] = {}
@@ -71,6 +42,11 @@ class NetworkState:
         self._interned: dict[InputProperties, InputProperties] = {}
         self._originals: dict[InputStream, NetworkStream] = {}
         self.deliveries: dict[str, list[tuple[str, str]]] = {}
+
+    @property
+    def streams(self) -> dict[str, NetworkStream]:
+        """Every stream of the network by id, in installation order (parents first)."""
+        return self.table.streams
 
     # ------------------------------------------------------------------ table interface
 
@@ -92,13 +68,19 @@ class NetworkState:
 
     def _index(self, s: NetworkStream) -> None:
         s.properties = self._interned.setdefault(s.properties, s.properties)
-        self.streams[s.id] = s
+        self.table.add(s)
+        self._index_routes(s)
+
+    def _index_routes(self, s: NetworkStream) -> None:
         for peer in s.route:
             table = self._tables.setdefault((peer, s.input), {})
             table.setdefault(s.properties, {})[s.id] = s
 
     def _unindex(self, s: NetworkStream) -> None:
-        del self.streams[s.id]
+        self.table.discard(s.id)
+        self._unindex_routes(s)
+
+    def _unindex_routes(self, s: NetworkStream) -> None:
         for peer in s.route:
             table = self._tables.get((peer, s.input), {})
             group = table.get(s.properties, {})
@@ -135,9 +117,7 @@ class NetworkState:
             s.users.add(subscription)
             self._index(s)
             self._apply(s.usage, +1)
-        for sid in reused:
-            for ancestor in self.lineage(sid):
-                ancestor.users.add(subscription)
+        self.table.add_user(subscription, reused)
         self.subscription_usage[subscription] = extra
         self._apply(extra, +1)
         self.subscription_streams.setdefault(subscription, set()).update(
@@ -146,14 +126,10 @@ class NetworkState:
     def unsubscribe(self, subscription: str) -> list[str]:
         """Release what only this subscription used; returns the ids of removed streams."""
         removed = []
-        for s in list(self.streams.values()):
-            if subscription not in s.users:
-                continue
-            s.users.discard(subscription)
-            if not s.users and not s.original:
-                self._apply(s.usage, -1)
-                self._unindex(s)
-                removed.append(s.id)
+        for s in self.table.release(subscription):
+            self._apply(s.usage, -1)
+            self._unindex_routes(s)
+            removed.append(s.id)
         self.deliveries.pop(subscription, None)
         extra = self.subscription_usage.pop(subscription, None)
         if extra is not None:
@@ -164,7 +140,7 @@ class NetworkState:
     def needed_peers(self, stream_id: str) -> set[str]:
         """Peers of a stream's route where something still takes it: a derived stream produced
         there, or a subscription delivered there."""
-        needed = {s.origin for s in self.streams.values() if s.parent == stream_id}
+        needed = {self.streams[k].origin for k in self.table.derived(stream_id)}
         for deliveries in self.deliveries.values():
             needed.update(peer for sid, peer in deliveries if sid == stream_id)
         return needed
@@ -172,21 +148,15 @@ class NetworkState:
     def truncate(self, stream_id: str, route: tuple[str, ...], usage_of) -> None:
         """Shorten a stream's route (what follows is no longer needed) and its resources."""
         s = self.streams[stream_id]
-        self._unindex(s)
+        self._unindex_routes(s)
         self._apply(s.usage, -1)
-        s.route = route
+        self.table.truncate(stream_id, route[-1])
         s.usage = usage_of(s)
         self._apply(s.usage, +1)
-        self._index(s)
+        self._index_routes(s)
 
     def lineage(self, stream_id: str) -> list[NetworkStream]:
-        out = []
-        sid: str | None = stream_id
-        while sid is not None:
-            s = self.streams[sid]
-            out.append(s)
-            sid = s.parent
-        return out
+        return self.table.lineage(stream_id)
 
     def _apply(self, usage: Usage, sign: int) -> None:
         for k, v in usage.links.items():

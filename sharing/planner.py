@@ -13,6 +13,10 @@ reason.
   subscription and evaluated there;
 * ``query-shipping``: the subscription is evaluated where the original stream is registered
   and only its result is shipped.
+
+The planner reads the network only through a ``PlanningView`` (``sharing.planning_view``): the
+simulator passes its ``NetworkState``, a super-peer a snapshot it fetched before planning, so
+no call ever leaves the process while a plan is computed.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from wxquery import algebra as alg
 
 from .cost_model import Calibration, CostModel, Overload, Usage
 from .matching import Match, match_properties
-from .network_state import NetworkState, NetworkStream, StreamTable
+from .network_state import NetworkState, NetworkStream
+from .planning_view import PlanningView
 from .properties import InputProperties, PostProcessing, Properties
 from .statistics import StreamEstimate
 
@@ -113,10 +118,9 @@ class Plan:
 
 
 class Planner:
-    def __init__(self, state: NetworkState, cost_model: CostModel | None = None,
-                 calibration: Calibration | None = None, table: StreamTable | None = None) -> None:
+    def __init__(self, state: PlanningView, cost_model: CostModel | None = None,
+                 calibration: Calibration | None = None) -> None:
         self.state = state
-        self.table: StreamTable = table if table is not None else state
         self.cost_model = cost_model or CostModel()
         self.calibration = calibration or Calibration.load()
         self._estimate_cache: dict[int, tuple] = {}
@@ -150,27 +154,35 @@ class Planner:
         return Plan(subscription, target, strategy, parts, properties.post_processing, usage,
                     cost, overloads)
 
+    def _network(self) -> NetworkState:
+        """Installing in process needs the whole network; a super-peer installs in two phases."""
+        if not isinstance(self.state, NetworkState):
+            raise TypeError("install and unsubscribe need a NetworkState; a super-peer installs "
+                            "plans with its two-phase coordinator")
+        return self.state
+
     def install(self, plan: Plan) -> None:
         if not plan.admitted:
             raise RegistrationError(plan.reason)
         new_streams = [s for p in plan.parts for s in p.new_streams]
         reused = [p.reused for p in plan.parts]
-        self.state.install(plan.subscription, new_streams, reused,
+        self._network().install(plan.subscription, new_streams, reused,
                            self._post_processing_usage(plan.parts, plan.target),
                            [(p.result_stream, plan.target) for p in plan.parts])
 
     def unsubscribe(self, subscription: str) -> list[str]:
         """Remove the subscription's streams nothing else uses, and cut the routes of streams
         that others still use back to the last peer where they are still needed."""
-        removed = self.state.unsubscribe(subscription)
-        for stream in list(self.state.streams.values()):
+        state = self._network()
+        removed = state.unsubscribe(subscription)
+        for stream in list(state.streams.values()):
             if stream.original:
                 continue
-            needed = self.state.needed_peers(stream.id)
+            needed = state.needed_peers(stream.id)
             last = max((i for i, p in enumerate(stream.route) if p in needed), default=0)
             if last < len(stream.route) - 1:
-                parent = self.state.streams[stream.parent]  # type: ignore[index]
-                self.state.truncate(stream.id, stream.route[:last + 1],
+                parent = state.streams[stream.parent]  # type: ignore[index]
+                state.truncate(stream.id, stream.route[:last + 1],
                                     lambda s, parent=parent: self.stream_usage(s, parent))
         return removed
 
@@ -219,13 +231,7 @@ class Planner:
         return best_admissible or best
 
     def _groups_at(self, peer: str, inp: InputProperties):
-        groups = getattr(self.table, "groups_at", None)
-        if groups is not None:
-            return [(props, list(g.values())) for props, g in groups(peer, inp.input).items()]
-        by_props: dict[InputProperties, list[NetworkStream]] = {}
-        for s in self.table.streams_at(peer, inp.input):
-            by_props.setdefault(s.properties, []).append(s)
-        return list(by_props.items())
+        return [(props, list(g.values())) for props, g in self.state.groups_at(peer, inp.input).items()]
 
     def generate_plans(self, stream: NetworkStream, v: str, target: str, inp: InputProperties,
                        match: Match) -> list[PlanPart]:

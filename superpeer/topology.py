@@ -1,5 +1,5 @@
-"""Topology files (``deploy/topologies/*.toml``): super-peers with addresses and capacities,
-links with bandwidths. Parsed here (I/O), turned into a ``sharing.backbone.Backbone``."""
+"""Topology files (shipped in ``thinpeer/data/topologies/``, or any file of that form):
+super-peers with addresses and capacities, links with bandwidths. Parsed here (I/O), turned into a ``sharing.backbone.Backbone``."""
 
 from __future__ import annotations
 

@@ -13,10 +13,9 @@ import random
 
 import pytest
 
-from network_harness import running_network
+from network_harness import running_network, same
 from sharing.scenarios import example_query
 from random_queries import random_pair
-from test_network_integration import same
 from thinpeer.client import SuperPeerClient
 from photons.generator import generate
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import math
 
 import grpc
 import pytest
-from lxml import etree
 
-from network_harness import ROOT, running_network
+from network_harness import running_network, same
 from sharing.analysis import analyze
 from thinpeer.client import SuperPeerClient, ThinPeerError
-from thinpeer.photon_generator import generate
+from photons.generator import generate
+from sharing.scenarios import example_query
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
 
@@ -25,7 +24,7 @@ WAIT_MS = {"inline": 2000, "spark": 90_000}
 def executor(request) -> str:
     """Every end-to-end test runs on both executors."""
     return request.param
-QUERIES = {n: (ROOT / "examples" / "queries" / f"{n}.wxq").read_text() for n in ("q1", "q2", "q3", "q4")}
+QUERIES = {n: example_query(n) for n in ("q1", "q2", "q3", "q4")}
 
 
 def reference(query: str, items: list[str]) -> list[str]:
@@ -42,21 +41,6 @@ def photon_source(topology, count: int, seed: int, warmup: int) -> tuple[SuperPe
     if warmup:
         publisher.publish("photons", photons[:warmup])
     return publisher, photons
-
-
-def same(ours: list[str], theirs: list[str]) -> bool:
-    """Item-identical, except numbers that may differ in the last bits where window aggregates
-    were merged from a finer shared stream."""
-    if len(ours) != len(theirs):
-        return False
-    for a, b in zip(ours, theirs):
-        if a == b:
-            continue
-        ta, tb = list(etree.fromstring(a).itertext()), list(etree.fromstring(b).itertext())
-        if len(ta) != len(tb) or not all(math.isclose(float(x), float(y), rel_tol=1e-12)
-                                         for x, y in zip(ta, tb)):
-            return False
-    return True
 
 
 def test_paper_example_end_to_end(tmp_path, executor):

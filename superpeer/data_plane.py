@@ -1,0 +1,214 @@
+"""The data plane of one super-peer: items in, derived streams computed, items out.
+
+Items reach the peer published by a thin peer (validated here, statistics observed) or
+transferred from the previous peer of a stream's route. From there each batch goes to the
+executor once per parent stream (whatever the number of operators on it), to the subscriptions
+delivered here, and to the stream's next hops; copies (streams without operators) are duplicated
+here with the same wire text. Items are parsed only where an operator or a subscription reads
+values (DESIGN.md §7); an item a neighbour sends that does not parse is dropped and counted,
+and the rest keeps flowing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from lxml import etree
+
+from sharing.statistics import StreamEstimate
+from sharing.stream_table import NetworkStream
+from wxquery.operators.records import WindowRecord, serialize
+
+from .errors import NodeError
+from .executors import Executor
+from .peer_state import OriginalState, PeerState
+
+STATISTICS_FULL = 2000  # observe every item up to this many, then every 50th
+MAX_REJECTION_REASONS = 20
+MIN_RATE_WINDOW_S = 10.0
+
+PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
+
+
+class Sender(Protocol):
+    """Where a stream's items leave towards one neighbour (in order, batched)."""
+
+    def send(self, stream: str, items: list[str], end: bool = False) -> None: ...
+
+
+class DataPlane:
+    def __init__(self, state: PeerState, executor: Executor,
+                 sender: Callable[[str], Sender]) -> None:
+        self.state = state
+        self.executor = executor
+        self.sender = sender  # the outbound queue towards a neighbour
+        self.executor_seqs: dict[str, int] = {}
+        self.unknown_transfers = 0
+        self.bad_transfers = 0
+        self.last_bad_transfer = ""
+        executor.set_deliver(self.executor_output)
+
+    # ------------------------------------------------------------------ publishers
+
+    def publish(self, name: str, items: list[str]) -> tuple[int, int, list[str]]:
+        """Validate a publisher's batch, observe statistics, and ingest what is well formed:
+        (accepted, rejected, reasons for the first rejections)."""
+        state = self.state.originals.get(name)
+        if state is None:
+            where = self.state.known_originals.get(name)
+            hint = f" (it is registered at {where.origin})" if where else "; register it first"
+            raise NodeError("NOT_FOUND", f'stream "{name}" is not registered at {self.state.id}{hint}')
+        if state.closed:
+            raise NodeError("FAILED_PRECONDITION", f'stream "{name}" is closed')
+        accepted_values, accepted_text, reasons = validate(state, items)
+        rejected = len(items) - len(accepted_values)
+        now = time.monotonic()
+        with self.state.lock:
+            stats = state.statistics
+            for el in accepted_values:
+                if stats.items < STATISTICS_FULL or state.accepted % 50 == 0:
+                    stats.observe(el)
+                state.accepted += 1
+            if state.rate <= 0:
+                # Measured rate; a file published in one burst is not a sustained rate, so the
+                # elapsed time counts at least MIN_RATE_WINDOW_S.
+                state.first_arrival = state.first_arrival or now
+                stats.frequency = state.accepted / max(now - state.first_arrival, MIN_RATE_WINDOW_S)
+            state.rejected += rejected
+            entry = self.state.table.get(name)
+            if entry is not None and stats.items:
+                entry.estimate = StreamEstimate(stats.frequency, stats.avg_item_size)
+            self.ingest(name, accepted_values, False, accepted_text)
+        return len(accepted_values), rejected, reasons
+
+    def close_stream(self, name: str) -> int:
+        """End a published stream (flushes open windows downstream); returns items accepted."""
+        state = self.state.originals.get(name)
+        if state is None:
+            raise NodeError("NOT_FOUND", f'stream "{name}" is not registered at {self.state.id}')
+        with self.state.lock:
+            if not state.closed:
+                state.closed = True
+                self.ingest(name, [], True, [])
+        return state.accepted
+
+    # ------------------------------------------------------------------ neighbours
+
+    def transfer(self, stream: str, items: list[str], end: bool) -> int:
+        """A batch from the previous peer of the route; a stream no longer here is
+        acknowledged and dropped (counted), so a sender never blocks on a removed stream."""
+        with self.state.lock:
+            entry = self.state.table.get(stream)
+            if entry is None:
+                self.unknown_transfers += len(items)
+                return len(items)
+            self.ingest_text(entry, items, end)
+        return len(items)
+
+    def ingest_text(self, entry: NetworkStream, items: list[str], end: bool) -> None:
+        """Wire text into the data plane, parsed only if something here reads values."""
+        values: list = []
+        if self.needs_values(entry.id):
+            texts = []
+            for x in items:
+                try:
+                    values.append(parse(entry, x))
+                    texts.append(x)
+                except (etree.XMLSyntaxError, ValueError, TypeError) as exc:
+                    self.bad_transfers += 1
+                    self.last_bad_transfer = f"stream {entry.id}: {exc}"
+            items = texts
+        self.ingest(entry.id, values, end, items)
+
+    def needs_values(self, stream: str) -> bool:
+        """Items are parsed only where an operator or a subscription reads them; copies and
+        forwarding pass the wire text on (recursively through copies)."""
+        if self.state.deliveries.get(stream):
+            return True
+        for child in self.state.derived_here(stream):
+            if self.executor.is_copy(child):
+                if self.needs_values(child):
+                    return True
+            elif self.executor.needs_values(child):
+                return True
+        return False
+
+    def ingest(self, sid: str, values: list, end: bool, serialized: list[str] | None) -> None:
+        """Called with the lock held: derived streams, deliveries, forwarding."""
+        entry = self.state.table.get(sid)
+        if entry is None:
+            return
+        computed = False
+        for child in self.state.derived_here(sid):
+            if self.executor.is_copy(child):  # duplicated here: same items, same wire text
+                self.ingest(child, values, end, serialized)
+            else:
+                computed = True
+        if computed:  # one push per parent, whatever the number of operators on it
+            texts = None
+            if self.executor.wants_text:
+                texts = serialized if serialized is not None else [serialize(v) for v in values]
+            self.executor.push(sid, values, texts, end)
+        for runtime, variable in self.state.deliveries.get(sid, ()):
+            runtime.feed(variable, values, end)
+        hops = entry.next_hops(self.state.id)
+        if hops and (values or serialized or end):
+            text = serialized if serialized is not None else [serialize(v) for v in values]
+            for n in hops:
+                self.sender(n).send(sid, text, end)
+
+    def executor_output(self, stream: str, seq: int, outputs: list, end: bool) -> None:
+        """A derived stream's new items from the executor (in order; a redelivery after an
+        executor restart repeats sequence numbers, which are dropped here)."""
+        with self.state.lock:
+            expected = self.executor_seqs.get(stream, seq)
+            self.executor_seqs[stream] = max(expected, seq + len(outputs))
+            outputs = outputs[max(expected - seq, 0):]
+            entry = self.state.table.get(stream)
+            if entry is None or not (outputs or end):
+                return
+            if self.executor.wants_text:
+                self.ingest_text(entry, outputs, end)
+            else:
+                self.ingest(stream, outputs, end, None)
+
+    def status(self) -> dict:
+        return {"dropped_transfers_for_unknown_streams": self.unknown_transfers,
+                "dropped_malformed_transfers": self.bad_transfers,
+                "last_malformed_transfer": self.last_bad_transfer}
+
+
+def validate(state: OriginalState, items: list[str]) -> tuple[list, list[str], list[str]]:
+    """Parse and check a batch of items: one parse for the whole batch when it is clean,
+    item by item (to name the bad ones) when it is not."""
+    try:
+        batch = etree.fromstring(("<b>" + "".join(items) + "</b>").encode("utf-8"), parser=PARSER)
+        values = list(batch)
+        if len(values) == len(items) and all(el.tag == state.item for el in values):
+            for el in values:
+                el.tail = None
+            return values, items, []
+    except etree.XMLSyntaxError:
+        pass
+    values, texts, reasons = [], [], []
+    for k, text in enumerate(items):
+        try:
+            el = etree.fromstring(text.encode("utf-8"), parser=PARSER)
+            if el.tag != state.item:
+                raise ValueError(f"element <{el.tag}> is not a <{state.item}> item")
+        except (etree.XMLSyntaxError, ValueError) as exc:
+            if len(reasons) < MAX_REJECTION_REASONS:
+                reasons.append(f"item {state.accepted + state.rejected + k}: {exc}")
+            continue
+        values.append(el)
+        texts.append(text)
+    return values, texts, reasons
+
+
+def parse(entry: NetworkStream, text: str):
+    """One item of a stream's wire text as the value its consumers read."""
+    if entry.kind == "records":
+        return WindowRecord.from_xml(text)
+    return etree.fromstring(text.encode("utf-8"), parser=PARSER)

@@ -1,0 +1,306 @@
+"""Calls from one super-peer to the others: the network boundary of the control plane.
+
+``PeerLink`` is the interface the control plane and the planning-view fetch use to talk to a
+peer, in the optimizer's own types (streams, statistics), one method per super-peer RPC. A call
+to this peer itself goes to its local handler without the network. ``GrpcPeerChannels`` is the
+production implementation: one channel per neighbour, JSON inside protobuf messages
+(``sharing.serialization``), failures recorded per peer for ``status`` and turned into
+``NodeError("UNAVAILABLE")`` where the caller cannot go on without the answer. Unit tests of
+the control plane replace it with an in-process fake of the same interface.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+import grpc
+
+from proto import streamglobe_pb2 as pb
+from proto import streamglobe_pb2_grpc as pb_grpc
+from sharing.properties import InputStream
+from sharing.serialization import input_from_json, stream_from_json, stream_to_json
+from sharing.stream_table import NetworkStream
+
+from .errors import NodeError
+from .forwarding import Forwarder, LinkCounters
+from .topology import Topology
+
+T = TypeVar("T")
+CALL_TIMEOUT_S = 10
+HEARTBEAT_TIMEOUT_S = 1.0
+
+
+@dataclass
+class Waiting:
+    """A subscription at some peer that was waiting for a stream that is now registered."""
+
+    subscription: str
+    registered_at: float
+
+
+class PeerHandler(Protocol):
+    """What a super-peer serves to the others (its participant side)."""
+
+    def lookup(self, input_stream: InputStream) -> tuple[list[NetworkStream], dict]: ...
+
+    def statistics(self, name: str) -> dict: ...
+
+    def announce(self, stream: NetworkStream) -> list[Waiting]: ...
+
+    def activate(self, subscription: str) -> tuple[bool, str]: ...
+
+    def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
+                target: str) -> tuple[bool, str]: ...
+
+    def commit(self, txn: str, subscription: str, lineage: list[str]) -> None: ...
+
+    def abort(self, txn: str) -> None: ...
+
+    def remove(self, subscription: str) -> list[str]: ...
+
+    def truncate(self, stream: str, last: str) -> None: ...
+
+
+class PeerLink(Protocol):
+    """Calls to a peer by id. ``None`` answers mean the peer could not be reached and the
+    caller can do without it; methods that cannot do without raise ``NodeError``."""
+
+    def lookup(self, peer: str, input_stream: InputStream) -> tuple[list[NetworkStream], dict] | None: ...
+
+    def statistics(self, peer: str, name: str) -> dict: ...
+
+    def announce(self, peer: str, stream: NetworkStream) -> list[Waiting] | None: ...
+
+    def activate(self, peer: str, subscription: str) -> None: ...
+
+    def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
+                target: str) -> tuple[bool, str]: ...
+
+    def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
+               required: bool) -> None: ...
+
+    def abort(self, peer: str, txn: str) -> None: ...
+
+    def remove(self, peer: str, subscription: str) -> list[str] | None: ...
+
+    def truncate(self, peer: str, stream: str, last: str) -> None: ...
+
+
+# ---------------------------------------------------------------------- wire forms
+
+def input_to_wire(input_stream: InputStream) -> str:
+    return json.dumps({"stream": input_stream.stream, "items": list(input_stream.items)})
+
+
+def input_from_wire(text: str) -> InputStream:
+    return input_from_json(json.loads(text))
+
+
+def part_to_wire(streams: list[NetworkStream], subscription: str, target: str) -> str:
+    return json.dumps({"streams": [stream_to_json(s) for s in streams],
+                       "subscription": subscription, "target": target})
+
+
+def part_from_wire(text: str) -> tuple[list[NetworkStream], str, str]:
+    part = json.loads(text)
+    return [stream_from_json(j) for j in part["streams"]], part["subscription"], part["target"]
+
+
+def commit_to_wire(subscription: str, lineage: list[str]) -> str:
+    return json.dumps({"subscription": subscription, "lineage": lineage})
+
+
+def commit_from_wire(text: str) -> tuple[str, list[str]]:
+    info = json.loads(text)
+    return info["subscription"], list(info["lineage"])
+
+
+def waiting_to_wire(waiting: list[Waiting]) -> str:
+    return json.dumps([{"subscription": w.subscription, "registered_at": w.registered_at}
+                       for w in waiting])
+
+
+def waiting_from_wire(text: str) -> list[Waiting]:
+    return [Waiting(w["subscription"], w["registered_at"]) for w in json.loads(text or "[]")]
+
+
+def copy_stream(s: NetworkStream) -> NetworkStream:
+    """A stream entry no other peer (or plan) shares: what the wire gives a remote peer."""
+    return stream_from_json(stream_to_json(s))
+
+
+class _Stopped(Exception):
+    """An RPC was attempted while this node is stopping."""
+
+
+class GrpcPeerChannels:
+    """``PeerLink`` over gRPC, plus the outbound forwarders and the heartbeats."""
+
+    def __init__(self, peer: str, topology: Topology, local: PeerHandler | None = None) -> None:
+        self.id = peer
+        self.topology = topology
+        # this peer's own handler; the owner sets it once its parts exist (they need the link)
+        self.local: PeerHandler = local  # type: ignore[assignment]
+        self.unreachable: dict[str, str] = {}
+        self.alive: dict[str, float] = {}
+        self.link_counters: dict[str, LinkCounters] = {}
+        self.forwarders: dict[str, Forwarder] = {}
+        self._channels: dict[str, grpc.Channel] = {}
+        self._stop = threading.Event()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def stub(self, peer: str) -> pb_grpc.SuperPeerStub:
+        ch = self._channels.get(peer)
+        if ch is None:
+            ch = self._channels[peer] = grpc.insecure_channel(
+                self.topology.address(peer),
+                options=[("grpc.max_receive_message_length", 64 << 20),
+                         ("grpc.max_send_message_length", 64 << 20)])
+        return pb_grpc.SuperPeerStub(ch)
+
+    def forwarder(self, peer: str) -> Forwarder:
+        """The ordered, batched, retried outbound queue of items towards a neighbour."""
+        f = self.forwarders.get(peer)
+        if f is None:
+            counters = self.link_counters.setdefault(peer, LinkCounters())
+            f = self.forwarders[peer] = Forwarder(self.id, peer, self.stub(peer), counters)
+        return f
+
+    def stop(self) -> None:
+        self._stop.set()
+        for f in self.forwarders.values():
+            f.stop()
+        for ch in self._channels.values():
+            ch.close()
+
+    def wait_stopped(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True as soon as this node is stopping."""
+        return self._stop.wait(seconds)
+
+    def _call(self, peer: str, method: str, request, handle: Callable[[object], T],
+              required: bool) -> T | None:
+        """One RPC; an unreachable peer is recorded, then raises (``required``) or gives None."""
+        try:
+            if self._stop.is_set():
+                raise _Stopped()
+            reply = getattr(self.stub(peer), method)(request, timeout=CALL_TIMEOUT_S)
+            self.unreachable.pop(peer, None)
+            return handle(reply)
+        except (grpc.RpcError, _Stopped, ValueError) as exc:
+            # ValueError: the channel was closed because this node is stopping
+            code = exc.code() if isinstance(exc, grpc.RpcError) else None
+            self.unreachable[peer] = (f"{code.name}: {exc.details()}" if code is not None  # type: ignore[union-attr]
+                                      else "this super-peer is stopping")
+            if required:
+                raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable: "
+                                               f"{self.unreachable[peer]}") from None
+            return None
+
+    # ------------------------------------------------------------------ PeerLink
+
+    def lookup(self, peer: str, input_stream: InputStream) -> tuple[list[NetworkStream], dict] | None:
+        if peer == self.id:
+            streams, usage = self.local.lookup(input_stream)
+            return [copy_stream(s) for s in streams], usage
+        return self._call(peer, "LookupStreams", pb.LookupStreamsRequest(input_json=input_to_wire(input_stream)),
+                          lambda r: ([stream_from_json(j) for j in json.loads(r.streams_json)],
+                                     json.loads(r.usage_json)), required=False)
+
+    def statistics(self, peer: str, name: str) -> dict:
+        if peer == self.id:
+            return self.local.statistics(name)
+        got = self._call(peer, "GetStatistics", pb.GetStatisticsRequest(stream=name),
+                         lambda r: json.loads(r.json), required=True)
+        assert got is not None
+        return got
+
+    def announce(self, peer: str, stream: NetworkStream) -> list[Waiting] | None:
+        if peer == self.id:
+            return self.local.announce(copy_stream(stream))
+        return self._call(peer, "AnnounceStream",
+                          pb.AnnounceStreamRequest(stream_json=json.dumps(stream_to_json(stream))),
+                          lambda r: waiting_from_wire(r.waiting_json), required=False)
+
+    def activate(self, peer: str, subscription: str) -> None:
+        if peer == self.id:
+            self.local.activate(subscription)
+            return
+        self._call(peer, "Activate", pb.ActivateRequest(subscription=subscription), lambda r: None,
+                   required=False)
+
+    def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
+                target: str) -> tuple[bool, str]:
+        if peer == self.id:
+            return self.local.reserve(txn, [copy_stream(s) for s in streams], subscription, target)
+        got = self._call(peer, "Reserve", pb.ReserveRequest(
+            transaction=txn, part_json=part_to_wire(streams, subscription, target)),
+            lambda r: (r.ok, r.reason), required=False)
+        return got if got is not None else (False, f"{peer} is unreachable ({self.unreachable[peer]})")
+
+    def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
+               required: bool) -> None:
+        if peer == self.id:
+            self.local.commit(txn, subscription, lineage)
+            return
+        self._call(peer, "Commit", pb.CommitRequest(transaction=txn,
+                                                    commit_json=commit_to_wire(subscription, lineage)),
+                   lambda r: None, required=required)
+
+    def abort(self, peer: str, txn: str) -> None:
+        if peer == self.id:
+            self.local.abort(txn)
+            return
+        self._call(peer, "Abort", pb.AbortRequest(transaction=txn), lambda r: None, required=False)
+
+    def remove(self, peer: str, subscription: str) -> list[str] | None:
+        if peer == self.id:
+            return self.local.remove(subscription)
+        return self._call(peer, "Remove", pb.RemoveRequest(subscription=subscription),
+                          lambda r: list(r.removed), required=False)
+
+    def truncate(self, peer: str, stream: str, last: str) -> None:
+        if peer == self.id:
+            self.local.truncate(stream, last)
+            return
+        self._call(peer, "Truncate", pb.TruncateRequest(stream=stream, peer=last), lambda r: None,
+                   required=False)
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def heartbeat_round(self, peers: list[str]) -> dict[str, tuple[dict, list[NetworkStream]]]:
+        """Ask every other peer how it is: (its usage report, the originals registered there)
+        per peer that answered; the others are marked unreachable."""
+        replies: dict[str, tuple[dict, list[NetworkStream]]] = {}
+        for peer in peers:
+            if peer == self.id or self._stop.is_set():
+                continue
+            try:
+                reply = self.stub(peer).Heartbeat(pb.HeartbeatRequest(sender=self.id),
+                                                  timeout=HEARTBEAT_TIMEOUT_S)
+            except grpc.RpcError as exc:
+                self.unreachable[peer] = f"{exc.code().name}: {exc.details()}"
+                continue
+            except ValueError:  # channel closed: stopping
+                break
+            self.unreachable.pop(peer, None)
+            self.alive[peer] = time.time()
+            usage = json.loads(reply.usage_json) if reply.usage_json else {}
+            originals = [stream_from_json(j) for j in json.loads(reply.originals_json or "[]")]
+            replies[peer] = (usage, originals)
+        return replies
+
+    def status(self) -> dict:
+        return {
+            "links": {f"{self.id}->{n}": {"items": c.items, "bytes": c.bytes, "batches": c.batches,
+                                          "errors": c.errors, "last_error": c.last_error,
+                                          "dropped": c.dropped}
+                      for n, c in self.link_counters.items()},
+            "unreachable_peers": dict(self.unreachable),
+            "peers_last_heard_s_ago": {p: round(time.time() - t, 1) for p, t in self.alive.items()},
+        }

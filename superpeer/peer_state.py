@@ -1,0 +1,88 @@
+"""What one super-peer knows, shared by its data plane and control plane.
+
+The stream property table itself is ``sharing.stream_table.StreamTable`` (the same code the
+simulator runs); around it this peer keeps the streams registered here by publishers, the
+originals it has heard of elsewhere, where subscriptions take their inputs, and the usage its
+neighbours last reported. One re-entrant lock guards all of it, because the data plane pushes
+items while the control plane installs and removes streams.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from sharing.analysis import Analysis
+from sharing.backbone import Backbone
+from sharing.properties import InputStream
+from sharing.statistics import StreamStatistics
+from sharing.stream_table import NetworkStream, PeerUsage, StreamTable
+
+from .subscriptions import SubscriptionRuntime
+
+
+@dataclass
+class OriginalState:
+    """A stream registered at this peer by a publisher."""
+
+    name: str
+    root: str
+    item: str
+    accepted: int = 0
+    rejected: int = 0
+    closed: bool = False
+    statistics: StreamStatistics = field(default_factory=StreamStatistics)
+    rate: float = 0.0
+    first_arrival: float = 0.0
+
+
+class PeerState:
+    def __init__(self, peer: str, backbone: Backbone) -> None:
+        self.id = peer
+        self.backbone = backbone
+        self.lock = threading.RLock()
+        self.table = StreamTable()  # every stream whose route passes this peer
+        self.originals: dict[str, OriginalState] = {}  # registered here
+        self.known_originals: dict[str, NetworkStream] = {}  # registered anywhere, by name
+        self.deliveries: dict[str, list[tuple[SubscriptionRuntime, str]]] = {}  # stream -> (sub, var)
+        self.peer_usage: dict[str, dict] = {}  # what other peers last reported
+
+    def derived_here(self, stream: str) -> list[str]:
+        """Streams this peer computes (or duplicates) from ``stream``."""
+        return self.table.derived(stream, at=self.id)
+
+    def local_streams(self, input_stream: InputStream) -> list[NetworkStream]:
+        with self.lock:
+            return [s for s in self.table.streams.values() if s.input == input_stream]
+
+    def own_usage(self) -> PeerUsage:
+        """This peer's load (cores) and the bandwidth it sends on each of its links (bit/s)."""
+        with self.lock:
+            return self.table.usage_at(self.id)
+
+    def reported_link(self, neighbour: str) -> float:
+        """Bandwidth the neighbour reported sending towards this peer (links are shared)."""
+        return self.peer_usage.get(neighbour, {}).get("links", {}).get(self.id, 0.0)
+
+    def usage_view(self) -> tuple[dict[frozenset[str], float], dict[str, float]]:
+        """Used bandwidth per link and load per peer: our own, and what the others reported."""
+        reports = dict(self.peer_usage)
+        reports[self.id] = self.own_usage().to_json(self.id)
+        link_used: dict[frozenset[str], float] = {}
+        peer_used: dict[str, float] = {}
+        for peer, report in reports.items():
+            peer_used[peer] = report.get("load", 0.0)
+            for n, bits in report.get("links", {}).items():
+                key = frozenset((peer, n))
+                link_used[key] = link_used.get(key, 0.0) + bits
+        return link_used, peer_used
+
+    def missing_streams(self, analysis: Analysis) -> list[str]:
+        """Input streams of a subscription no super-peer has registered yet."""
+        return sorted({i.input.stream for i in analysis.properties.inputs
+                       if i.input.stream not in self.known_originals})
+
+    def unneeded_tail(self, s: NetworkStream) -> bool:
+        """This peer ends the stream's route and nothing here takes the stream any more."""
+        return (not s.original and len(s.route) > 1 and s.route[-1] == self.id and s.origin != self.id
+                and not self.derived_here(s.id) and not self.deliveries.get(s.id))

@@ -1,0 +1,163 @@
+"""Super-peers in one process, without gRPC: the real data plane, control plane and
+participant of every peer, joined by a fake of the network transport (``PeerLink`` and the
+forwarders' ``Sender``) that calls the other peer's handler directly, copies streams as the wire
+would, records every call, and can make a peer unreachable or refuse reservations."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sharing.backbone import Backbone
+from sharing.properties import InputStream
+from sharing.scenarios import paper_example_backbone
+from sharing.stream_table import NetworkStream
+from superpeer.control_plane import ControlPlane
+from superpeer.data_plane import DataPlane
+from superpeer.errors import NodeError
+from superpeer.executors import make_executor
+from superpeer.node import LocalPeer
+from superpeer.participant import Participant
+from superpeer.peer_channels import Waiting, copy_stream
+from superpeer.peer_state import PeerState
+
+
+@dataclass
+class Call:
+    sender: str
+    method: str
+    peer: str
+    args: tuple
+
+
+@dataclass
+class FakeNetwork:
+    backbone: Backbone
+    peers: dict[str, "InProcessPeer"] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)
+    down: set[str] = field(default_factory=set)
+    # (peer, call number) -> reason: the n-th reservation at that peer is refused
+    refuse: Callable[[str, int], str] = lambda peer, n: ""
+    reserves: dict[str, int] = field(default_factory=dict)
+    forbidden: str = ""  # while set, any call is an error (e.g. while planning)
+
+    def calls_of(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+
+class FakeLink:
+    """``PeerLink`` for one sender over a ``FakeNetwork``."""
+
+    def __init__(self, sender: str, network: FakeNetwork) -> None:
+        self.sender = sender
+        self.network = network
+
+    def _handler(self, method: str, peer: str, *args) -> LocalPeer | None:
+        if self.network.forbidden:
+            raise AssertionError(f"{method} to {peer} while {self.network.forbidden}")
+        self.network.calls.append(Call(self.sender, method, peer, args))
+        if peer in self.network.down and peer != self.sender:
+            return None
+        return self.network.peers[peer].local
+
+    def lookup(self, peer: str, input_stream: InputStream) -> tuple[list[NetworkStream], dict] | None:
+        h = self._handler("lookup", peer, input_stream)
+        if h is None:
+            return None
+        streams, usage = h.lookup(input_stream)
+        return [copy_stream(s) for s in streams], usage
+
+    def statistics(self, peer: str, name: str) -> dict:
+        h = self._handler("statistics", peer, name)
+        if h is None:
+            raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable")
+        return h.statistics(name)
+
+    def announce(self, peer: str, stream: NetworkStream) -> list[Waiting] | None:
+        h = self._handler("announce", peer, stream.id)
+        return None if h is None else h.announce(copy_stream(stream))
+
+    def activate(self, peer: str, subscription: str) -> None:
+        h = self._handler("activate", peer, subscription)
+        if h is not None:
+            h.activate(subscription)
+
+    def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
+                target: str) -> tuple[bool, str]:
+        h = self._handler("reserve", peer, txn)
+        if h is None:
+            return False, f"{peer} is unreachable"
+        n = self.network.reserves[peer] = self.network.reserves.get(peer, 0) + 1
+        reason = self.network.refuse(peer, n)
+        if reason:
+            return False, reason
+        return h.reserve(txn, [copy_stream(s) for s in streams], subscription, target)
+
+    def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
+               required: bool) -> None:
+        h = self._handler("commit", peer, txn, subscription)
+        if h is None:
+            if required:
+                raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable")
+            return
+        h.commit(txn, subscription, lineage)
+
+    def abort(self, peer: str, txn: str) -> None:
+        h = self._handler("abort", peer, txn)
+        if h is not None:
+            h.abort(txn)
+
+    def remove(self, peer: str, subscription: str) -> list[str] | None:
+        h = self._handler("remove", peer, subscription)
+        return None if h is None else h.remove(subscription)
+
+    def truncate(self, peer: str, stream: str, last: str) -> None:
+        h = self._handler("truncate", peer, stream, last)
+        if h is not None:
+            h.truncate(stream, last)
+
+
+class DirectSender:
+    """A forwarder that hands the batch to the neighbour's data plane at once (in order)."""
+
+    def __init__(self, network: FakeNetwork, neighbour: str) -> None:
+        self.network = network
+        self.neighbour = neighbour
+        self.items = 0
+
+    def send(self, stream: str, items: list[str], end: bool = False) -> None:
+        self.items += len(items)
+        self.network.peers[self.neighbour].data.transfer(stream, list(items), end)
+
+
+class InProcessPeer:
+    def __init__(self, peer: str, network: FakeNetwork, retention: int = 100_000) -> None:
+        self.id = peer
+        self.state = PeerState(peer, network.backbone)
+        self.executor = make_executor("inline", peer)
+        self.link = FakeLink(peer, network)
+        self.participant = Participant(self.state, self.executor, self.link, background=False)
+        self.control = ControlPlane(self.state, self.link, retention)
+        self.local = LocalPeer(self.participant, self.control)
+        self.senders: dict[str, DirectSender] = {}
+        self.data = DataPlane(self.state, self.executor, self.sender)
+
+    def sender(self, neighbour: str) -> DirectSender:
+        s = self.senders.get(neighbour)
+        if s is None:
+            s = self.senders[neighbour] = DirectSender(self.network, neighbour)
+        return s
+
+    @property
+    def network(self) -> FakeNetwork:
+        return self.link.network
+
+    def stop(self) -> None:
+        self.control.stop()
+
+
+def in_process_network(backbone: Backbone | None = None) -> FakeNetwork:
+    network = FakeNetwork(backbone or paper_example_backbone())
+    for peer in network.backbone.peers:
+        network.peers[peer] = InProcessPeer(peer, network)
+    return network
