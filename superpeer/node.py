@@ -25,6 +25,7 @@ import time
 from sharing.properties import InputStream
 from sharing.serialization import stream_from_json, stream_to_json
 from sharing.stream_table import NetworkStream
+from wxquery.operators.windows import WindowCounters
 
 from .control_plane import ControlPlane, SubscriptionRecord
 from .data_plane import DataPlane
@@ -191,6 +192,7 @@ class Node:
 
     def status(self) -> dict:
         state = self.state
+        dropped = self.executor.window_counters()  # before the state lock: the executor has its own
         with state.lock:
             return {
                 "superpeer": self.id,
@@ -205,7 +207,8 @@ class Node:
                 "stream_table": [{**stream_status(s, self.id), "derived_here": state.derived_here(s.id)}
                                  for s in state.table],
                 "operators": [{"stream": sid, "parent": entry.parent,
-                               "operators": [str(o) for o in entry.operators] or ["forward"]}
+                               "operators": [str(o) for o in entry.operators] or ["forward"],
+                               **window_drops(dropped.get(sid))}
                               for sid in self.executor.installed()
                               if (entry := state.table.get(sid)) is not None],
                 "executor": self.executor.name,
@@ -218,6 +221,13 @@ class Node:
                 "peers_last_heard_s_ago": self.channels.status()["peers_last_heard_s_ago"],
                 **self.data.status(),
             }
+
+
+def window_drops(counters: WindowCounters | None) -> dict:
+    """What a window operator dropped (late, or without a numeric reference): never silent."""
+    if counters is None:
+        return {}
+    return {"late_items": counters.late_items, "missing_reference": counters.missing_reference}
 
 
 def stream_status(s: NetworkStream, here: str) -> dict:

@@ -176,6 +176,36 @@ def test_subscribing_to_an_ended_stream_ends_at_once(tmp_path, executor):
         assert reply.closed and list(reply.items) == []
 
 
+def test_window_drops_are_counted_per_operator_in_status(tmp_path, executor):
+    """Items a time window drops, out of order beyond the lateness or without a numeric reference,
+    are counted per operator in ``status``: the numbers the reference evaluator reports."""
+    with running_network(tmp_path, executor=executor) as (topology, peers):
+        publisher, photons = photon_source(topology, 1200, seed=5, warmup=200)
+        client = SuperPeerClient(topology.address("SP0"))
+        sid = client.subscribe(QUERIES["q3"]).subscription
+        messy = []
+        for i, item in enumerate(photons[200:]):
+            if i % 50 == 49:  # 30 s behind the stream: later than any window still open
+                t = float(item.split("<det_time>")[1].split("</det_time>")[0])
+                item = item.replace(item[item.index("<det_time>"):item.index("</det_time>")],
+                                    f"<det_time>{t - 30:.4f}")
+            elif i % 70 == 69:
+                item = item.replace("det_time>", "time>")  # no window reference
+            messy.append(item)
+        publisher.publish("photons", messy)
+        publisher.close_stream("photons")
+        got = [item for _, item, _ in client.results(sid, idle_timeout=IDLE[executor])]
+        ev = evaluate(analyze(QUERIES["q3"]).checked,
+                      StreamDocument.from_text("<photons>" + "".join(messy) + "</photons>"))
+        assert same(got, list(ev.serialized_items()))
+        assert ev.stats.late_items > 0 and ev.stats.missing_reference > 0
+        windows = [op for p in topology.backbone.peers
+                   for op in SuperPeerClient(topology.address(p)).status()["operators"] if "late_items" in op]
+        assert windows, "the window operator reports what it dropped"
+        assert sum(op["late_items"] for op in windows) == ev.stats.late_items
+        assert sum(op["missing_reference"] for op in windows) == ev.stats.missing_reference
+
+
 def test_malformed_transfer_from_a_neighbour_is_dropped_and_counted(tmp_path, executor):
     from proto import streamglobe_pb2 as pb
     from proto import streamglobe_pb2_grpc as pb_grpc
