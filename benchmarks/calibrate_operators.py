@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 from photons.generator import generate, write_document  # noqa: E402
 from sharing.analysis import analyze  # noqa: E402
 from sharing.scenarios import example_query  # noqa: E402
-from wxquery import algebra as alg  # noqa: E402
+from wxquery.operators import definitions as alg  # noqa: E402
 from wxquery.evaluator import post_process  # noqa: E402
 from wxquery.operators.chains import normalise  # noqa: E402
 from wxquery.operators.records import serialize  # noqa: E402

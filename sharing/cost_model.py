@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 
 CALIBRATION_FILE = "calibration.json"
 

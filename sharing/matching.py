@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 
 from .predicate_graph import PredicateGraph, graph_of
 from .properties import InputProperties, InputStream, Projection, Properties, Selection

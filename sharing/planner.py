@@ -25,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 
 from .cost_model import Calibration, CostModel, Overload, Usage
 from .matching import Match, match_properties

@@ -22,7 +22,7 @@ from typing import Iterable
 
 import networkx as nx
 
-from wxquery.algebra import Atom, format_fraction
+from wxquery.operators.definitions import Atom, format_fraction
 
 ZERO = "0"  # the node standing for the constant zero
 

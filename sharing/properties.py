@@ -16,7 +16,7 @@ extraction from a checked query in ``property_extraction``.
 
 from __future__ import annotations
 
-from wxquery.algebra import Atom, WindowSpec
+from wxquery.operators.definitions import Atom, WindowSpec
 
 from .property_extraction import extract, window_from_ast
 from .stream_properties import (Aggregation, InputProperties, InputStream, PostProcessing,

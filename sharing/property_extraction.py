@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Iterator
 
 from wxquery import ast
-from wxquery.algebra import WHOLE_ITEM, Atom, WindowSpec
+from wxquery.operators.definitions import WHOLE_ITEM, Atom, WindowSpec
 from wxquery.static_checks import Binding, CheckedQuery
 
 from .stream_properties import (Aggregation, InputProperties, InputStream, PostProcessing,

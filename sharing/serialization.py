@@ -10,7 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 from lxml import etree
 
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 
 from .cost_model import Usage
 from .network_state import NetworkStream

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 from wxquery.operators.items import atom_test
 from wxquery.operators.records import WindowRecord
 from wxquery.stream_document import string_value

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from wxquery.algebra import Atom, WindowSpec
+from wxquery.operators.definitions import Atom, WindowSpec
 
 from .predicate_graph import PredicateGraph, graph_of
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 
 from .cost_model import Usage
 from .properties import InputProperties, InputStream

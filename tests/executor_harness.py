@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Union
 
 from superpeer.executors import Executor
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 from wxquery.operators.windows import WindowCounters
 
 

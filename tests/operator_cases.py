@@ -16,7 +16,7 @@ from lxml import etree
 
 from per_item_operators import WindowRecord
 from photons.generator import generate
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 
 
 def photons(n: int, seed: int, messy: bool) -> list[str]:

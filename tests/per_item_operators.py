@@ -13,7 +13,7 @@ from typing import Iterable
 
 from lxml import etree
 
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 from wxquery.operators.aggregates import fold
 from wxquery.operators.items import Projection, atom_test, path_values
 from wxquery.operators.panes import CombineWindowRecords, aggregate_filter

@@ -14,7 +14,7 @@ from fractions import Fraction
 from typing import Callable, Iterable, Iterator
 
 from . import ast
-from .algebra import WindowSpec
+from .operators.definitions import WindowSpec
 from .evaluation_context import Env, SeqFn, Value
 from .expression_compiler import ExpressionCompiler
 from .item_navigation import atomize, child_elements

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Protocol
 
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 from wxquery.operators.windows import WindowCounters
 
 # deliver(stream, first sequence number, outputs, end of stream)

@@ -7,7 +7,7 @@ returns. It needs no JVM, so tests that run many peers and the simulator's seman
 
 from __future__ import annotations
 
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 from wxquery.operators.chains import normalise
 from wxquery.operators.runner import ChainGroup
 from wxquery.operators.windows import WindowCounters

@@ -8,7 +8,7 @@ from conftest import photon_document
 from sharing.analysis import analyze
 from sharing.scenarios import paper_query
 from sharing.statistics import StreamStatistics
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 from per_item_operators import Pipeline
 from wxquery.operators.records import item_size
 from wxquery.stream_document import StreamDocument

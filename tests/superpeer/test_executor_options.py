@@ -7,7 +7,7 @@ from fractions import Fraction as F
 
 from superpeer.executors import make_executor
 from thinpeer.cli import build_parser
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 
 WINDOW = (alg.WindowAggregate(alg.WindowSpec("diff", F(10), F(10), "t"), (("count", "."),)),)
 

@@ -10,7 +10,7 @@ from wxquery.operators.chains import normalise
 from superpeer.executors.spark.feed import FeedLog
 from superpeer.executors.spark.source import CURSOR, EOS, FeedTask, evaluate_task, partition_tasks
 from photons.generator import generate
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 
 EN, T, RA = "en", "det_time", "coord/cel/ra"
 

@@ -1,7 +1,8 @@
-"""The operator algebra's implementation: one for every executor, the simulator and the evaluator.
+"""The operator algebra: one implementation for every executor, the simulator and the evaluator.
 
-Definitions (what an operator is) live in ``wxquery.algebra``; this package is what they *do*:
-
+* ``definitions`` — what an operator is: small validated value objects the optimizer reasons
+  about and puts into plans (selection, projection, window aggregate, combined windows,
+  aggregate filter; atoms, window specifications, partials);
 * ``aggregates`` — one partial aggregate per function (init/add/merge/reduce) and their finals;
 * ``windows`` — the window assigner (windows and panes), the event-time clock with the one
   late/missing counter, and item-collecting windows for the reference evaluator;

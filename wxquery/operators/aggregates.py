@@ -18,7 +18,7 @@ from typing import Iterable, Mapping, Protocol, Union
 
 import numpy as np
 
-from ..algebra import Partial, partials_of
+from .definitions import Partial, partials_of
 from ..values import NAN
 
 Number = Union[int, float]

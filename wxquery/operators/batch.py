@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Sequence, Union
 import numpy as np
 from lxml import etree
 
-from ..algebra import WHOLE_ITEM, Atom
+from .definitions import WHOLE_ITEM, Atom
 from ..stream_document import string_value
 from ..values import cast_double, compare
 from .items import Projection, path_values

@@ -16,7 +16,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..algebra import (WHOLE_ITEM, AggregateFilter, Atom, CombineWindows, Operator, Partial,
+from .definitions import (WHOLE_ITEM, AggregateFilter, Atom, CombineWindows, Operator, Partial,
                        Project, Select, WindowAggregate)
 from .aggregates import AGGREGATES, fold
 from .batch import Column, ItemBatch, selection_mask

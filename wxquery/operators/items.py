@@ -13,7 +13,7 @@ from typing import Callable
 
 from lxml import etree
 
-from ..algebra import WHOLE_ITEM, Atom
+from .definitions import WHOLE_ITEM, Atom
 from ..stream_document import string_value
 from ..values import cast_double, compare
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from ..algebra import Atom, CombineWindows, WindowAggregate, WindowSpec
+from .definitions import Atom, CombineWindows, WindowAggregate, WindowSpec
 from ..values import compare
 from .aggregates import merge
 from .chains import Chain

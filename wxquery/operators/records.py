@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from lxml import etree
 
-from ..algebra import Partial
+from .definitions import Partial
 from ..values import format_atomic
 from .aggregates import Number, PartialValue, final
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from ..algebra import Operator
+from .definitions import Operator
 from .batch import ItemBatch
 from .chains import Chain, evaluate_chain, normalise
 from .panes import ChainState

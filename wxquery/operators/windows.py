@@ -23,7 +23,7 @@ from typing import Callable, Generic, TypeVar
 
 import numpy as np
 
-from ..algebra import WindowSpec
+from .definitions import WindowSpec
 
 T = TypeVar("T")
 

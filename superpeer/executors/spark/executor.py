@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 
 from wxquery.operators.chains import Chain, normalise
 from wxquery.operators.panes import ChainState

@@ -14,7 +14,7 @@ from lxml import etree
 from wxquery.operators.batch import ItemBatch
 from wxquery.operators.chains import evaluate_chain, normalise
 from wxquery.operators.panes import ChainState
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 from operator_cases import CHAINS, EN, T, assert_same, atom, photons
 from per_item_operators import Pipeline, WindowRecord, serialize
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import photon_document
-from wxquery import algebra as alg
+from wxquery.operators import definitions as alg
 from per_item_operators import Pipeline
 from wxquery.stream_document import StreamDocument
 

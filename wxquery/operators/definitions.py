@@ -1,8 +1,8 @@
 """The operator algebra of StreamGlobe as small validated value objects.
 
 These are *definitions*: what an installed operator does, with its parameters. The optimizer
-(``sharing``) reasons about them and puts them into plans; executors (``inline_operators``, the
-Spark executor) implement them. Paths are item-relative element paths such as ``coord/cel/ra``;
+(``sharing``) reasons about them and puts them into plans; the rest of ``wxquery.operators``
+implements them, for both executors. Paths are item-relative element paths such as ``coord/cel/ra``;
 ``.`` is the whole item.
 """
 
