@@ -20,7 +20,7 @@ from .definitions import (WHOLE_ITEM, AggregateFilter, Atom, CombineWindows, Ope
                        Project, Select, WindowAggregate)
 from .aggregates import AGGREGATES, fold
 from .batch import Column, ItemBatch, selection_mask
-from .windows import WindowAssigner, WindowClock
+from .windows import WindowClock, assigner_for
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
         return out
     assert isinstance(chain.window, WindowAggregate)
     spec = chain.window.window
-    assigner = WindowAssigner(spec)
+    assigner = assigner_for(spec)
     if spec.kind == "count":
         panes = assigner.count_panes(clock.seen, int(rows.size))
         clock.seen += int(rows.size)

@@ -23,7 +23,7 @@ from ..values import compare
 from .aggregates import merge
 from .chains import Chain
 from .records import WindowRecord
-from .windows import WindowAssigner, WindowClock
+from .windows import WindowClock, assigner_for
 
 
 class CombineWindowRecords:
@@ -169,7 +169,7 @@ class ChainState:
         return record
 
     def _close_count(self, spec: WindowSpec) -> list[WindowRecord]:
-        assigner = WindowAssigner(spec)
+        assigner = assigner_for(spec)
         size, step = int(spec.size), int(spec.step)
         k = self.next_k or 0
         out = []
@@ -183,7 +183,7 @@ class ChainState:
         return out
 
     def _close_time(self, spec: WindowSpec, watermark: float, end: bool) -> list[WindowRecord]:
-        assigner = WindowAssigner(spec)
+        assigner = assigner_for(spec)
         candidates: set[int] = set()
         for p in self.panes:
             ks = assigner.windows_of_pane(p)

@@ -104,6 +104,12 @@ class WindowAssigner:
         return (first_ordinal + np.arange(n, dtype=np.int64)) // int(self.pane)
 
 
+@lru_cache(maxsize=1024)
+def assigner_for(spec: WindowSpec) -> WindowAssigner:
+    """One assigner per window specification, kept out of operator state (which is pickled)."""
+    return WindowAssigner(spec)
+
+
 @dataclass
 class WindowClock:
     """Event time of one window operator; plain data, snapshot with ``to_dict``/``from_dict``."""
@@ -193,7 +199,7 @@ class TimeWindows(Generic[T]):
 
     def __init__(self, spec: WindowSpec, reference: Callable[[T], float], lateness: float = 0.0,
                  clock: WindowClock | None = None) -> None:
-        self.assigner = WindowAssigner(spec)
+        self.assigner = assigner_for(spec)
         self.reference = reference
         self.lateness = lateness
         self.clock = clock if clock is not None else WindowClock()
