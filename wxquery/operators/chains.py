@@ -109,11 +109,14 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
         return out
     rows = np.flatnonzero(selection_mask(batch, chain.atoms, live))
     if chain.window is None:
+        kept = rows.tolist()
+        offs = offsets[rows].tolist()  # Python ints, converted in one call
         if chain.project is None:
-            out.items = [(int(offsets[r]), batch.texts[r]) for r in rows.tolist()]
+            texts = batch.texts
+            out.items = [(o, texts[r]) for o, r in zip(offs, kept)]
         else:
-            project = batch.projector(chain.project)
-            out.items = [(int(offsets[r]), project(batch.items[r])) for r in rows.tolist()]
+            project, items = batch.projector(chain.project), batch.items
+            out.items = [(o, project(items[r])) for o, r in zip(offs, kept)]
         return out
     assert isinstance(chain.window, WindowAggregate)
     spec = chain.window.window
