@@ -104,6 +104,11 @@ class Extremum:
         acc = np.full(k, math.inf if self.name == "min" else -math.inf)
         with np.errstate(invalid="ignore"):
             self.ufunc.at(acc, groups, values)  # propagates NaN
+        zero = np.flatnonzero(values == 0)
+        if zero.size:  # 0 and -0 tie: the first one in row order wins, as in ``merge``
+            tied = acc[groups[zero]] == 0
+            first_groups, first = np.unique(groups[zero][tied], return_index=True)
+            acc[first_groups] = values[zero[tied][first]]
         return acc.tolist()
 
 

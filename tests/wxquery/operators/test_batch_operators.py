@@ -4,6 +4,7 @@ however the stream is cut into micro-batches (no Spark needed: these are the tas
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from fractions import Fraction as F
 
@@ -132,3 +133,15 @@ def test_projection_text_is_the_inline_text(texts: list[str]) -> None:
         expected = [serialize(v) for v in Pipeline([project]).run(etree.fromstring(t) for t in texts)]
         batch = ItemBatch(texts)
         assert [batch.projector(frozenset(paths))(item) for item in batch.items] == expected
+
+
+@pytest.mark.parametrize("order", [("0", "-0"), ("-0", "0"), ("1", "-0", "0"), ("-0", "2", "0")])
+def test_min_and_max_keep_the_first_of_tied_zeros(order) -> None:
+    """0 and -0 compare equal: like fn:min and fn:max, the first one in stream order wins, in the
+    vectorised pane reduction as in the per-item fold."""
+    texts = [f"<p><en>{v}</en></p>" for v in order]
+    ops = [alg.WindowAggregate(alg.WindowSpec("count", F(len(texts)), F(len(texts))), (("min", EN), ("max", EN)))]
+    expected = Pipeline(ops).run(etree.fromstring(t) for t in texts)[0].values
+    actual = WindowRecord.from_xml(run_batched(ops, "items", texts, random.Random(0))[0]).values
+    assert {k: (v, math.copysign(1, v)) for k, v in actual.items()} == \
+        {k: (v, math.copysign(1, v)) for k, v in expected.items()}
