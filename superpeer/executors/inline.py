@@ -77,7 +77,8 @@ class InlineExecutor:
         return out
 
     def status(self) -> dict:
-        return {"executor": "inline", "pipelines": len(self.parents)}
+        return {"executor": "inline", "pipelines": len(self.parents),
+                "malformed_items_dropped": sum(g.malformed for g in self.groups.values())}
 
     def stop(self) -> None:
         pass

@@ -50,3 +50,18 @@ def test_cli_passes_lateness_to_the_executor() -> None:
     args = build_parser().parse_args(["superpeer", "serve", "--topology", "t.toml", "--id", "P0",
                                       "--lateness", "3"])
     assert spark_options(args)["lateness"] == 3.0
+
+
+def test_inline_executor_drops_and_counts_an_item_that_does_not_parse() -> None:
+    """A malformed item (from a neighbour that did not validate it) reaches no operator output,
+    not even as a placeholder, and the executor's status counts it."""
+    ex = make_executor("inline", "p")
+    got: dict[str, list[str]] = {"project": [], "count": []}
+    ex.set_deliver(lambda stream, seq, out, end: got[stream].extend(out))
+    ex.install("project", (alg.Project(frozenset({"t"})),), parent="raw")
+    ex.install("count", (alg.WindowAggregate(alg.WindowSpec("count", F(2), F(2)), (("count", "."),)),),
+               parent="raw")
+    ex.push("raw", [], ["<i><t>1</t></i>", "<i><t>2", "<i><t>3</t></i>"], True)
+    assert got["project"] == ["<i><t>1</t></i>", "<i><t>3</t></i>"]
+    assert got["count"] == ['<w k="0"><p f="count" e=".">2</p></w>']
+    assert ex.status()["malformed_items_dropped"] == 1

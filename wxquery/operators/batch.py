@@ -45,6 +45,9 @@ class ItemBatch:
     task), which spares building one Python string per item just to join them again.
     """
 
+    valid: np.ndarray | None = None  # rows whose item parsed (None: all of them)
+    malformed = 0  # items that did not parse
+
     def __init__(self, texts: Sequence[str], joined: bytes | None = None) -> None:
         self.texts = texts
         if joined is None:
@@ -58,14 +61,21 @@ class ItemBatch:
                 raise ValueError("item count differs")
             self.root: etree._Element | None = root
         except (etree.XMLSyntaxError, ValueError):
-            # the node validated every item; a mixed batch still must not fail as a whole
+            # a batch with an item that does not parse must not fail as a whole: each item is
+            # parsed alone, and one that does not parse is dropped by every chain and counted
             self.root = None
             items = []
+            valid = []
             for t in texts:
                 try:
                     items.append(etree.fromstring(t.encode("utf-8"), parser=PARSER))
+                    valid.append(True)
                 except etree.XMLSyntaxError:
                     items.append(etree.Element("invalid"))
+                    valid.append(False)
+            if not all(valid):
+                self.valid = np.array(valid, dtype=bool)
+                self.malformed = valid.count(False)
         self.items = items
         self.n = len(items)
         self._columns: dict[str, Column] = {}

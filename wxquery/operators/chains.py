@@ -103,6 +103,8 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
         live = None
     else:
         live = offsets >= chain.start
+    if batch.valid is not None:  # items that do not parse are dropped (the batch counts them)
+        live = batch.valid if live is None else live & batch.valid
     if chain.input_kind == "records":
         out.records = [(int(o), batch.texts[i]) for i, o in enumerate(offsets.tolist())
                        if live is None or live[i]]

@@ -22,6 +22,7 @@ class ChainGroup:
     def __init__(self, lateness: float = 0.0) -> None:
         self.lateness = lateness
         self.states: dict[str, ChainState] = {}
+        self.malformed = 0  # items dropped because they did not parse
 
     def add(self, chain: Chain) -> None:
         self.states[chain.stream] = ChainState(chain)
@@ -38,6 +39,7 @@ class ChainGroup:
         batch = None
         if texts:
             batch = ItemBatch(texts)
+            self.malformed += batch.malformed
             batch.prepare(p for st in self.states.values() for p in st.chain.paths())
         for stream, state in list(self.states.items()):
             if state.ended:
