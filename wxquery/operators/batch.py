@@ -20,7 +20,7 @@ from lxml import etree
 from .definitions import WHOLE_ITEM, Atom
 from ..stream_document import string_value
 from ..values import cast_double, compare
-from .items import Projection, path_values
+from .items import path_values, projection_for
 
 Column = Union[np.ndarray, list]  # one float per item, or a list of floats per item
 
@@ -103,7 +103,7 @@ class ItemBatch:
         """The projection's wire text of an item (one projector per batch and projection)."""
         found = self._projectors.get(paths)
         if found is None:
-            projection = Projection(paths)
+            projection = projection_for(paths)
             if self.namespaced:
                 found = lambda item: etree.tostring(projection.element(item), encoding="unicode")  # noqa: E731
             else:

@@ -9,6 +9,7 @@ comparisons are existential over repeated elements and false on NaN.
 from __future__ import annotations
 
 from copy import deepcopy
+from functools import lru_cache
 from typing import Callable
 
 from lxml import etree
@@ -103,6 +104,12 @@ class Projection:
                 text = child.text
                 parts.append(f"<{name}>{_escape_text(text)}</{name}>" if text else f"<{name}/>")
         return f"<{tag}>{''.join(parts)}</{tag}>" if parts else f"<{tag}/>"
+
+
+@lru_cache(maxsize=1024)
+def projection_for(paths: frozenset[str]) -> Projection:
+    """One (immutable) projection per path set, not one per batch: its levels are derived once."""
+    return Projection(paths)
 
 
 _TEXT_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#13;"})

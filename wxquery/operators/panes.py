@@ -16,6 +16,7 @@ The state is plain data (no closures), so executors pickle it with their checkpo
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Callable
 
 from .definitions import Atom, CombineWindows, WindowAggregate, WindowSpec
@@ -89,8 +90,10 @@ class CombineWindowRecords:
         return out
 
 
+@lru_cache(maxsize=1024)
 def aggregate_filter(atoms: tuple[Atom, ...]) -> Callable[[WindowRecord], bool]:
-    """Whether a record's final aggregate values (``avg(en)`` = sum/count) satisfy every atom."""
+    """Compiled once per filter (chain state is pickled, so it keeps the atoms, not this test).
+    Whether a record's final aggregate values (``avg(en)`` = sum/count) satisfy every atom."""
 
     def values(record: WindowRecord, name: str) -> list[float]:
         fn, _, rest = name.partition("(")
