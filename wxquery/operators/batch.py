@@ -20,13 +20,15 @@ from lxml import etree
 from .definitions import WHOLE_ITEM, Atom
 from ..stream_document import string_value
 from ..values import cast_double, compare
-from .items import path_values, projection_for
+from .items import Projection, path_values, projection_for
+from .shapes import ItemShape, match_shapes, shape_of
 
 Column = Union[np.ndarray, list]  # one float per item, or a list of floats per item
 
 PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
 # A child path of plain names: evaluated as XPath, by ``iterchildren`` and by ``iter`` alike.
 _SIMPLE_PATH = re.compile(r"[A-Za-z_][\w.-]*(?:/[A-Za-z_][\w.-]*)*\Z")
+_SHAPE_MISSES = 16  # a batch whose items have no shape (attributes, comments, …) stops looking
 _XPATH_OPERATOR_NAMES = {"and", "or", "div", "mod"}
 # Over these characters Python's float() accepts exactly the xs:double literals (no "inf", "nan",
 # underscores or Unicode digits, which float() would take and xs:double would not).
@@ -50,23 +52,62 @@ class ItemBatch:
 
     def __init__(self, texts: Sequence[str], joined: bytes | None = None) -> None:
         self.texts = texts
-        if joined is None:
-            joined = "".join(texts).encode("utf-8")
-        self.namespaced = b"xmlns" in joined or b"{" in joined  # "{": Clark notation in a tag
-        self.attributes = b"=" in joined  # no "=" anywhere: certainly no attribute
+        self.n = len(texts)
+        self._joined = joined
+        self._root: etree._Element | None = None
+        self._items: list[etree._Element] | None = None
+        # items of known shapes need no tree at all: their columns are read off their texts
+        # (the Spark feed hands over joined bytes, where a tree is cheaper than decoding them)
+        self.shaped = match_shapes(texts) if joined is None and self.n else None
+        if self.shaped is None:
+            self._parse()
+        self._columns: dict[str, Column] = {}
+        self._checked: set[str] = set()
+        self._single: set[str] = set()  # simple paths every item has
+        self._projectors: dict[frozenset[str], Callable[[int], str]] = {}
+
+    @property
+    def joined(self) -> bytes:
+        if self._joined is None:
+            self._joined = "".join(self.texts).encode("utf-8")
+        return self._joined
+
+    @property
+    def namespaced(self) -> bool:
+        return b"xmlns" in self.joined or b"{" in self.joined  # "{": Clark notation in a tag
+
+    @property
+    def attributes(self) -> bool:
+        return b"=" in self.joined  # no "=" anywhere: certainly no attribute
+
+    @property
+    def root(self) -> etree._Element | None:
+        """The batch as one tree (None when some item did not parse)."""
+        if self._items is None:
+            self._parse()
+        return self._root
+
+    @property
+    def items(self) -> list[etree._Element]:
+        if self._items is None:
+            self._parse()
+        assert self._items is not None
+        return self._items
+
+    def _parse(self) -> None:
         try:
-            root = etree.fromstring(b"<b>" + joined + b"</b>", parser=PARSER)
+            root = etree.fromstring(b"<b>" + self.joined + b"</b>", parser=PARSER)
             items = list(root.iterchildren(etree.Element))  # not comments or PIs between items
-            if len(items) != len(texts):
+            if len(items) != self.n:
                 raise ValueError("item count differs")
-            self.root: etree._Element | None = root
+            self._root = root
         except (etree.XMLSyntaxError, ValueError):
             # a batch with an item that does not parse must not fail as a whole: each item is
             # parsed alone, and one that does not parse is dropped by every chain and counted
-            self.root = None
+            self._root = None
             items = []
             valid = []
-            for t in texts:
+            for t in self.texts:
                 try:
                     items.append(etree.fromstring(t.encode("utf-8"), parser=PARSER))
                     valid.append(True)
@@ -76,12 +117,7 @@ class ItemBatch:
             if not all(valid):
                 self.valid = np.array(valid, dtype=bool)
                 self.malformed = valid.count(False)
-        self.items = items
-        self.n = len(items)
-        self._columns: dict[str, Column] = {}
-        self._checked: set[str] = set()
-        self._single: set[str] = set()  # simple paths every item has
-        self._projectors: dict[frozenset[str], Callable[[etree._Element], str]] = {}
+        self._items = items
 
     def prepare(self, paths: Iterable[str]) -> None:
         """Find, in one pass over the batch, which simple paths every item has.
@@ -90,6 +126,8 @@ class ItemBatch:
         exactly once per item, in item order: its column is then read off ``iter(name)``
         without evaluating the path per item.
         """
+        if self.shaped is not None:
+            return  # columns of shaped items come from their texts
         todo = sorted(p for p in set(paths) - self._checked if _simple(p))
         self._checked.update(todo)
         if self.root is None or not self.n or not todo:
@@ -99,18 +137,47 @@ class ItemBatch:
         elif len(todo) > 1:
             self._single.update(p for p in todo if self.root.xpath(f"count(*[{p}])") == self.n)
 
-    def projector(self, paths: frozenset[str]) -> Callable[[etree._Element], str]:
-        """The projection's wire text of an item (one projector per batch and projection)."""
+    def projector(self, paths: frozenset[str]) -> Callable[[int], str]:
+        """The projection's wire text of the item in a row (one projector per batch and projection).
+
+        Items of a known shape are projected from their text (``shapes``), the others from
+        their parsed element.
+        """
         found = self._projectors.get(paths)
         if found is None:
-            projection = projection_for(paths)
-            if self.namespaced:
-                found = lambda item: etree.tostring(projection.element(item), encoding="unicode")  # noqa: E731
-            else:
-                attributes = self.attributes
-                found = lambda item: projection.text(item, attributes)  # noqa: E731
-            self._projectors[paths] = found
+            found = self._projectors[paths] = self._projector(projection_for(paths))
         return found
+
+    def _projector(self, projection: Projection) -> Callable[[int], str]:
+        if self.shaped is not None:
+            matches, shapes = self.shaped.matches, self.shaped.shapes
+            return lambda row: shapes[row].fill(matches[row], projection)
+        texts, items = self.texts, self.items
+        if self.namespaced:
+            by_element = lambda item: etree.tostring(projection.element(item), encoding="unicode")  # noqa: E731
+        else:
+            attributes = self.attributes
+            by_element = lambda item: projection.text(item, attributes)  # noqa: E731
+        last: list[ItemShape | None] = [None]
+        misses = [0]  # items in this batch that had no shape: past a few, stop looking
+
+        def project(row: int) -> str:
+            text = texts[row]
+            shape = last[0]
+            if shape is not None:
+                out = shape.project(text, projection)
+                if out is not None:
+                    return out
+            if misses[0] < _SHAPE_MISSES:
+                shape = shape_of(text)
+                out = None if shape is None else shape.project(text, projection)
+                if out is not None:
+                    last[0] = shape
+                    return out
+                misses[0] += 1
+            return by_element(items[row])
+
+        return project
 
     def column(self, path: str) -> Column:
         col = self._columns.get(path)
@@ -119,6 +186,9 @@ class ItemBatch:
         return col
 
     def _extract(self, path: str) -> Column:
+        if self.shaped is not None and (path == WHOLE_ITEM or _simple(path)):
+            single, texts = self.shaped.texts(path)
+            return _doubles(texts) if single else [[cast_double(t) for t in ts] for ts in texts]
         if path == WHOLE_ITEM:
             return _doubles([string_value(el) for el in self.items])
         if self.root is not None and self.n:

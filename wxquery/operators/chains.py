@@ -117,8 +117,8 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
             texts = batch.texts
             out.items = [(o, texts[r]) for o, r in zip(offs, kept)]
         else:
-            project, items = batch.projector(chain.project), batch.items
-            out.items = [(o, project(items[r])) for o, r in zip(offs, kept)]
+            project = batch.projector(chain.project)
+            out.items = [(o, project(r)) for o, r in zip(offs, kept)]
         return out
     assert isinstance(chain.window, WindowAggregate)
     spec = chain.window.window

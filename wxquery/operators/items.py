@@ -50,6 +50,7 @@ class Projection:
     """Keeps kept subtrees whole and the elements on the way to them, in document order."""
 
     def __init__(self, paths: frozenset[str]) -> None:
+        self.paths = paths
         self.identity = WHOLE_ITEM in paths
         self.whole = {tuple(p.split("/")) for p in paths}
         self.prefixes = {w[:i] for w in self.whole for i in range(1, len(w))}

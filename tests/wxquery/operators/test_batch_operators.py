@@ -125,6 +125,8 @@ def test_columns_of_awkward_items_equal_inline(name: str, uniform: bool) -> None
     ['<p a="1"><c k="v"><d>1 &amp; &lt;2&gt;</d><e/></c><!-- note --><f>x<![CDATA[<y>]]></f><?pi x?></p>'] * 3,
     ['<p xmlns:q="urn:q"><c><d>1</d><q:e>2</q:e></c><f>3</f></p>', '<p><c><d>4</d></c><f>5</f></p>'],
     ['<p xmlns="urn:d"><c><d>1</d></c><f>2</f></p>'],
+    ['<p>\n  <c><d>1</d> <e></e></c>\n  <f>x</f>\n</p>', '<p><c><d>2</d><e/></c><f>y</f><f/></p>',
+     '<p><c><d>1&gt;2</d></c><f>a>b</f></p>', '<p><c><d>\r</d></c></p>', '<p><c><d>1</d></c><f>y</f></p>'],
 ])
 def test_projection_text_is_the_inline_text(texts: list[str]) -> None:
     """Projection written straight to text gives exactly the inline operator's serialisation."""
@@ -132,7 +134,7 @@ def test_projection_text_is_the_inline_text(texts: list[str]) -> None:
         project = alg.Project(frozenset(paths))
         expected = [serialize(v) for v in Pipeline([project]).run(etree.fromstring(t) for t in texts)]
         batch = ItemBatch(texts)
-        assert [batch.projector(frozenset(paths))(item) for item in batch.items] == expected
+        assert [batch.projector(frozenset(paths))(row) for row in range(batch.n)] == expected
 
 
 @pytest.mark.parametrize("order", [("0", "-0"), ("-0", "0"), ("1", "-0", "0"), ("-0", "2", "0")])
