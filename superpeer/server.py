@@ -35,7 +35,9 @@ class RunningSuperPeer:
 
 def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     retention: int = 500_000, executor: str = "inline",
-                    executor_options: dict | None = None) -> RunningSuperPeer:
+                    executor_options: dict | None = None, listen: str | None = None) -> RunningSuperPeer:
+    """Serve ``peer``. It listens on ``listen`` (e.g. ``0.0.0.0:50051`` in a container) if given,
+    else on its topology address; the other super-peers always reach it at its topology address."""
     node = Node(peer, topology, retention=retention, executor=executor,
                 executor_options=executor_options)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"rpc-{peer}"),
@@ -50,7 +52,7 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                 health.SERVICE_NAME, reflection.SERVICE_NAME)
     reflection.enable_server_reflection(services, server)
     host, _, default_port = topology.address(peer).rpartition(":")
-    address = f"{host}:{port if port is not None else default_port}"
+    address = listen or f"{host}:{port if port is not None else default_port}"
     if server.add_insecure_port(address) == 0:
         raise OSError(f"cannot listen on {address} (port in use?)")
     server.start()

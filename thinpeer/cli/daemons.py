@@ -28,7 +28,7 @@ def cmd_superpeer_serve(args: argparse.Namespace) -> int:
         with topology_path(args.topology) as path:
             topology = load_topology(path)
         running = start_superpeer(topology, args.id, args.port, args.retention, args.executor,
-                                  spark_options(args))
+                                  spark_options(args), listen=args.listen)
     except (TopologyError, NodeError, OSError) as exc:
         raise CliError(f"error: {getattr(exc, 'message', exc)}") from None
     print(f"{args.id} serving on {running.address}", file=sys.stderr, flush=True)
@@ -123,6 +123,9 @@ def register_superpeer(add_command: AddCommand) -> None:
     p.add_argument("--topology", required=True, help=TOPOLOGY_HELP)
     p.add_argument("--id", required=True, help="this super-peer's id in the topology")
     p.add_argument("--port", type=int, help="listen port (default: the topology's)")
+    p.add_argument("--listen", metavar="HOST:PORT",
+                   help="listen address, when it differs from the address the topology advertises "
+                        "(e.g. 0.0.0.0:50051 in a container)")
     add_executor_options(p, checkpoint=True)
     p.add_argument("--retention", type=int, default=500_000,
                    help="result items kept per subscription for disconnected readers")

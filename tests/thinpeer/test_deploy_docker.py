@@ -1,0 +1,134 @@
+"""The network in containers, as a user drives it from the host: images built from nothing,
+`deploy up` on the paper example, subscriptions and photons from the host at the printed
+addresses (results equal the reference evaluator), a shaped link carrying its bandwidth, and a
+killed super-peer that no route needs leaving every subscription served.
+
+Needs a Docker engine and docker-compose. Without them the tests are skipped, except in CI
+(``CI=true``), where a missing engine is a failure."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from network_harness import same
+from photons.generator import generate
+from sharing.analysis import analyze
+from sharing.scenarios import example_query
+from thinpeer.client import SuperPeerClient
+from thinpeer.deploy.compose import Deployment
+from thinpeer.deploy.images import DeployError
+from thinpeer.deploy.measure import link_rate
+from wxquery.evaluator import evaluate
+from wxquery.stream_document import StreamDocument
+
+pytestmark = [pytest.mark.slow, pytest.mark.docker]
+CLI = [sys.executable, "-m", "thinpeer.cli"]
+PROJECT = "sgtest"
+
+
+def _engine() -> str | None:
+    if shutil.which("docker") is None or shutil.which("docker-compose") is None:
+        return "docker or docker-compose is not installed"
+    if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        return "the Docker engine does not answer"
+    return None
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory):
+    missing = _engine()
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs the Docker engine: {missing}")
+        pytest.skip(missing)
+    state = tmp_path_factory.mktemp("deploy")
+    up = subprocess.run([*CLI, "deploy", "up", "--topology", "paper-example", "--project", PROJECT,
+                         "--state-dir", str(state)], capture_output=True, text=True, timeout=1500)
+    try:
+        assert up.returncode == 0, up.stderr
+        addresses = json.loads(up.stdout)
+        assert sorted(addresses) == [f"SP{i}" for i in range(8)]
+        yield addresses, Deployment.load(state / PROJECT), state
+    finally:
+        down = subprocess.run([*CLI, "deploy", "down", "--project", PROJECT, "--state-dir", str(state)],
+                              capture_output=True, text=True, timeout=120)
+        assert down.returncode == 0, down.stderr
+
+
+def _reference(query: str, items: list[str]) -> list[str]:
+    doc = StreamDocument.from_text("<photons>" + "".join(items) + "</photons>")
+    return list(evaluate(analyze(query).checked, doc).serialized_items())
+
+
+def _routes(addresses: dict[str, str]) -> set[str]:
+    """Every super-peer that some stream's route passes."""
+    used: set[str] = set()
+    for address in addresses.values():
+        for entry in SuperPeerClient(address).status()["stream_table"]:
+            used.update(entry["route"])
+    return used
+
+
+def test_paper_example_in_containers_served_from_the_host(deployed) -> None:
+    addresses, deployment, state = deployed
+    publisher = SuperPeerClient(addresses["SP4"])
+    publisher.register_stream("photons", "photons", "photon", rate=500)
+    photons = [p.to_xml() for p in generate(1500, seed=23)]
+    publisher.publish("photons", photons[:300])  # statistics before the subscriptions
+    subscriptions = {}
+    for name, peer in (("q1", "SP1"), ("q2", "SP7"), ("q4", "SP6")):
+        client = SuperPeerClient(addresses[peer])
+        subscriptions[name] = (client, client.subscribe(example_query(name)))
+    spare = sorted(set(addresses) - _routes(addresses) - {"SP4"})
+    assert spare, "every super-peer carries a route"
+    killed = subprocess.run([*CLI, "deploy", "kill", spare[0], "--project", PROJECT, "--state-dir", str(state)],
+                            capture_output=True, text=True, timeout=120)
+    assert killed.returncode == 0, killed.stderr
+    summary = publisher.publish("photons", photons[300:])
+    assert summary.accepted == 1200
+    publisher.close_stream("photons")
+    for name, (client, reply) in subscriptions.items():
+        got = [item for _, item, _ in client.results(reply.subscription, idle_timeout=60)]
+        expected = _reference(example_query(name), photons[300:])
+        assert expected and same(got, expected), (name, len(got), len(expected))
+    status = json.loads(subprocess.run([*CLI, "deploy", "status", "--project", PROJECT, "--state-dir", str(state)],
+                                       capture_output=True, text=True, timeout=120).stdout)
+    assert status["superpeers"][spare[0]]["status"] == "exited"
+    assert status["superpeers"]["SP4"]["health"] == "healthy"
+    started = subprocess.run([*CLI, "deploy", "start", spare[0], "--project", PROJECT, "--state-dir", str(state)],
+                             capture_output=True, text=True, timeout=300)
+    assert started.returncode == 0, started.stderr
+
+
+def test_a_shaped_link_carries_its_bandwidth(deployed) -> None:
+    addresses, deployment, state = deployed
+    r = subprocess.run([*CLI, "deploy", "bandwidth", "SP4", "SP5", "20mbit", "--project", PROJECT,
+                        "--state-dir", str(state)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    deployment = Deployment.load(state / PROJECT)
+    shaped = link_rate(deployment, "SP4", "SP5", seconds=4)
+    assert shaped["configured_bit_s"] == 20_000_000
+    assert abs(shaped["measured_bit_s"] - 20e6) <= 0.25 * 20e6, shaped
+    status = json.loads(subprocess.run([*CLI, "deploy", "status", "--project", PROJECT, "--state-dir", str(state)],
+                                       capture_output=True, text=True, timeout=120).stdout)
+    enforced = {(l["from"], l["to"]): l["enforced"] for l in status["links"]}
+    assert enforced[("SP4", "SP5")] == enforced[("SP5", "SP4")] == "20Mbit", enforced
+
+
+def test_a_cut_link_drops_everything_until_restored(deployed) -> None:
+    addresses, deployment, state = deployed
+    args = ["--project", PROJECT, "--state-dir", str(state)]
+    assert subprocess.run([*CLI, "deploy", "cut", "SP6", "SP7", *args], capture_output=True, timeout=120).returncode == 0
+    cut = {(l["from"], l["to"]): l["cut"] for l in json.loads(subprocess.run(
+        [*CLI, "deploy", "status", *args], capture_output=True, text=True, timeout=120).stdout)["links"]}
+    assert cut[("SP6", "SP7")] and cut[("SP7", "SP6")] and not cut[("SP5", "SP6")]
+    with pytest.raises(DeployError, match="no transfer"):
+        link_rate(deployment, "SP6", "SP7", seconds=1)
+    assert subprocess.run([*CLI, "deploy", "restore", "SP6", "SP7", *args], capture_output=True, timeout=120).returncode == 0
+    assert link_rate(deployment, "SP6", "SP7", seconds=1)["bytes"] > 0

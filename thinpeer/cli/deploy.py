@@ -1,0 +1,146 @@
+"""``streamglobe deploy …``: the network in containers (one per super-peer), links shaped to their
+bandwidths, and faults on demand. Progress goes to stderr; ``up`` prints the host addresses as
+one JSON object on stdout, so that ``publish``/``subscribe``/``status`` work against them."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
+
+_RATE = re.compile(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([kmg]?)(bit|bps|b)?(?:/s)?\s*\Z", re.IGNORECASE)
+_SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
+
+
+def parse_rate(text: str) -> int:
+    """A link rate in bit/s: ``100e6``, ``100mbit``, ``1.5Gbit``, ``500kbit``."""
+    m = _RATE.match(text)
+    if not m:
+        raise CliError(f"error: cannot read the rate {text!r} (examples: 10mbit, 100e6, 1gbit)")
+    return int(float(m.group(1)) * _SCALE[m.group(2).lower()])
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _deployment(args: argparse.Namespace):
+    from thinpeer.deploy.compose import Deployment
+    from thinpeer.deploy.project import state_directory
+
+    directory = state_directory(Path(args.state_dir), args.project)
+    if not (directory / "deployment.json").is_file():
+        raise CliError(f"error: no deployment {args.project!r} under {args.state_dir} "
+                       "(start one with 'streamglobe deploy up')")
+    return Deployment.load(directory)
+
+
+def _guard(action):
+    """Run a deploy action; its failures become one clear error line, not a traceback."""
+    from thinpeer.deploy.images import DeployError
+
+    try:
+        return action()
+    except DeployError as exc:
+        raise CliError(f"error: {exc}") from None
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from thinpeer.deploy.images import build_images
+
+    image = _guard(lambda: build_images(_progress))
+    print(image)
+    return EXIT_OK
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from thinpeer.deploy.project import up
+    from thinpeer.topologies import topology_path
+
+    serve: list[str] = []
+    if args.lateness is not None:
+        serve += ["--lateness", str(args.lateness)]
+    if args.trigger_ms is not None:
+        serve += ["--trigger-ms", str(args.trigger_ms)]
+    with topology_path(args.topology) as path:
+        if not path.is_file():
+            raise CliError(f"error: {args.topology}: no such topology file or shipped topology")
+        addresses = _guard(lambda: up(path, Path(args.state_dir), args.project, args.executor, serve,
+                                      args.subnet, _progress, args.timeout))
+    print(json.dumps(addresses), flush=True)
+    return EXIT_OK
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from thinpeer.deploy.project import down
+
+    _guard(lambda: down(_deployment(args)))
+    _progress(f"removed project {args.project}")
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from thinpeer.deploy.project import status
+
+    print(json.dumps(_guard(lambda: status(_deployment(args))), indent=2))
+    return EXIT_OK
+
+
+def cmd_fault(args: argparse.Namespace) -> int:
+    from thinpeer.deploy import project
+
+    deployment = _deployment(args)
+    action = {
+        "kill": lambda: project.kill(deployment, args.peer),
+        "start": lambda: project.start(deployment, args.peer, _progress),
+        "cut": lambda: project.cut(deployment, args.a, args.b),
+        "restore": lambda: project.restore(deployment, args.a, args.b),
+        "bandwidth": lambda: project.bandwidth(deployment, args.a, args.b, parse_rate(args.rate)),
+    }[args.deploy_command]
+    _guard(action)
+    return EXIT_OK
+
+
+def register(add_command: AddCommand) -> None:
+    from thinpeer.cli.daemons import TOPOLOGY_HELP
+
+    deploy = add_command("deploy", help="run the network in containers (Docker + docker-compose)")
+    commands = deploy.add_subparsers(dest="deploy_command", metavar="ACTION", required=True)
+
+    def parser(name: str, help: str) -> argparse.ArgumentParser:
+        p = commands.add_parser(name, help=help)
+        p.add_argument("--project", default="streamglobe", help="compose project name")
+        p.add_argument("--state-dir", default=".streamglobe-deploy",
+                       help="where the compose project and its topology are written")
+        return p
+
+    p = parser("build", "build the images from nothing (reuses what exists)")
+    p.set_defaults(func=cmd_build)
+    p = parser("up", "start one container per super-peer; print their host addresses as JSON")
+    p.add_argument("--topology", required=True, help=TOPOLOGY_HELP)
+    p.add_argument("--executor", choices=["inline", "spark"], default="inline")
+    p.add_argument("--lateness", type=float, metavar="UNITS")
+    p.add_argument("--trigger-ms", type=int, metavar="MS")
+    p.add_argument("--subnet", default="10.231.0.0/24", help="the containers' network")
+    p.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for health")
+    p.set_defaults(func=cmd_up)
+    p = parser("down", "remove every container and network of the project")
+    p.set_defaults(func=cmd_down)
+    p = parser("status", "containers, health and the enforced link bandwidths (JSON)")
+    p.set_defaults(func=cmd_status)
+    for name, help in (("kill", "kill a super-peer's container"), ("start", "start it again")):
+        p = parser(name, help)
+        p.add_argument("peer", metavar="SP")
+        p.set_defaults(func=cmd_fault)
+    for name, help in (("cut", "the link drops all traffic"), ("restore", "undo a cut"),
+                       ("bandwidth", "change a link's bandwidth (e.g. 10mbit)")):
+        p = parser(name, help)
+        p.add_argument("a", metavar="SP")
+        p.add_argument("b", metavar="SP")
+        if name == "bandwidth":
+            p.add_argument("rate", metavar="RATE")
+        p.set_defaults(func=cmd_fault)

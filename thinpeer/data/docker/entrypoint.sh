@@ -1,0 +1,16 @@
+#!/bin/sh
+# Shape this super-peer's backbone links, then serve as the unprivileged user.
+# SG_LINKS: "CLASS IP RATE_BIT_PER_S" per neighbour, separated by ";" (CLASS: the htb class,
+# kept fixed so that `streamglobe deploy bandwidth` can change one link's rate later).
+set -eu
+if [ -n "${SG_LINKS:-}" ]; then
+    tc qdisc replace dev eth0 root handle 1: htb default 9999
+    tc class replace dev eth0 parent 1: classid 1:9999 htb rate 10gbit
+    echo "$SG_LINKS" | tr ';' '\n' | while read -r n ip rate; do
+        [ -n "$ip" ] || continue
+        tc class replace dev eth0 parent 1: classid "1:$n" htb rate "${rate}bit" ceil "${rate}bit"
+        tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst "$ip/32" flowid "1:$n"
+    done
+fi
+exec setpriv --reuid=streamglobe --regid=streamglobe --init-groups \
+    python3 -m thinpeer.cli superpeer serve "$@"

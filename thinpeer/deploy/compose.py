@@ -1,0 +1,131 @@
+"""A compose project for a topology: one container per super-peer on one bridge network.
+
+Every super-peer gets a fixed address on the network (so no name has to be resolved, and no
+gRPC channel caches an address that changed), **listens** on ``0.0.0.0:50051`` and is
+**advertised** to the other super-peers at its fixed address through a topology file written for
+the containers. The host reaches each one through a published loopback port.
+
+Each backbone link is shaped at both ends: a container's egress towards a neighbour goes through
+an htb class at the link's bandwidth (``entrypoint.sh``), so each direction of the link carries at
+most ``b(e)``. Data items travel only over links; control calls (lookups, two-phase commit,
+heartbeats) go directly between super-peers and are not shaped.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+PORT = 50051
+TOPOLOGY_IN_CONTAINER = "/etc/streamglobe/topology.toml"
+FIRST_HOST = 10  # peers take the network's addresses from .10 on, in topology order
+FIRST_CLASS = 0x10  # htb class of a peer's first link (hex, as tc reads it)
+
+
+@dataclass
+class PeerPlacement:
+    peer: str
+    service: str
+    ip: str
+    # neighbour -> (htb class on this peer's egress, bandwidth in bit/s)
+    links: dict[str, tuple[str, int]] = field(default_factory=dict)
+
+
+@dataclass
+class Deployment:
+    """What ``deploy up`` created, kept in the state directory for the later commands."""
+
+    project: str
+    directory: str
+    executor: str
+    peers: dict[str, PeerPlacement]
+
+    @property
+    def compose_file(self) -> Path:
+        return Path(self.directory) / "docker-compose.yml"
+
+    def save(self) -> None:
+        (Path(self.directory) / "deployment.json").write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, directory: Path) -> "Deployment":
+        data = json.loads((directory / "deployment.json").read_text())
+        peers = {p: PeerPlacement(v["peer"], v["service"], v["ip"],
+                                  {n: (c, int(r)) for n, (c, r) in v["links"].items()})
+                 for p, v in data["peers"].items()}
+        return cls(data["project"], data["directory"], data["executor"], peers)
+
+
+def place(topology_file: Path, subnet: str) -> tuple[dict, dict[str, PeerPlacement]]:
+    """The topology's data and each super-peer's service name, address and shaped links."""
+    data = tomllib.loads(topology_file.read_text(encoding="utf-8"))
+    network = ipaddress.ip_network(subnet)
+    hosts = list(network.hosts())
+    ids = [str(p["id"]) for p in data.get("superpeer", [])]
+    if len(ids) + FIRST_HOST > len(hosts):
+        raise ValueError(f"subnet {subnet} is too small for {len(ids)} super-peers")
+    services = {p: p.lower().replace("_", "-") for p in ids}
+    if len(set(services.values())) != len(ids):
+        raise ValueError("super-peer ids differ only in case; they must name distinct containers")
+    placements = {p: PeerPlacement(p, services[p], str(hosts[FIRST_HOST - 1 + i])) for i, p in enumerate(ids)}
+    for link in data.get("link", []):
+        a, b, rate = str(link["a"]), str(link["b"]), int(float(link["bandwidth"]))
+        for here, there in ((a, b), (b, a)):
+            placement = placements[here]
+            placement.links[there] = (f"{FIRST_CLASS + len(placement.links):x}", rate)
+    return data, placements
+
+
+def container_topology(data: dict, placements: dict[str, PeerPlacement]) -> str:
+    """The topology as the containers read it: every address is the peer's fixed address."""
+    peers = [{**p, "address": f"{placements[str(p['id'])].ip}:{PORT}"} for p in data.get("superpeer", [])]
+    return _toml({"superpeer": peers, "link": data.get("link", [])})
+
+
+def compose_file(deployment: Deployment, image: str, subnet: str, serve_args: list[str]) -> dict:
+    """The compose project (JSON is YAML, so it is written as JSON)."""
+    services = {}
+    topology = str(Path(deployment.directory) / "topology.toml")
+    for peer, placement in deployment.peers.items():
+        ips = {n: deployment.peers[n].ip for n in placement.links}
+        shaping = ";".join(f"{cls} {ips[n]} {rate}" for n, (cls, rate) in placement.links.items())
+        services[placement.service] = {
+            "image": image,
+            "hostname": placement.service,
+            "command": ["--topology", TOPOLOGY_IN_CONTAINER, "--id", peer,
+                        "--listen", f"0.0.0.0:{PORT}", *serve_args],
+            "cap_add": ["NET_ADMIN"],
+            "environment": {"SG_LINKS": shaping, "SG_PORT": str(PORT)},
+            "volumes": [f"{topology}:{TOPOLOGY_IN_CONTAINER}:ro"],
+            "ports": [f"127.0.0.1::{PORT}"],
+            "networks": {"backbone": {"ipv4_address": placement.ip}},
+            "init": True,
+            "stop_grace_period": "5s",
+            "labels": {"org.streamglobe.peer": peer},
+        }
+    return {"version": "2.4", "services": services,
+            "networks": {"backbone": {"driver": "bridge", "ipam": {"config": [{"subnet": subnet}]}}}}
+
+
+def _toml(tables: dict[str, list[dict]]) -> str:
+    """Arrays of flat tables of scalars: all a topology file holds."""
+    lines = []
+    for name, rows in tables.items():
+        for row in rows:
+            lines.append(f"[[{name}]]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in row.items()]
+            lines.append("")
+    return "\n".join(lines)
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a JSON string is a TOML basic string
+    raise ValueError(f"cannot write {v!r} into a topology file")

@@ -1,0 +1,193 @@
+"""``streamglobe deploy``: bring a topology up in containers, watch it, and break it on demand.
+
+The state directory (default ``.streamglobe-deploy/<project>``) holds the compose file, the
+containers' topology and ``deployment.json``; every later command reads them from there.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+from .compose import (PORT, Deployment, compose_file, container_topology, place)
+from .images import DeployError, build_images, run
+
+Progress = Callable[[str], None]
+DEFAULT_SUBNET = "10.231.0.0/24"
+
+
+def state_directory(root: Path, project: str) -> Path:
+    return (root / project).resolve()
+
+
+def compose(deployment: Deployment, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    cmd = ["docker-compose", "-p", deployment.project, "-f", str(deployment.compose_file), *args]
+    if check:
+        return run(cmd)
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def up(topology_file: Path, root: Path, project: str, executor: str, serve_args: list[str],
+       subnet: str, progress: Progress, timeout: float = 240.0) -> dict[str, str]:
+    """Start every super-peer in its container; wait until all are healthy; host addresses."""
+    directory = state_directory(root, project)
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        data, placements = place(topology_file, subnet)
+    except (ValueError, KeyError) as exc:
+        raise DeployError(f"{topology_file}: {exc}") from None
+    deployment = Deployment(project, str(directory), executor, placements)
+    image = build_images(progress)  # reuses the base and dependency layers; the app layer is seconds
+    (directory / "topology.toml").write_text(container_topology(data, placements))
+    deployment.compose_file.write_text(json.dumps(
+        compose_file(deployment, image, subnet, ["--executor", executor, *serve_args]), indent=2) + "\n")
+    deployment.save()
+    progress(f"starting {len(placements)} super-peer containers (project {project})")
+    compose(deployment, "up", "-d", "--force-recreate", "--remove-orphans")
+    wait_healthy(deployment, timeout, progress)
+    return host_addresses(deployment)
+
+
+def wait_healthy(deployment: Deployment, timeout: float, progress: Progress) -> None:
+    deadline = time.monotonic() + timeout
+    waiting: list[str] = list(deployment.peers)
+    while time.monotonic() < deadline:
+        states = container_states(deployment)
+        waiting = [p for p in deployment.peers if states.get(p, {}).get("health") != "healthy"]
+        dead = [p for p in waiting if states.get(p, {}).get("status") in ("exited", "dead")]
+        if dead:
+            logs = compose(deployment, "logs", "--tail", "20", deployment.peers[dead[0]].service,
+                           check=False).stdout
+            raise DeployError(f"super-peer container(s) {', '.join(dead)} exited:\n{logs}")
+        if not waiting:
+            return
+        time.sleep(0.5)
+    raise DeployError(f"super-peer(s) {', '.join(waiting)} not healthy after {timeout:.0f} s "
+                      f"(see docker-compose -p {deployment.project} logs)")
+
+
+def container_states(deployment: Deployment) -> dict[str, dict]:
+    """Per super-peer: container status and health, from ``docker inspect``."""
+    ids = compose(deployment, "ps", "-q", check=False).stdout.split()
+    if not ids:
+        return {}
+    out = json.loads(run(["docker", "inspect", *ids]).stdout)
+    states = {}
+    for c in out:
+        peer = c["Config"]["Labels"].get("org.streamglobe.peer")
+        state = c["State"]
+        states[peer] = {"container": c["Name"].lstrip("/"), "status": state["Status"],
+                        "health": state.get("Health", {}).get("Status", "none")}
+    return states
+
+
+def host_addresses(deployment: Deployment) -> dict[str, str]:
+    addresses = {}
+    for peer, placement in deployment.peers.items():
+        port = compose(deployment, "port", placement.service, str(PORT)).stdout.strip()
+        if not port:
+            raise DeployError(f"{peer} has no published port (is its container running?)")
+        addresses[peer] = port.replace("0.0.0.0:", "127.0.0.1:")
+    return addresses
+
+
+def down(deployment: Deployment) -> None:
+    compose(deployment, "down", "--volumes", "--remove-orphans", "-t", "5")
+
+
+def status(deployment: Deployment) -> dict:
+    """Containers, health and the link rates the kernel enforces (read back from tc)."""
+    states = container_states(deployment)
+    links = []
+    for peer, placement in deployment.peers.items():
+        enforced = _enforced_rates(deployment, peer) if states.get(peer, {}).get("status") == "running" else {}
+        for neighbour, (cls, rate) in placement.links.items():
+            links.append({"from": peer, "to": neighbour, "configured_bit_s": rate,
+                          "enforced": enforced.get(cls, "unknown (container not running)"),
+                          "cut": _is_cut(deployment, peer, neighbour)})
+    return {"project": deployment.project, "executor": deployment.executor,
+            "superpeers": {p: states.get(p, {"status": "missing"}) for p in deployment.peers},
+            "links": links}
+
+
+def _exec(deployment: Deployment, peer: str, *cmd: str) -> subprocess.CompletedProcess:
+    service = deployment.peers[_known(deployment, peer)].service
+    return compose(deployment, "exec", "-T", "-u", "root", service, *cmd)
+
+
+def _enforced_rates(deployment: Deployment, peer: str) -> dict[str, str]:
+    shown = _exec(deployment, peer, "tc", "class", "show", "dev", "eth0").stdout
+    rates = {}
+    for line in shown.splitlines():  # "class htb 1:10 root prio 0 rate 100Mbit ceil 100Mbit …"
+        words = line.split()
+        if len(words) > 2 and "rate" in words:
+            rates[words[2].split(":")[1]] = words[words.index("rate") + 1]
+    return rates
+
+
+def _known(deployment: Deployment, peer: str) -> str:
+    for p in deployment.peers:
+        if p.lower() == peer.lower():
+            return p
+    raise DeployError(f"no super-peer {peer} in project {deployment.project} "
+                      f"(there are {', '.join(deployment.peers)})")
+
+
+def _link(deployment: Deployment, a: str, b: str) -> tuple[str, str]:
+    a, b = _known(deployment, a), _known(deployment, b)
+    if b not in deployment.peers[a].links:
+        raise DeployError(f"{a} and {b} are not linked in the topology")
+    return a, b
+
+
+def kill(deployment: Deployment, peer: str) -> None:
+    compose(deployment, "kill", deployment.peers[_known(deployment, peer)].service)
+
+
+def start(deployment: Deployment, peer: str, progress: Progress, timeout: float = 120.0) -> None:
+    peer = _known(deployment, peer)
+    compose(deployment, "start", deployment.peers[peer].service)
+    wait_healthy(deployment, timeout, progress)
+
+
+def cut(deployment: Deployment, a: str, b: str) -> None:
+    """The link drops all traffic, both ways (control calls between the two included)."""
+    a, b = _link(deployment, a, b)
+    for here, there in ((a, b), (b, a)):
+        if not _is_cut(deployment, here, there):
+            ip = deployment.peers[there].ip
+            _exec(deployment, here, "iptables", "-I", "INPUT", "-s", ip, "-j", "DROP")
+            _exec(deployment, here, "iptables", "-I", "OUTPUT", "-d", ip, "-j", "DROP")
+
+
+def restore(deployment: Deployment, a: str, b: str) -> None:
+    a, b = _link(deployment, a, b)
+    for here, there in ((a, b), (b, a)):
+        ip = deployment.peers[there].ip
+        while _is_cut(deployment, here, there):
+            _exec(deployment, here, "iptables", "-D", "INPUT", "-s", ip, "-j", "DROP")
+            _exec(deployment, here, "iptables", "-D", "OUTPUT", "-d", ip, "-j", "DROP")
+
+
+def _is_cut(deployment: Deployment, here: str, there: str) -> bool:
+    service = deployment.peers[here].service
+    ip = deployment.peers[there].ip
+    done = compose(deployment, "exec", "-T", "-u", "root", service, "iptables", "-C", "OUTPUT", "-d", ip,
+                   "-j", "DROP", check=False)
+    return done.returncode == 0
+
+
+def bandwidth(deployment: Deployment, a: str, b: str, rate_bit_s: int) -> None:
+    """Change a link's rate, both directions, while everything runs."""
+    if rate_bit_s <= 0:
+        raise DeployError("a link's bandwidth must be positive (use 'deploy cut' to drop it)")
+    a, b = _link(deployment, a, b)
+    for here, there in ((a, b), (b, a)):
+        cls, _ = deployment.peers[here].links[there]
+        _exec(deployment, here, "tc", "class", "change", "dev", "eth0", "parent", "1:", "classid",
+              f"1:{cls}", "htb", "rate", f"{rate_bit_s}bit", "ceil", f"{rate_bit_s}bit")
+        deployment.peers[here].links[there] = (cls, rate_bit_s)
+    deployment.save()
