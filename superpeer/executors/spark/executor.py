@@ -67,6 +67,10 @@ def spark_session(master: str):
                    # JVM <-> Python workers over Unix domain sockets: over loopback TCP every
                    # task waited ~40 ms more (measured: a one-row Python task 79 -> 41 ms)
                    .config("spark.python.unix.domain.socket.enabled", "true")
+                   # a Python worker that starts slowly (a loaded machine, eight JVMs on two
+                   # cores) must not fail its query: the default 15 s wait for it to connect
+                   # back was seen to expire, and the query died and restarted again and again
+                   .config("spark.python.authenticate.socketTimeout", "180s")
                    .config("spark.pyspark.python", sys.executable)
                    .config("spark.pyspark.driver.python", sys.executable)
                    .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
