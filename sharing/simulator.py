@@ -141,7 +141,7 @@ class Simulation:
                 time.perf_counter() - start
             result.results[qid] = len(items)
             if self.verify:
-                problem = _compare(items, self.reference(qid))
+                problem = compare_results(items, self.reference(qid))
                 if problem is None:
                     result.verified += 1
                 else:
@@ -222,7 +222,7 @@ def _peer_order(peer: str) -> tuple:
     return (peer.rstrip("0123456789"), int(digits) if digits else 0)
 
 
-def _compare(ours: list[str], reference: list[str]) -> str | None:
+def compare_results(ours: list[str], reference: list[str]) -> str | None:
     """None when item-identical (numbers may differ in the last bits after merged partial sums)."""
     if len(ours) != len(reference):
         return f"{len(ours)} items delivered, the reference evaluator gives {len(reference)}"

@@ -61,3 +61,19 @@ def test_rates(text: str, rate: int) -> None:
 def test_a_rate_that_does_not_read_is_an_error() -> None:
     with pytest.raises(CliError, match="cannot read the rate"):
         parse_rate("fast")
+
+
+def test_a_scenario_backbone_becomes_a_topology_the_containers_read(tmp_path) -> None:
+    from sharing.scenarios import SCENARIOS
+    from thinpeer.deploy.live_simulation import topology_toml
+
+    scenario = SCENARIOS["paper-grid-constrained"](1)
+    path = tmp_path / "grid.toml"
+    path.write_text(topology_toml(scenario))
+    data, placements = place(path, "10.9.0.0/24")
+    path.write_text(container_topology(data, placements))
+    backbone = load_topology(path).backbone
+    assert {p: (v.load_capacity, v.pindex) for p, v in backbone.peers.items()} == \
+        {p: (v.load_capacity, v.pindex) for p, v in scenario.backbone.peers.items()}
+    assert {e: l.bandwidth for e, l in backbone.links.items()} == \
+        {e: l.bandwidth for e, l in scenario.backbone.links.items()}

@@ -58,6 +58,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    from thinpeer.deploy.compose import default_subnet
     from thinpeer.deploy.project import up
     from thinpeer.topologies import topology_path
 
@@ -69,8 +70,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     with topology_path(args.topology) as path:
         if not path.is_file():
             raise CliError(f"error: {args.topology}: no such topology file or shipped topology")
+        subnet = args.subnet or default_subnet(args.project)
         addresses = _guard(lambda: up(path, Path(args.state_dir), args.project, args.executor, serve,
-                                      args.subnet, _progress, args.timeout))
+                                      subnet, _progress, args.timeout))
     print(json.dumps(addresses), flush=True)
     return EXIT_OK
 
@@ -105,6 +107,32 @@ def cmd_fault(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_simulate_live(args: argparse.Namespace) -> int:
+    from thinpeer.cli.simulate import choose_scenario, choose_strategies, finish
+    from thinpeer.deploy.live_simulation import simulate_live
+
+    scenario, strategies = choose_scenario(args), choose_strategies(args)
+    report = _guard(lambda: simulate_live(scenario, args.photons, strategies, args.executor,
+                                          args.project, _live_progress()))
+    return finish(report, args.out)
+
+
+def _live_progress():
+    """One status line that rewrites itself (rich), for a run that takes minutes."""
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    status = console.status("starting")
+    status.start()
+
+    def show(message: str) -> None:
+        if message.startswith(("sharing: starting", "data-shipping: starting", "query-shipping: starting")):
+            console.print(message)
+        status.update(message)
+
+    return show
+
+
 def register(add_command: AddCommand) -> None:
     from thinpeer.cli.daemons import TOPOLOGY_HELP
 
@@ -125,7 +153,8 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--executor", choices=["inline", "spark"], default="inline")
     p.add_argument("--lateness", type=float, metavar="UNITS")
     p.add_argument("--trigger-ms", type=int, metavar="MS")
-    p.add_argument("--subnet", default="10.231.0.0/24", help="the containers' network")
+    p.add_argument("--subnet", help="the containers' network (default: a 10.231-238.x.0/24 chosen "
+                                    "by the project name)")
     p.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for health")
     p.set_defaults(func=cmd_up)
     p = parser("down", "remove every container and network of the project")
@@ -144,3 +173,9 @@ def register(add_command: AddCommand) -> None:
         if name == "bandwidth":
             p.add_argument("rate", metavar="RATE")
         p.set_defaults(func=cmd_fault)
+    from thinpeer.cli.simulate import add_scenario_options
+
+    p = parser("simulate", "the paper's evaluation live in containers: measured vs model, per strategy")
+    add_scenario_options(p, photons=5000)
+    p.add_argument("--executor", choices=["inline", "spark"], default="inline")
+    p.set_defaults(func=cmd_simulate_live)

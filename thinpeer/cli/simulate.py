@@ -14,33 +14,47 @@ from pathlib import Path
 from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, AddCommand, CliError
 
 
-def cmd_simulate(args: argparse.Namespace) -> int:
-    from sharing.planner import Strategy
+def choose_scenario(args: argparse.Namespace):
+    """The scenario named on the command line (``random`` with ``--peers``/``--queries``)."""
     from sharing.scenarios import SCENARIOS, random_scenario
-    from sharing.simulator import simulate
 
     if args.scenario == "random" or args.peers is not None:
         if args.peers is None or args.queries is None:
             raise CliError("error: a random scenario needs --peers N --queries M (and --seed S)")
         if args.peers < 2 or args.queries < 1:
             raise CliError("error: --peers must be at least 2 and --queries at least 1")
-        scenario = random_scenario(args.peers, args.queries, args.seed)
-    elif args.scenario in SCENARIOS:
-        scenario = SCENARIOS[args.scenario](args.seed)
-    else:
-        raise CliError(f"error: unknown scenario {args.scenario!r}; choose one of "
-                       f"{', '.join(list(SCENARIOS) + ['random'])}")
+        return random_scenario(args.peers, args.queries, args.seed)
+    if args.scenario in SCENARIOS:
+        return SCENARIOS[args.scenario](args.seed)
+    raise CliError(f"error: unknown scenario {args.scenario!r}; choose one of "
+                   f"{', '.join(list(SCENARIOS) + ['random'])}")
+
+
+def choose_strategies(args: argparse.Namespace) -> list:
+    from sharing.planner import Strategy
+
     try:
-        strategies = [Strategy(s) for s in args.strategies.split(",")]
+        return [Strategy(s) for s in args.strategies.split(",")]
     except ValueError:
         raise CliError("error: --strategies takes a comma-separated subset of sharing, "
                        "data-shipping, query-shipping") from None
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from sharing.simulator import simulate
+
+    scenario, strategies = choose_scenario(args), choose_strategies(args)
     report = simulate(scenario, photons=args.photons, strategies=strategies,
                       verify=not args.no_verify,
                       progress=lambda m: print(m, file=sys.stderr, flush=True))
+    return finish(report, args.out)
+
+
+def finish(report: dict, out_dir: str | None) -> int:
+    """Tables on stdout, ``report.json`` and the plots in ``out_dir``; exit 1 on any mismatch."""
     print_simulation(report)
-    if args.out:
-        out = Path(args.out)
+    if out_dir:
+        out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
         from thinpeer.cli.plots import write_plots
@@ -50,6 +64,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
               file=sys.stderr)
     mismatches = sum(len(d["verified"]["mismatches"]) for d in report["strategies"].values())
     return EXIT_ERROR if mismatches else EXIT_OK
+
+
+def add_scenario_options(p: argparse.ArgumentParser, photons: int) -> None:
+    p.add_argument("scenario", help="paper-example, paper-grid, paper-grid-constrained or random")
+    p.add_argument("--peers", type=int, help="random topology: number of super-peers")
+    p.add_argument("--queries", type=int, help="random topology: number of subscriptions")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--photons", type=int, default=photons, help="photons pushed per stream")
+    p.add_argument("--strategies", default="sharing,data-shipping,query-shipping")
+    p.add_argument("--out", metavar="DIR", help="write report.json and PNG plots here")
 
 
 def print_simulation(report: dict) -> None:
@@ -89,13 +113,7 @@ def print_simulation(report: dict) -> None:
 
 def register(add_command: AddCommand) -> None:
     p = add_command("simulate", help="simulate the paper's evaluation in process")
-    p.add_argument("scenario", help="paper-example, paper-grid, paper-grid-constrained or random")
-    p.add_argument("--peers", type=int, help="random topology: number of super-peers")
-    p.add_argument("--queries", type=int, help="random topology: number of subscriptions")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--photons", type=int, default=20000, help="photons pushed per stream")
-    p.add_argument("--strategies", default="sharing,data-shipping,query-shipping")
+    add_scenario_options(p, photons=20000)
     p.add_argument("--no-verify", action="store_true",
                    help="skip comparing delivered results with the reference evaluator")
-    p.add_argument("--out", metavar="DIR", help="write report.json and PNG plots here")
     p.set_defaults(func=cmd_simulate)

@@ -13,6 +13,7 @@ heartbeats) go directly between super-peers and are not shaped.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import tomllib
@@ -59,6 +60,13 @@ class Deployment:
         return cls(data["project"], data["directory"], data["executor"], peers)
 
 
+def default_subnet(project: str) -> str:
+    """A /24 of 10.231–10.238 chosen by the project's name, so that projects side by side (a
+    benchmark next to a simulation) do not ask for the same addresses."""
+    digest = int.from_bytes(hashlib.sha256(project.encode()).digest()[:2], "big")
+    return f"10.{231 + digest % 8}.{digest // 8 % 256}.0/24"
+
+
 def place(topology_file: Path, subnet: str) -> tuple[dict, dict[str, PeerPlacement]]:
     """The topology's data and each super-peer's service name, address and shaped links."""
     data = tomllib.loads(topology_file.read_text(encoding="utf-8"))
@@ -82,7 +90,7 @@ def place(topology_file: Path, subnet: str) -> tuple[dict, dict[str, PeerPlaceme
 def container_topology(data: dict, placements: dict[str, PeerPlacement]) -> str:
     """The topology as the containers read it: every address is the peer's fixed address."""
     peers = [{**p, "address": f"{placements[str(p['id'])].ip}:{PORT}"} for p in data.get("superpeer", [])]
-    return _toml({"superpeer": peers, "link": data.get("link", [])})
+    return toml_tables({"superpeer": peers, "link": data.get("link", [])})
 
 
 def compose_file(deployment: Deployment, image: str, subnet: str, serve_args: list[str]) -> dict:
@@ -110,18 +118,18 @@ def compose_file(deployment: Deployment, image: str, subnet: str, serve_args: li
             "networks": {"backbone": {"driver": "bridge", "ipam": {"config": [{"subnet": subnet}]}}}}
 
 
-def _toml(tables: dict[str, list[dict]]) -> str:
+def toml_tables(tables: dict[str, list[dict]]) -> str:
     """Arrays of flat tables of scalars: all a topology file holds."""
     lines = []
     for name, rows in tables.items():
         for row in rows:
             lines.append(f"[[{name}]]")
-            lines += [f"{k} = {_toml_value(v)}" for k, v in row.items()]
+            lines += [f"{k} = {toml_value(v)}" for k, v in row.items()]
             lines.append("")
     return "\n".join(lines)
 
 
-def _toml_value(v) -> str:
+def toml_value(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):

@@ -16,7 +16,6 @@ from .compose import (PORT, Deployment, compose_file, container_topology, place)
 from .images import DeployError, build_images, run
 
 Progress = Callable[[str], None]
-DEFAULT_SUBNET = "10.231.0.0/24"
 
 
 def state_directory(root: Path, project: str) -> Path:

@@ -1,0 +1,109 @@
+"""The network measurements, on any running paper-example network given by its addresses: a local
+one on loopback (``local_network``) or one in containers (``benchmarks/containers.py``).
+
+Each function starts from a fresh network (it registers the ``photons`` stream at SP4) and
+returns its figures as a dict.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+
+from local_network import percentile
+
+from photons.generator import generate
+from sharing.scenarios import example_query, paper_example
+from thinpeer.client import SuperPeerClient
+
+WHOLE = '<all>{ for $p in stream("photons")/photons/photon return $p }</all>'
+
+
+def registration(address: dict[str, str]) -> dict:
+    """Each Subscribe call of the 25-query paper-example workload, end to end."""
+    source = SuperPeerClient(address["SP4"])
+    source.register_stream("photons", "photons", "photon", rate=150)
+    source.publish("photons", [p.to_xml() for p in generate(1000, 1)])
+    time.sleep(1.2)  # one heartbeat: every peer has the stream's statistics
+    times = []
+    for q in paper_example(1).queries:
+        client = SuperPeerClient(address[q.peer])
+        start = time.perf_counter()
+        client.subscribe(q.text)
+        times.append((time.perf_counter() - start) * 1000)
+        client.close()
+    source.close_stream("photons")
+    return {"queries": len(times), "median_ms": round(statistics.median(times), 2),
+            "p99_ms": round(percentile(times, 0.99), 2), "avg_ms": round(statistics.fmean(times), 2),
+            "min_ms": round(min(times), 2), "max_ms": round(max(times), 2)}
+
+
+def _stamped_photon(t: float, k: int) -> str:
+    return (f"<photon><coord><cel><ra>130.{k % 90:02d}</ra><dec>-45.5</dec></cel><det><dx>1</dx>"
+            f"<dy>1</dy></det></coord><phc>100</phc><en>1.5</en><det_time>{t:.6f}</det_time></photon>")
+
+
+def latency(address: dict[str, str], batches: int = 300, per_batch: int = 5) -> dict:
+    """Publish at SP4 → Query 1's subscriber at SP1 (SP4→SP5→SP1), per item."""
+    source = SuperPeerClient(address["SP4"])
+    source.register_stream("photons", "photons", "photon", rate=500)
+    source.publish("photons", [_stamped_photon(0.0, k) for k in range(200)])
+    time.sleep(1.2)
+    subscriber = SuperPeerClient(address["SP1"])
+    reply = subscriber.subscribe(example_query("q1"))
+    sent: dict[str, float] = {}
+
+    def publish() -> None:
+        for b in range(batches):
+            stamp = 1000.0 + b
+            batch = [_stamped_photon(stamp, k) for k in range(per_batch)]
+            sent[f"{stamp:.6f}"] = time.perf_counter()
+            source.publish("photons", batch)
+            time.sleep(0.01)
+        source.close_stream("photons")
+
+    threading.Thread(target=publish, daemon=True).start()
+    latencies: list[float] = []
+    for _, item, _ in subscriber.results(reply.subscription, idle_timeout=30):
+        now = time.perf_counter()
+        stamp = item.split("<det_time>")[1].split("<")[0]
+        if stamp in sent:
+            latencies.append((now - sent[stamp]) * 1000)
+    return {"items": len(latencies), "p50_ms": round(statistics.median(latencies), 2),
+            "p99_ms": round(percentile(latencies, 0.99), 2), "max_ms": round(max(latencies), 2)}
+
+
+def forwarding(address: dict[str, str], photons: int) -> dict:
+    """SP5 receives every photon once and sends it twice (to SP1 and SP7), without parsing it."""
+    items = [p.to_xml() for p in generate(photons, 3)]
+    source = SuperPeerClient(address["SP4"])
+    # declared rate: admission sees a modest stream; the publisher then sends as fast as it can
+    source.register_stream("photons", "photons", "photon", rate=1000)
+    source.publish("photons", items[:200])
+    time.sleep(1.2)
+    for peer in ("SP1", "SP7"):
+        SuperPeerClient(address[peer]).subscribe(WHOLE)
+    sp5 = SuperPeerClient(address["SP5"])
+    cpu_before = sp5.status()["process_cpu_seconds"]
+    publisher = threading.Thread(target=lambda: source.publish("photons", items[200:]), daemon=True)
+    start = time.perf_counter()
+    publisher.start()
+    target = len(items) - 200
+    while True:
+        links = sp5.status()["links"]
+        done = [links.get(f"SP5->{p}", {}).get("items", 0) for p in ("SP1", "SP7")]
+        now = time.perf_counter()
+        if min(done) >= target:
+            break
+        if now - start > 600:
+            raise SystemExit("forwarding did not finish in 10 minutes")
+        time.sleep(0.05)
+    elapsed = now - start
+    cpu = sp5.status()["process_cpu_seconds"] - cpu_before
+    publisher.join()
+    rate = target / elapsed
+    return {"photons": target, "seconds": round(elapsed, 2), "photons_per_s_through_sp5": round(rate),
+            "items_sent_per_s_by_sp5": round(2 * rate), "publish_seconds": round(time.perf_counter() - start, 2),
+            "sp5_cpu_seconds": round(cpu, 3),
+            "sp5_photons_per_cpu_second": round(target / cpu) if cpu > 0 else None}
