@@ -11,7 +11,12 @@ bookkeeping, so it lives here once:
 * **derived streams**: which streams are computed from a parent (an index, because the data
   plane asks for every batch);
 * **truncation**: a route that ends at a peer nothing needs any more is cut back;
-* **usage**: the load and link bandwidth a set of streams takes at one peer.
+* **usage**: the load and link bandwidth a set of streams takes at one peer;
+* **version**: a counter of the changes a planner reads (entries added, removed, routes cut),
+  so that a plan made over an older read can be recognised as stale;
+* **end of stream**: which streams' ends have already passed (a daemon's table): a consumer
+  attached to such a stream afterwards — an operator, a copy, a subscription — will never see
+  that end come again, so it must be ended when it is attached, and a second end is ignored.
 
 Pure: no sockets, no threads; callers that share a table between threads lock around it.
 """
@@ -87,12 +92,28 @@ def usage_at(peer: str, streams: Iterable[NetworkStream]) -> PeerUsage:
     return usage
 
 
+def link_load(peer: str, streams: Iterable[NetworkStream]) -> dict[str, float]:
+    """Bits/s ``streams`` put on each link of ``peer``, both directions together (a link's
+    bandwidth is shared). Every stream crossing a link passes both its ends, so each end can
+    tell the whole load of the link from its own table."""
+    links: dict[str, float] = {}
+    for s in streams:
+        route = s.route
+        for a, b in zip(route, route[1:]):
+            if a == peer or b == peer:
+                n = b if a == peer else a
+                links[n] = links.get(n, 0.0) + s.estimate.bits_per_second
+    return links
+
+
 class StreamTable:
     """Streams by id, their users and the streams derived from each (in installation order)."""
 
     def __init__(self) -> None:
         self.streams: dict[str, NetworkStream] = {}
         self._derived: dict[str, list[str]] = {}
+        self._ended: set[str] = set()
+        self.version = 0  # bumped by every change of the entries or their routes
 
     def __contains__(self, stream_id: object) -> bool:
         return stream_id in self.streams
@@ -111,9 +132,13 @@ class StreamTable:
         if stream.id not in self.streams and stream.parent is not None:
             self._derived.setdefault(stream.parent, []).append(stream.id)
         self.streams[stream.id] = stream
+        self.version += 1
 
     def discard(self, stream_id: str) -> NetworkStream | None:
+        self._ended.discard(stream_id)
         s = self.streams.pop(stream_id, None)
+        if s is not None:
+            self.version += 1
         if s is not None and s.parent is not None:
             kids = self._derived.get(s.parent, [])
             if stream_id in kids:
@@ -121,6 +146,18 @@ class StreamTable:
             if not kids:
                 self._derived.pop(s.parent, None)
         return s
+
+    def mark_ended(self, stream_id: str) -> bool:
+        """Record that the stream's end passed here; False if it had already (or the stream is
+        not here), so that each end is handled once."""
+        if stream_id not in self.streams or stream_id in self._ended:
+            return False
+        self._ended.add(stream_id)
+        return True
+
+    def has_ended(self, stream_id: str | None) -> bool:
+        """Whether the stream's end has already passed here."""
+        return stream_id in self._ended
 
     def derived(self, stream_id: str, at: str | None = None) -> list[str]:
         """Streams computed from ``stream_id`` (only those produced at peer ``at`` if given)."""
@@ -161,6 +198,7 @@ class StreamTable:
         if s is None or last not in s.route:
             return None
         s.route = s.route[: s.route.index(last) + 1]
+        self.version += 1
         return s.route
 
     def usage_at(self, peer: str, extra: Iterable[NetworkStream] = ()) -> PeerUsage:

@@ -5,16 +5,31 @@ two-phase coordinator that installs a plan (DESIGN.md §5).
   subscriptions that were waiting for it, which are then planned and installed in the order they
   were registered — so later ones can reuse earlier ones' streams and all see the first item.
 * A subscription registered here is planned by the shared planner over a ``RemotePlanningView``
-  fetched beforehand, then installed in two phases: reserve on every peer the new streams pass
-  (and this one), then commit on the peers the plan touches — those reserved, and those holding
-  a reused stream or one of its ancestors, which gain the subscription as a user. Any refusal
-  aborts the reserved peers and the subscription is planned again (``REPLANS`` times).
+  fetched beforehand (whose usage counts what in-flight installations hold reserved), then
+  installed in two phases: reserve on every peer the new streams pass (and this one), then
+  commit on the peers the plan touches — those reserved, and those holding a reused stream or
+  one of its ancestors, which gain the subscription as a user. Any refusal aborts the reserved
+  peers and the subscription is planned again over a fresh view after a short random pause.
+* Concurrent registrations behave as if they came one after the other: this peer installs one
+  subscription at a time, and a peer refuses, as a *conflict*, a reservation for a plan made
+  over an older version of it or while another installation of the same stream is in flight
+  there — the later plan is made again once the earlier one is in place, and reuses its streams
+  rather than duplicating them. Conflicts are retried until ``INSTALL_DEADLINE_S``; refusals
+  for capacity (the planner's view was stale) ``REPLANS`` times.
+* End of stream, whatever the interleaving with a close: the subscription takes its inputs here
+  *before* any commit, and peers commit downstream first (by distance to this peer), so no item
+  or end of a new stream can pass a peer that has not installed it yet; a peer that installs a
+  stream whose parent already ended there ends it at once (``DataPlane.attach``), and a delivery
+  taken from a stream that already ended here is ended when it is taken. A failed commit, or
+  any unexpected error, removes what was installed and ends the subscription with the reason.
 * Unsubscribe stops post-processing here and asks every peer to release what nothing uses.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
+import random
 import threading
 import time
 import uuid
@@ -31,12 +46,17 @@ from wxquery.errors import WXQueryError
 
 from .errors import NodeError
 from .peer_channels import PeerLink, Waiting
+from .participant import CONFLICT
 from .peer_state import OriginalState, PeerState
 from .remote_view import RemotePlanningView, fetch_planning_view
 from .subscriptions import ResultBuffer, SubscriptionRuntime
 
-REPLANS = 3
+REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
+INSTALL_DEADLINE_S = 20.0  # conflicts with concurrent installations are retried this long
+REPLAN_PAUSE_S = (0.01, 0.5)  # random pause before planning again: doubling from, at most
 ANNOUNCE_TIMEOUT_S = 30
+
+log = logging.getLogger("streamglobe.superpeer")
 
 
 @dataclass
@@ -68,6 +88,7 @@ class ControlPlane:
         self.make_planner = planner or (lambda view: Planner(view.snapshot))
         self.subscriptions: dict[str, SubscriptionRecord] = {}
         self._ids = itertools.count(1)
+        self._installing = threading.Lock()  # one installation at a time from this peer
 
     def new_stream_id(self) -> str:
         return f"{self.state.id}.{next(self._ids)}"
@@ -147,11 +168,11 @@ class ControlPlane:
         if not missing:
             try:
                 self._activate(record)
-            except NodeError:
+            except Exception as exc:  # noqa: BLE001 - whatever failed, nothing is left behind
                 with self.state.lock:
                     self.subscriptions.pop(sid, None)
                 runtime.stop()
-                raise
+                raise as_node_error(exc, sid) from None
         return record
 
     def ready_waiting(self, older_than: float | None = None) -> list[SubscriptionRecord]:
@@ -175,15 +196,27 @@ class ControlPlane:
         try:
             self._activate(record)
             return True, ""
-        except NodeError as exc:
-            record.error = f"{exc.code}: {exc.message}"
-            record.runtime.buffer.close(record.error)
+        except Exception as exc:  # noqa: BLE001 - the subscription ends with the reason
+            error = as_node_error(exc, sid)
+            record.error = f"{error.code}: {error.message}"
+            record.runtime.buffer.close(record.error)  # the first close stays: the reason
+            record.runtime.stop()
             return False, record.error
 
     def _activate(self, record: SubscriptionRecord) -> None:
+        """Plan, reserve (re-planning on a refusal), take the inputs here, then commit; on a
+        failure after the reservation, whatever was installed is removed again."""
+        with self._installing:
+            self._install(record)
+
+    def _install(self, record: SubscriptionRecord) -> None:
         sid, analysis = record.runtime.id, record.runtime.analysis
-        last_reason = ""
-        for _ in range(REPLANS):
+        deadline = time.monotonic() + INSTALL_DEADLINE_S
+        refused, last_reason = 0, ""
+        for attempt in itertools.count():
+            if attempt:
+                first, most = REPLAN_PAUSE_S
+                time.sleep(random.uniform(0, min(most, first * 2 ** min(attempt, 10))))
             view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id)
             try:
                 plan = self.make_planner(view).subscribe(sid, analysis.properties, self.state.id,
@@ -194,47 +227,92 @@ class ControlPlane:
                 raise NodeError("NOT_FOUND", str(exc).strip("'\"")) from None
             if not plan.admitted:
                 raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}")
-            ok, last_reason = self.install(plan, view)
-            if ok:
+            txn, reason = self.reserve(plan, view)
+            if txn:
                 break
-        else:
-            raise NodeError("ABORTED", f"could not reserve the plan's resources: {last_reason}")
+            if CONFLICT not in reason:
+                refused, last_reason = refused + 1, reason
+            if refused >= REPLANS or time.monotonic() >= deadline:
+                raise NodeError("ABORTED", f"could not reserve the plan's resources: "
+                                           f"{last_reason or reason}")
+        try:
+            self.take_inputs(record, plan)
+            self.commit(txn, plan, view)
+        except BaseException:
+            self.release(record, txn)
+            raise
+
+    def take_inputs(self, record: SubscriptionRecord, plan: Plan) -> None:
+        """Deliver the plan's result streams to the subscription here, before anything is
+        committed: every item and the end of a new stream reach it. A stream that already ended
+        here (a reused one) will not end again, so the subscription's input ends now."""
         inputs = {p.input_properties.variable: p.result_stream for p in plan.parts}
         with self.state.lock:
             record.plan = plan
             record.inputs = inputs
             for variable, stream in inputs.items():
-                self.state.deliveries.setdefault(stream, []).append((record.runtime, variable))
-        # a stream that has already ended delivers nothing more: the subscription ends now
-        for p in plan.parts:
-            if view.closed.get(p.input_properties.input.stream):
-                record.runtime.feed(p.input_properties.variable, [], end=True)
+                if self.state.table.has_ended(stream):
+                    record.runtime.feed(variable, [], end=True)
+                else:
+                    self.state.deliveries.setdefault(stream, []).append((record.runtime, variable))
 
-    def install(self, plan: Plan, view: RemotePlanningView) -> tuple[bool, str]:
-        """Reserve on every peer the new streams pass (and here), then commit on the peers the
-        plan touches; on a refusal abort what was reserved and say why."""
+    def release(self, record: SubscriptionRecord, txn: str) -> None:
+        """Undo a half-done installation: the inputs here, reservations, committed streams."""
+        sid = record.runtime.id
+        with self.state.lock:
+            record.plan = None
+            for stream in record.inputs.values():
+                self.state.deliveries[stream] = [(r, v) for r, v in self.state.deliveries.get(stream, ())
+                                                 if r is not record.runtime]
+        for peer in self.state.backbone.peers:
+            try:
+                self.link.abort(peer, txn)
+                self.link.remove(peer, sid)
+            except Exception:  # noqa: BLE001 - best effort; the original error is reported
+                log.exception("releasing %s at %s failed", sid, peer)
+
+    def reserve(self, plan: Plan, view: RemotePlanningView) -> tuple[str, str]:
+        """Reserve on every peer the new streams pass (and here), in one global order so that
+        colliding installations fail early, each peer checking it is still as the plan read it;
+        (transaction, "") or ("", why it was refused) after aborting what was reserved."""
         txn = uuid.uuid4().hex
-        new_streams = [s for p in plan.parts for s in p.new_streams]
-        affected = sorted({self.state.id} | {p for s in new_streams for p in s.route})
-        reserved = []
-        for peer in affected:
-            ok, reason = self.link.reserve(peer, txn, new_streams, plan.subscription, plan.target)
+        for peer in self.affected(plan):
+            ok, reason = self.link.reserve(peer, txn, self.new_streams(plan), plan.subscription,
+                                           plan.target, view.versions.get(peer))
             if not ok:
-                for p in reserved:
+                for p in self.affected(plan):
+                    if p == peer:
+                        break
                     self.link.abort(p, txn)
-                return False, f"{peer}: {reason}"
-            reserved.append(peer)
+                return "", f"{peer}: {reason}"
+        return txn, ""
+
+    def commit(self, txn: str, plan: Plan, view: RemotePlanningView) -> None:
+        """Commit on the peers the plan touches, downstream first: a peer starts sending a new
+        stream only once every later peer of its route has installed it."""
         lineage = sorted({s.id for p in plan.parts for s in view.lineage(p.reused)})
+        affected = self.affected(plan)
         for peer in self.commit_peers(affected, lineage, view):
             self.link.commit(peer, txn, plan.subscription, lineage, required=peer in affected)
-        return True, ""
+
+    @staticmethod
+    def new_streams(plan: Plan) -> list[NetworkStream]:
+        return [s for p in plan.parts for s in p.new_streams]
+
+    def affected(self, plan: Plan) -> list[str]:
+        """The peers whose resources a plan takes: this one and every peer a new stream passes."""
+        return sorted({self.state.id} | {p for s in self.new_streams(plan) for p in s.route})
 
     def commit_peers(self, affected: list[str], lineage: list[str],
                      view: RemotePlanningView) -> list[str]:
-        """The peers a plan touches, in backbone order: those that reserved new streams and
-        those holding a reused stream or an ancestor of it (they count the new user)."""
+        """The peers a plan touches — those that reserved new streams and those holding a reused
+        stream or an ancestor of it (they count the new user) — nearest this peer first. Every
+        new stream's route is a shortest path to this peer, so along it the distance falls:
+        a stream's later peers commit before its earlier ones."""
         touched = set(affected) | view.peers_holding(lineage)
-        return [p for p in self.state.backbone.peers if p in touched]
+        distance = self.state.backbone.distances_to(self.state.id)
+        order = {p: i for i, p in enumerate(self.state.backbone.peers)}
+        return sorted(touched, key=lambda p: (distance.get(p, len(order)), order.get(p, len(order))))
 
     def unsubscribe(self, sid: str) -> list[str]:
         with self.state.lock:
@@ -270,3 +348,13 @@ class ControlPlane:
     def stop(self) -> None:
         for record in self.subscriptions.values():
             record.runtime.stop()
+
+
+def as_node_error(exc: BaseException, subscription: str) -> NodeError:
+    """A failure while installing a subscription, as the status its client sees: a
+    ``NodeError`` as it is, anything else (a bug) logged and reported as INTERNAL."""
+    if isinstance(exc, NodeError):
+        return exc
+    log.error("installing %s failed", subscription, exc_info=exc)
+    return NodeError("INTERNAL", f"installing subscription {subscription} failed: "
+                                 f"{type(exc).__name__}: {exc}")

@@ -140,6 +140,10 @@ class DataPlane:
         entry = self.state.table.get(sid)
         if entry is None:
             return
+        if end and not self.state.table.mark_ended(sid):
+            end = False  # its end passed here already: every consumer sees it once
+            if not values and not serialized:
+                return
         computed = False
         for child in self.state.derived_here(sid):
             if self.executor.is_copy(child):  # duplicated here: same items, same wire text
@@ -158,6 +162,20 @@ class DataPlane:
             text = serialized if serialized is not None else [serialize(v) for v in values]
             for n in hops:
                 self.sender(n).send(sid, text, end)
+
+    def attach(self, stream: str) -> None:
+        """Called with the lock held when a stream produced here has just been installed: if
+        its parent's end already passed this peer, that end will not come again, so the new
+        stream ends now (a copy directly; an operator chain through the executor, which ends
+        only the chains that have not ended yet)."""
+        entry = self.state.table.get(stream)
+        if (entry is None or entry.parent is None or entry.origin != self.state.id
+                or not self.state.table.has_ended(entry.parent) or self.state.table.has_ended(stream)):
+            return
+        if self.executor.is_copy(stream):
+            self.ingest(stream, [], True, [])
+        else:
+            self.executor.push(entry.parent, [], [] if self.executor.wants_text else None, True)
 
     def executor_output(self, stream: str, seq: int, outputs: list, end: bool) -> None:
         """A derived stream's new items from the executor (in order; a redelivery after an

@@ -64,8 +64,8 @@ class LocalPeer:
         return self.control.activate(subscription)
 
     def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str) -> tuple[bool, str]:
-        return self.participant.reserve(txn, streams, subscription, target)
+                target: str, version: int | None = None) -> tuple[bool, str]:
+        return self.participant.reserve(txn, streams, subscription, target, version)
 
     def commit(self, txn: str, subscription: str, lineage: list[str]) -> None:
         self.participant.commit(txn, subscription, lineage)
@@ -93,10 +93,10 @@ class Node:
         self.topology = topology
         self.state = PeerState(peer, topology.backbone)
         self.channels = GrpcPeerChannels(peer, topology)
-        self.participant = Participant(self.state, self.executor, self.channels)
+        self.data = DataPlane(self.state, self.executor, self.channels.forwarder)
+        self.participant = Participant(self.state, self.executor, self.channels, self.data.attach)
         self.control = ControlPlane(self.state, self.channels, retention)
         self.channels.local = LocalPeer(self.participant, self.control)
-        self.data = DataPlane(self.state, self.executor, self.channels.forwarder)
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name=f"hb-{peer}", daemon=True)
 
     # ------------------------------------------------------------------ lifecycle

@@ -4,10 +4,13 @@ itself) plans and installs a subscription.
 * ``lookup`` / ``statistics``: the stream property table for an input, and the statistics of a
   stream registered here — what a planning peer fetches before it plans;
 * ``reserve`` → ``commit`` | ``abort``: the two phases of an installation. A reservation checks
-  this peer's load capacity and the bandwidth of its outgoing links against what is installed,
-  what other transactions hold reserved, and what neighbours report sending on shared links;
-  commit adds the streams to the table, installs their operators on the executor and makes the
-  subscription a user of the reused streams (and their ancestors) present here;
+  this peer's load capacity and the bandwidth of its links against what is installed and what
+  other transactions hold reserved (a stream crossing a link passes both its ends, so each end
+  sees the link's load in both directions in its own table; the streams of one transaction on
+  the same link are summed); reservations count in the usage this peer reports, so planners
+  elsewhere see them. Commit adds the streams to the table, installs their operators on the
+  executor, ends at once a new stream whose parent's end already passed here (``attach``), and
+  makes the subscription a user of the reused streams (and their ancestors) present here;
 * ``remove`` / ``truncate``: unsubscribe releases what nothing uses any more, and a route that
   now ends at a peer that does not need the stream is cut back one peer at a time.
 """
@@ -15,30 +18,44 @@ itself) plans and installs a subscription.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from sharing.properties import InputStream
 from sharing.serialization import statistics_to_json
-from sharing.stream_table import NetworkStream
+from sharing.stream_table import NetworkStream, link_load, usage_at
 
 from .errors import NodeError
 from .executors import Executor
 from .peer_channels import PeerLink
 from .peer_state import PeerState
 
+CONFLICT = "conflict: "  # how a refusal that calls for planning again (not a full peer) begins
+
 
 class Participant:
     def __init__(self, state: PeerState, executor: Executor, link: PeerLink,
-                 background: bool = True) -> None:
+                 attach: Callable[[str], None], background: bool = True) -> None:
         self.state = state
         self.executor = executor
         self.link = link
+        self.attach = attach  # the data plane's: a stream installed here, under the lock
         self.background = background  # cut routes in a thread (False in unit tests)
-        self.pending: dict[str, list[NetworkStream]] = {}  # transaction -> reserved streams
+
+    @property
+    def pending(self) -> dict[str, list[NetworkStream]]:
+        """Transaction -> the streams it holds reserved here."""
+        return self.state.reserved
 
     # ------------------------------------------------------------------ planning reads
 
     def lookup(self, input_stream: InputStream) -> tuple[list[NetworkStream], dict]:
-        return self.state.local_streams(input_stream), self.state.own_usage().to_json(self.state.id)
+        """The streams of an input here and this peer's usage (reservations included), with
+        the version they were read at: a reservation for a plan made over an older version
+        is refused as stale."""
+        with self.state.lock:
+            usage = self.state.own_usage().to_json(self.state.id)
+            usage["version"] = self.state.version
+            return self.state.local_streams(input_stream), usage
 
     def statistics(self, name: str) -> dict:
         state = self.state.originals.get(name)
@@ -50,29 +67,42 @@ class Participant:
     # ------------------------------------------------------------------ two phases
 
     def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str) -> tuple[bool, str]:
+                target: str, version: int | None = None) -> tuple[bool, str]:
+        """Hold the resources ``streams`` take here for ``txn``. Refused as a *conflict*
+        (``CONFLICT``: plan again, it is nobody's fault) when this peer changed since the plan
+        read it at ``version``, or while another installation of the same input is in flight
+        here — it may create the very stream this plan would then duplicate; refused for
+        capacity when the streams do not fit."""
         here = self.state.id
         backbone = self.state.backbone
         with self.state.lock:
-            used = self.state.table.usage_at(here, [s for held in self.pending.values() for s in held])
+            if version is not None and version != self.state.version:
+                return False, f"{CONFLICT}{here} changed since the plan was made"
+            inputs = {s.input for s in streams}
+            pending = self.state.held()
+            if any(s.input in inputs for s in pending):
+                return False, f"{CONFLICT}another installation of the same stream is in flight at {here}"
+            # what is installed here and what other transactions hold reserved here
+            held = [*self.state.table, *pending]
+            load = usage_at(here, held).load + usage_at(here, streams).load
             capacity = backbone.peers[here].load_capacity
-            add = sum(s.usage.peers.get(here, 0.0) for s in streams)
-            if used.load + add > capacity * (1 + 1e-9):
-                return False, (f"{here} would need {100 * (used.load + add) / capacity:.1f}% of its "
-                               "load capacity")
-            for s in streams:
-                for n in s.next_hops(here):
-                    bw = backbone.links[frozenset((here, n))].bandwidth
-                    need = used.links.get(n, 0.0) + self.state.reported_link(n) + s.estimate.bits_per_second
-                    if need > bw * (1 + 1e-9):
-                        return False, f"link {here}–{n} would need {100 * need / bw:.1f}% of its bandwidth"
-            self.pending[txn] = streams
+            if load > capacity * (1 + 1e-9):
+                return False, f"{here} would need {100 * load / capacity:.1f}% of its load capacity"
+            # links in both directions, every stream of this transaction summed per link
+            used = link_load(here, held)
+            for n, bits in sorted(link_load(here, streams).items()):
+                bw = backbone.links[frozenset((here, n))].bandwidth
+                need = used.get(n, 0.0) + bits
+                if need > bw * (1 + 1e-9):
+                    return False, f"link {here}–{n} would need {100 * need / bw:.1f}% of its bandwidth"
+            self.state.hold(txn, streams)
         return True, ""
 
     def commit(self, txn: str, subscription: str, lineage: list[str]) -> None:
         here = self.state.id
         with self.state.lock:
-            for s in self.pending.pop(txn, []):
+            installed = []
+            for s in self.state.unhold(txn):
                 s.users.add(subscription)
                 if here in s.route:
                     self.state.table.add(s)
@@ -80,6 +110,11 @@ class Participant:
                     parent = self.state.table.get(s.parent)
                     self.executor.install(s.id, s.operators, s.parent,
                                           parent.kind if parent is not None else "items")
+                    installed.append(s.id)
+            # A parent whose end already passed here will not end again: nor would the new
+            # streams computed from it, unless they are ended now (the lock keeps items out).
+            for sid in installed:
+                self.attach(sid)
             # the reused streams and their ancestors present here gain the subscription as a user
             for sid in lineage:
                 entry = self.state.table.get(sid)
@@ -88,7 +123,7 @@ class Participant:
 
     def abort(self, txn: str) -> None:
         with self.state.lock:
-            self.pending.pop(txn, None)
+            self.state.unhold(txn)
 
     # ------------------------------------------------------------------ removal
 

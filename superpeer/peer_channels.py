@@ -55,7 +55,7 @@ class PeerHandler(Protocol):
     def activate(self, subscription: str) -> tuple[bool, str]: ...
 
     def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str) -> tuple[bool, str]: ...
+                target: str, version: int | None = None) -> tuple[bool, str]: ...
 
     def commit(self, txn: str, subscription: str, lineage: list[str]) -> None: ...
 
@@ -79,7 +79,7 @@ class PeerLink(Protocol):
     def activate(self, peer: str, subscription: str) -> None: ...
 
     def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str) -> tuple[bool, str]: ...
+                target: str, version: int | None = None) -> tuple[bool, str]: ...
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
                required: bool) -> None: ...
@@ -101,14 +101,18 @@ def input_from_wire(text: str) -> InputStream:
     return input_from_json(json.loads(text))
 
 
-def part_to_wire(streams: list[NetworkStream], subscription: str, target: str) -> str:
+def part_to_wire(streams: list[NetworkStream], subscription: str, target: str,
+                 version: int | None = None) -> str:
     return json.dumps({"streams": [stream_to_json(s) for s in streams],
-                       "subscription": subscription, "target": target})
+                       "subscription": subscription, "target": target, "version": version})
 
 
-def part_from_wire(text: str) -> tuple[list[NetworkStream], str, str]:
+def part_from_wire(text: str) -> tuple[list[NetworkStream], str, str, int | None]:
+    """(streams, subscription, target, the peer's version the plan was made over, if known)."""
     part = json.loads(text)
-    return [stream_from_json(j) for j in part["streams"]], part["subscription"], part["target"]
+    version = part.get("version")
+    return ([stream_from_json(j) for j in part["streams"]], part["subscription"], part["target"],
+            int(version) if version is not None else None)
 
 
 def commit_to_wire(subscription: str, lineage: list[str]) -> str:
@@ -235,11 +239,12 @@ class GrpcPeerChannels:
                    required=False)
 
     def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str) -> tuple[bool, str]:
+                target: str, version: int | None = None) -> tuple[bool, str]:
         if peer == self.id:
-            return self.local.reserve(txn, [copy_stream(s) for s in streams], subscription, target)
+            return self.local.reserve(txn, [copy_stream(s) for s in streams], subscription, target,
+                                      version)
         got = self._call(peer, "Reserve", pb.ReserveRequest(
-            transaction=txn, part_json=part_to_wire(streams, subscription, target)),
+            transaction=txn, part_json=part_to_wire(streams, subscription, target, version)),
             lambda r: (r.ok, r.reason), required=False)
         return got if got is not None else (False, f"{peer} is unreachable ({self.unreachable[peer]})")
 

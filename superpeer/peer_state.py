@@ -10,6 +10,7 @@ items while the control plane installs and removes streams.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 from sharing.analysis import Analysis
@@ -19,6 +20,10 @@ from sharing.statistics import StreamStatistics
 from sharing.stream_table import NetworkStream, PeerUsage, StreamTable
 
 from .subscriptions import SubscriptionRuntime
+
+# A reservation whose coordinator never commits or aborts it (the coordinator stopped, or can no
+# longer reach this peer) is dropped after this long: far longer than any installation takes.
+RESERVATION_TTL_S = 60.0
 
 
 @dataclass
@@ -46,6 +51,16 @@ class PeerState:
         self.known_originals: dict[str, NetworkStream] = {}  # registered anywhere, by name
         self.deliveries: dict[str, list[tuple[SubscriptionRuntime, str]]] = {}  # stream -> (sub, var)
         self.peer_usage: dict[str, dict] = {}  # what other peers last reported
+        # transaction -> streams reserved here by an installation not yet committed or aborted
+        self.reserved: dict[str, list[NetworkStream]] = {}
+        self._reserved_until: dict[str, float] = {}
+        self.reservations = 0  # reservations granted here: each changes what planners read
+
+    @property
+    def version(self) -> int:
+        """Changes here that a planner reads (entries, routes, reservations); equal versions
+        mean that a plan made over the older read still sees this peer as it is."""
+        return self.table.version + self.reservations
 
     def derived_here(self, stream: str) -> list[str]:
         """Streams this peer computes (or duplicates) from ``stream``."""
@@ -55,14 +70,33 @@ class PeerState:
         with self.lock:
             return [s for s in self.table.streams.values() if s.input == input_stream]
 
-    def own_usage(self) -> PeerUsage:
-        """This peer's load (cores) and the bandwidth it sends on each of its links (bit/s)."""
-        with self.lock:
-            return self.table.usage_at(self.id)
+    def hold(self, txn: str, streams: list[NetworkStream]) -> None:
+        """Reserve ``streams`` here for transaction ``txn`` (called with the lock held)."""
+        self.reserved[txn] = streams
+        self._reserved_until[txn] = time.monotonic() + RESERVATION_TTL_S
+        self.reservations += 1
 
-    def reported_link(self, neighbour: str) -> float:
-        """Bandwidth the neighbour reported sending towards this peer (links are shared)."""
-        return self.peer_usage.get(neighbour, {}).get("links", {}).get(self.id, 0.0)
+    def unhold(self, txn: str) -> list[NetworkStream]:
+        """End a transaction's reservation here: the streams it held (none if unknown)."""
+        with self.lock:
+            self._reserved_until.pop(txn, None)
+            return self.reserved.pop(txn, [])
+
+    def held(self) -> list[NetworkStream]:
+        """The streams in-flight installations hold reserved here, after dropping those whose
+        coordinator has not come back within ``RESERVATION_TTL_S``."""
+        with self.lock:
+            now = time.monotonic()
+            for txn in [t for t, until in self._reserved_until.items() if until < now]:
+                self.unhold(txn)
+            return [s for kept in self.reserved.values() for s in kept]
+
+    def own_usage(self) -> PeerUsage:
+        """This peer's load (cores) and the bandwidth it sends on each of its links (bit/s),
+        counting what in-flight installations hold reserved: a planner that did not see those
+        would pick the same peer again and again while its capacity is promised away."""
+        with self.lock:
+            return self.table.usage_at(self.id, self.held())
 
     def usage_view(self) -> tuple[dict[frozenset[str], float], dict[str, float]]:
         """Used bandwidth per link and load per peer: our own, and what the others reported."""

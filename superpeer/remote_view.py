@@ -33,8 +33,8 @@ class RemotePlanningView:
     """A snapshot for the planner, and what the control plane needs next to it."""
 
     snapshot: PlanningSnapshot
-    closed: dict[str, bool] = field(default_factory=dict)  # original stream ended already
     holders: dict[str, set[str]] = field(default_factory=dict)  # stream id -> peers reporting it
+    versions: dict[str, int] = field(default_factory=dict)  # peer -> version its answer was read at
 
     def lineage(self, stream_id: str) -> list[NetworkStream]:
         """A reused stream and its ancestors (each parent is in its origin's table)."""
@@ -63,7 +63,6 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
         if known is None or known.input != inp.input or known.id in snapshot.originals:
             continue  # unknown (or other items): the planner refuses it with the reason
         data = link.statistics(known.origin, known.id)
-        view.closed[known.id] = bool(data.get("closed"))
         stats = statistics_from_json(data)
         if stats.frequency <= 0:
             stats.frequency = 1.0  # nothing observed yet: assume a slow stream
@@ -83,6 +82,8 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
             found, usage = answer
             if peer != state.id:
                 state.peer_usage[peer] = usage
+            if "version" in usage:  # the oldest read of a peer decides whether a plan is stale
+                view.versions[peer] = min(view.versions.get(peer, usage["version"]), usage["version"])
             snapshot.add_table(peer, inp, found)
             for s in found:
                 view.holders.setdefault(s.id, set()).add(peer)

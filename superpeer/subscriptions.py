@@ -73,7 +73,11 @@ class ResultBuffer:
             self.cond.notify_all()
 
     def close(self, error: str = "") -> None:
+        """End the results, once: a later close (the post-processing thread finishing after
+        the subscription failed) keeps the first reason."""
         with self.cond:
+            if self.closed:
+                return
             self.closed = True
             self.error = error
             self.cond.notify_all()

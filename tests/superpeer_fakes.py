@@ -1,7 +1,8 @@
 """Super-peers in one process, without gRPC: the real data plane, control plane and
 participant of every peer, joined by a fake of the network transport (``PeerLink`` and the
 forwarders' ``Sender``) that calls the other peer's handler directly, copies streams as the wire
-would, records every call, and can make a peer unreachable or refuse reservations."""
+would, records every call, can make a peer unreachable or refuse reservations, and can run a
+test's action just before any call (to place a close or a failure at an exact point)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ class FakeNetwork:
     refuse: Callable[[str, int], str] = lambda peer, n: ""
     reserves: dict[str, int] = field(default_factory=dict)
     forbidden: str = ""  # while set, any call is an error (e.g. while planning)
+    # called with each call just before it reaches the peer
+    hook: Callable[["Call"], None] = lambda call: None
 
     def calls_of(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
@@ -55,7 +58,9 @@ class FakeLink:
     def _handler(self, method: str, peer: str, *args) -> LocalPeer | None:
         if self.network.forbidden:
             raise AssertionError(f"{method} to {peer} while {self.network.forbidden}")
-        self.network.calls.append(Call(self.sender, method, peer, args))
+        call = Call(self.sender, method, peer, args)
+        self.network.calls.append(call)
+        self.network.hook(call)
         if peer in self.network.down and peer != self.sender:
             return None
         return self.network.peers[peer].local
@@ -83,7 +88,7 @@ class FakeLink:
             h.activate(subscription)
 
     def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str) -> tuple[bool, str]:
+                target: str, version: int | None = None) -> tuple[bool, str]:
         h = self._handler("reserve", peer, txn)
         if h is None:
             return False, f"{peer} is unreachable"
@@ -91,7 +96,7 @@ class FakeLink:
         reason = self.network.refuse(peer, n)
         if reason:
             return False, reason
-        return h.reserve(txn, [copy_stream(s) for s in streams], subscription, target)
+        return h.reserve(txn, [copy_stream(s) for s in streams], subscription, target, version)
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
                required: bool) -> None:
@@ -136,11 +141,12 @@ class InProcessPeer:
         self.state = PeerState(peer, network.backbone)
         self.executor = make_executor("inline", peer)
         self.link = FakeLink(peer, network)
-        self.participant = Participant(self.state, self.executor, self.link, background=False)
-        self.control = ControlPlane(self.state, self.link, retention)
-        self.local = LocalPeer(self.participant, self.control)
         self.senders: dict[str, DirectSender] = {}
         self.data = DataPlane(self.state, self.executor, self.sender)
+        self.participant = Participant(self.state, self.executor, self.link, self.data.attach,
+                                       background=False)
+        self.control = ControlPlane(self.state, self.link, retention)
+        self.local = LocalPeer(self.participant, self.control)
 
     def sender(self, neighbour: str) -> DirectSender:
         s = self.senders.get(neighbour)

@@ -7,7 +7,7 @@ from sharing.cost_model import Usage
 from sharing.matching import raw_properties
 from sharing.properties import InputStream
 from sharing.statistics import StreamEstimate
-from sharing.stream_table import NetworkStream, StreamTable, lineage
+from sharing.stream_table import NetworkStream, StreamTable, lineage, link_load
 
 PHOTONS = InputStream("photons", ("photons", "photon"))
 
@@ -58,3 +58,21 @@ def test_truncate_and_usage():
     assert t.usage_at("B", [extra]).load == 1.5
     assert [s.id for s in t.at("C", PHOTONS)] == []
     assert [s.id for s in t.at("B", PHOTONS)] == ["a", "b"]
+
+
+def test_a_link_load_counts_both_directions_at_each_end():
+    t = table()
+    t.add(stream("back", "photons", ("C", "B", "A")))
+    bits = 10.0 * 100.0 * 8
+    assert link_load("B", t) == {"A": 2 * bits, "C": 2 * bits, "D": bits}
+    assert link_load("A", t) == {"B": 2 * bits}
+
+
+def test_an_end_is_recorded_once_and_forgotten_with_the_stream():
+    t = table()
+    assert not t.has_ended("a") and t.mark_ended("a") and t.has_ended("a")
+    assert not t.mark_ended("a")  # the second end of a stream is not handled again
+    assert not t.mark_ended("nowhere")
+    version = t.version
+    t.discard("a")
+    assert not t.has_ended("a") and t.version > version

@@ -8,6 +8,7 @@ import pytest
 
 from sharing.planner import Planner
 from sharing.scenarios import paper_query
+from superpeer.control_plane import REPLANS
 from superpeer.errors import NodeError
 from superpeer_fakes import FakeNetwork, in_process_network
 from photons.generator import generate
@@ -88,7 +89,7 @@ def test_reservation_refused_every_time_fails_cleanly(network):
     with pytest.raises(NodeError) as err:
         subscribe(network, "SP1", paper_query(1))
     assert err.value.code == "ABORTED" and "SP5: no room (test)" in err.value.message
-    assert len({c.args[0] for c in network.calls_of("reserve")}) == 3  # REPLANS
+    assert len({c.args[0] for c in network.calls_of("reserve")}) == REPLANS
     assert not network.calls_of("commit")
     assert all(not p.participant.pending for p in network.peers.values())
     assert all(s.original for p in network.peers.values() for s in p.state.table)
