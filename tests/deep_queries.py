@@ -35,6 +35,17 @@ def flwrs(n: int) -> str:
     return f"<r>{{ for $v0 in {S} return {body} }}</r>"
 
 
+def for_bindings(n: int) -> str:
+    """One FLWR with n for bindings, each over the previous variable (each nests the rest)."""
+    bindings = "".join(f", $v{i} in $v{i - 1}/y" for i in range(1, n))
+    return f"<r>{{ for $v0 in {S}{bindings} return $v0/x }}</r>"
+
+
+def let_bindings(n: int) -> str:
+    lets = ", ".join(f"$a{i} := count($w/x)" for i in range(n))
+    return f"<r>{{ for $w in {S} |count 2| let {lets} return <c>{{ $a0 }}</c> }}</r>"
+
+
 def ifs(n: int) -> str:
     body = "$p/x"
     for i in range(n):
@@ -57,6 +68,8 @@ DEEP: dict[str, tuple[Callable[[int], str], str | tuple[str, ...]]] = {
     "condition_groups": (condition_groups, "("),
     "predicate_groups": (predicate_groups, "("),
     "flwrs": (flwrs, "for $v"),
+    "for_bindings": (for_bindings, "$v"),
+    "let_bindings": (let_bindings, ("$a", "$w/x)")),  # a binding, or the argument in it
     "ifs": (ifs, "if ("),
     "sequences": (sequences, ("(", "$p/x, (")),
 }

@@ -31,7 +31,7 @@ class Lexer:
         self.pos = 0
         self.line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\n|\r", text)]
         self.limits = limits
-        self.depth = 0  # nesting of expressions, constructors and condition groups
+        self.depth = 0  # nesting of expressions, constructors, bindings and condition groups
         self.comparisons = 0
         self.paths: set[tuple] = set()
 
@@ -45,8 +45,8 @@ class Lexer:
         if self.depth > self.limits.max_nesting_depth:
             raise QueryLimitError(
                 f"query is nested too deeply: more than {self.limits.max_nesting_depth} nested "
-                "expressions, element constructors and parenthesised conditions "
-                "(limit max_nesting_depth)", self.position(at))
+                "expressions, element constructors, for/let bindings and parenthesised "
+                "conditions (limit max_nesting_depth)", self.position(at))
 
     def count_comparison(self, at: int) -> None:
         self.comparisons += 1

@@ -34,7 +34,8 @@ class QueryLimits:
     max_query_chars: int = 1_000_000
     """Characters of query text."""
     max_nesting_depth: int = 100
-    """Nested expressions, element constructors and parenthesised condition groups."""
+    """Nested expressions, element constructors, for/let bindings (each binding nests the rest
+    of its FLWR) and parenthesised condition groups."""
     max_comparisons: int = 20_000
     """Comparisons (atomic predicates) in the whole query."""
     max_paths: int = 20_000

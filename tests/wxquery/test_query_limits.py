@@ -43,21 +43,22 @@ def test_deep_nesting_is_a_positioned_error(case: str, levels: int):
 
 
 def test_the_error_names_the_level_that_exceeds_the_limit():
-    """Levels: the query (1), <r> (2), the enclosed for (3), its return (4), then one per '('."""
+    """Levels: the query (1), <r> (2), the enclosed for (3), its binding $p (4), its return
+    starts at the first '(' (5), then one more per '(': the 7th '(' is the 11th level."""
     text = parentheses(20)
     with pytest.raises(QueryLimitError) as info:
         parse(text, QueryLimits(max_nesting_depth=10))
     err = info.value
-    eighth = [i for i, c in enumerate(text) if c == "("][8]  # stream("s") holds the first '('
-    assert offset_of(text, err.position) == eighth
-    assert err.format("q.wxq").startswith(f"q.wxq:1:{eighth + 1}: error: query is nested too deeply")
+    seventh = [i for i, c in enumerate(text) if c == "("][7]  # stream("s") holds the first '('
+    assert offset_of(text, err.position) == seventh
+    assert err.format("q.wxq").startswith(f"q.wxq:1:{seventh + 1}: error: query is nested too deeply")
 
 
 def test_the_same_construct_at_the_limit_is_accepted():
     limits = QueryLimits(max_nesting_depth=10)
-    parse(parentheses(6), limits)
+    parse(parentheses(5), limits)  # the innermost $p/x is the 10th level
     with pytest.raises(QueryLimitError):
-        parse(parentheses(7), limits)
+        parse(parentheses(6), limits)
 
 
 def deepest_accepted(build) -> str:
