@@ -17,14 +17,7 @@ satisfiability, implied bounds, implication, the minimal equivalent system — c
    ``d(x, y) = h(y) - h(x) + D(C(x), C(y))`` where ``D`` is the Dijkstra distance in ``Q`` under
    reduced weights. Rows and columns of ``D`` are computed on demand and cached; single bounds
    are decided by a Dijkstra that stops at the target or as soon as the bound is out of reach.
-4. The **minimal equivalent system** (Larsen, Larsson, Pettersson, Yi 1997: "Efficient
-   verification of real-time systems: compact data structure and state-space reduction"): one
-   cycle through each class, and the edges of ``Q`` that no other path of ``Q`` implies. Without
-   zero cycles, an edge ``C → D`` is implied by the others iff a shortest ``C → D`` path with two
-   or more edges exists (or the edge is not tight) — decided by one bounded Dijkstra per class
-   with several out-edges, and not at all for the many classes with a single out-edge or whose
-   target has a single in-edge. The result depends only on the closure (classes are represented
-   by a canonical member), so equivalent conjunctions minimise to the same system.
+4. The **minimal equivalent system** is read off the same closure in ``minimal_system``.
 
 Every loop calls ``check`` so that a caller with a deadline can stop the work (see
 ``wxquery.limits``); nothing is cached from an interrupted computation.
@@ -33,7 +26,7 @@ Every loop calls ``check`` so that a caller with a deadline can stop the work (s
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Container, Hashable, Iterable, Iterator
 
 import networkx as nx
 
@@ -111,12 +104,21 @@ def _topological_scan(succ: Adjacency, d: dict[Node, int], relabeled: Iterable[N
     return order
 
 
-def dijkstra(adj: Adjacency, source: Node, check: Check, target: Node | None = None,
-             limit: int | None = None) -> tuple[dict[Node, int], set[Node]]:
-    """Distances from ``source`` over non-negative weights and the set of settled nodes (whose
-    distance is final); stops once ``target`` is settled or the next distance exceeds ``limit``."""
+def search(adj: Adjacency, source: Node, check: Check, *, limit: int | None = None,
+           until: Iterable[Node] = (), avoid: Container[Node] = frozenset(),
+           indirect: set[Node] | None = None) -> tuple[dict[Node, int], set[Node]]:
+    """Dijkstra from ``source`` over non-negative weights: distances, and the set of settled
+    nodes (whose distance is final).
+
+    Stops once the next distance exceeds ``limit``, or once every node of ``until`` (if any) is
+    settled; never enters a node of ``avoid``. With ``indirect``, collects the nodes reached at
+    their final distance by a path of two or more edges — exact for every node settled before
+    a stop by ``limit`` (or a full search), because all their shortest-path predecessors were
+    settled and relaxed before the stop.
+    """
     dist: dict[Node, int] = {source: 0}
     settled: set[Node] = set()
+    wanted = set(until)
     heap: list[tuple[int, int, Node]] = [(0, 0, source)]
     tie = 0  # nodes need not be orderable
     while heap:
@@ -127,14 +129,25 @@ def dijkstra(adj: Adjacency, source: Node, check: Check, target: Node | None = N
             break
         check()
         settled.add(u)
-        if u == target:
-            break
+        if wanted:
+            wanted.discard(u)
+            if not wanted:
+                break
         for v, w in adj[u].items():
+            if v in avoid:
+                continue
             dv = du + w
             if v not in dist or dv < dist[v]:
                 dist[v] = dv
                 tie += 1
                 heapq.heappush(heap, (dv, tie, v))
+                if indirect is not None:
+                    if u == source:
+                        indirect.discard(v)
+                    else:
+                        indirect.add(v)
+            elif indirect is not None and dv == dist[v] and u != source:
+                indirect.add(v)
     return dist, settled
 
 
@@ -202,15 +215,23 @@ class ShortestPathClosure:
         """Reduced distances in ``Q`` from the class of ``x`` to every class it reaches."""
         c = self.cls[x]
         if c not in self._rows:
-            self._rows[c] = dijkstra(self.qsucc, c, check)[0]
+            self._rows[c] = search(self.qsucc, c, check)[0]
         return self._rows[c]
 
     def column(self, y: Node, check: Check = never_interrupted) -> dict[Node, int]:
         """Reduced distances in ``Q`` to the class of ``y`` from every class that reaches it."""
         c = self.cls[y]
         if c not in self._columns:
-            self._columns[c] = dijkstra(self.qpred, c, check)[0]
+            self._columns[c] = search(self.qpred, c, check)[0]
         return self._columns[c]
+
+    def keep(self, c: Node, row: dict[Node, int] | None = None,
+             column: dict[Node, int] | None = None) -> None:
+        """Cache a full row or column of class ``c`` computed elsewhere (``minimal_system``)."""
+        if row is not None:
+            self._rows.setdefault(c, row)
+        if column is not None:
+            self._columns.setdefault(c, column)
 
     def distance(self, x: Node, y: Node, check: Check = never_interrupted,
                  by: str = "row") -> int | None:
@@ -228,79 +249,59 @@ class ShortestPathClosure:
             reduced = self.column(y, check).get(cx)
         return None if reduced is None else reduced + h[y] - h[x]
 
-    def within(self, x: Node, y: Node, limit: int, check: Check = never_interrupted,
-               by: str | None = None) -> bool:
-        """Whether ``d(x, y) ≤ limit``: from a cached (or, with ``by``, a new) row or column,
-        else by a Dijkstra from ``x`` that stops at ``y`` or once ``limit`` is out of reach."""
+    def within(self, pairs: list[tuple[Node, Node, int]],
+               check: Check = never_interrupted) -> Iterator[bool]:
+        """For each ``(x, y, limit)``, lazily: whether ``d(x, y) ≤ limit``.
+
+        From a cached row or column when there is one; the other pairs are grouped by source
+        (or by target, whichever makes fewer groups) and each group is decided by one Dijkstra
+        that stops once its targets are settled or its largest limit is out of reach. Being
+        lazy, a caller that needs all of them to hold stops at the first that does not.
+        """
         h = self.h
         assert h is not None
-        cx, cy = self.cls[x], self.cls[y]
-        if cx == cy:
-            return h[y] - h[x] <= limit
-        if by is not None or cx in self._rows or cy in self._columns:
-            d = self.distance(x, y, check, by or "row")
-            return d is not None and d <= limit
-        reduced_limit = limit - h[y] + h[x]
-        if reduced_limit < 0:
-            return False
-        dist, settled = dijkstra(self.qsucc, cx, check, target=cy, limit=reduced_limit)
-        return cy in settled and dist[cy] <= reduced_limit
+        groups: dict[tuple[bool, Node], list[int]] = {}
+        answers: list[bool | None] = []
+        for i, (x, y, limit) in enumerate(pairs):
+            cx, cy = self.cls[x], self.cls[y]
+            answer: bool | None = None
+            if cx == cy:
+                answer = h[y] - h[x] <= limit
+            elif cx in self._rows or cy in self._columns:
+                d = self.distance(x, y, check)
+                answer = d is not None and d <= limit
+            answers.append(answer)
+        sources = {self.cls[x] for (x, _, _), a in zip(pairs, answers) if a is None}
+        targets = {self.cls[y] for (_, y, _), a in zip(pairs, answers) if a is None}
+        forward = len(sources) <= len(targets)
+        for i, (x, y, _) in enumerate(pairs):
+            if answers[i] is None:
+                groups.setdefault((forward, self.cls[x] if forward else self.cls[y]), []).append(i)
+        done: set[tuple[bool, Node]] = set()
+        for i, (x, y, limit) in enumerate(pairs):
+            if answers[i] is None:
+                key = (forward, self.cls[x] if forward else self.cls[y])
+                if key not in done:
+                    done.add(key)
+                    self._decide_group(key[1], forward, pairs, groups[key], answers, check)
+            yield bool(answers[i])
 
-    # ------------------------------------------------------------------ minimal system
-
-    def reduction(self, check: Check = never_interrupted) -> list[tuple[Node, Node, int]]:
-        """A minimal set of edges ``(x, y, w)`` with the same closure: a cycle through each
-        class (in canonical order), and each edge of ``Q`` that no other path implies, between
-        the representatives."""
+    def _decide_group(self, c: Node, forward: bool, pairs: list[tuple[Node, Node, int]],
+                      members: list[int], answers: list[bool | None], check: Check) -> None:
+        """One bounded Dijkstra from class ``c`` (forward, or backward over in-edges) decides
+        every pair of the group: ``reduced distance ≤ limit - h(y) + h(x)``."""
         h = self.h
         assert h is not None
-        edges: list[tuple[Node, Node, int]] = []
-        for members in self.classes.values():
-            if len(members) > 1:
-                for a, b in zip(members, members[1:] + members[:1]):
-                    edges.append((a, b, h[b] - h[a]))
-        for c, outs in self.qsucc.items():
-            check()
-            if not outs:
-                continue
-            if len(outs) == 1 or all(len(self.qpred[t]) == 1 for t in outs):
-                implied: set[Node] = set()  # every other path starts or ends with this edge
-            else:
-                implied = self._implied_out_edges(c, check)
-            for t, reduced in outs.items():
-                if t not in implied:
-                    edges.append((c, t, reduced + h[t] - h[c]))
-        return edges
-
-    def _implied_out_edges(self, c: Node, check: Check) -> set[Node]:
-        """The targets ``t`` of ``c``'s out-edges that other paths imply: a shortest ``c → t``
-        path is shorter than the edge, or as short with two or more edges (``Q`` has no zero
-        cycle, so such a path does not use the edge itself)."""
-        outs = self.qsucc[c]
-        limit = max(outs.values())
-        dist: dict[Node, int] = {c: 0}
-        indirect: set[Node] = set()  # reached at its current distance by a path of ≥ 2 edges
-        settled: set[Node] = set()
-        heap: list[tuple[int, int, Node]] = [(0, 0, c)]
-        tie = 0
-        while heap:
-            du, _, u = heapq.heappop(heap)
-            if u in settled:
-                continue
-            if du > limit:
-                break  # every node within the limit is settled and its edges relaxed
-            check()
-            settled.add(u)
-            for v, w in self.qsucc[u].items():
-                dv = du + w
-                if v not in dist or dv < dist[v]:
-                    dist[v] = dv
-                    tie += 1
-                    heapq.heappush(heap, (dv, tie, v))
-                    if u == c:
-                        indirect.discard(v)
-                    else:
-                        indirect.add(v)
-                elif dv == dist[v] and u != c:
-                    indirect.add(v)
-        return {t for t, w in outs.items() if dist[t] < w or t in indirect}
+        reduced = {i: pairs[i][2] - h[pairs[i][1]] + h[pairs[i][0]] for i in members}
+        others = {i: self.cls[pairs[i][1]] if forward else self.cls[pairs[i][0]] for i in members}
+        live = [i for i in members if reduced[i] >= 0]
+        for i in members:
+            answers[i] = False
+        if not live:
+            return
+        dist, settled = search(self.qsucc if forward else self.qpred, c, check,
+                               limit=max(reduced[i] for i in live),
+                               until={others[i] for i in live})
+        for i in live:
+            o = others[i]
+            answers[i] = o in settled and dist[o] <= reduced[i]

@@ -19,11 +19,10 @@ edge, as minimisation once did) lets a few kilobytes of comparisons cost minutes
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import networkx as nx
 
@@ -31,6 +30,7 @@ from wxquery.limits import Check, never_interrupted
 from wxquery.operators.definitions import Atom, format_fraction
 
 from .difference_closure import ShortestPathClosure
+from .minimal_system import minimal_edges
 
 ZERO = "0"  # the node standing for the constant zero
 
@@ -184,41 +184,45 @@ class PredicateGraph:
 
     # ------------------------------------------------------------------ implication
 
-    def implies_edge(self, x: str, y: str, b: Bound, check: Check = never_interrupted,
-                     by: str | None = None) -> bool:
+    def implies_edge(self, x: str, y: str, b: Bound, check: Check = never_interrupted) -> bool:
         """Whether the conjunction implies ``x - y ⊴ b``."""
+        return all(self._implied([(x, y, b)], check))
+
+    def _implied(self, edges: list[tuple[str, str, Bound]], check: Check) -> Iterator[bool]:
+        """Lazily, for each ``(x, y, b)``: whether the conjunction implies ``x - y ⊴ b``."""
         scale, m, closure = self._solved(check)
         if not closure.satisfiable:
-            return True
-        if x == y:
-            return bound(0, False) <= b
-        if x not in closure.cls or y not in closure.cls:
-            return False
-        return closure.within(x, y, self._loosest(scale, m, b), check, by)
+            yield from (True for _ in edges)
+            return
+        questions: list[tuple[str, str, int]] = []
+        known: list[bool | None] = []
+        for x, y, b in edges:
+            if x == y:
+                known.append(bound(0, False) <= b)
+            elif x not in closure.cls or y not in closure.cls:
+                known.append(False)
+            else:
+                known.append(None)
+                questions.append((x, y, self._loosest(scale, m, b)))
+        answers = closure.within(questions, check)
+        for k in known:
+            yield next(answers) if k is None else k
 
     def implies_atom(self, atom: Atom, check: Check = never_interrupted) -> bool:
-        return all(self.implies_edge(x, y, b, check) for x, y, b in atom_edges(atom))
+        return all(self._implied(atom_edges(atom), check))
 
     def implies(self, other: "PredicateGraph", check: Check = never_interrupted) -> bool:
         """``self ⇒ other`` over the reals: every edge of ``other`` is implied by the closure.
 
-        Edges of ``other`` that share a source (or a target) are decided from one cached row
-        (column) of the closure, the others by a Dijkstra bounded by the edge's weight.
+        The edges of ``other`` that share a source (or a target) are decided by one bounded
+        search of the closure (``ShortestPathClosure.within``), and the first one not implied
+        ends the work.
 
         Elements are treated as present (the reals have no 'missing'); the only case where that
         differs from stream semantics is a tautological self-comparison such as ``x <= x + 1``
         on an element that ``self`` does not test, which is then considered implied.
         """
-        if not self.is_satisfiable(check):
-            return True
-        edges = list(other.graph.edges(data="bound"))
-        sources = Counter(x for x, _, _ in edges)
-        targets = Counter(y for _, y, _ in edges)
-        for x, y, b in edges:
-            by = "row" if sources[x] > 1 else "column" if targets[y] > 1 else None
-            if not self.implies_edge(x, y, b, check, by):
-                return False
-        return True
+        return all(self._implied(list(other.graph.edges(data="bound")), check))
 
     def equivalent(self, other: "PredicateGraph", check: Check = never_interrupted) -> bool:
         return self.implies(other, check) and other.implies(self, check)
@@ -227,7 +231,7 @@ class PredicateGraph:
 
     def minimized(self, check: Check = never_interrupted) -> "PredicateGraph":
         """An equivalent graph without redundant edges (no kept edge is implied by the others),
-        read off the closure (``ShortestPathClosure.reduction``). It depends only on what the
+        read off the closure (``minimal_system``). It depends only on what the
         conjunction means, not on how it was written: equivalent conjunctions minimise to the
         same graph. Unsatisfiable graphs are returned as they are.
         """
@@ -238,7 +242,7 @@ class PredicateGraph:
             return self
         result = PredicateGraph()
         result.graph.add_nodes_from(self.graph.nodes)
-        for x, y, w in sorted(closure.reduction(check), key=lambda e: (_canonical(e[0]),
+        for x, y, w in sorted(minimal_edges(closure, check), key=lambda e: (_canonical(e[0]),
                                                                         _canonical(e[1]))):
             result.graph.add_edge(x, y, bound=self._decode(scale, m, w))
         result.atoms = tuple(result.edge_atoms())

@@ -5,6 +5,7 @@ equalities, strict bounds and zero cycles; and the work it does on large ones.""
 from __future__ import annotations
 
 import random
+from contextlib import contextmanager
 from fractions import Fraction
 
 import networkx as nx
@@ -13,6 +14,7 @@ import z3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sharing import minimal_system
 from sharing.difference_closure import potentials
 from sharing.predicate_graph import ZERO, Atom, Bound, PredicateGraph, atom_edges, bound
 from wxquery.limits import AnalysisInterrupted
@@ -113,9 +115,30 @@ def test_implication_between_graphs_matches_the_reference(p: list[Atom], q: list
 
 # ---------------------------------------------------------------------- minimisation
 
-@settings(max_examples=300, deadline=None)
-@given(conjunctions)
-def test_minimized_is_equivalent_irredundant_and_idempotent(p: list[Atom]):
+@contextmanager
+def hubs(min_degree: int | None):
+    """Minimisation with hubs of at least ``min_degree`` edges (None: the defaults), so that
+    small graphs exercise both ways of deciding an edge."""
+    saved = minimal_system.HUB_MIN_DEGREE, minimal_system.HUB_SQRT_FACTOR
+    if min_degree is not None:
+        minimal_system.HUB_MIN_DEGREE, minimal_system.HUB_SQRT_FACTOR = min_degree, 0
+    try:
+        yield
+    finally:
+        minimal_system.HUB_MIN_DEGREE, minimal_system.HUB_SQRT_FACTOR = saved
+
+
+HUB_SETTINGS = st.sampled_from([None, 0, 3])
+
+
+@settings(max_examples=600, deadline=None)
+@given(conjunctions, HUB_SETTINGS)
+def test_minimized_is_equivalent_irredundant_and_idempotent(p: list[Atom], hub_degree):
+    with hubs(hub_degree):
+        _check_minimized(p)
+
+
+def _check_minimized(p: list[Atom]) -> None:
     g = PredicateGraph(p)
     if not g.is_satisfiable():
         assert g.minimized() is g
@@ -131,9 +154,10 @@ def test_minimized_is_equivalent_irredundant_and_idempotent(p: list[Atom]):
     assert again.to_json()["edges"] == g.minimized().to_json()["edges"]
 
 
-@settings(max_examples=300, deadline=None)
-@given(conjunctions, st.randoms(use_true_random=False))
-def test_equivalent_conjunctions_minimise_to_the_same_graph(p: list[Atom], rnd: random.Random):
+@settings(max_examples=400, deadline=None)
+@given(conjunctions, st.randoms(use_true_random=False), HUB_SETTINGS, HUB_SETTINGS)
+def test_equivalent_conjunctions_minimise_to_the_same_graph(p: list[Atom], rnd: random.Random,
+                                                            hubs_p, hubs_q):
     """The minimal graph depends on the meaning only: adding implied atoms (from the closure)
     and reordering gives the same result."""
     satisfiable, dist = reference_closure(p)
@@ -145,7 +169,11 @@ def test_equivalent_conjunctions_minimise_to_the_same_graph(p: list[Atom], rnd: 
                for (x, y), b in dist.items() if x != y and not (x == ZERO and y == ZERO)]
     q = p + rnd.sample(implied, min(len(implied), 5))
     rnd.shuffle(q)
-    assert PredicateGraph(q).minimized().to_json()["edges"] == PredicateGraph(p).minimized().to_json()["edges"]
+    with hubs(hubs_p):
+        mp = PredicateGraph(p).minimized().to_json()["edges"]
+    with hubs(hubs_q):
+        mq = PredicateGraph(q).minimized().to_json()["edges"]
+    assert mq == mp
 
 
 # ---------------------------------------------------------------------- potentials
@@ -201,17 +229,34 @@ def test_a_long_chain_costs_linear_work(reverse: bool):
 
 
 def test_many_bounded_paths_cost_linear_work():
-    """The distinct-path form: 4,000 paths each bounded on both sides (one component with the
-    zero node) plus relations between neighbours."""
-    n = 4000
+    """The distinct-path form, with relations: 2,000 paths each bounded on both sides (so all
+    meet at the zero node, a hub) and each at most the next. Minimisation must not search
+    through the hub once per edge (that was 1.8 million heap operations)."""
+    n = 2000
     p = [Atom(f"x{i}", ">=", None, Fraction(i)) for i in range(n)]
     p += [Atom(f"x{i}", "<=", None, Fraction(i + 10)) for i in range(n)]
+    p += [Atom(f"x{i}", "<=", f"x{i + 1}", Fraction(0)) for i in range(n - 1)]
     g = PredicateGraph(p)
     work = Counter()
     assert g.is_satisfiable(work)
-    assert len(g.minimized(work).atoms) == 2 * n
-    assert work.calls < 20 * n
+    assert len(g.minimized(work).atoms) == 3 * n - 1
+    assert work.calls < 20 * len(p)
     assert g.tightest(ZERO, "x7") == bound(-7, False) and g.tightest("x7", ZERO) == bound(17, False)
+    assert g.implies(PredicateGraph(p[::-1]), work) and work.calls < 40 * len(p)
+
+
+def test_implication_between_large_graphs_costs_linear_work():
+    """x_i <= x_{i+1} + 1 and x_i <= x_{i+2} + 3: every node has two out-edges; deciding
+    self-implication edge by edge must not compute a full row per node."""
+    n = 3000
+    p = [Atom(f"x{i}", "<=", f"x{i + 1}", Fraction(1)) for i in range(n)]
+    p += [Atom(f"x{i}", "<=", f"x{i + 2}", Fraction(3)) for i in range(n)]
+    work = Counter()
+    g = PredicateGraph(p)
+    assert g.implies(PredicateGraph(p), work)
+    assert not g.implies(PredicateGraph(p + [Atom("x0", "<=", f"x{n}", Fraction(n - 1))]), work)
+    assert len(g.minimized(work).atoms) == n + 1  # and x_{n-1} <= x_{n+1} + 3, the last
+    assert work.calls < 30 * len(p)
 
 
 def test_equalities_through_a_cycle_are_kept_once():
