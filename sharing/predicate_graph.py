@@ -132,7 +132,8 @@ class PredicateGraph:
             succ: dict = {n: {} for n in self.graph.nodes}
             for x, y, data in self.graph.edges(data=True):
                 b: Bound = data["bound"]
-                succ[x][y] = int(b.c * scale) * m - (1 - b.loose)
+                c = b.c.numerator * (scale // b.c.denominator)  # exact: the scale is a multiple
+                succ[x][y] = c * m - (1 - b.loose)
             closure = ShortestPathClosure(succ, check, canonical=_canonical)
             self._closure = (scale, m, closure)
         return self._closure
@@ -145,10 +146,10 @@ class PredicateGraph:
     @staticmethod
     def _loosest(scale: int, m: int, b: Bound) -> int:
         """The largest encoded weight whose bound implies ``b``."""
-        scaled = b.c * scale
-        if scaled.denominator == 1:
-            return scaled.numerator * m - (1 - b.loose)
-        return math.floor(scaled) * m
+        whole, rest = divmod(b.c.numerator * scale, b.c.denominator)  # b.c · scale
+        if rest == 0:
+            return whole * m - (1 - b.loose)
+        return whole * m  # floor(b.c · scale): strictly below b.c, whatever the strictness
 
     def closure(self, check: Check = never_interrupted) -> dict[str, dict[str, Bound]]:
         """All-pairs tightest bounds of a satisfiable graph; a missing pair is unbounded. Dense:
@@ -210,6 +211,13 @@ class PredicateGraph:
 
     def implies_atom(self, atom: Atom, check: Check = never_interrupted) -> bool:
         return all(self._implied(atom_edges(atom), check))
+
+    def implied_atoms(self, atoms: Iterable[Atom], check: Check = never_interrupted) -> list[bool]:
+        """``implies_atom`` for each atom, deciding them together (fewer, shared searches)."""
+        atoms = list(atoms)
+        edges = [atom_edges(a) for a in atoms]
+        answers = self._implied([e for es in edges for e in es], check)
+        return [all([next(answers) for _ in es]) for es in edges]
 
     def implies(self, other: "PredicateGraph", check: Check = never_interrupted) -> bool:
         """``self ⇒ other`` over the reals: every edge of ``other`` is implied by the closure.
