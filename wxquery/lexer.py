@@ -20,6 +20,7 @@ from .limits import DEFAULT_LIMITS, QueryLimits
 
 NAME_START = r"A-Za-z_\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D\u2070-\u218F\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD"
 NAME_RE = re.compile(rf"[{NAME_START}][{NAME_START}\-.0-9\u00B7\u0300-\u036F\u203F-\u2040]*")
+WHITE_SPACE_RE = re.compile(r"[ \t\r\n]*")
 NUMBER_RE = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
@@ -86,15 +87,12 @@ class Lexer:
     # ------------------------------------------------------------------ lexical helpers
 
     def skip_ws(self) -> None:
-        text, n = self.text, len(self.text)
-        while self.pos < n:
-            c = text[self.pos]
-            if c in " \t\r\n":
-                self.pos += 1
-            elif text.startswith("(:", self.pos):
-                self.skip_comment()
-            else:
-                break
+        text = self.text
+        while True:
+            self.pos = WHITE_SPACE_RE.match(text, self.pos).end()
+            if not text.startswith("(:", self.pos):
+                return
+            self.skip_comment()
 
     def skip_comment(self) -> None:
         start = self.pos
