@@ -15,8 +15,9 @@ satisfiability, implied bounds, implication, the minimal equivalent system — c
    are the classes of nodes fixed relative to each other: ``x - y = h(y) - h(x)`` exactly.
 3. The **quotient** ``Q`` over those classes has no zero cycle, and for every two nodes
    ``d(x, y) = h(y) - h(x) + D(C(x), C(y))`` where ``D`` is the Dijkstra distance in ``Q`` under
-   reduced weights. Rows and columns of ``D`` are computed on demand and cached; single bounds
-   are decided by a Dijkstra that stops at the target or as soon as the bound is out of reach.
+   reduced weights. Rows and columns of ``D`` are computed on demand and cached; other bounds
+   are decided in groups (same source, or same target) by one Dijkstra each, which stops once
+   its targets are settled or its largest bound is out of reach.
 4. The **minimal equivalent system** is read off the same closure in ``minimal_system``.
 
 Every loop calls ``check`` so that a caller with a deadline can stop the work (see
