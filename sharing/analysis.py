@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from wxquery import ast
 from wxquery.errors import Position, UnsatisfiablePredicateError
+from wxquery.limits import DEFAULT_LIMITS, Check, QueryLimits, never_interrupted
 from wxquery.parser import parse
-from wxquery.static_checks import CheckedQuery, check
+from wxquery.static_checks import CheckedQuery, check as check_query
 
 from .predicate_graph import Atom, PredicateGraph
 from .properties import Properties, extract
@@ -28,28 +29,38 @@ class Analysis:
         return self.checked.query
 
 
-def analyze(text: str, require_satisfiable: bool = True) -> Analysis:
+def analyze(text: str, require_satisfiable: bool = True, *,
+            limits: QueryLimits = DEFAULT_LIMITS, check: Check = never_interrupted) -> Analysis:
     """Parse and statically check ``text``; raise a ``WXQueryError`` with a position if it is
-    not a valid (and, unless told otherwise, satisfiable) WXQuery subscription."""
-    checked = check(parse(text))
+    not a valid (and, unless told otherwise, satisfiable) WXQuery subscription.
+
+    ``limits`` bound what the text may hold (``QueryLimitError`` names the one exceeded);
+    ``check`` is called throughout the predicate reasoning and may raise
+    ``wxquery.limits.AnalysisInterrupted`` to stop it. The minimal predicate graphs that
+    matching and planning read later are computed here, under the same ``check``.
+    """
+    checked = check_query(parse(text, limits))
     if require_satisfiable:
-        _check_conjunctions(checked)
+        _check_conjunctions(checked, check)
     properties = extract(checked)
-    if not require_satisfiable:
-        return Analysis(checked, properties)
     for inp in properties.inputs:
         for selection, what in ((inp.selection, "selection"),
                                 (inp.aggregate_selection, "filter on the aggregates")):
-            if selection is not None and not selection.graph.is_satisfiable():
+            if selection is None:
+                continue
+            if not selection.graph.is_satisfiable(check):
+                if not require_satisfiable:
+                    continue
                 clause = next(b.clause for b in checked.clauses.values() if b.name == inp.variable)
                 raise UnsatisfiablePredicateError(
                     f"unsatisfiable predicate: the {what} on ${inp.variable} "
                     f"({' and '.join(str(a) for a in selection.atoms)}) can never hold",
                     clause.pos)
+            selection.graph.minimized(check)
     return Analysis(checked, properties)
 
 
-def _check_conjunctions(checked: CheckedQuery) -> None:
+def _check_conjunctions(checked: CheckedQuery, check: Check) -> None:
     """Every where clause, path predicate and if condition must be satisfiable on its own.
 
     Paths through a window variable are existential over the window's items, so they are left
@@ -63,7 +74,7 @@ def _check_conjunctions(checked: CheckedQuery) -> None:
             if left is None or (a.right is not None and right is None):
                 continue
             atoms.append(Atom(left, a.op, right, a.constant.value))
-        if atoms and not PredicateGraph(atoms).is_satisfiable():
+        if atoms and not PredicateGraph(atoms).is_satisfiable(check):
             raise UnsatisfiablePredicateError(
                 "unsatisfiable predicate: " + " and ".join(str(a) for a in atoms)
                 + " can never hold", conj.pos)

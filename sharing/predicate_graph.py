@@ -10,21 +10,34 @@ constants are compared against a node for 0. Weights are pairs ``(c, strict)`` w
 
 This is sound *and* complete for such conjunctions, which the paper's edge-by-edge check is not
 (it misses implications through chains, e.g. ``x ≤ y + 1 ∧ y ≤ 3 ⇒ x ≤ 5``).
+
+Satisfiability, bounds, implication and minimisation all come from one closure, computed
+sparsely (``difference_closure``): a query is client input, and a dense closure (or one per
+edge, as minimisation once did) lets a few kilobytes of comparisons cost minutes.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from fractions import Fraction
-from typing import Iterable
+from functools import lru_cache
+from typing import Iterable, Iterator
 
 import networkx as nx
 
+from wxquery.limits import Check, never_interrupted
 from wxquery.operators.definitions import Atom, format_fraction
 
+from .difference_closure import ShortestPathClosure
+from .minimal_system import minimal_edges
+
 ZERO = "0"  # the node standing for the constant zero
+
+
+def _canonical(node: str) -> tuple[bool, str]:
+    """Node order for canonical results: the zero node first, then by name."""
+    return (node != ZERO, node)
 
 
 @dataclass(frozen=True, order=True)
@@ -75,7 +88,15 @@ def atom_edges(atom: Atom) -> list[tuple[str, str, Bound]]:
 
 
 class PredicateGraph:
-    """A conjunction of atoms as a networkx DiGraph whose edges carry the tightest ``Bound``."""
+    """A conjunction of atoms as a networkx DiGraph whose edges carry the tightest ``Bound``.
+
+    Every question about it is answered from one ``ShortestPathClosure`` (built on first use and
+    cached; see ``difference_closure``). Its integer weights encode a bound ``(c, strict)`` as
+    ``c·scale·m - strict``: ``scale`` clears the denominators, and ``m`` exceeds the number of
+    edges of any simple path, so that a sum of ``k`` strict edges (``c - k·ε``, as in the
+    reals-with-infinitesimal reading of ``<``) is compared exactly. Methods that may do real
+    work take ``check`` (see ``wxquery.limits``), which may raise to stop them.
+    """
 
     def __init__(self, atoms: Iterable[Atom] = ()) -> None:
         self.graph = nx.DiGraph()
@@ -85,17 +106,14 @@ class PredicateGraph:
             self.graph.add_nodes_from(n for n in (atom.left, atom.right) if n is not None)
             for x, y, b in atom_edges(atom):
                 self.add_edge(x, y, b)
-        self._dist: dict[str, dict[str, tuple[int, int]]] | None = None
-        self._scale = 1
-        self._satisfiable: bool | None = None
+        self._closure: tuple[int, int, ShortestPathClosure] | None = None
         self._minimized: "PredicateGraph | None" = None
 
     def add_edge(self, x: str, y: str, b: Bound) -> None:
         current = self.graph.get_edge_data(x, y)
         if current is None or b < current["bound"]:
             self.graph.add_edge(x, y, bound=b)
-            self._dist = None
-            self._satisfiable = None
+            self._closure = None
             self._minimized = None
 
     @property
@@ -104,120 +122,139 @@ class PredicateGraph:
 
     # ------------------------------------------------------------------ closure
 
-    def _scaled(self) -> tuple[int, dict[str, dict[str, tuple[int, int]]]]:
-        """All-pairs tightest bounds (Floyd–Warshall), constants scaled to integers by the
-        common denominator so that the inner loop does no Fraction arithmetic."""
-        if self._dist is None:
+    def _solved(self, check: Check = never_interrupted) -> tuple[int, int, ShortestPathClosure]:
+        """``(scale, m, closure)``, built once."""
+        if self._closure is None:
             scale = 1
             for _, _, data in self.graph.edges(data=True):
                 scale = math.lcm(scale, data["bound"].c.denominator)
-            nodes = list(self.graph.nodes)
-            dist: dict[str, dict[str, tuple[int, int]]] = {n: {} for n in nodes}
+            m = self.graph.number_of_nodes() + 1
+            succ: dict = {n: {} for n in self.graph.nodes}
             for x, y, data in self.graph.edges(data=True):
-                b = data["bound"]
-                dist[x][y] = (int(b.c * scale), b.loose)
-            for k in nodes:
-                dk = dist[k]
-                for i in nodes:
-                    di = dist[i]
-                    ik = di.get(k)
-                    if ik is None:
-                        continue
-                    for j, kj in dk.items():
-                        cand = (ik[0] + kj[0], ik[1] if ik[1] < kj[1] else kj[1])
-                        cur = di.get(j)
-                        if cur is None or cand < cur:
-                            di[j] = cand
-            self._scale, self._dist = scale, dist
-        return self._scale, self._dist
+                b: Bound = data["bound"]
+                c = b.c.numerator * (scale // b.c.denominator)  # exact: the scale is a multiple
+                succ[x][y] = c * m - (1 - b.loose)
+            closure = ShortestPathClosure(succ, check, canonical=_canonical)
+            self._closure = (scale, m, closure)
+        return self._closure
 
-    def closure(self) -> dict[str, dict[str, Bound]]:
-        """All-pairs tightest bounds; a missing pair is unbounded."""
-        scale, dist = self._scaled()
-        return {x: {y: Bound(Fraction(c, scale), loose) for y, (c, loose) in row.items()}
-                for x, row in dist.items()}
+    @staticmethod
+    def _decode(scale: int, m: int, w: int) -> Bound:
+        c = -(-w // m)  # w = c·m - k with 0 <= k < m strict edges
+        return Bound(Fraction(c, scale), 0 if c * m - w > 0 else 1)
 
-    def is_satisfiable(self) -> bool:
-        """No negative cycle: every ``d(x, x)`` is at least ``0`` non-strict."""
-        if self._satisfiable is None:
-            _, dist = self._scaled()
-            self._satisfiable = all(row.get(n, (0, 1)) >= (0, 1) for n, row in dist.items())
-        return self._satisfiable
+    @staticmethod
+    def _loosest(scale: int, m: int, b: Bound) -> int:
+        """The largest encoded weight whose bound implies ``b``."""
+        whole, rest = divmod(b.c.numerator * scale, b.c.denominator)  # b.c · scale
+        if rest == 0:
+            return whole * m - (1 - b.loose)
+        return whole * m  # floor(b.c · scale): strictly below b.c, whatever the strictness
 
-    def tightest(self, x: str, y: str) -> Bound | None:
-        """The tightest implied bound on ``x - y``, or None when unbounded."""
-        scale, dist = self._scaled()
+    def closure(self, check: Check = never_interrupted) -> dict[str, dict[str, Bound]]:
+        """All-pairs tightest bounds of a satisfiable graph; a missing pair is unbounded. Dense:
+        for small graphs and tests — the other methods never build it."""
+        scale, m, closure = self._solved(check)
+        if not closure.satisfiable:
+            raise ValueError("an unsatisfiable conjunction implies every bound")
+        out: dict[str, dict[str, Bound]] = {}
+        for x in self.graph.nodes:
+            out[x] = {}
+            for y in self.graph.nodes:
+                d = closure.distance(x, y, check)
+                if d is not None:
+                    out[x][y] = self._decode(scale, m, d)
+        return out
+
+    def is_satisfiable(self, check: Check = never_interrupted) -> bool:
+        """No negative cycle (a cycle whose constants sum below 0, or to 0 through a strict edge)."""
+        return self._solved(check)[2].satisfiable
+
+    def tightest(self, x: str, y: str, check: Check = never_interrupted) -> Bound | None:
+        """The tightest implied bound on ``x - y`` of a satisfiable graph, or None when
+        unbounded. Bounds against the zero node share one row (from it) or column (to it)."""
+        scale, m, closure = self._solved(check)
+        if not closure.satisfiable:
+            raise ValueError("an unsatisfiable conjunction implies every bound")
         if x == y:
-            own = dist.get(x, {}).get(x)
-            if own is not None and own < (0, 1):
-                return Bound(Fraction(own[0], scale), own[1])
             return bound(0, False)
-        t = dist.get(x, {}).get(y)
-        return None if t is None else Bound(Fraction(t[0], scale), t[1])
+        if x not in closure.cls or y not in closure.cls:
+            return None
+        d = closure.distance(x, y, check, by="column" if y == ZERO and x != ZERO else "row")
+        return None if d is None else self._decode(scale, m, d)
 
     # ------------------------------------------------------------------ implication
 
-    def implies_edge(self, x: str, y: str, b: Bound) -> bool:
-        if not self.is_satisfiable():
-            return True
-        if x == y:
-            return bound(0, False) <= b or (self.tightest(x, x) or bound(0, False)) <= b
-        scale, dist = self._scaled()
-        t = dist.get(x, {}).get(y)
-        if t is None:
-            return False
-        # t/scale ⊴ b.c, compared without fractions
-        lhs, rhs = t[0] * b.c.denominator, b.c.numerator * scale
-        return lhs < rhs or (lhs == rhs and t[1] <= b.loose)
+    def implies_edge(self, x: str, y: str, b: Bound, check: Check = never_interrupted) -> bool:
+        """Whether the conjunction implies ``x - y ⊴ b``."""
+        return all(self._implied([(x, y, b)], check))
 
-    def implies_atom(self, atom: Atom) -> bool:
-        return all(self.implies_edge(x, y, b) for x, y, b in atom_edges(atom))
+    def _implied(self, edges: list[tuple[str, str, Bound]], check: Check) -> Iterator[bool]:
+        """Lazily, for each ``(x, y, b)``: whether the conjunction implies ``x - y ⊴ b``."""
+        scale, m, closure = self._solved(check)
+        if not closure.satisfiable:
+            yield from (True for _ in edges)
+            return
+        questions: list[tuple[str, str, int]] = []
+        known: list[bool | None] = []
+        for x, y, b in edges:
+            if x == y:
+                known.append(bound(0, False) <= b)
+            elif x not in closure.cls or y not in closure.cls:
+                known.append(False)
+            else:
+                known.append(None)
+                questions.append((x, y, self._loosest(scale, m, b)))
+        answers = closure.within(questions, check)
+        for k in known:
+            yield next(answers) if k is None else k
 
-    def implies(self, other: "PredicateGraph") -> bool:
+    def implies_atom(self, atom: Atom, check: Check = never_interrupted) -> bool:
+        return all(self._implied(atom_edges(atom), check))
+
+    def implied_atoms(self, atoms: Iterable[Atom], check: Check = never_interrupted) -> list[bool]:
+        """``implies_atom`` for each atom, deciding them together (fewer, shared searches)."""
+        atoms = list(atoms)
+        edges = [atom_edges(a) for a in atoms]
+        answers = self._implied([e for es in edges for e in es], check)
+        return [all([next(answers) for _ in es]) for es in edges]
+
+    def implies(self, other: "PredicateGraph", check: Check = never_interrupted) -> bool:
         """``self ⇒ other`` over the reals: every edge of ``other`` is implied by the closure.
+
+        The edges of ``other`` that share a source (or a target) are decided by one bounded
+        search of the closure (``ShortestPathClosure.within``), and the first one not implied
+        ends the work.
 
         Elements are treated as present (the reals have no 'missing'); the only case where that
         differs from stream semantics is a tautological self-comparison such as ``x <= x + 1``
         on an element that ``self`` does not test, which is then considered implied.
         """
-        if not self.is_satisfiable():
-            return True
-        for x, y, data in other.graph.edges(data=True):
-            if not self.implies_edge(x, y, data["bound"]):
-                return False
-        return True
+        return all(self._implied(list(other.graph.edges(data="bound")), check))
 
-    def equivalent(self, other: "PredicateGraph") -> bool:
-        return self.implies(other) and other.implies(self)
+    def equivalent(self, other: "PredicateGraph", check: Check = never_interrupted) -> bool:
+        return self.implies(other, check) and other.implies(self, check)
 
     # ------------------------------------------------------------------ minimisation
 
-    def minimized(self) -> "PredicateGraph":
-        """An equivalent graph without redundant edges (no kept edge is implied by the others).
-
-        Greedy over the closure's edges in a fixed order: an edge is dropped when the edges still
-        kept imply it. Checking against the *remaining* edges (not the full closure) keeps
-        equality cycles from making each other redundant. Unsatisfiable graphs are returned as
-        they are.
+    def minimized(self, check: Check = never_interrupted) -> "PredicateGraph":
+        """An equivalent graph without redundant edges (no kept edge is implied by the others),
+        read off the closure (``minimal_system``). It depends only on what the
+        conjunction means, not on how it was written: equivalent conjunctions minimise to the
+        same graph. Unsatisfiable graphs are returned as they are.
         """
-        if not self.is_satisfiable():
-            return self
         if self._minimized is not None:
             return self._minimized
-        kept = {(x, y): b for x, row in self.closure().items() for y, b in row.items() if x != y}
-        for edge in sorted(kept, key=lambda e: (e[0], e[1])):
-            b = kept.pop(edge)
-            rest = PredicateGraph()
-            rest.graph.add_nodes_from(self.graph.nodes)
-            for (x, y), bb in kept.items():
-                rest.add_edge(x, y, bb)
-            if not rest.implies_edge(edge[0], edge[1], b):
-                kept[edge] = b
+        scale, m, closure = self._solved(check)
+        if not closure.satisfiable:
+            return self
         result = PredicateGraph()
         result.graph.add_nodes_from(self.graph.nodes)
-        for (x, y), b in kept.items():
-            result.add_edge(x, y, b)
+        for x, y, w in sorted(minimal_edges(closure, check), key=lambda e: (_canonical(e[0]),
+                                                                        _canonical(e[1]))):
+            result.graph.add_edge(x, y, bound=self._decode(scale, m, w))
         result.atoms = tuple(result.edge_atoms())
+        result._minimized = result  # the minimal system of a minimal system is itself
         self._minimized = result
         return result
 

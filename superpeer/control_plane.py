@@ -43,6 +43,7 @@ from sharing.properties import InputStream
 from sharing.statistics import StreamEstimate, StreamStatistics
 from sharing.stream_table import NetworkStream
 from wxquery.errors import WXQueryError
+from wxquery.limits import DEFAULT_LIMITS, AnalysisInterrupted, Interruption, QueryLimits
 
 from .errors import NodeError
 from .peer_channels import PeerLink, Waiting
@@ -55,6 +56,7 @@ REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
 INSTALL_DEADLINE_S = 20.0  # conflicts with concurrent installations are retried this long
 REPLAN_PAUSE_S = (0.01, 0.5)  # random pause before planning again: doubling from, at most
 ANNOUNCE_TIMEOUT_S = 30
+ANALYSIS_DEADLINE_S = 10.0  # the longest a query's analysis may take, whatever the client allows
 
 log = logging.getLogger("streamglobe.superpeer")
 
@@ -80,6 +82,10 @@ class SubscriptionRecord:
 
 
 class ControlPlane:
+    # What one subscription's query may hold and cost; set on an instance to configure.
+    query_limits: QueryLimits = DEFAULT_LIMITS
+    analysis_deadline_s: float = ANALYSIS_DEADLINE_S
+
     def __init__(self, state: PeerState, link: PeerLink, retention: int,
                  planner: Callable[[RemotePlanningView], Planner] | None = None) -> None:
         self.state = state
@@ -146,12 +152,22 @@ class ControlPlane:
 
     # ------------------------------------------------------------------ subscriptions
 
-    def subscribe(self, query: str, strategy: str = "sharing",
-                  wait_for_streams: bool = False) -> SubscriptionRecord:
+    def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False,
+                  cancelled: Callable[[], bool] | None = None,
+                  time_remaining: float | None = None) -> SubscriptionRecord:
+        """``cancelled`` (has the client gone?) and ``time_remaining`` (the client's deadline)
+        stop the query's analysis early, as does ``analysis_deadline_s``."""
+        own = time_remaining is None or self.analysis_deadline_s < time_remaining
+        interruption = Interruption(
+            self.analysis_deadline_s if own else time_remaining, cancelled,
+            what="the super-peer's limit (analysis_deadline_s)" if own else "the request's deadline")
         try:
-            analysis = analyze(query)
+            analysis = analyze(query, limits=self.query_limits, check=interruption)
         except WXQueryError as exc:
             raise NodeError("INVALID_ARGUMENT", exc.format("query")) from None
+        except AnalysisInterrupted as exc:
+            raise NodeError("DEADLINE_EXCEEDED" if exc.reason == "deadline" else "CANCELLED",
+                            exc.message) from None
         try:
             strat = Strategy(strategy or "sharing")
         except ValueError:

@@ -121,8 +121,8 @@ class Node:
         return self.data.close_stream(name)
 
     def subscribe(self, query: str, strategy: str = "sharing",
-                  wait_for_streams: bool = False) -> SubscriptionRecord:
-        return self.control.subscribe(query, strategy, wait_for_streams)
+                  wait_for_streams: bool = False, **request) -> SubscriptionRecord:
+        return self.control.subscribe(query, strategy, wait_for_streams, **request)
 
     def unsubscribe(self, sid: str) -> list[str]:
         return self.control.unsubscribe(sid)

@@ -53,7 +53,9 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
 
     @_handled
     def Subscribe(self, request, context):
-        record = self.node.subscribe(request.query, request.strategy, request.wait_for_streams)
+        record = self.node.subscribe(request.query, request.strategy, request.wait_for_streams,
+                                     cancelled=lambda: not context.is_active(),
+                                     time_remaining=context.time_remaining())
         return pb.SubscribeReply(subscription=record.runtime.id,
                                  plan_json=json.dumps(record.plan.to_json() if record.plan else {}),
                                  description=record.describe())

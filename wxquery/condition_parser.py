@@ -41,10 +41,12 @@ class ConditionParser(PathParser):
     def parse_condition_term(self, in_predicate: bool) -> list[ast.Comparison]:
         self.skip_ws()
         if self.text.startswith("(", self.pos) and not self.text.startswith("(:", self.pos):
+            self.enter(self.pos)
             self.pos += 1
             inner = self.parse_conjunction(in_predicate)
             if not self.accept(")"):
                 raise unexpected_in_condition(self, "')'")
+            self.depth -= 1
             return list(inner.atoms)
         return [self.parse_comparison(in_predicate)]
 
@@ -53,6 +55,7 @@ class ConditionParser(PathParser):
         predicate reasoning of the sharing layer can decide exactly."""
         self.skip_ws()
         start = self.pos
+        self.count_comparison(start)
         left_number = None
         left_path = None
         if self.at_number():

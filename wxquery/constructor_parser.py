@@ -30,110 +30,114 @@ class ConstructorParser(Lexer, ABC):
         """``<name>content</name>`` or ``<name/>``, at the '<'. Literal text that is only white
         space is dropped (XQuery's boundary-space strip) unless it holds a reference or CDATA."""
         start = self.pos
-        self.pos += 1  # '<'
-        m = NAME_RE.match(self.text, self.pos)
-        if not m:
-            raise self.expected("an element name after '<'")
-        name = m.group()
-        self.pos = m.end()
-        if self.text.startswith(":", self.pos):
-            raise self.error("namespace prefixes are not supported")
-        self.skip_xml_ws()
-        if self.text.startswith("/>", self.pos):
-            self.pos += 2
-            return ast.ElementConstructor(name, (), self.position(start))
-        if not self.text.startswith(">", self.pos):
-            if NAME_RE.match(self.text, self.pos):
-                raise self.error("attributes are not supported: WXQuery deals with elements only")
-            raise self.expected(f"'>' or '/>' to close the start tag <{name}")
-        self.pos += 1
-        content: list = []
-        text_buf: list[str] = []
-        text_start = self.pos
-        literal = False  # whether the pending text holds a character/entity reference
-
-        def flush() -> None:
-            nonlocal literal
-            chunk = "".join(text_buf)
-            if chunk and (literal or chunk.strip()):
-                content.append(ast.Text(chunk, self.position(text_start)))
-            text_buf.clear()
-            literal = False
-
-        while True:
-            if self.pos >= len(self.text):
-                raise self.error(f"element <{name}> is not closed: expected </{name}>", start)
-            c = self.text[self.pos]
-            if self.text.startswith("</", self.pos):
-                flush()
-                end_at = self.pos
+        self.enter(start)
+        try:
+            self.pos += 1  # '<'
+            m = NAME_RE.match(self.text, self.pos)
+            if not m:
+                raise self.expected("an element name after '<'")
+            name = m.group()
+            self.pos = m.end()
+            if self.text.startswith(":", self.pos):
+                raise self.error("namespace prefixes are not supported")
+            self.skip_xml_ws()
+            if self.text.startswith("/>", self.pos):
                 self.pos += 2
-                m = NAME_RE.match(self.text, self.pos)
-                if not m or m.group() != name:
-                    got = m.group() if m else self.describe_here()
-                    raise self.error(f"end tag </{got}> does not match start tag <{name}>", end_at)
-                self.pos = m.end()
-                self.skip_xml_ws()
-                if not self.text.startswith(">", self.pos):
-                    raise self.expected(f"'>' closing </{name}")
-                self.pos += 1
-                return ast.ElementConstructor(name, tuple(content), self.position(start))
-            if self.text.startswith("<!--", self.pos):
-                raise self.error("XML comments in constructors are not supported")
-            if self.text.startswith("<![CDATA[", self.pos):
-                end = self.text.find("]]>", self.pos)
-                if end < 0:
-                    raise self.error("unterminated CDATA section")
-                if not text_buf:
+                return ast.ElementConstructor(name, (), self.position(start))
+            if not self.text.startswith(">", self.pos):
+                if NAME_RE.match(self.text, self.pos):
+                    raise self.error("attributes are not supported: WXQuery deals with elements only")
+                raise self.expected(f"'>' or '/>' to close the start tag <{name}")
+            self.pos += 1
+            content: list = []
+            text_buf: list[str] = []
+            text_start = self.pos
+            literal = False  # whether the pending text holds a character/entity reference
+
+            def flush() -> None:
+                nonlocal literal
+                chunk = "".join(text_buf)
+                if chunk and (literal or chunk.strip()):
+                    content.append(ast.Text(chunk, self.position(text_start)))
+                text_buf.clear()
+                literal = False
+
+            while True:
+                if self.pos >= len(self.text):
+                    raise self.error(f"element <{name}> is not closed: expected </{name}>", start)
+                c = self.text[self.pos]
+                if self.text.startswith("</", self.pos):
+                    flush()
+                    end_at = self.pos
+                    self.pos += 2
+                    m = NAME_RE.match(self.text, self.pos)
+                    if not m or m.group() != name:
+                        got = m.group() if m else self.describe_here()
+                        raise self.error(f"end tag </{got}> does not match start tag <{name}>", end_at)
+                    self.pos = m.end()
+                    self.skip_xml_ws()
+                    if not self.text.startswith(">", self.pos):
+                        raise self.expected(f"'>' closing </{name}")
+                    self.pos += 1
+                    return ast.ElementConstructor(name, tuple(content), self.position(start))
+                if self.text.startswith("<!--", self.pos):
+                    raise self.error("XML comments in constructors are not supported")
+                if self.text.startswith("<![CDATA[", self.pos):
+                    end = self.text.find("]]>", self.pos)
+                    if end < 0:
+                        raise self.error("unterminated CDATA section")
+                    if not text_buf:
+                        text_start = self.pos
+                    text_buf.append(self.text[self.pos + 9:end])
+                    literal = True
+                    self.pos = end + 3
+                    continue
+                if c == "<":
+                    flush()
+                    content.append(self.parse_constructor())
                     text_start = self.pos
-                text_buf.append(self.text[self.pos + 9:end])
-                literal = True
-                self.pos = end + 3
-                continue
-            if c == "<":
-                flush()
-                content.append(self.parse_constructor())
-                text_start = self.pos
-                continue
-            if self.text.startswith("{{", self.pos) or self.text.startswith("}}", self.pos):
+                    continue
+                if self.text.startswith("{{", self.pos) or self.text.startswith("}}", self.pos):
+                    if not text_buf:
+                        text_start = self.pos
+                    text_buf.append(c)
+                    literal = True
+                    self.pos += 2
+                    continue
+                if c == "{":
+                    flush()
+                    brace = self.pos
+                    self.pos += 1
+                    self.skip_ws()
+                    if self.text.startswith("}", self.pos):
+                        self.pos += 1
+                        text_start = self.pos
+                        continue
+                    expr = self.parse_expr()
+                    self.skip_ws()
+                    if not self.text.startswith("}", self.pos):
+                        if self.pos < len(self.text) and not self.text.startswith(("}",), self.pos):
+                            raise unexpected_after_expression(self) if self.text[self.pos] not in "<" \
+                                else self.expected("'}' closing the enclosed expression")
+                        raise self.error("enclosed expression '{' is not closed", brace)
+                    self.pos += 1
+                    content.append(ast.Enclosed(expr, self.position(brace)))
+                    text_start = self.pos
+                    continue
+                if c == "}":
+                    raise self.error("'}' in element content must be written '}}'")
+                if c == "&":
+                    if not text_buf:
+                        text_start = self.pos
+                    text_buf.append(self.read_reference())
+                    literal = True
+                    continue
                 if not text_buf:
                     text_start = self.pos
                 text_buf.append(c)
-                literal = True
-                self.pos += 2
-                continue
-            if c == "{":
-                flush()
-                brace = self.pos
                 self.pos += 1
-                self.skip_ws()
-                if self.text.startswith("}", self.pos):
-                    self.pos += 1
-                    text_start = self.pos
-                    continue
-                expr = self.parse_expr()
-                self.skip_ws()
-                if not self.text.startswith("}", self.pos):
-                    if self.pos < len(self.text) and not self.text.startswith(("}",), self.pos):
-                        raise unexpected_after_expression(self) if self.text[self.pos] not in "<" \
-                            else self.expected("'}' closing the enclosed expression")
-                    raise self.error("enclosed expression '{' is not closed", brace)
-                self.pos += 1
-                content.append(ast.Enclosed(expr, self.position(brace)))
-                text_start = self.pos
-                continue
-            if c == "}":
-                raise self.error("'}' in element content must be written '}}'")
-            if c == "&":
-                if not text_buf:
-                    text_start = self.pos
-                text_buf.append(self.read_reference())
-                literal = True
-                continue
-            if not text_buf:
-                text_start = self.pos
-            text_buf.append(c)
-            self.pos += 1
+        finally:
+            self.depth -= 1
 
     def skip_xml_ws(self) -> None:
         """White space inside a tag, where '(:' is not a comment."""

@@ -52,6 +52,12 @@ class UnsatisfiablePredicateError(WXQueryStaticError):
     """A conjunction of atomic predicates can never hold, so the subscription would never deliver."""
 
 
+class QueryLimitError(WXQueryError):
+    """The query is larger than a ``wxquery.limits.QueryLimits`` allows (text size, nesting,
+    comparisons, distinct paths); the message names the limit and the position is where the
+    query exceeds it."""
+
+
 class InputDocumentError(Exception):
     """A stream document given to the reference evaluator is not well-formed XML."""
 

@@ -42,22 +42,26 @@ class ExpressionParser(FlwrParser, ConstructorParser):
         """FLWR, if, or a primary; keywords of full XQuery constructs are refused by name."""
         self.skip_ws()
         start = self.pos
-        name = self.peek_name()
-        if name in ("for", "let") and self.after_ws_is(self.pos + len(name), "$"):
-            return self.parse_flwr()
-        if name == "for" and self.peek_following_name(len(name)) in ("tumbling", "sliding"):
-            raise self.error("XQuery 3 window clauses are not supported; write the window after "
-                             "the path: for $w in stream(\"s\")/r/i |count 10 step 5|")
-        if name == "if" and (self.after_ws_is(self.pos + 2, "(") or self.after_ws_is(self.pos + 2, "$")):
-            return self.parse_if()
-        if name in REFUSED_EXPRESSION_KEYWORDS and (
-                self.after_ws_is(self.pos + len(name), "(") or self.after_ws_is(self.pos + len(name), "{")
-                or self.after_ws_is(self.pos + len(name), "$")
-                or name in ("declare", "import", "module", "xquery")):
-            raise self.error(REFUSED_EXPRESSION_KEYWORDS[name])
-        expr = self.parse_primary()
-        self.pos = max(self.pos, start)
-        return expr
+        self.enter(start)
+        try:
+            name = self.peek_name()
+            if name in ("for", "let") and self.after_ws_is(self.pos + len(name), "$"):
+                return self.parse_flwr()
+            if name == "for" and self.peek_following_name(len(name)) in ("tumbling", "sliding"):
+                raise self.error("XQuery 3 window clauses are not supported; write the window after "
+                                 "the path: for $w in stream(\"s\")/r/i |count 10 step 5|")
+            if name == "if" and (self.after_ws_is(self.pos + 2, "(") or self.after_ws_is(self.pos + 2, "$")):
+                return self.parse_if()
+            if name in REFUSED_EXPRESSION_KEYWORDS and (
+                    self.after_ws_is(self.pos + len(name), "(") or self.after_ws_is(self.pos + len(name), "{")
+                    or self.after_ws_is(self.pos + len(name), "$")
+                    or name in ("declare", "import", "module", "xquery")):
+                raise self.error(REFUSED_EXPRESSION_KEYWORDS[name])
+            expr = self.parse_primary()
+            self.pos = max(self.pos, start)
+            return expr
+        finally:
+            self.depth -= 1
 
     def parse_if(self) -> ast.IfExpr:
         """``if (condition) then e1 else e2``; the condition is a conjunction of comparisons."""

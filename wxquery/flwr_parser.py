@@ -10,6 +10,7 @@ supplies through the abstract ``parse_expr_single`` and ``parse_primary``.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 
 from . import ast
 from .condition_parser import ConditionParser
@@ -30,18 +31,19 @@ class FlwrParser(ConditionParser):
         ``ExpressionParser``)."""
 
     def parse_flwr(self) -> ast.FLWR:
-        """for/let clauses, at most one where, then return; refuses XQuery 3 clauses by name."""
+        """for/let clauses, at most one where, then return; refuses XQuery 3 clauses by name.
+        Each binding counts as a level of nesting (``parse_binding``)."""
         start = self.pos
         clauses: list[ast.Clause] = []
         while True:
             if self.accept_keyword("for"):
-                clauses.append(self.parse_for_binding())
+                clauses.append(self.parse_binding(self.parse_for_binding))
                 while self.accept(","):
-                    clauses.append(self.parse_for_binding())
+                    clauses.append(self.parse_binding(self.parse_for_binding))
             elif self.accept_keyword("let"):
-                clauses.append(self.parse_let_binding())
+                clauses.append(self.parse_binding(self.parse_let_binding))
                 while self.accept(","):
-                    clauses.append(self.parse_let_binding())
+                    clauses.append(self.parse_binding(self.parse_let_binding))
             else:
                 break
         where = None
@@ -59,7 +61,15 @@ class FlwrParser(ConditionParser):
                              "before the where clause")
         self.expect_keyword_with_hint("return", "'return' (or 'where', 'for', 'let')")
         ret = self.parse_expr_single()
+        self.depth -= len(clauses)
         return ast.FLWR(tuple(clauses), where, ret, self.position(start))
+
+    def parse_binding(self, parse: Callable[[], ast.Clause]) -> ast.Clause:
+        """A for or let binding, one level deeper than the previous one: each is a loop (or
+        binding) around everything after it, and the evaluator nests them so."""
+        self.skip_ws()
+        self.enter(self.pos)
+        return parse()
 
     def parse_for_binding(self) -> ast.ForClause:
         """``$v in path`` with an optional window ``|...|`` after the path."""

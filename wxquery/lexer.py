@@ -15,20 +15,53 @@ import re
 from fractions import Fraction
 
 from . import ast
-from .errors import Position, WXQueryError, WXQuerySyntaxError
+from .errors import Position, QueryLimitError, WXQueryError, WXQuerySyntaxError
+from .limits import DEFAULT_LIMITS, QueryLimits
 
 NAME_START = r"A-Za-z_\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D\u2070-\u218F\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD"
 NAME_RE = re.compile(rf"[{NAME_START}][{NAME_START}\-.0-9\u00B7\u0300-\u036F\u203F-\u2040]*")
+WHITE_SPACE_RE = re.compile(r"[ \t\r\n]*")
 NUMBER_RE = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 class Lexer:
     """The query text, the current offset into it, and the lexical reads the grammar builds on."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, limits: QueryLimits = DEFAULT_LIMITS) -> None:
         self.text = text
         self.pos = 0
         self.line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\n|\r", text)]
+        self.limits = limits
+        self.depth = 0  # nesting of expressions, constructors, bindings and condition groups
+        self.comparisons = 0
+        self.paths: set[tuple] = set()
+
+    # ------------------------------------------------------------------ limits
+
+    def enter(self, at: int) -> None:
+        """One level deeper (the caller leaves with ``self.depth -= 1``). Every cycle of the
+        recursive grammar passes through a caller, so this bounds the stack every later
+        recursive pass over the AST needs; the error names the construct that is too deep."""
+        self.depth += 1
+        if self.depth > self.limits.max_nesting_depth:
+            raise QueryLimitError(
+                f"query is nested too deeply: more than {self.limits.max_nesting_depth} nested "
+                "expressions, element constructors, for/let bindings and parenthesised "
+                "conditions (limit max_nesting_depth)", self.position(at))
+
+    def count_comparison(self, at: int) -> None:
+        self.comparisons += 1
+        if self.comparisons > self.limits.max_comparisons:
+            raise QueryLimitError(
+                f"query has too many comparisons: more than {self.limits.max_comparisons} "
+                "(limit max_comparisons)", self.position(at))
+
+    def count_path(self, key: tuple, at: int) -> None:
+        self.paths.add(key)
+        if len(self.paths) > self.limits.max_paths:
+            raise QueryLimitError(
+                f"query has too many distinct paths: more than {self.limits.max_paths} "
+                "(limit max_paths)", self.position(at))
 
     # ------------------------------------------------------------------ position & errors
 
@@ -54,15 +87,12 @@ class Lexer:
     # ------------------------------------------------------------------ lexical helpers
 
     def skip_ws(self) -> None:
-        text, n = self.text, len(self.text)
-        while self.pos < n:
-            c = text[self.pos]
-            if c in " \t\r\n":
-                self.pos += 1
-            elif text.startswith("(:", self.pos):
-                self.skip_comment()
-            else:
-                break
+        text = self.text
+        while True:
+            self.pos = WHITE_SPACE_RE.match(text, self.pos).end()
+            if not text.startswith("(:", self.pos):
+                return
+            self.skip_comment()
 
     def skip_comment(self) -> None:
         start = self.pos

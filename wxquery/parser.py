@@ -20,20 +20,31 @@ This module is the public entry point. The grammar is layered, one module per la
 from __future__ import annotations
 
 from . import ast
-from .errors import WXQueryError, WXQuerySyntaxError
+from .errors import QueryLimitError, WXQueryError, WXQuerySyntaxError
 from .expression_parser import ExpressionParser
+from .lexer import Lexer
+from .limits import DEFAULT_LIMITS, QueryLimits
 from .refused_constructs import SUPPORTED
 
 __all__ = ["SUPPORTED", "parse"]
 
 
-def parse(text: str) -> ast.Query:
-    """Parse a WXQuery subscription into a typed AST (syntax only; see ``static_checks``)."""
-    parser = ExpressionParser(text)
+def parse(text: str, limits: QueryLimits = DEFAULT_LIMITS) -> ast.Query:
+    """Parse a WXQuery subscription into a typed AST (syntax only; see ``static_checks``).
+
+    The query must stay within ``limits`` (text size, nesting depth, comparisons, distinct
+    paths), so that no later pass over the AST can exhaust the stack or take unbounded time.
+    """
+    if len(text) > limits.max_query_chars:
+        at = Lexer(text[:limits.max_query_chars + 1]).position(limits.max_query_chars)
+        raise QueryLimitError(f"query is too long: more than {limits.max_query_chars} characters "
+                              "(limit max_query_chars)", at)
+    parser = ExpressionParser(text, limits)
     try:
         body = parser.parse_query()
     except WXQueryError:
         raise
-    except RecursionError:
-        raise WXQuerySyntaxError("query is nested too deeply", parser.position()) from None
+    except RecursionError:  # only if the interpreter's recursion limit is set very low
+        raise WXQuerySyntaxError("query is nested too deeply for this interpreter's recursion "
+                                 "limit", parser.position()) from None
     return ast.Query(body=body, source=text)

@@ -61,6 +61,7 @@ class PathParser(Lexer, ABC):
             self.pos += 1
             name, at = self.read_step_name()
             steps.append(self.finish_step(name, at, in_condition))
+        self.count_path(_path_key(root, steps), start)
         return ast.PathExpr(root, tuple(steps), self.position(start))
 
     def finish_step(self, name: str, at: int, in_condition: bool) -> ast.Step:
@@ -88,3 +89,14 @@ class PathParser(Lexer, ABC):
             self.pos += 1
             names.append(self.read_step_name()[0])
         return tuple(names)
+
+
+def _path_key(root: ast.PathRoot, steps: list[ast.Step]) -> tuple:
+    """What makes two paths the same path for the ``max_paths`` limit: root and names."""
+    if isinstance(root, ast.VarRef):
+        origin: tuple = ("$", root.name)
+    elif isinstance(root, ast.StreamCall):
+        origin = ("stream", root.name)
+    else:
+        origin = (".",)
+    return origin + tuple(s.name for s in steps)
