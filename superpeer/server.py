@@ -15,11 +15,10 @@ from grpc_reflection.v1alpha import reflection
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 
+from .limits import MESSAGE_LIMIT, DataLimits
 from .node import Node
 from .service import SuperPeerService, ThinPeerService
 from .topology import Topology
-
-MESSAGE_LIMIT = 64 << 20
 
 
 @dataclass
@@ -35,9 +34,10 @@ class RunningSuperPeer:
 
 def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     retention: int = 500_000, executor: str = "inline",
-                    executor_options: dict | None = None) -> RunningSuperPeer:
+                    executor_options: dict | None = None,
+                    limits: DataLimits | None = None) -> RunningSuperPeer:
     node = Node(peer, topology, retention=retention, executor=executor,
-                executor_options=executor_options)
+                executor_options=executor_options, limits=limits)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"rpc-{peer}"),
                          options=[("grpc.max_receive_message_length", MESSAGE_LIMIT),
                                   ("grpc.max_send_message_length", MESSAGE_LIMIT)])
