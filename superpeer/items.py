@@ -27,6 +27,7 @@ PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False
 _MARK = "sg-item-" + secrets.token_hex(16)  # unguessable: an item cannot forge a boundary
 _SEP = f"<?{_MARK}?>"
 _WHITESPACE = " \t\r\n"
+_WHITESPACE_BYTES = _WHITESPACE.encode()
 CDATA_NOT_FINISHED = 63  # libxml2 XML_ERR_CDATA_NOT_FINISHED, which it has no message for
 
 
@@ -44,8 +45,11 @@ def utf8_size(text: str) -> int:
 
 
 def check_items(items: list[str] | list[bytes], item: str, max_bytes: int) -> Checked:
-    """Split a batch into well-formed ``<item>`` elements and rejections with reasons."""
+    """Split a batch into well-formed ``<item>`` elements and rejections with reasons. Items
+    that come as UTF-8 bytes are parsed from those bytes (no second encoded copy of a big
+    item); a batch of one item is parsed alone."""
     texts: list[str] = []
+    datas: list[bytes | None] = []  # the item's UTF-8 bytes, when it came as bytes
     index: list[int] = []  # batch index of each text
     rejected: list[tuple[int, str]] = []
     for k, raw in enumerate(items):
@@ -54,39 +58,48 @@ def check_items(items: list[str] | list[bytes], item: str, max_bytes: int) -> Ch
             rejected.append((k, f"{size:,} bytes, more than the {max_bytes:,} bytes an item may "
                                 f"have at this super-peer (its --max-item-bytes)"))
             continue
+        data: bytes | None = None
         if isinstance(raw, bytes):
+            data = raw.strip(_WHITESPACE_BYTES)
             try:
-                raw = raw.decode("utf-8")
+                text = data.decode("utf-8")
             except UnicodeDecodeError as exc:
-                rejected.append((k, f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
-                                    f"{exc.start})"))
+                offset = exc.start + len(raw) - len(raw.lstrip(_WHITESPACE_BYTES))
+                rejected.append((k, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+                                    f"{offset})"))
                 continue
-        texts.append(raw.strip(_WHITESPACE))
+        else:
+            text = raw.strip(_WHITESPACE)
+        texts.append(text)
+        datas.append(data)
         index.append(k)
-    values = _parse_batch(texts, item)
+    values = _parse_batch(texts, datas, item) if len(texts) > 1 else None
     if values is None:
-        values, kept, kept_texts = [], [], []
-        for k, text in zip(index, texts):
+        values, kept_texts = [], []
+        for k, text, data in zip(index, texts, datas):
             try:
-                values.append(parse_item(text, item))
+                values.append(parse_item(text, item, data))
             except ValueError as exc:
                 rejected.append((k, str(exc)))
                 continue
-            kept.append(k)
             kept_texts.append(text)
         texts = kept_texts
         rejected.sort()
     return Checked(values, texts, rejected)
 
 
-def _parse_batch(texts: list[str], item: str) -> list[etree._Element] | None:
+def _parse_batch(texts: list[str], datas: list[bytes | None], item: str
+                 ) -> list[etree._Element] | None:
     """The items of a clean batch parsed in one go; None when any item is not clean."""
-    if not texts:
-        return []
+    if all(d is not None for d in datas):
+        joined = b"<b>" + _SEP.encode().join(datas) + b"</b>"  # type: ignore[arg-type]
+    else:
+        joined = ("<b>" + _SEP.join(texts) + "</b>").encode("utf-8")
     try:
-        root = etree.fromstring(("<b>" + _SEP.join(texts) + "</b>").encode("utf-8"), parser=PARSER)
+        root = etree.fromstring(joined, parser=PARSER)
     except etree.XMLSyntaxError:
         return None
+    del joined
     nodes = list(root)
     if root.text is not None or len(nodes) != 2 * len(texts) - 1:
         return None
@@ -100,8 +113,9 @@ def _parse_batch(texts: list[str], item: str) -> list[etree._Element] | None:
     return elements
 
 
-def parse_item(text: str, item: str) -> etree._Element:
-    """One item alone: ValueError with the reason when it is not exactly one ``<item>``."""
+def parse_item(text: str, item: str, data: bytes | None = None) -> etree._Element:
+    """One item alone (parsed from ``data``, its UTF-8 bytes, when given): ValueError with the
+    reason when it is not exactly one ``<item>``."""
     if not text:
         raise ValueError(f"empty: an item is one <{item}> element")
     if text[0] != "<" or text[1:2] in ("?", "!", "/"):
@@ -109,7 +123,7 @@ def parse_item(text: str, item: str) -> etree._Element:
                 "!": "a DOCTYPE, comment or CDATA section"}.get(text[1:2], "text")
         raise ValueError(f"starts with {what}: an item is one <{item}> element and nothing else")
     try:
-        el = etree.fromstring(text.encode("utf-8"), parser=PARSER)
+        el = etree.fromstring(data if data is not None else text.encode("utf-8"), parser=PARSER)
     except etree.XMLSyntaxError as exc:
         raise ValueError(parser_message(exc)) from None
     if el.getprevious() is not None or el.getnext() is not None:

@@ -20,11 +20,12 @@ def cmd_superpeer_serve(args: argparse.Namespace) -> int:
     from sharing.backbone import TopologyError
     from superpeer.limits import DataLimits
     from superpeer.node import NodeError
-    from superpeer.server import serve_forever, start_superpeer
+    from superpeer.server import limit_malloc_arenas, serve_forever, start_superpeer
     from superpeer.topology import load_topology
     from thinpeer.topologies import topology_path
 
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.id} %(levelname)s %(message)s")
+    limit_malloc_arenas()  # before the daemon's threads start
     try:
         limits = DataLimits(max_item_bytes=args.max_item_bytes, max_read_bytes=args.max_read_bytes,
                             finished_retention_s=args.finished_retention)
