@@ -19,12 +19,14 @@ class RegisterStreamRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., root: _Optional[str] = ..., item: _Optional[str] = ..., rate: _Optional[float] = ...) -> None: ...
 
 class RegisterStreamReply(_message.Message):
-    __slots__ = ("stream", "superpeer")
+    __slots__ = ("stream", "superpeer", "max_item_bytes")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     SUPERPEER_FIELD_NUMBER: _ClassVar[int]
+    MAX_ITEM_BYTES_FIELD_NUMBER: _ClassVar[int]
     stream: str
     superpeer: str
-    def __init__(self, stream: _Optional[str] = ..., superpeer: _Optional[str] = ...) -> None: ...
+    max_item_bytes: int
+    def __init__(self, stream: _Optional[str] = ..., superpeer: _Optional[str] = ..., max_item_bytes: _Optional[int] = ...) -> None: ...
 
 class PublishRequest(_message.Message):
     __slots__ = ("stream", "first_sequence", "items")
@@ -33,8 +35,8 @@ class PublishRequest(_message.Message):
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     stream: str
     first_sequence: int
-    items: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ...) -> None: ...
+    items: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class PublishReply(_message.Message):
     __slots__ = ("accepted", "rejected", "rejections")

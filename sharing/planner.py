@@ -136,9 +136,8 @@ class Planner:
         for inp in properties.inputs:
             try:
                 original = self.state.original(inp.input)
-            except KeyError:
-                raise RegistrationError(f'unknown stream "{inp.input.stream}": no super-peer has '
-                                        "it registered") from None
+            except KeyError as exc:  # unknown, or registered with other items: say which
+                raise RegistrationError(exc.args[0]) from None
             if strategy is Strategy.SHARING:
                 part = self._subscribe_input(inp, original, target)
             elif strategy is Strategy.DATA_SHIPPING:

@@ -11,6 +11,7 @@ from its properties and the statistics of its original stream.
 from __future__ import annotations
 
 import bisect
+import copy
 import math
 import random
 from dataclasses import dataclass, field
@@ -27,6 +28,11 @@ from .predicate_graph import ZERO, graph_of
 from .properties import InputProperties, Selection
 
 RESERVOIR = 2048
+SAMPLE_ITEM_MAX_BYTES = 8 << 10  # bigger items are sampled by their leaf values only (the
+# statistics a planner fetches hold up to 512 sample items: at most 4 MiB)
+# Elements observed per item: a huge item's element statistics come from its first ones, so that
+# observing it costs milliseconds, not the seconds a walk over millions of elements would take.
+MAX_WALKED_ELEMENTS = 10_000
 # Before any item is observed (a subscription waiting for its stream), plans still need sizes:
 DEFAULT_ITEM_SIZE = 256.0
 DEFAULT_ATOM_SELECTIVITY = 0.5
@@ -98,6 +104,28 @@ class StreamEstimate:
         return self.freq * self.size * 8
 
 
+def _sample_copy(item: etree._Element, values: dict[str, float], size: int) -> etree._Element:
+    """A reservoir entry that keeps nothing else alive: the item copied into a document of its
+    own (the observed element may be one node of a whole batch's tree, which it would pin in
+    memory), or for an item over ``SAMPLE_ITEM_MAX_BYTES`` only its first leaf values, which
+    is what predicates relating two elements are evaluated on."""
+    if size <= SAMPLE_ITEM_MAX_BYTES:
+        return copy.deepcopy(item)
+    skeleton = etree.Element(item.tag)
+    nodes: dict[str, etree._Element] = {"": skeleton}
+    for path, value in values.items():
+        parent, prefix = skeleton, ""
+        for name in path.split("/"):
+            prefix = f"{prefix}/{name}"
+            node = nodes.get(prefix)
+            if node is None:
+                node = nodes[prefix] = etree.SubElement(parent, name)
+            parent = node
+        if not math.isnan(value):
+            parent.text = repr(value)
+    return skeleton
+
+
 @dataclass
 class StreamStatistics:
     """Statistics of one original stream, updated from observed items."""
@@ -125,7 +153,7 @@ class StreamStatistics:
         self.total_bytes += size
         values: dict[str, float] = {}
         seen: set[str] = set()
-        self._walk(item, "", values, seen)
+        self._walk(item, "", values, seen, [MAX_WALKED_ELEMENTS])
         for path in seen:
             self.elements[path].items_with += 1
         for path, value in values.items():
@@ -138,7 +166,7 @@ class StreamStatistics:
                     inc.total += delta
                     inc.count += 1
             inc.last = value
-        self._reservoir(values, item)
+        self._reservoir(values, item, size)
         if arrival is not None:
             if self._first_arrival is None:
                 self._first_arrival = arrival
@@ -146,8 +174,12 @@ class StreamStatistics:
             if self.items > 1 and self._last_arrival > self._first_arrival:
                 self.frequency = (self.items - 1) / (self._last_arrival - self._first_arrival)
 
-    def _walk(self, el: etree._Element, prefix: str, values: dict[str, float], seen: set[str]) -> None:
+    def _walk(self, el: etree._Element, prefix: str, values: dict[str, float], seen: set[str],
+              budget: list[int]) -> None:
         for child in el:
+            if budget[0] <= 0:
+                return
+            budget[0] -= 1
             if not isinstance(child.tag, str):
                 continue
             path = f"{prefix}/{child.tag}" if prefix else child.tag
@@ -156,22 +188,22 @@ class StreamStatistics:
             stats.total_bytes += len(etree.tostring(child, encoding="utf-8", with_tail=False))
             seen.add(path)
             if len(child):
-                self._walk(child, path, values, seen)
+                self._walk(child, path, values, seen, budget)
             elif path not in values:
                 values[path] = cast_double(string_value(child))
 
-    def _reservoir(self, values: dict[str, float], item: etree._Element) -> None:
+    def _reservoir(self, values: dict[str, float], item: etree._Element, size: int) -> None:
         self._histograms.clear()
         self._selectivities.clear()
         self._sizes.clear()
         if len(self.sample) < RESERVOIR:
             self.sample.append(values)
-            self.sample_items.append(item)
+            self.sample_items.append(_sample_copy(item, values, size))
             return
         j = self._rng.randrange(self.items)
         if j < RESERVOIR:
             self.sample[j] = values
-            self.sample_items[j] = item
+            self.sample_items[j] = _sample_copy(item, values, size)
 
     # ------------------------------------------------------------------ element statistics
 

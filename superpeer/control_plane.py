@@ -108,9 +108,12 @@ class ControlPlane:
         with self.state.lock:
             known = self.state.known_originals.get(name)
             if known is not None and known.origin != here:
-                raise NodeError("ALREADY_EXISTS", f'stream "{name}" is already registered at {known.origin}')
+                raise NodeError("ALREADY_EXISTS", f'stream "{name}" is already registered at '
+                                                  f'{known.origin} ({"/".join(known.input.items)})')
             existing = self.state.originals.get(name)
             if existing is not None:
+                if (existing.root, existing.item) != (root, item):
+                    raise NodeError("ALREADY_EXISTS", registered_differently(existing, root, item))
                 if existing.closed:
                     raise NodeError("FAILED_PRECONDITION", f'stream "{name}" was closed; register it under a new name')
                 return  # a publisher reconnecting
@@ -176,7 +179,7 @@ class ControlPlane:
         missing = self.state.missing_streams(analysis)
         if missing and not wait_for_streams:
             raise NodeError("NOT_FOUND", f'unknown stream "{missing[0]}": no super-peer has it registered')
-        runtime = SubscriptionRuntime(sid, analysis, self.retention)
+        runtime = SubscriptionRuntime(sid, analysis, self.retention, self.state.limits)
         record = SubscriptionRecord(runtime, None, {}, strat, tuple(missing))
         runtime.start()
         with self.state.lock:
@@ -215,7 +218,7 @@ class ControlPlane:
         except Exception as exc:  # noqa: BLE001 - the subscription ends with the reason
             error = as_node_error(exc, sid)
             record.error = f"{error.code}: {error.message}"
-            record.runtime.buffer.close(record.error)  # the first close stays: the reason
+            record.runtime.buffer.close(error.message, error.code)  # the first close stays: the reason
             record.runtime.stop()
             return False, record.error
 
@@ -227,6 +230,7 @@ class ControlPlane:
 
     def _install(self, record: SubscriptionRecord) -> None:
         sid, analysis = record.runtime.id, record.runtime.analysis
+        self.state.check_shapes(analysis)
         deadline = time.monotonic() + INSTALL_DEADLINE_S
         refused, last_reason = 0, ""
         for attempt in itertools.count():
@@ -356,9 +360,7 @@ class ControlPlane:
         return {sid: {"inputs": r.inputs,
                       "plan": r.plan.to_json() if r.plan else None,
                       "waiting_for": list(r.waiting_for), "plan_error": r.error,
-                      "results": r.runtime.buffer.base + len(r.runtime.buffer.items),
-                      "closed": r.runtime.buffer.closed,
-                      "error": r.runtime.buffer.error}
+                      **r.runtime.buffer.status()}
                 for sid, r in self.subscriptions.items()}
 
     def stop(self) -> None:
@@ -374,3 +376,10 @@ def as_node_error(exc: BaseException, subscription: str) -> NodeError:
     log.error("installing %s failed", subscription, exc_info=exc)
     return NodeError("INTERNAL", f"installing subscription {subscription} failed: "
                                  f"{type(exc).__name__}: {exc}")
+
+
+def registered_differently(existing: OriginalState, root: str, item: str) -> str:
+    """A second registration of a name must describe the same stream: say what differs."""
+    return (f'stream "{existing.name}" is already registered here as <{existing.root}> with '
+            f'<{existing.item}> items, not <{root}> with <{item}> items: register the other '
+            f'stream under a new name')

@@ -1,7 +1,8 @@
 """The data plane of one super-peer: items in, derived streams computed, items out.
 
-Items reach the peer published by a thin peer (validated here, statistics observed) or
-transferred from the previous peer of a stream's route. From there each batch goes to the
+Items reach the peer published by a thin peer (checked here, once, to be exactly one element of
+the stream's item type — ``items`` — and statistics observed) or transferred from the previous
+peer of a stream's route. From there each batch goes to the
 executor once per parent stream (whatever the number of operators on it), to the subscriptions
 delivered here, and to the stream's next hops; copies (streams without operators) are duplicated
 here with the same wire text. Items are parsed only where an operator or a subscription reads
@@ -23,13 +24,12 @@ from wxquery.operators.records import WindowRecord, serialize
 
 from .errors import NodeError
 from .executors import Executor
-from .peer_state import OriginalState, PeerState
+from .items import PARSER, check_items
+from .peer_state import PeerState
 
 STATISTICS_FULL = 2000  # observe every item up to this many, then every 50th
 MAX_REJECTION_REASONS = 20
 MIN_RATE_WINDOW_S = 10.0
-
-PARSER = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
 
 
 class Sender(Protocol):
@@ -52,9 +52,13 @@ class DataPlane:
 
     # ------------------------------------------------------------------ publishers
 
-    def publish(self, name: str, items: list[str]) -> tuple[int, int, list[str]]:
-        """Validate a publisher's batch, observe statistics, and ingest what is well formed:
-        (accepted, rejected, reasons for the first rejections)."""
+    def publish(self, name: str, items: list[str] | list[bytes], first: int | None = None
+                ) -> tuple[int, int, list[str]]:
+        """Check a publisher's batch, observe statistics, and ingest the items that are exactly
+        one ``<item>`` element each; the others are rejected one by one, the rest of the batch
+        still goes on: (accepted, rejected, reasons for the first rejections). Items are named
+        by ``first`` (the publisher's sequence number of the batch's first item) plus their
+        index; without it, by their position among the items this stream received."""
         state = self.state.originals.get(name)
         if state is None:
             where = self.state.known_originals.get(name)
@@ -62,12 +66,14 @@ class DataPlane:
             raise NodeError("NOT_FOUND", f'stream "{name}" is not registered at {self.state.id}{hint}')
         if state.closed:
             raise NodeError("FAILED_PRECONDITION", f'stream "{name}" is closed')
-        accepted_values, accepted_text, reasons = validate(state, items)
-        rejected = len(items) - len(accepted_values)
+        checked = check_items(items, state.item, self.state.limits.max_item_bytes)
+        values = checked.values
         now = time.monotonic()
         with self.state.lock:
+            base = state.accepted + state.rejected if first is None else first
+            reasons = [f"item {base + k}: {why}" for k, why in checked.rejected[:MAX_REJECTION_REASONS]]
             stats = state.statistics
-            for el in accepted_values:
+            for el in values:
                 if stats.items < STATISTICS_FULL or state.accepted % 50 == 0:
                     stats.observe(el)
                 state.accepted += 1
@@ -76,12 +82,13 @@ class DataPlane:
                 # elapsed time counts at least MIN_RATE_WINDOW_S.
                 state.first_arrival = state.first_arrival or now
                 stats.frequency = state.accepted / max(now - state.first_arrival, MIN_RATE_WINDOW_S)
-            state.rejected += rejected
+            state.rejected += len(checked.rejected)
             entry = self.state.table.get(name)
             if entry is not None and stats.items:
                 entry.estimate = StreamEstimate(stats.frequency, stats.avg_item_size)
-            self.ingest(name, accepted_values, False, accepted_text)
-        return len(accepted_values), rejected, reasons
+            # parsed trees stay only where something here reads values; the text travels on
+            self.ingest(name, values if self.needs_values(name) else [], False, checked.texts)
+        return len(values), len(checked.rejected), reasons
 
     def close_stream(self, name: str) -> int:
         """End a published stream (flushes open windows downstream); returns items accepted."""
@@ -196,33 +203,6 @@ class DataPlane:
         return {"dropped_transfers_for_unknown_streams": self.unknown_transfers,
                 "dropped_malformed_transfers": self.bad_transfers,
                 "last_malformed_transfer": self.last_bad_transfer}
-
-
-def validate(state: OriginalState, items: list[str]) -> tuple[list, list[str], list[str]]:
-    """Parse and check a batch of items: one parse for the whole batch when it is clean,
-    item by item (to name the bad ones) when it is not."""
-    try:
-        batch = etree.fromstring(("<b>" + "".join(items) + "</b>").encode("utf-8"), parser=PARSER)
-        values = list(batch)
-        if len(values) == len(items) and all(el.tag == state.item for el in values):
-            for el in values:
-                el.tail = None
-            return values, items, []
-    except etree.XMLSyntaxError:
-        pass
-    values, texts, reasons = [], [], []
-    for k, text in enumerate(items):
-        try:
-            el = etree.fromstring(text.encode("utf-8"), parser=PARSER)
-            if el.tag != state.item:
-                raise ValueError(f"element <{el.tag}> is not a <{state.item}> item")
-        except (etree.XMLSyntaxError, ValueError) as exc:
-            if len(reasons) < MAX_REJECTION_REASONS:
-                reasons.append(f"item {state.accepted + state.rejected + k}: {exc}")
-            continue
-        values.append(el)
-        texts.append(text)
-    return values, texts, reasons
 
 
 def parse(entry: NetworkStream, text: str):

@@ -1,8 +1,9 @@
 """Outbound item batches to one neighbour super-peer, in order, acknowledged, with back-off.
 
 One sender thread per neighbour drains a queue of (stream, items, end) and sends them as
-``Transfer`` batches of up to ``BATCH`` items, never merging different streams or crossing an
-end-of-stream mark, so the receiver sees every stream in order. A neighbour that cannot be
+``Transfer`` batches of up to ``BATCH`` items and ``BATCH_BYTES`` bytes (one bigger item travels
+alone; an item no message could carry is dropped and counted), never merging different streams
+or crossing an end-of-stream mark, so the receiver sees every stream in order. A neighbour that cannot be
 reached is retried with back-off while its queue is bounded; the failure is reported in status,
 and the rest of the node keeps running.
 """
@@ -18,7 +19,12 @@ import grpc
 
 from proto import streamglobe_pb2 as pb
 
+from .items import utf8_size
+from .limits import ENVELOPE, MESSAGE_LIMIT
+
 BATCH = 1000
+BATCH_BYTES = 4 << 20
+MAX_ITEM_BYTES = MESSAGE_LIMIT - ENVELOPE
 MAX_QUEUED_ITEMS = 2_000_000
 
 
@@ -26,7 +32,15 @@ MAX_QUEUED_ITEMS = 2_000_000
 class _Chunk:
     stream: str
     items: list[str]
+    sizes: list[int]  # UTF-8 bytes of each item
     end: bool
+
+    def split(self, n: int) -> "_Chunk":
+        """Keep the first ``n`` items; the rest (and the end mark) as a new chunk."""
+        rest = _Chunk(self.stream, self.items[n:], self.sizes[n:], self.end)
+        del self.items[n:], self.sizes[n:]
+        self.end = False
+        return rest
 
 
 @dataclass
@@ -56,13 +70,21 @@ class Forwarder:
     def send(self, stream: str, items: list[str], end: bool = False) -> None:
         if not items and not end:
             return
+        sizes = [utf8_size(x) for x in items]
+        if any(n > MAX_ITEM_BYTES for n in sizes):
+            kept = [(x, n) for x, n in zip(items, sizes) if n <= MAX_ITEM_BYTES]
+            with self.cond:
+                self.counters.dropped += len(items) - len(kept)
+                self.counters.last_error = (f"{stream}: dropped an item of {max(sizes):,} bytes, "
+                                            f"more than a message carries ({MAX_ITEM_BYTES:,})")
+            items, sizes = [x for x, _ in kept], [n for _, n in kept]
         with self.cond:
             if self.queued_items + len(items) > MAX_QUEUED_ITEMS:
                 self.counters.dropped += len(items)
-                items = []
+                items, sizes = [], []
                 if not end:
                     return
-            self.queue.append(_Chunk(stream, list(items), end))
+            self.queue.append(_Chunk(stream, list(items), sizes, end))
             self.queued_items += len(items)
             self.cond.notify()
 
@@ -80,14 +102,15 @@ class Forwarder:
             first = self.queue.popleft()
             # merge following chunks of the same stream up to a batch
             while (not first.end and self.queue and self.queue[0].stream == first.stream
-                   and len(first.items) + len(self.queue[0].items) <= BATCH):
+                   and len(first.items) + len(self.queue[0].items) <= BATCH
+                   and sum(first.sizes) + sum(self.queue[0].sizes) <= BATCH_BYTES):
                 nxt = self.queue.popleft()
                 first.items.extend(nxt.items)
+                first.sizes.extend(nxt.sizes)
                 first.end = nxt.end
-            if len(first.items) > BATCH:
-                rest = _Chunk(first.stream, first.items[BATCH:], first.end)
-                first = _Chunk(first.stream, first.items[:BATCH], False)
-                self.queue.appendleft(rest)
+            n = _fitting(first.sizes)
+            if n < len(first.items):
+                self.queue.appendleft(first.split(n))
             self.queued_items -= len(first.items)
             return first
 
@@ -111,5 +134,15 @@ class Forwarder:
                     delay = min(delay * 2, 2.0)
             self.sequence[chunk.stream] = seq + len(chunk.items)
             self.counters.items += len(chunk.items)
-            self.counters.bytes += sum(len(x.encode()) for x in chunk.items)
+            self.counters.bytes += sum(chunk.sizes)
             self.counters.batches += 1
+
+
+def _fitting(sizes: list[int]) -> int:
+    """How many leading items make one batch: up to BATCH items and BATCH_BYTES, at least one."""
+    total = 0
+    for n, size in enumerate(sizes[:BATCH]):
+        total += size
+        if n and total > BATCH_BYTES:
+            return n
+    return min(len(sizes), BATCH)

@@ -31,6 +31,7 @@ from .control_plane import ControlPlane, SubscriptionRecord
 from .data_plane import DataPlane
 from .errors import NodeError
 from .executors import Executor, make_executor
+from .limits import DataLimits
 from .participant import Participant
 from .peer_channels import (GrpcPeerChannels, Waiting, commit_from_wire, input_from_wire,
                             part_from_wire, waiting_to_wire)
@@ -82,7 +83,8 @@ class LocalPeer:
 
 class Node:
     def __init__(self, peer: str, topology: Topology, retention: int = 500_000,
-                 executor: str = "inline", executor_options: dict | None = None) -> None:
+                 executor: str = "inline", executor_options: dict | None = None,
+                 limits: DataLimits | None = None) -> None:
         if peer not in topology.backbone.peers:
             raise NodeError("INVALID_ARGUMENT", f"{peer} is not a super-peer of the topology")
         try:
@@ -91,7 +93,7 @@ class Node:
             raise NodeError("UNIMPLEMENTED", str(exc)) from None
         self.id = peer
         self.topology = topology
-        self.state = PeerState(peer, topology.backbone)
+        self.state = PeerState(peer, topology.backbone, limits)
         self.channels = GrpcPeerChannels(peer, topology)
         self.data = DataPlane(self.state, self.executor, self.channels.forwarder)
         self.participant = Participant(self.state, self.executor, self.channels, self.data.attach)
@@ -114,8 +116,9 @@ class Node:
     def register_stream(self, name: str, root: str, item: str, rate: float) -> None:
         self.control.register_stream(name, root, item, rate)
 
-    def publish(self, name: str, items: list[str]) -> tuple[int, int, list[str]]:
-        return self.data.publish(name, items)
+    def publish(self, name: str, items: list[str] | list[bytes], first: int | None = None
+                ) -> tuple[int, int, list[str]]:
+        return self.data.publish(name, items, first)
 
     def close_stream(self, name: str) -> int:
         return self.data.close_stream(name)

@@ -19,6 +19,8 @@ from sharing.properties import InputStream
 from sharing.statistics import StreamStatistics
 from sharing.stream_table import NetworkStream, PeerUsage, StreamTable
 
+from .errors import NodeError
+from .limits import DataLimits
 from .subscriptions import SubscriptionRuntime
 
 # A reservation whose coordinator never commits or aborts it (the coordinator stopped, or can no
@@ -42,9 +44,10 @@ class OriginalState:
 
 
 class PeerState:
-    def __init__(self, peer: str, backbone: Backbone) -> None:
+    def __init__(self, peer: str, backbone: Backbone, limits: DataLimits | None = None) -> None:
         self.id = peer
         self.backbone = backbone
+        self.limits = limits or DataLimits()
         self.lock = threading.RLock()
         self.table = StreamTable()  # every stream whose route passes this peer
         self.originals: dict[str, OriginalState] = {}  # registered here
@@ -116,7 +119,24 @@ class PeerState:
         return sorted({i.input.stream for i in analysis.properties.inputs
                        if i.input.stream not in self.known_originals})
 
+    def check_shapes(self, analysis: Analysis) -> None:
+        """Refuse a subscription that reads a registered stream under another root or item
+        name than the stream's: naming both shapes says what to fix (the query's path), where
+        planning would only find no stream for the path it reads."""
+        for i in analysis.properties.inputs:
+            known = self.known_originals.get(i.input.stream)
+            if known is not None and known.input != i.input:
+                raise NodeError("FAILED_PRECONDITION", shape_mismatch(known, i.input.items))
+
     def unneeded_tail(self, s: NetworkStream) -> bool:
         """This peer ends the stream's route and nothing here takes the stream any more."""
         return (not s.original and len(s.route) > 1 and s.route[-1] == self.id and s.origin != self.id
                 and not self.derived_here(s.id) and not self.deliveries.get(s.id))
+
+
+def shape_mismatch(known: NetworkStream, items: tuple[str, ...]) -> str:
+    """Why a path does not fit a registered stream: both shapes, and where it is registered."""
+    name, (root, item) = known.input.stream, known.input.items
+    return (f'stream "{name}" (registered at {known.origin}) has root <{root}> and items <{item}>, '
+            f'but the query reads stream("{name}")/{"/".join(items)}: write '
+            f'stream("{name}")/{root}/{item}')

@@ -18,17 +18,20 @@ log = logging.getLogger("streamglobe.superpeer")
 
 def _handled(method):
     """NodeError → its status code; anything unexpected → INTERNAL with the reason (logged),
-    so that a bad request never takes the daemon down."""
+    so that a bad request never takes the daemon down. Methods raise NodeError and never call
+    ``context.abort`` themselves: abort raises a bare exception, which the generic handler
+    would turn into an INTERNAL error without the message."""
 
     @functools.wraps(method)
     def wrapper(self, request, context):
         try:
             return method(self, request, context)
         except NodeError as exc:
-            context.abort(getattr(grpc.StatusCode, exc.code), exc.message)
+            context.abort(getattr(grpc.StatusCode, exc.code, grpc.StatusCode.UNKNOWN), exc.message)
         except Exception as exc:  # noqa: BLE001 - the daemon must keep serving
             log.exception("%s failed", method.__name__)
-            context.abort(grpc.StatusCode.INTERNAL, f"{method.__name__} failed: {exc}")
+            context.abort(grpc.StatusCode.INTERNAL,
+                          f"{method.__name__} failed: {type(exc).__name__}: {exc}")
 
     return wrapper
 
@@ -40,11 +43,14 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
     @_handled
     def RegisterStream(self, request, context):
         self.node.register_stream(request.name, request.root, request.item, request.rate)
-        return pb.RegisterStreamReply(stream=request.name, superpeer=self.node.id)
+        return pb.RegisterStreamReply(stream=request.name, superpeer=self.node.id,
+                                      max_item_bytes=self.node.state.limits.max_item_bytes)
 
     @_handled
     def Publish(self, request, context):
-        accepted, rejected, reasons = self.node.publish(request.stream, list(request.items))
+        # items arrive as bytes: one that is not UTF-8 is rejected alone, with its number
+        accepted, rejected, reasons = self.node.publish(request.stream, list(request.items),
+                                                        request.first_sequence)
         return pb.PublishReply(accepted=accepted, rejected=rejected, rejections=reasons)
 
     @_handled
@@ -69,7 +75,8 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
         buffer, (offset, items, closed, lost) = self.node.read_results(
             request.subscription, request.offset, request.max_items, request.wait_ms / 1000)
         if buffer.error and closed:
-            context.abort(grpc.StatusCode.INTERNAL, buffer.error)
+            raise NodeError(buffer.code or "INTERNAL",
+                            f"subscription {request.subscription} failed: {buffer.error}")
         return pb.ReadResultsReply(offset=offset, items=items, closed=closed, root=buffer.root,
                                    dropped=lost)
 

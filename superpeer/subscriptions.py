@@ -2,42 +2,90 @@
 
 The subscriber's super-peer runs the subscription's post-processing (restructuring, conditions
 not applied upstream, joins) with the reference evaluator over *live* inputs: each input is a
-blocking feed the data plane appends to, so results appear while the stream flows. Results wait
-in a bounded buffer; a thin peer reads them from an offset and can come back later (resume).
+blocking feed the data plane appends to, so results appear while the stream flows. An input
+the evaluation reads once (the first clause of a top-level FLWR) lets go of each item as it is
+read; one read again for every outer binding (a join's inner input) keeps what it received.
+Results wait in a buffer bounded in items; a thin peer reads them from an offset, in replies
+bounded in bytes, and can come back later (resume). Once the stream has ended and the evaluation
+is over, the inputs are freed, and the results are released when a reader has read them all or
+after ``finished_retention_s``.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
+import time
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterator
 
 from sharing.analysis import Analysis
+from wxquery import ast
 from wxquery.evaluator import post_process
 
-_END = object()
+from .items import utf8_size
+from .limits import ENVELOPE, MESSAGE_LIMIT, DataLimits
+
+MAX_RESULT_ITEM_BYTES = MESSAGE_LIMIT - ENVELOPE  # what one ReadResults reply can carry
 
 
 class BlockingFeed:
     """An iterable input that blocks for more items until the stream ends.
 
-    It can be iterated several times (a join's inner input): later iterations replay what was
-    already received, then wait for more like the first.
+    A replayable feed can be iterated several times (a join's inner input): later iterations
+    replay what was already received, then wait for more like the first. A single-pass feed
+    hands each item over once and keeps nothing that was read.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, replay: bool = True) -> None:
         self._items: list = []
         self._ended = False
+        self._discarded = False
+        self._replay = replay
+        self._iterated = False
         self._cond = threading.Condition()
 
     def feed(self, values: list, end: bool = False) -> None:
         with self._cond:
+            if self._discarded:
+                return
             self._items.extend(values)
             self._ended = self._ended or end
             self._cond.notify_all()
 
+    def discard(self) -> None:
+        """Nothing will read this input any more: free what it holds, ignore what comes."""
+        with self._cond:
+            self._discarded = self._ended = True
+            self._items = []
+            self._cond.notify_all()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
     def __iter__(self) -> Iterator:
+        if not self._replay:
+            return self._drain()
+        return self._replayed()
+
+    def _drain(self) -> Iterator:
+        with self._cond:
+            if self._iterated:
+                raise RuntimeError("a single-pass input was read twice")
+            self._iterated = True
+        while True:
+            with self._cond:
+                while not self._items and not self._ended:
+                    self._cond.wait()
+                if not self._items:
+                    return
+                batch, self._items = self._items, []
+            yield from batch
+
+    def _replayed(self) -> Iterator:
         i = 0
         while True:
             with self._cond:
@@ -50,65 +98,181 @@ class BlockingFeed:
             yield from batch
 
 
+def single_pass_clauses(body: ast.Expr) -> set[int]:
+    """Ids of the for clauses the evaluation iterates once: the first clause of each FLWR that
+    is not inside another FLWR (element constructors, sequences and if-branches at the top
+    are evaluated once). Any other clause runs once per binding of the clauses around it."""
+    found: set[int] = set()
+
+    def walk(e: ast.Expr) -> None:
+        if isinstance(e, ast.FLWR):
+            if e.clauses and isinstance(e.clauses[0], ast.ForClause):
+                found.add(id(e.clauses[0]))
+        elif isinstance(e, ast.IfExpr):
+            walk(e.then)
+            walk(e.otherwise)
+        elif isinstance(e, ast.SequenceExpr):
+            for item in e.items:
+                walk(item)
+        elif isinstance(e, ast.ElementConstructor):
+            for part in e.content:
+                if isinstance(part, ast.ElementConstructor):
+                    walk(part)
+                elif isinstance(part, ast.Enclosed):
+                    walk(part.expr)
+
+    walk(body)
+    return found
+
+
+class ResultTooLarge(Exception):
+    """A result item no ReadResults reply could carry."""
+
+
 @dataclass
 class ResultBuffer:
-    """Serialized result items with offsets; the oldest are dropped beyond ``retention``."""
+    """Serialized result items with offsets; the oldest are dropped beyond ``retention``.
+
+    A read returns at most ``max_read_bytes`` (but always one item, if there is one), so that a
+    reply stays below the gRPC message limit whatever the items' sizes. A failed subscription
+    keeps its error and the gRPC status code that says what kind of failure it was.
+    """
 
     retention: int
     root: str
+    max_read_bytes: int = DataLimits.max_read_bytes
     base: int = 0  # offset of items[0]
     items: deque = field(default_factory=deque)
+    sizes: deque = field(default_factory=deque)  # UTF-8 bytes of each item
+    held_bytes: int = 0
     closed: bool = False
     error: str = ""
-    dropped: int = 0
+    code: str = ""  # gRPC status code name of ``error``
+    dropped: int = 0  # by the retention bound
+    released: int = 0  # after the end, read or kept for the retention period
     cond: threading.Condition = field(default_factory=threading.Condition)
 
     def append(self, item: str) -> None:
+        size = utf8_size(item)
+        if size > MAX_RESULT_ITEM_BYTES:
+            raise ResultTooLarge(f"result item {self.base + len(self.items)} is {size:,} bytes; a "
+                                 f"reply carries at most {MAX_RESULT_ITEM_BYTES:,}")
         with self.cond:
             self.items.append(item)
+            self.sizes.append(size)
+            self.held_bytes += size
             while len(self.items) > self.retention:
-                self.items.popleft()
-                self.base += 1
+                self._pop()
                 self.dropped += 1
             self.cond.notify_all()
 
-    def close(self, error: str = "") -> None:
+    def _pop(self) -> None:
+        self.items.popleft()
+        self.held_bytes -= self.sizes.popleft()
+        self.base += 1
+
+    def close(self, error: str = "", code: str = "") -> None:
         """End the results, once: a later close (the post-processing thread finishing after
         the subscription failed) keeps the first reason."""
         with self.cond:
             if self.closed:
                 return
             self.closed = True
-            self.error = error
+            if error or not self.error:  # a later, clean end does not hide an earlier failure
+                self.error = error
+                self.code = code or ("INTERNAL" if error else "")
+            self.cond.notify_all()
+
+    def release(self) -> None:
+        """Free the results of an ended subscription (offsets stay: later reads are told how
+        many items they missed, as for retention drops)."""
+        with self.cond:
+            self.released += len(self.items)
+            while self.items:
+                self._pop()
             self.cond.notify_all()
 
     def read(self, offset: int, max_items: int, wait_s: float) -> tuple[int, list[str], bool, int]:
-        """(offset of the first returned item, items, closed-and-drained, dropped before it)."""
+        """(offset of the first returned item, items, closed-and-drained, dropped before it).
+        A read from the end of an ended subscription confirms everything was read: the
+        results are released."""
         with self.cond:
             end = self.base + len(self.items)
             if offset >= end and not self.closed and wait_s > 0:
                 self.cond.wait_for(lambda: self.base + len(self.items) > offset or self.closed,
                                    timeout=wait_s)
                 end = self.base + len(self.items)
+            if self.closed and offset >= end and self.items:
+                self.release()
             start = max(offset, self.base)
             lost = max(0, self.base - offset)
-            chunk = [self.items[i - self.base] for i in range(start, min(end, start + max_items))]
+            chunk: list[str] = []
+            size = 0
+            for i in range(start - self.base, min(end - self.base, start - self.base + max_items)):
+                size += self.sizes[i]
+                if chunk and size > self.max_read_bytes:
+                    break
+                chunk.append(self.items[i])
             drained = self.closed and start + len(chunk) >= end
             return start, chunk, drained, lost
+
+    def status(self) -> dict:
+        return {"results": self.base + len(self.items), "closed": self.closed, "error": self.error,
+                "held": len(self.items), "held_bytes": self.held_bytes,
+                "dropped_by_retention": self.dropped, "released_after_end": self.released}
+
+
+class _Releases:
+    """One thread that releases ended subscriptions' results when their retention is over
+    (a weak reference each: an unsubscribed buffer goes away on its own)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, weakref.ref]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, buffer: ResultBuffer, after_s: float) -> None:
+        if after_s <= 0:
+            buffer.release()
+            return
+        with self._cond:
+            heapq.heappush(self._heap, (time.monotonic() + after_s, next(self._seq), weakref.ref(buffer)))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="release-results", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    self._cond.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
+                _, _, ref = heapq.heappop(self._heap)
+            buffer = ref()
+            if buffer is not None:
+                buffer.release()
+
+
+RELEASES = _Releases()
 
 
 class SubscriptionRuntime:
     """Post-processing of one subscription over its live inputs, in its own thread."""
 
-    def __init__(self, sid: str, analysis: Analysis, retention: int) -> None:
+    def __init__(self, sid: str, analysis: Analysis, retention: int,
+                 limits: DataLimits | None = None) -> None:
         self.id = sid
         self.analysis = analysis
+        self.limits = limits or DataLimits()
         props = analysis.properties
         self.clauses = {b.name: b.clause for b in analysis.checked.clauses.values()
                         if b.kind != "aggregate"}
-        self.feeds = {inp.variable: BlockingFeed() for inp in props.inputs}
+        once = single_pass_clauses(analysis.checked.query.body)
+        self.feeds = {inp.variable: BlockingFeed(replay=id(self.clauses[inp.variable]) not in once)
+                      for inp in props.inputs}
         root = analysis.query.root_name or "results"
-        self.buffer = ResultBuffer(retention, root)
+        self.buffer = ResultBuffer(retention, root, self.limits.max_read_bytes)
         self._evaluation = post_process(
             analysis.checked, {id(self.clauses[v]): f for v, f in self.feeds.items()},
             props.applied_upstream, props.aggregated_upstream)
@@ -125,9 +289,18 @@ class SubscriptionRuntime:
             f.feed([], end=True)
 
     def _run(self) -> None:
+        error, code = "", ""
         try:
             for item in self._evaluation.serialized_items():
                 self.buffer.append(item)
-            self.buffer.close()
+        except ResultTooLarge as exc:
+            error, code = str(exc), "RESOURCE_EXHAUSTED"
         except Exception as exc:  # a bad item must not kill the daemon; the reader is told
-            self.buffer.close(f"post-processing failed: {exc}")
+            error, code = f"post-processing failed: {type(exc).__name__}: {exc}", "INTERNAL"
+        finally:
+            # the evaluation is over: its inputs and state are freed, whatever still arrives
+            for f in self.feeds.values():
+                f.discard()
+            self._evaluation = None
+        self.buffer.close(error, code)
+        RELEASES.schedule(self.buffer, self.limits.finished_retention_s)

@@ -16,14 +16,16 @@ from thinpeer.topologies import shipped_topology
 ATTEMPTS = 3  # a free port found first may be taken by another process before the server binds it
 
 
-def _start(tmp_path: Path, name: str, retention: int, executor: str):
+def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None):
     for attempt in range(ATTEMPTS):
         path = with_free_ports(shipped_topology(name), tmp_path / name)
         topology = load_topology(path)
         peers: dict = {}
         try:
             for peer in topology.backbone.peers:
-                peers[peer] = start_superpeer(topology, peer, retention=retention, executor=executor)
+                extra = {"limits": limits} if limits is not None else {}
+                peers[peer] = start_superpeer(topology, peer, retention=retention, executor=executor,
+                                              **extra)
             return topology, peers
         except RuntimeError as exc:
             for running in peers.values():
@@ -35,8 +37,9 @@ def _start(tmp_path: Path, name: str, retention: int, executor: str):
 
 @contextmanager
 def running_network(tmp_path: Path, name: str = "paper-example.toml", retention: int = 100_000,
-                    executor: str = "inline"):
-    topology, peers = _start(tmp_path, name, retention, executor)
+                    executor: str = "inline", limits=None):
+    """``limits``: a ``superpeer.limits.DataLimits`` for every peer (default: the daemon's)."""
+    topology, peers = _start(tmp_path, name, retention, executor, limits)
     try:
         for running in peers.values():
             running.node.heartbeat_once()

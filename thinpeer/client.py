@@ -16,7 +16,10 @@ import grpc
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 
-BATCH = 1000
+BATCH = 1000  # items per Publish request, and at most BATCH_BYTES (one bigger item goes alone)
+BATCH_BYTES = 4 << 20
+MESSAGE_LIMIT = 64 << 20  # what the super-peers accept in one gRPC message
+DEFAULT_MAX_ITEM_BYTES = MESSAGE_LIMIT - (1 << 20)  # until a super-peer says its own limit
 
 
 class ThinPeerError(Exception):
@@ -52,6 +55,7 @@ class SuperPeerClient:
         self.channel = grpc.insecure_channel(address, options=[
             ("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)])
         self.stub = pb_grpc.ThinPeerStub(self.channel)
+        self.max_item_bytes: dict[str, int] = {}  # per stream, as its super-peer said
 
     def close(self) -> None:
         self.channel.close()
@@ -75,35 +79,66 @@ class SuperPeerClient:
     # ------------------------------------------------------------------ publishing
 
     def register_stream(self, name: str, root: str, item: str, rate: float = 0.0) -> None:
-        self._call("RegisterStream", pb.RegisterStreamRequest(name=name, root=root, item=item, rate=rate))
+        reply = self._call("RegisterStream", pb.RegisterStreamRequest(name=name, root=root, item=item,
+                                                                      rate=rate))
+        if reply.max_item_bytes:
+            self.max_item_bytes[name] = reply.max_item_bytes
 
-    def publish(self, name: str, items: Iterable[str], rate: float | None = None,
+    def publish(self, name: str, items: Iterable[str | bytes], rate: float | None = None,
                 progress=None) -> PublishSummary:
+        """Send items in batches bounded in count and bytes; every item is numbered by its
+        position in ``items`` (rejections say "item N: why"). An item over the super-peer's
+        size limit, or that is not UTF-8 text, is rejected here without being sent."""
         summary = PublishSummary(reasons=[])
-        batch: list[str] = []
+        limit = self.max_item_bytes.get(name, DEFAULT_MAX_ITEM_BYTES)
+        batch: list[bytes] = []
+        batch_bytes = 0
         start = time.monotonic()
-        sent = 0
+        position = 0  # the number of the next item
+        first = 0  # the number of batch[0]: batches are contiguous runs of numbers
 
         def flush() -> None:
-            nonlocal sent
-            if not batch:
-                return
-            reply = self._call("Publish", pb.PublishRequest(stream=name, first_sequence=sent, items=batch))
-            summary.accepted += reply.accepted
-            summary.rejected += reply.rejected
-            summary.reasons.extend(reply.rejections)  # type: ignore[union-attr]
-            sent += len(batch)
-            batch.clear()
-            if progress is not None:
-                progress(summary)
+            nonlocal first, batch_bytes
+            if batch:
+                reply = self._call("Publish", pb.PublishRequest(stream=name, first_sequence=first,
+                                                                items=batch))
+                summary.accepted += reply.accepted
+                summary.rejected += reply.rejected
+                summary.reasons.extend(reply.rejections)  # type: ignore[union-attr]
+                batch.clear()
+                batch_bytes = 0
+                if progress is not None:
+                    progress(summary)
+            first = position
+
+        def refuse(reason: str) -> None:
+            nonlocal position
+            flush()
+            summary.rejected += 1
+            summary.reasons.append(f"item {position}: {reason} (not sent)")  # type: ignore[union-attr]
+            position += 1
+            flush()
 
         per_batch = BATCH if rate is None else max(1, min(BATCH, int(rate / 20) or 1))
         for item in items:
-            batch.append(item)
+            try:
+                data = item.encode("utf-8") if isinstance(item, str) else bytes(item)
+            except UnicodeEncodeError as exc:
+                refuse(f"not encodable as UTF-8 ({exc.reason} at character {exc.start})")
+                continue
+            if len(data) > limit:
+                refuse(f"{len(data):,} bytes, more than the {limit:,} bytes the super-peer "
+                       "accepts per item")
+                continue
+            if batch and batch_bytes + len(data) > BATCH_BYTES:
+                flush()
+            batch.append(data)
+            batch_bytes += len(data)
+            position += 1
             if len(batch) >= per_batch:
                 flush()
                 if rate:
-                    ahead = sent / rate - (time.monotonic() - start)
+                    ahead = position / rate - (time.monotonic() - start)
                     if ahead > 0:
                         time.sleep(ahead)
         flush()
@@ -128,6 +163,11 @@ class SuperPeerClient:
             subscription=subscription, offset=offset, max_items=max_items, wait_ms=wait_ms),
             timeout=self.timeout + wait_ms / 1000)
 
+    def confirm_read(self, subscription: str, offset: int) -> None:
+        """Tell the super-peer every result before ``offset`` was read: once the stream has
+        ended and everything is read, the subscription's results are released there."""
+        self.read(subscription, offset, max_items=1, wait_ms=0)
+
     def result_batches(self, subscription: str, offset: int = 0,
                        idle_timeout: float | None = None, max_items: int = 1000,
                        wait_ms: int = 1000) -> Iterator[ResultBatch]:
@@ -137,7 +177,10 @@ class SuperPeerClient:
         The one read/resume loop of the thin peer: ``results`` and ``streamglobe subscribe`` both
         use it. Batches, not items, so that a caller can see the root of an empty result, report
         dropped items and persist its offset once per read. The idle clock restarts when the
-        caller resumes after a non-empty batch, so time spent consuming it does not count.
+        caller resumes after a non-empty batch, so time spent consuming it does not count. A
+        reply holds up to ``max_items`` and up to the super-peer's byte bound: the loop goes on
+        from the offset after it. A caller that consumes the last batch of an ended stream and
+        resumes the loop confirms the read (``confirm_read``), which frees the results.
         """
         last = time.monotonic()
         while True:
@@ -149,6 +192,7 @@ class SuperPeerClient:
                 offset = batch.offset + len(batch.items)
                 last = time.monotonic()
             if batch.closed:
+                self.confirm_read(subscription, batch.offset + len(batch.items))
                 return
             if idle_timeout is not None and time.monotonic() - last >= idle_timeout:
                 return

@@ -16,6 +16,15 @@ from conftest import ROOT  # the checkout
 Q = Path(str(EXAMPLE_QUERIES))  # the shipped examples (package data)
 
 
+@pytest.fixture(autouse=True)
+def thin_peer_state(tmp_path_factory, monkeypatch) -> Path:
+    """Every CLI run here keeps its thin-peer state (saved offsets) in a fresh directory, never
+    in the user's own."""
+    state = tmp_path_factory.mktemp("thinpeer-state")
+    monkeypatch.setenv("STREAMGLOBE_STATE_DIR", str(state))
+    return state
+
+
 def sg(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "thinpeer.cli", *args], input=stdin,
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -144,3 +153,18 @@ def test_publish_missing_or_malformed_input_is_a_message(tmp_path):
     bad.write_text("<a>\n")
     r = sg("publish", "--superpeer", "127.0.0.1:1", "--stream", "s", "--input", str(bad))
     assert r.returncode == 1 and r.stderr.startswith(f"{bad}:2:1: error: malformed XML")
+
+
+def test_resume_without_a_saved_offset_is_refused(thin_peer_state):
+    """Before: a resume where no offset was saved (another working directory) silently started
+    again at offset 0 and repeated every result already read. Refused before connecting."""
+    r = sg("subscribe", "--superpeer", "127.0.0.1:1", "--resume", "SP1-0123abcd")
+    assert r.returncode == 1
+    assert r.stderr.strip() == (f"error: no saved offset for subscription SP1-0123abcd in "
+                                f"{thin_peer_state / 'offsets'} (saved there by 'streamglobe "
+                                "subscribe' for this user); give --offset N, the number of result "
+                                "items already read")
+    r = sg("subscribe", "--superpeer", "127.0.0.1:1", "--resume", "../../etc/passwd")
+    assert r.returncode == 1 and "is not a subscription id" in r.stderr
+    r = sg("subscribe", "--superpeer", "127.0.0.1:1", "--query", "q.wxq", "--count", "-1")
+    assert r.returncode == 1 and r.stderr.strip() == "error: --count must be 0 or more, not -1"

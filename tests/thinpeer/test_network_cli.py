@@ -28,6 +28,15 @@ from conftest import ROOT  # the checkout
 CLI = [sys.executable, "-m", "thinpeer.cli"]
 
 
+@pytest.fixture(autouse=True)
+def thin_peer_state(tmp_path_factory, monkeypatch) -> Path:
+    """Every CLI run here keeps its thin-peer state (saved offsets) in a fresh directory, never
+    in the user's own."""
+    state = tmp_path_factory.mktemp("thinpeer-state")
+    monkeypatch.setenv("STREAMGLOBE_STATE_DIR", str(state))
+    return state
+
+
 def run(*args: str, timeout: float = 120, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
@@ -106,9 +115,11 @@ def test_demo_runs_and_exits_cleanly():
         assert text in r.stdout, r.stdout
 
 
-def test_subscribe_count_resume_and_offset(tmp_path):
+def test_subscribe_count_resume_and_offset(tmp_path, thin_peer_state):
     """`subscribe --count` stops early and saves its offset; `--resume` continues from the saved
-    offset (or `--offset`) to the end of the stream, and the pieces are the reference results."""
+    offset (or `--offset`) to the end of the stream, from any working directory (before, the
+    offset was saved under the working directory, and a resume elsewhere started again at 0),
+    and the pieces are the reference results."""
     query = EXAMPLE_QUERIES / "q1.wxq"
     with running_network(tmp_path) as (topology, _):
         publisher = SuperPeerClient(topology.address("SP4"))
@@ -127,7 +138,8 @@ def test_subscribe_count_resume_and_offset(tmp_path):
         out, err = first.communicate(timeout=60)
         assert first.returncode == 0, err
         assert err.endswith(f"5 result item(s); stopped: count reached; resume with --resume {sid}\n")
-        assert (tmp_path / ".streamglobe" / f"{sid}.offset").read_text() == "5"
+        offsets = thin_peer_state / "offsets"
+        assert (offsets / f"{sid}.offset").read_text() == "5"
         expected = list(evaluate(analyze(query.read_text()).checked, StreamDocument.from_text(
             "<photons>" + "".join(photons[200:]) + "</photons>")).serialized_items())
         assert len(expected) > 10
@@ -138,10 +150,43 @@ def test_subscribe_count_resume_and_offset(tmp_path):
         assert r.returncode == 0, r.stderr
         assert r.stderr.startswith(f"resuming subscription {sid} at offset 3\n")
         assert r.stdout == "<photons>" + "".join(expected[3:7]) + "</photons>\n"
-        assert (tmp_path / ".streamglobe" / f"{sid}.offset").read_text() == "7"
+        assert (offsets / f"{sid}.offset").read_text() == "7"
 
-        r = run("subscribe", "--superpeer", sp1, "--resume", sid, "--timeout", "20", cwd=tmp_path)
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        r = run("subscribe", "--superpeer", sp1, "--resume", sid, "--timeout", "20", cwd=elsewhere)
         assert r.returncode == 0, r.stderr
+        assert r.stderr.startswith(f"resuming subscription {sid} at offset 7\n")
         assert r.stdout == "<photons>" + "".join(expected[7:]) + "</photons>\n"
         assert r.stderr.endswith(f"{len(expected) - 7} result item(s); stopped: the stream closed; "
                                  f"resume with --resume {sid}\n")
+
+
+def test_subscribe_count_zero_prints_an_empty_result_document(tmp_path):
+    """Before: `subscribe --count 0` printed only `</results>`."""
+    with running_network(tmp_path) as (topology, _):
+        r = run("subscribe", "--superpeer", topology.address("SP1"), "--count", "0", "--query",
+                str(EXAMPLE_QUERIES / "q1.wxq"), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == "<photons></photons>\n"
+        assert "0 result item(s); stopped: count reached" in r.stderr
+
+
+def test_publish_reports_what_is_not_an_item(tmp_path):
+    """Before: children of the document's root that are not items were skipped silently."""
+    photons = [p.to_xml() for p in generate(6, seed=5)]
+    doc = tmp_path / "mixed.xml"
+    doc.write_text("<photons>" + "".join(photons[:3]) + "<calibration><gain>2</gain></calibration>"
+                   + photons[3] + "<!-- a comment --><note/>" + "".join(photons[4:]) + "<trailer/></photons>")
+    with running_network(tmp_path) as (topology, _):
+        reader = SuperPeerClient(topology.address("SP1"))
+        sid = reader.subscribe('<r>{ for $p in stream("photons")/photons/photon return $p }</r>',
+                               wait_for_streams=True).subscription
+        r = run("publish", "--superpeer", topology.address("SP4"), "--stream", "photons",
+                "--input", str(doc))
+        assert r.returncode == 1
+        assert "rejected: item 3: element <calibration> is not a <photon> item" in r.stderr
+        assert "rejected: item 5: element <note> is not a <photon> item" in r.stderr
+        assert "rejected: item 8: element <trailer> is not a <photon> item" in r.stderr
+        assert "photons: 6 items published and the stream closed; 3 rejected" in r.stderr
+        assert [item for _, item, _ in reader.results(sid, idle_timeout=20)] == photons

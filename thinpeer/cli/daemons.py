@@ -18,17 +18,24 @@ def cmd_superpeer_serve(args: argparse.Namespace) -> int:
     import logging
 
     from sharing.backbone import TopologyError
+    from superpeer.limits import DataLimits
     from superpeer.node import NodeError
-    from superpeer.server import serve_forever, start_superpeer
+    from superpeer.server import limit_malloc_arenas, serve_forever, start_superpeer
     from superpeer.topology import load_topology
     from thinpeer.topologies import topology_path
 
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.id} %(levelname)s %(message)s")
+    limit_malloc_arenas()  # before the daemon's threads start
+    try:
+        limits = DataLimits(max_item_bytes=args.max_item_bytes, max_read_bytes=args.max_read_bytes,
+                            finished_retention_s=args.finished_retention)
+    except ValueError as exc:
+        raise CliError(f"error: {exc}") from None
     try:
         with topology_path(args.topology) as path:
             topology = load_topology(path)
         running = start_superpeer(topology, args.id, args.port, args.retention, args.executor,
-                                  spark_options(args), listen=args.listen)
+                                  spark_options(args), limits, listen=args.listen)
     except (TopologyError, NodeError, OSError) as exc:
         raise CliError(f"error: {getattr(exc, 'message', exc)}") from None
     print(f"{args.id} serving on {running.address}", file=sys.stderr, flush=True)
@@ -116,6 +123,12 @@ def spark_options(args: argparse.Namespace) -> dict:
 TOPOLOGY_HELP = "a topology TOML file, or a shipped one by name (paper-example, grid-4x4)"
 
 
+def _limit_defaults():
+    from superpeer.limits import DataLimits
+
+    return DataLimits()
+
+
 def register_superpeer(add_command: AddCommand) -> None:
     sp = add_command("superpeer", help="run a super-peer daemon")
     sp_commands = sp.add_subparsers(dest="superpeer_command", metavar="ACTION", required=True)
@@ -129,6 +142,16 @@ def register_superpeer(add_command: AddCommand) -> None:
     add_executor_options(p, checkpoint=True)
     p.add_argument("--retention", type=int, default=500_000,
                    help="result items kept per subscription for disconnected readers")
+    defaults = _limit_defaults()
+    p.add_argument("--max-item-bytes", type=int, default=defaults.max_item_bytes, metavar="BYTES",
+                   help="largest item a publisher may send (UTF-8 bytes; default %(default)s; "
+                        "at most the gRPC message limit less 1 MiB)")
+    p.add_argument("--max-read-bytes", type=int, default=defaults.max_read_bytes, metavar="BYTES",
+                   help="bytes of results one read returns (at least one item; default %(default)s)")
+    p.add_argument("--finished-retention", type=float, default=defaults.finished_retention_s,
+                   metavar="SECONDS",
+                   help="how long an ended subscription keeps results not read to the end "
+                        "(default %(default)s)")
     p.set_defaults(func=cmd_superpeer_serve)
 
 

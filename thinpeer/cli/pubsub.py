@@ -2,6 +2,13 @@
 
 All of them go through the client library (``thinpeer.client``); ``subscribe`` reads with its
 ``result_batches`` loop, so resuming and idle timeouts work the same as for library users.
+
+``publish`` sends every child element of the document's root, in order: the super-peer checks
+each (an element that is not an item of the stream is rejected there and reported with its
+number, never skipped silently). ``subscribe`` saves the offset it has read up to in a per-user
+state directory (``$STREAMGLOBE_STATE_DIR``, else ``$XDG_STATE_HOME/streamglobe``, else
+``~/.local/state/streamglobe``), so ``--resume`` continues where it stopped from any working
+directory, and refuses to guess when it has no saved offset.
 """
 
 from __future__ import annotations
@@ -10,6 +17,8 @@ import argparse
 import io
 import itertools
 import json
+import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -28,8 +37,61 @@ def _client(address: str) -> SuperPeerClient:
     return SuperPeerClient(address)
 
 
-def _document_items(path: str) -> tuple[str, str, Iterator[str]]:
-    """(root, item, iterator of item XML strings) of a stream document."""
+class DocumentItems:
+    """The child elements of a stream document's root as item texts, in document order.
+
+    Elements that are not named like items are yielded too (the super-peer rejects them with
+    their number); non-blank text between the children cannot be sent and is counted in
+    ``stray_text``. Comments and processing instructions are not data and are left out.
+    """
+
+    def __init__(self, name: str, opened, item: str) -> None:
+        self.name = name
+        self.opened = opened
+        self.item = item
+        self.stray_text = 0
+
+    def __iter__(self) -> Iterator[str]:
+        from lxml import etree
+
+        from wxquery.errors import InputDocumentError
+
+        def text(el) -> str:
+            if el.tail and el.tail.strip():
+                self.stray_text += 1
+            return etree.tostring(el, encoding="unicode", with_tail=False)
+
+        with self.opened() as f:
+            # only items reach Python as events; what lies between them is read off the tree
+            parser = etree.iterparse(f, events=("end",), tag=self.item, remove_comments=True,
+                                     remove_pis=True, huge_tree=True, resolve_entities=False,
+                                     no_network=True)
+            last = None
+            try:
+                for _, el in parser:
+                    root = el.getparent()
+                    if root is None or root.getparent() is not None:
+                        continue  # named like an item, but deeper in the document
+                    if last is None and root.text and root.text.strip():
+                        self.stray_text += 1
+                    for before in reversed(list(el.itersiblings(preceding=True))):
+                        if before is not last:
+                            yield text(before)
+                        root.remove(before)
+                    yield text(el)
+                    last = el
+            except etree.XMLSyntaxError as exc:
+                line, column = exc.position if exc.position else (None, None)
+                raise CliError(str(InputDocumentError(f"malformed XML: {exc.msg}", self.name, line,
+                                                      column))) from None
+            rest = last.itersiblings() if last is not None else iter(parser.root)
+            for after in list(rest):
+                yield text(after)
+
+
+def _document_items(path: str, item: str | None = None) -> tuple[str, str, DocumentItems]:
+    """(root, item, the root's children as item texts) of a stream document; the item name is
+    the first child's unless given."""
     from lxml import etree
 
     from wxquery.errors import InputDocumentError
@@ -38,9 +100,9 @@ def _document_items(path: str) -> tuple[str, str, Iterator[str]]:
     try:
         if path == "-":
             data = sys.stdin.buffer.read()
-            doc = StreamDocument.from_bytes(data, "<stdin>")
+            StreamDocument.from_bytes(data, "<stdin>")
         else:
-            doc = StreamDocument.from_file(path)
+            StreamDocument.from_file(path)
     except InputDocumentError as exc:  # a missing file: a message, not a traceback
         raise CliError(str(exc)) from None
 
@@ -50,26 +112,19 @@ def _document_items(path: str) -> tuple[str, str, Iterator[str]]:
     try:
         # Only the first two start tags are read here, to name the stream's root and items.
         with opened() as f:
-            root = item = None
+            root = first = None
             for event, el in etree.iterparse(f, events=("start",)):
                 if root is None:
                     root = el.tag
-                elif item is None:
-                    item = el.tag
+                elif first is None:
+                    first = el.tag
                     break
     except etree.XMLSyntaxError as exc:
         raise CliError(f"{path}:{exc.position[0]}:{exc.position[1]}: error: malformed XML: {exc.msg}") from None
+    item = item or first
     if root is None or item is None:
         raise CliError(f"{path}: error: no items: expected <root><item>…</item>…</root>")
-
-    def items() -> Iterator[str]:
-        try:
-            for el in doc.items(root, item):
-                yield etree.tostring(el, encoding="unicode", with_tail=False)
-        except InputDocumentError as exc:
-            raise CliError(str(exc)) from None
-
-    return root, item, items()
+    return root, item, DocumentItems("<stdin>" if path == "-" else path, opened, item)
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
@@ -78,8 +133,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     if args.input is None and not args.synthetic:
         raise CliError("error: give --input DOC.xml or --synthetic")
+    document = None
     if args.input is not None:
-        root, item, items = _document_items(args.input)
+        root, item, document = _document_items(args.input, args.item)
+        items: Iterator[str] = iter(document)
     else:
         root, item = "photons", "photon"
         items = (p.to_xml() for p in generate(args.count, args.seed, rate=10.0))
@@ -105,24 +162,67 @@ def cmd_publish(args: argparse.Namespace) -> int:
     print(file=sys.stderr)
     for reason in summary.reasons or []:
         print(f"rejected: {reason}", file=sys.stderr)
+    if summary.rejected > len(summary.reasons or []):
+        print(f"rejected: … {summary.rejected - len(summary.reasons or [])} more", file=sys.stderr)
+    stray = document.stray_text if document is not None else 0
+    if stray:
+        print(f"warning: {args.input}: text outside the <{item}> items in {stray} place(s) of the "
+              "document was not published", file=sys.stderr)
     print(f"{args.stream}: {summary.accepted} items published and the stream closed; "
           f"{summary.rejected} rejected", file=sys.stderr)
-    return EXIT_OK if not summary.rejected else EXIT_ERROR
+    return EXIT_OK if not summary.rejected and not stray else EXIT_ERROR
+
+
+SUBSCRIPTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def state_dir() -> Path:
+    """Where this user's thin-peer state lives, whatever the working directory."""
+    explicit = os.environ.get("STREAMGLOBE_STATE_DIR")
+    if explicit:
+        if not Path(explicit).is_absolute():
+            raise CliError(f"error: STREAMGLOBE_STATE_DIR must be an absolute path, not {explicit!r}")
+        return Path(explicit)
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "streamglobe"
 
 
 def _offset_file(subscription: str) -> Path:
-    return Path(".streamglobe") / f"{subscription}.offset"
+    if not SUBSCRIPTION_ID.fullmatch(subscription):
+        raise CliError(f"error: {subscription!r} is not a subscription id")
+    return state_dir() / "offsets" / f"{subscription}.offset"
+
+
+def _save_offset(subscription: str, offset: int) -> None:
+    path = _offset_file(subscription)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(str(offset))
+    partial.replace(path)  # never a half-written offset
+
+
+def _saved_offset(subscription: str) -> int:
+    path = _offset_file(subscription)
+    try:
+        return int(path.read_text())
+    except FileNotFoundError:
+        raise CliError(f"error: no saved offset for subscription {subscription} in {path.parent} "
+                       "(saved there by 'streamglobe subscribe' for this user); give --offset N, "
+                       "the number of result items already read") from None
+    except ValueError:
+        raise CliError(f"error: {path} does not hold an offset; give --offset N") from None
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
     from thinpeer.client import ThinPeerError
 
+    if args.count is not None and args.count < 0:
+        raise CliError(f"error: --count must be 0 or more, not {args.count}")
     try:
         with _client(args.superpeer) as client:
             if args.resume:
                 sid = args.resume
-                offset = args.offset if args.offset is not None else (
-                    int(_offset_file(sid).read_text()) if _offset_file(sid).exists() else 0)
+                offset = args.offset if args.offset is not None else _saved_offset(sid)
                 print(f"resuming subscription {sid} at offset {offset}", file=sys.stderr)
             else:
                 if not args.query:
@@ -130,10 +230,11 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                 reply = client.subscribe(read_query(args.query), args.strategy,
                                          wait_for_streams=not args.no_wait)
                 sid, offset = reply.subscription, 0
+                _save_offset(sid, 0)
                 print(f"subscription {sid}", file=sys.stderr)
                 print(reply.description, file=sys.stderr, flush=True)
             written, root, closed = _write_results(client, sid, offset, args.count, args.timeout)
-            sys.stdout.write(f"</{root or 'results'}>\n")
+            sys.stdout.write(f"</{root}>\n")
             why = "the stream closed" if closed else (
                 "count reached" if args.count is not None and written >= args.count else "timeout")
             print(f"{written} result item(s); stopped: {why}; resume with --resume {sid}",
@@ -144,22 +245,27 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 
 
 def _write_results(client: SuperPeerClient, sid: str, offset: int, count: int | None,
-                   timeout: float | None) -> tuple[int, str | None, bool]:
+                   timeout: float | None) -> tuple[int, str, bool]:
     """Stream results to stdout from ``offset`` until the stream closes, ``count`` items were
     written or nothing came for ``timeout`` seconds; (items written, root, closed).
 
-    The opening tag is written with the first read (even an empty one); the caller closes it.
-    After every read that brought items, the next offset is saved for ``--resume``.
+    The opening tag is written with the first read (even an empty one, or with ``count`` 0);
+    the caller closes it. After every read that brought items, the next offset is saved for
+    ``--resume``; once everything of an ended stream is written, the read is confirmed so the
+    super-peer can release the results.
     """
     written = 0
-    root = None
-    if count is not None and count <= 0:
+    if count == 0:  # nothing to print, but a well-formed (empty) result document
+        root = client.read(sid, offset, max_items=1, wait_ms=0).root or "results"
+        sys.stdout.write(f"<{root}>")
         return written, root, False
+    root = None
     for batch in client.result_batches(sid, offset, idle_timeout=timeout, max_items=1000,
                                        wait_ms=500):
         if batch.dropped:
-            print(f"warning: {batch.dropped} result item(s) were dropped by the retention "
-                  "bound before they were read", file=sys.stderr)
+            print(f"warning: {batch.dropped} result item(s) before offset {batch.offset} are no "
+                  "longer held by the super-peer (retention bound, or released after the stream "
+                  "ended)", file=sys.stderr)
         if root is None:
             root = batch.root or "results"
             sys.stdout.write(f"<{root}>")
@@ -169,13 +275,13 @@ def _write_results(client: SuperPeerClient, sid: str, offset: int, count: int | 
         sys.stdout.flush()
         written += len(items)
         if items:
-            _offset_file(sid).parent.mkdir(exist_ok=True)
-            _offset_file(sid).write_text(str(batch.offset + len(items)))
+            _save_offset(sid, batch.offset + len(items))
         if batch.closed and len(items) == len(batch.items):
+            client.confirm_read(sid, batch.offset + len(items))
             return written, root, True
         if count is not None and written >= count:
             break
-    return written, root, False
+    return written, root or "results", False
 
 
 def cmd_unsubscribe(args: argparse.Namespace) -> int:
@@ -210,12 +316,14 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rate", type=float, help="items per second (default: as fast as possible)")
     p.add_argument("--count", type=int, help="publish at most N items")
+    p.add_argument("--item", metavar="NAME",
+                   help="the item element's name (default: the first child of the root's)")
     p.set_defaults(func=cmd_publish)
 
     p = add_command("subscribe", help="register a subscription and print its results")
     p.add_argument("--superpeer", required=True, metavar="HOST:PORT")
     p.add_argument("--query", metavar="FILE")
-    p.add_argument("--count", type=int, help="stop after N result items")
+    p.add_argument("--count", type=int, help="stop after N result items (0: only subscribe)")
     p.add_argument("--timeout", type=float, help="stop after S seconds without results")
     p.add_argument("--resume", metavar="ID", help="resume reading a subscription")
     p.add_argument("--offset", type=int, help="with --resume: the offset to read from")
