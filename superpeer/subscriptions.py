@@ -276,6 +276,7 @@ class SubscriptionRuntime:
         self._evaluation = post_process(
             analysis.checked, {id(self.clauses[v]): f for v, f in self.feeds.items()},
             props.applied_upstream, props.aggregated_upstream)
+        self._stopped = False
         self.thread = threading.Thread(target=self._run, name=f"post-{sid}", daemon=True)
 
     def start(self) -> None:
@@ -285,13 +286,18 @@ class SubscriptionRuntime:
         self.feeds[variable].feed(values, end)
 
     def stop(self) -> None:
+        """Nobody will read the results (unsubscribed, or failed): drop the inputs not yet
+        evaluated instead of working through them, so that the thread ends at once."""
+        self._stopped = True
         for f in self.feeds.values():
-            f.feed([], end=True)
+            f.discard()
 
     def _run(self) -> None:
         error, code = "", ""
         try:
             for item in self._evaluation.serialized_items():
+                if self._stopped:
+                    break
                 self.buffer.append(item)
         except ResultTooLarge as exc:
             error, code = str(exc), "RESOURCE_EXHAUSTED"

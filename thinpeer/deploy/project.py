@@ -102,11 +102,13 @@ def status(deployment: Deployment) -> dict:
     states = container_states(deployment)
     links = []
     for peer, placement in deployment.peers.items():
-        enforced = _enforced_rates(deployment, peer) if states.get(peer, {}).get("status") == "running" else {}
+        running = states.get(peer, {}).get("status") == "running"
+        enforced = _enforced_rates(deployment, peer) if running else {}
+        dropped = _dropped_addresses(deployment, peer) if running else None
         for neighbour, (cls, rate) in placement.links.items():
             links.append({"from": peer, "to": neighbour, "configured_bit_s": rate,
                           "enforced": enforced.get(cls, "unknown (container not running)"),
-                          "cut": _is_cut(deployment, peer, neighbour)})
+                          "cut": None if dropped is None else deployment.peers[neighbour].ip in dropped})
     return {"project": deployment.project, "executor": deployment.executor,
             "superpeers": {p: states.get(p, {"status": "missing"}) for p in deployment.peers},
             "links": links}
@@ -125,6 +127,13 @@ def _enforced_rates(deployment: Deployment, peer: str) -> dict[str, str]:
         if len(words) > 2 and "rate" in words:
             rates[words[2].split(":")[1]] = words[words.index("rate") + 1]
     return rates
+
+
+def _dropped_addresses(deployment: Deployment, peer: str) -> set[str]:
+    """The addresses this peer's firewall drops outgoing traffic to (one call for all links)."""
+    rules = _exec(deployment, peer, "iptables", "-S", "OUTPUT").stdout
+    return {words[words.index("-d") + 1].split("/")[0] for words in (line.split() for line in rules.splitlines())
+            if "-d" in words and "DROP" in words}
 
 
 def _known(deployment: Deployment, peer: str) -> str:
