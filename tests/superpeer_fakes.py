@@ -6,7 +6,7 @@ test's action just before any call (to place a close or a failure at an exact po
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from sharing.backbone import Backbone
@@ -167,3 +167,25 @@ def in_process_network(backbone: Backbone | None = None) -> FakeNetwork:
     for peer in network.backbone.peers:
         network.peers[peer] = InProcessPeer(peer, network)
     return network
+
+
+def photon_network(warmup: list[str]) -> Iterator[FakeNetwork]:
+    """An in-process network with "photons" registered at SP4 and ``warmup`` published
+    (statistics before any subscription); stopped when the caller's fixture ends."""
+    net = in_process_network()
+    net.peers["SP4"].control.register_stream("photons", "photons", "photon", rate=100)
+    net.peers["SP4"].data.publish("photons", warmup)
+    yield net
+    for p in net.peers.values():
+        p.stop()
+
+
+def buffered_results(record, timeout: float = 10.0) -> list[str]:
+    """A subscription's results from its buffer, until it ends; fails if none come in time."""
+    out: list[str] = []
+    while True:
+        _, items, closed, _ = record.runtime.buffer.read(len(out), 10_000, timeout)
+        out.extend(items)
+        if closed:
+            return out
+        assert items, "no results within the timeout"

@@ -11,7 +11,7 @@ from sharing.analysis import analyze
 from sharing.scenarios import paper_query
 from superpeer.errors import NodeError
 from network_harness import same
-from superpeer_fakes import in_process_network
+from superpeer_fakes import buffered_results as results, photon_network
 from photons.generator import generate
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
@@ -24,24 +24,11 @@ def reference(query: str, items: list[str]) -> list[str]:
     return list(evaluate(analyze(query).checked, doc).serialized_items())
 
 
-def results(record, timeout: float = 10.0) -> list[str]:
-    out: list[str] = []
-    while True:
-        _, items, closed, _ = record.runtime.buffer.read(len(out), 10_000, timeout)
-        out.extend(items)
-        if closed:
-            return out
-        assert items, "no results within the timeout"
 
 
 @pytest.fixture
 def network():
-    net = in_process_network()
-    net.peers["SP4"].control.register_stream("photons", "photons", "photon", rate=100)
-    net.peers["SP4"].data.publish("photons", PHOTONS[:100])
-    yield net
-    for p in net.peers.values():
-        p.stop()
+    yield from photon_network(PHOTONS[:100])
 
 
 def test_shared_streams_deliver_the_reference_results(network):

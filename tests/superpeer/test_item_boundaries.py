@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from photons.generator import generate
-from superpeer_fakes import in_process_network
+from superpeer_fakes import buffered_results as results, photon_network
 
 PHOTONS = [p.to_xml() for p in generate(10, seed=4)]
 WHOLE = '<r>{ for $p in stream("photons")/photons/photon return $p }</r>'
@@ -34,24 +34,11 @@ BAD = [
 ]
 
 
-def results(record, timeout: float = 10.0) -> list[str]:
-    out: list[str] = []
-    while True:
-        _, items, closed, _ = record.runtime.buffer.read(len(out), 10_000, timeout)
-        out.extend(items)
-        if closed:
-            return out
-        assert items, "no results within the timeout"
 
 
 @pytest.fixture
 def network():
-    net = in_process_network()
-    net.peers["SP4"].control.register_stream("photons", "photons", "photon", rate=100)
-    net.peers["SP4"].data.publish("photons", PHOTONS[:2])  # statistics before any subscription
-    yield net
-    for p in net.peers.values():
-        p.stop()
+    yield from photon_network(PHOTONS[:2])
 
 
 def test_bad_boundaries_are_rejected_and_every_subscriber_sees_the_same_items(network):

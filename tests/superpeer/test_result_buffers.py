@@ -11,7 +11,7 @@ import pytest
 from photons.generator import generate
 from sharing.analysis import analyze
 from superpeer.subscriptions import ResultBuffer, SubscriptionRuntime
-from superpeer_fakes import in_process_network
+from superpeer_fakes import in_process_network, photon_network
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
 
@@ -87,12 +87,7 @@ def test_a_joins_inner_input_is_replayed_and_everything_is_freed_at_the_end():
 
 @pytest.fixture
 def network():
-    net = in_process_network()
-    net.peers["SP4"].control.register_stream("photons", "photons", "photon", rate=100)
-    net.peers["SP4"].data.publish("photons", PHOTONS[:100])
-    yield net
-    for p in net.peers.values():
-        p.stop()
+    yield from photon_network(PHOTONS[:100])
 
 
 def test_an_ended_subscription_read_to_the_end_is_released(network):

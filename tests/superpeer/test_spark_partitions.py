@@ -8,7 +8,7 @@ from fractions import Fraction as F
 
 from wxquery.operators.chains import normalise
 from superpeer.executors.spark.feed import FeedLog
-from superpeer.executors.spark.source import CURSOR, EOS, FeedTask, evaluate_task, partition_tasks
+from superpeer.executors.spark.source import CURSOR, EOS, evaluate_task, partition_tasks
 from photons.generator import generate
 from wxquery.operators import definitions as alg
 
