@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import sys
 import threading
+import traceback
 import time
 
 import grpc
@@ -168,8 +170,10 @@ def test_memory_stays_flat_over_repeated_subscribe_publish_unsubscribe(tmp_path)
             for peer, c in readers.items():
                 c.unsubscribe(sids[peer])
 
+        earlier = set(threading.enumerate())  # other tests' daemons share this process
+
         def subscription_threads() -> list[str]:
-            return [t.name for t in threading.enumerate() if t.name.startswith("post-")]
+            return [t.name for t in threading.enumerate() if t.name.startswith("post-") and t not in earlier]
 
         for k in range(8):
             round_(k)
@@ -181,5 +185,9 @@ def test_memory_stays_flat_over_repeated_subscribe_publish_unsubscribe(tmp_path)
             time.sleep(0.05)  # post-processing of the last unsubscribed subscriptions ending
         grown = _rss_mb() - before
         print(f"memory grew by {grown:.1f} MB over 32 rounds")
-        assert subscription_threads() == []
+        lingering = {t.name: t.ident for t in threading.enumerate()
+                     if t.name.startswith("post-") and t not in earlier}
+        frames = sys._current_frames()
+        assert lingering == {}, {name: "".join(traceback.format_stack(frames[ident]))[-1500:]
+                                 for name, ident in lingering.items() if ident in frames}
         assert grown < 40, f"memory grew by {grown:.0f} MB over 32 rounds"
