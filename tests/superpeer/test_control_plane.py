@@ -153,8 +153,12 @@ def test_unsubscribe_releases_and_cuts_a_still_used_route_back(network):
 
 def test_a_subscription_waits_for_its_stream_and_is_installed_when_it_is_registered():
     net = in_process_network()
-    record = net.peers["SP1"].control.subscribe(paper_query(1), wait_for_streams=True)
-    assert record.plan is None and record.waiting_for == ("photons",)
-    net.peers["SP4"].control.register_stream("photons", "photons", "photon", rate=100)
-    assert record.plan is not None and record.plan.admitted
-    assert [c.peer for c in net.calls_of("activate")] == ["SP1"]
+    try:
+        record = net.peers["SP1"].control.subscribe(paper_query(1), wait_for_streams=True)
+        assert record.plan is None and record.waiting_for == ("photons",)
+        net.peers["SP4"].control.register_stream("photons", "photons", "photon", rate=100)
+        assert record.plan is not None and record.plan.admitted
+        assert [c.peer for c in net.calls_of("activate")] == ["SP1"]
+    finally:  # its subscription's thread must not outlive the test (the soak test counts them)
+        for p in net.peers.values():
+            p.stop()
