@@ -59,3 +59,12 @@ def photons_small() -> str:
 @pytest.fixture(scope="session")
 def event_list(tmp_path_factory) -> Path:
     return write_event_list(tmp_path_factory.mktemp("fits") / "acis_evt2.fits")
+
+
+@pytest.fixture
+def thin_peer_state(tmp_path_factory, monkeypatch) -> Path:
+    """A fresh thin-peer state directory (saved offsets) for the CLI runs of a test, never the
+    user's own: modules that run the CLI use it for every test (``usefixtures``)."""
+    state = tmp_path_factory.mktemp("thinpeer-state")
+    monkeypatch.setenv("STREAMGLOBE_STATE_DIR", str(state))
+    return state

@@ -13,16 +13,9 @@ from conftest import write_event_list
 from sharing.scenarios import EXAMPLE_QUERIES
 
 from conftest import ROOT  # the checkout
+
+pytestmark = pytest.mark.usefixtures("thin_peer_state")
 Q = Path(str(EXAMPLE_QUERIES))  # the shipped examples (package data)
-
-
-@pytest.fixture(autouse=True)
-def thin_peer_state(tmp_path_factory, monkeypatch) -> Path:
-    """Every CLI run here keeps its thin-peer state (saved offsets) in a fresh directory, never
-    in the user's own."""
-    state = tmp_path_factory.mktemp("thinpeer-state")
-    monkeypatch.setenv("STREAMGLOBE_STATE_DIR", str(state))
-    return state
 
 
 def sg(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:

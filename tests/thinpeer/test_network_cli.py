@@ -23,18 +23,9 @@ from thinpeer.topologies import shipped_topology
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("thin_peer_state")]
 from conftest import ROOT  # the checkout
 CLI = [sys.executable, "-m", "thinpeer.cli"]
-
-
-@pytest.fixture(autouse=True)
-def thin_peer_state(tmp_path_factory, monkeypatch) -> Path:
-    """Every CLI run here keeps its thin-peer state (saved offsets) in a fresh directory, never
-    in the user's own."""
-    state = tmp_path_factory.mktemp("thinpeer-state")
-    monkeypatch.setenv("STREAMGLOBE_STATE_DIR", str(state))
-    return state
 
 
 def run(*args: str, timeout: float = 120, cwd: Path = ROOT) -> subprocess.CompletedProcess:
