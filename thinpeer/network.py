@@ -105,7 +105,8 @@ def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Pat
                            "stop them first (streamglobe network down)")
     extra: list[str] = []
     for option, value in (spark or {}).items():
-        flag = {"master": "--spark-master", "trigger_ms": "--trigger-ms", "lateness": "--lateness"}.get(option)
+        flag = {"master": "--spark-master", "trigger_ms": "--trigger-ms", "lateness": "--lateness",
+                "feed_host": "--spark-feed-host", "cores": "--spark-cores"}.get(option)
         if value is not None and flag is not None:
             extra += [flag, str(value)]
     processes = {}

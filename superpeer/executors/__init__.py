@@ -13,7 +13,8 @@ __all__ = ["Deliver", "Executor", "InlineExecutor", "make_executor"]
 
 
 def make_executor(name: str, peer: str = "", **options) -> Executor:
-    """``options``: lateness (both); master, checkpoint_dir, trigger_ms (spark). None: default."""
+    """``options``: lateness (both); master, checkpoint_dir, trigger_ms, feed_host, cores (spark).
+    None: the default."""
     options = {k: v for k, v in options.items() if v is not None}
     if name == "inline":
         return InlineExecutor(**{k: v for k, v in options.items() if k == "lateness"})

@@ -77,3 +77,36 @@ def test_a_scenario_backbone_becomes_a_topology_the_containers_read(tmp_path) ->
         {p: (v.load_capacity, v.pindex) for p, v in scenario.backbone.peers.items()}
     assert {e: l.bandwidth for e, l in backbone.links.items()} == \
         {e: l.bandwidth for e, l in scenario.backbone.links.items()}
+
+
+def test_a_spark_cluster_joins_the_network_and_every_peer_runs_on_it(tmp_path) -> None:
+    from thinpeer.deploy.spark_cluster import CORES_PER_APP, place_cluster
+
+    data, placements = place(shipped_topology("paper-example"), "10.9.0.0/24")
+    spark = place_cluster(2, "10.9.0.0/24", 9 + len(placements))
+    deployment = Deployment("p", str(tmp_path), "spark", placements, spark)
+    services = compose_file(deployment, "streamglobe:x", "10.9.0.0/24", ["--executor", "spark"])["services"]
+    ips = [s["networks"]["backbone"]["ipv4_address"] for s in services.values()]
+    assert len(set(ips)) == len(ips) == len(placements) + 3
+    master = spark["spark-master"]
+    assert services["spark-master"]["command"][:3] == ["master", master.ip, "7077"]
+    workers = [services[f"spark-worker-{i}"] for i in (1, 2)]
+    # every super-peer's application (CORES_PER_APP each) finds its cores on the workers at once
+    assert sum(int(w["command"][3]) for w in workers) >= CORES_PER_APP * len(placements)
+    assert all(w["command"][1] == f"spark://{master.ip}:7077" for w in workers)
+    for peer, placement in placements.items():
+        command = services[placement.service]["command"]
+        assert command[command.index("--spark-master") + 1] == f"spark://{master.ip}:7077"
+        assert command[command.index("--spark-feed-host") + 1] == placement.ip
+    deployment.save()
+    assert Deployment.load(tmp_path) == deployment
+
+
+def test_a_spark_cluster_needs_the_spark_executor_and_a_worker(tmp_path) -> None:
+    from thinpeer.deploy.images import DeployError
+    from thinpeer.deploy.project import up
+
+    with pytest.raises(DeployError, match="needs --executor spark"):
+        up(shipped_topology("paper-example"), tmp_path, "p", "inline", [], "10.9.0.0/24", print, spark_workers=2)
+    with pytest.raises(DeployError, match="at least one worker"):
+        up(shipped_topology("paper-example"), tmp_path, "p", "spark", [], "10.9.0.0/24", print, spark_workers=-1)

@@ -148,3 +148,65 @@ def test_deploy_simulate_measures_and_verifies_a_live_scenario(deployed, tmp_pat
     assert sharing["verified"] == {"checked": 25, "identical": 25, "mismatches": []}
     assert sharing["total_traffic_bytes"] > 0 and sharing["links"]
     assert (out / "paper-example-figure6.png").is_file()
+
+
+_PAIR = """\
+[[superpeer]]
+id = "A"
+address = "127.0.0.1:50150"
+load_capacity = 1.0
+pindex = 1.0
+
+[[superpeer]]
+id = "B"
+address = "127.0.0.1:50151"
+load_capacity = 1.0
+pindex = 1.0
+
+[[link]]
+a = "A"
+b = "B"
+bandwidth = 100e6
+"""
+
+
+def test_spark_cluster_in_containers_gives_the_reference_results(tmp_path) -> None:
+    """Two super-peers on ``--executor spark --spark-cluster 2``: the operators run on the
+    cluster's workers (which fetch the items from the super-peers' feeds over the network),
+    and every result equals the reference evaluator's."""
+    missing = _engine()
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI needs the Docker engine: {missing}")
+        pytest.skip(missing)
+    topology = tmp_path / "pair.toml"
+    topology.write_text(_PAIR)
+    args = ["--project", "sgtestspark", "--state-dir", str(tmp_path)]
+    up = subprocess.run([*CLI, "deploy", "up", "--topology", str(topology), "--executor", "spark",
+                         "--spark-cluster", "2", *args], capture_output=True, text=True, timeout=1500)
+    try:
+        assert up.returncode == 0, up.stderr
+        addresses = json.loads(up.stdout)
+        assert sorted(addresses) == ["A", "B"]
+        status = json.loads(subprocess.run([*CLI, "deploy", "status", *args], capture_output=True, text=True,
+                                           timeout=120).stdout)
+        assert {n: s["health"] for n, s in status["spark_cluster"].items()} == \
+            {"spark-master": "healthy", "spark-worker-1": "healthy", "spark-worker-2": "healthy"}
+        publisher = SuperPeerClient(addresses["A"])
+        publisher.register_stream("photons", "photons", "photon", rate=500)
+        photons = [p.to_xml() for p in generate(1200, seed=29)]
+        publisher.publish("photons", photons[:200])
+        subscriber = SuperPeerClient(addresses["B"])
+        replies = {name: subscriber.subscribe(example_query(name)) for name in ("q1", "q3")}
+        publisher.publish("photons", photons[200:])
+        publisher.close_stream("photons")
+        for name, reply in replies.items():
+            got = [item for _, item, _ in subscriber.results(reply.subscription, idle_timeout=600)]
+            expected = _reference(example_query(name), photons[200:])
+            assert expected and same(got, expected), (name, len(got), len(expected))
+        executor = publisher.status()["executor_status"]
+        assert executor["master"].startswith("spark://") and executor["cluster_executors"] >= 1, executor
+        assert not executor["feed"].startswith("127."), executor
+    finally:
+        down = subprocess.run([*CLI, "deploy", "down", *args], capture_output=True, text=True, timeout=120)
+        assert down.returncode == 0, down.stderr

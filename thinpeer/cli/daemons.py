@@ -103,6 +103,12 @@ def add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -
                    help="where operators run: in the daemon (inline) or on Spark Structured Streaming")
     p.add_argument("--spark-master", metavar="URL",
                    help="Spark master for --executor spark (default local[2]; a cluster URL scales out)")
+    p.add_argument("--spark-feed-host", metavar="HOST",
+                   help="the address Spark's workers reach this super-peer's feed and driver at "
+                        "(default 127.0.0.1 for local masters; for a cluster, this host's address)")
+    p.add_argument("--spark-cores", type=int, metavar="N",
+                   help="cores a super-peer's Spark application takes on a cluster, and task slots "
+                        "per micro-batch (default: N of local[N], else 2)")
     p.add_argument("--trigger-ms", type=int, metavar="MS",
                    help="micro-batch trigger interval of the Spark executor (default 100)")
     p.add_argument("--lateness", type=float, metavar="UNITS",
@@ -117,6 +123,7 @@ def add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -
 def spark_options(args: argparse.Namespace) -> dict:
     """The executor options as ``start_superpeer``, ``network.up`` and the demo take them."""
     return {"master": args.spark_master, "trigger_ms": args.trigger_ms, "lateness": args.lateness,
+            "feed_host": args.spark_feed_host, "cores": args.spark_cores,
             "checkpoint_dir": getattr(args, "checkpoint_dir", None)}
 
 

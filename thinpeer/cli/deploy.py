@@ -72,7 +72,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             raise CliError(f"error: {args.topology}: no such topology file or shipped topology")
         subnet = args.subnet or default_subnet(args.project)
         addresses = _guard(lambda: up(path, Path(args.state_dir), args.project, args.executor, serve,
-                                      subnet, _progress, args.timeout))
+                                      subnet, _progress, args.timeout, args.spark_cluster))
     print(json.dumps(addresses), flush=True)
     return EXIT_OK
 
@@ -113,7 +113,7 @@ def cmd_simulate_live(args: argparse.Namespace) -> int:
 
     scenario, strategies = choose_scenario(args), choose_strategies(args)
     report = _guard(lambda: simulate_live(scenario, args.photons, strategies, args.executor,
-                                          args.project, _live_progress()))
+                                          args.project, _live_progress(), args.spark_cluster))
     return finish(report, args.out)
 
 
@@ -131,6 +131,13 @@ def _live_progress():
         status.update(message)
 
     return show
+
+
+def _spark_cluster_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--spark-cluster", type=int, default=0, metavar="WORKERS",
+                   help="with --executor spark: a Spark standalone master and WORKERS worker "
+                        "containers, on which every super-peer runs its queries (default: none, "
+                        "each super-peer runs Spark local[2] in its container)")
 
 
 def register(add_command: AddCommand) -> None:
@@ -151,6 +158,7 @@ def register(add_command: AddCommand) -> None:
     p = parser("up", "start one container per super-peer; print their host addresses as JSON")
     p.add_argument("--topology", required=True, help=TOPOLOGY_HELP)
     p.add_argument("--executor", choices=["inline", "spark"], default="inline")
+    _spark_cluster_option(p)
     p.add_argument("--lateness", type=float, metavar="UNITS")
     p.add_argument("--trigger-ms", type=int, metavar="MS")
     p.add_argument("--subnet", help="the containers' network (default: a 10.231-238.x.0/24 chosen "
@@ -178,4 +186,5 @@ def register(add_command: AddCommand) -> None:
     p = parser("simulate", "the paper's evaluation live in containers: measured vs model, per strategy")
     add_scenario_options(p, photons=5000)
     p.add_argument("--executor", choices=["inline", "spark"], default="inline")
+    _spark_cluster_option(p)
     p.set_defaults(func=cmd_simulate_live)

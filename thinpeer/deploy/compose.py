@@ -9,6 +9,9 @@ Each backbone link is shaped at both ends: a container's egress towards a neighb
 an htb class at the link's bandwidth (``entrypoint.sh``), so each direction of the link carries at
 most ``b(e)``. Data items travel only over links; control calls (lookups, two-phase commit,
 heartbeats) go directly between super-peers and are not shaped.
+
+With ``--spark-cluster N`` a Spark standalone master and N workers join the network
+(``spark_cluster``) and every super-peer runs its executor's query on it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import json
 import tomllib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from .spark_cluster import SparkNode, cluster_services, master_url
 
 PORT = 50051
 TOPOLOGY_IN_CONTAINER = "/etc/streamglobe/topology.toml"
@@ -43,6 +48,7 @@ class Deployment:
     directory: str
     executor: str
     peers: dict[str, PeerPlacement]
+    spark: dict[str, SparkNode] = field(default_factory=dict)  # empty: each executor is local[N]
 
     @property
     def compose_file(self) -> Path:
@@ -57,7 +63,8 @@ class Deployment:
         peers = {p: PeerPlacement(v["peer"], v["service"], v["ip"],
                                   {n: (c, int(r)) for n, (c, r) in v["links"].items()})
                  for p, v in data["peers"].items()}
-        return cls(data["project"], data["directory"], data["executor"], peers)
+        spark = {name: SparkNode(**node) for name, node in data.get("spark", {}).items()}
+        return cls(data["project"], data["directory"], data["executor"], peers, spark)
 
 
 def default_subnet(project: str) -> str:
@@ -100,11 +107,13 @@ def compose_file(deployment: Deployment, image: str, subnet: str, serve_args: li
     for peer, placement in deployment.peers.items():
         ips = {n: deployment.peers[n].ip for n in placement.links}
         shaping = ";".join(f"{cls} {ips[n]} {rate}" for n, (cls, rate) in placement.links.items())
+        cluster = (["--spark-master", master_url(deployment.spark), "--spark-feed-host", placement.ip]
+                   if deployment.spark else [])
         services[placement.service] = {
             "image": image,
             "hostname": placement.service,
             "command": ["--topology", TOPOLOGY_IN_CONTAINER, "--id", peer,
-                        "--listen", f"0.0.0.0:{PORT}", *serve_args],
+                        "--listen", f"0.0.0.0:{PORT}", *serve_args, *cluster],
             "cap_add": ["NET_ADMIN"],
             "environment": {"SG_LINKS": shaping, "SG_PORT": str(PORT)},
             "volumes": [f"{topology}:{TOPOLOGY_IN_CONTAINER}:ro"],
@@ -114,6 +123,8 @@ def compose_file(deployment: Deployment, image: str, subnet: str, serve_args: li
             "stop_grace_period": "5s",
             "labels": {"org.streamglobe.peer": peer},
         }
+    if deployment.spark:
+        services.update(cluster_services(deployment.spark, image, len(deployment.peers)))
     return {"version": "2.4", "services": services,
             "networks": {"backbone": {"driver": "bridge", "ipam": {"config": [{"subnet": subnet}]}}}}
 

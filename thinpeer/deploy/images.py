@@ -122,7 +122,7 @@ def build_app(progress: Progress, deps: str) -> str:
                 raise DeployError(f"cannot find the package {package} to put into the image")
             shutil.copytree(list(spec.submodule_search_locations)[0], src / package,
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        for name_ in ("app.Dockerfile", "entrypoint.sh", "healthcheck.py"):
+        for name_ in ("app.Dockerfile", "entrypoint.sh", "spark.sh", "healthcheck.py"):
             shutil.copy(str(DOCKER_FILES / name_), Path(ctx) / ("Dockerfile" if name_ == "app.Dockerfile" else name_))
         progress(f"building {name}")
         run(["docker", "build", "--build-arg", f"DEPS={deps}", "-t", name, ctx])

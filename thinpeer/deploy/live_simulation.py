@@ -51,12 +51,12 @@ def _cli(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess:
 
 
 def run_strategy(scenario: Scenario, strategy: Strategy, photons: int, state: Path, project: str,
-                 executor: str, progress: Progress) -> dict:
+                 executor: str, progress: Progress, spark_workers: int = 0) -> dict:
     topology = state / f"{scenario.name}.toml"
     topology.write_text(topology_toml(scenario))
     progress(f"{strategy.value}: starting {len(scenario.backbone.peers)} super-peer containers")
     up = _cli("deploy", "up", "--topology", str(topology), "--project", project, "--state-dir", str(state),
-              "--executor", executor)
+              "--executor", executor, "--spark-cluster", str(spark_workers))
     if up.returncode != 0:
         raise DeployError(f"deploy up failed: {up.stderr.strip()}")
     address = json.loads(up.stdout)
@@ -146,15 +146,15 @@ def _strategy_report(scenario, before, after, duration, registered, rejected, re
 
 
 def simulate_live(scenario: Scenario, photons: int, strategies: list[Strategy], executor: str,
-                  project: str, progress: Progress) -> dict:
+                  project: str, progress: Progress, spark_workers: int = 0) -> dict:
     report: dict = {"scenario": scenario.name, "description": scenario.description, "live": True,
-                    "executor": executor, "super_peers": len(scenario.backbone.peers),
+                    "executor": executor, "spark_workers": spark_workers, "super_peers": len(scenario.backbone.peers),
                     "links": len(scenario.backbone.links), "subscriptions": len(scenario.queries),
                     "photons_per_stream": photons,
                     "simulated_seconds": max(photons / s.rate for s in scenario.sources), "strategies": {}}
     with tempfile.TemporaryDirectory(prefix="sg-live-") as tmp:
         for strategy in strategies:
             report["strategies"][strategy.value] = run_strategy(
-                scenario, strategy, photons, Path(tmp), project, executor, progress)
+                scenario, strategy, photons, Path(tmp), project, executor, progress, spark_workers)
     return report
 

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .compose import (PORT, Deployment, compose_file, container_topology, place)
+from .compose import FIRST_HOST, PORT, Deployment, compose_file, container_topology, place
 from .images import DeployError, build_images, run
+from .spark_cluster import MASTER_UI_PORT, place_cluster
 
 Progress = Callable[[str], None]
 
@@ -30,53 +31,69 @@ def compose(deployment: Deployment, *args: str, check: bool = True) -> subproces
 
 
 def up(topology_file: Path, root: Path, project: str, executor: str, serve_args: list[str],
-       subnet: str, progress: Progress, timeout: float = 240.0) -> dict[str, str]:
-    """Start every super-peer in its container; wait until all are healthy; host addresses."""
+       subnet: str, progress: Progress, timeout: float = 240.0, spark_workers: int = 0) -> dict[str, str]:
+    """Start every super-peer in its container (and a Spark cluster of ``spark_workers``
+    workers, if any); wait until all are healthy; the super-peers' host addresses."""
+    if spark_workers and executor != "spark":
+        raise DeployError("--spark-cluster runs the Spark executor on a cluster: it needs --executor spark")
     directory = state_directory(root, project)
     directory.mkdir(parents=True, exist_ok=True)
     try:
         data, placements = place(topology_file, subnet)
+        spark = place_cluster(spark_workers, subnet, FIRST_HOST - 1 + len(placements)) if spark_workers else {}
     except (ValueError, KeyError) as exc:
         raise DeployError(f"{topology_file}: {exc}") from None
-    deployment = Deployment(project, str(directory), executor, placements)
+    deployment = Deployment(project, str(directory), executor, placements, spark)
     image = build_images(progress)  # reuses the base and dependency layers; the app layer is seconds
     (directory / "topology.toml").write_text(container_topology(data, placements))
     deployment.compose_file.write_text(json.dumps(
         compose_file(deployment, image, subnet, ["--executor", executor, *serve_args]), indent=2) + "\n")
     deployment.save()
-    progress(f"starting {len(placements)} super-peer containers (project {project})")
+    cluster = f" and a Spark master with {spark_workers} worker(s)" if spark else ""
+    progress(f"starting {len(placements)} super-peer containers{cluster} (project {project})")
     compose(deployment, "up", "-d", "--force-recreate", "--remove-orphans")
     wait_healthy(deployment, timeout, progress)
+    if spark:
+        ui = compose(deployment, "port", "spark-master", str(MASTER_UI_PORT), check=False).stdout.strip()
+        progress(f"Spark master web UI: http://{ui.replace('0.0.0.0:', '127.0.0.1:')}")
     return host_addresses(deployment)
+
+
+def services(deployment: Deployment) -> dict[str, str]:
+    """Every container's name in ``container_states`` (a peer id, or a Spark service's name)
+    and its compose service."""
+    return {**{p: v.service for p, v in deployment.peers.items()},
+            **{name: name for name in deployment.spark}}
 
 
 def wait_healthy(deployment: Deployment, timeout: float, progress: Progress) -> None:
     deadline = time.monotonic() + timeout
-    waiting: list[str] = list(deployment.peers)
+    names = services(deployment)
+    waiting: list[str] = list(names)
     while time.monotonic() < deadline:
         states = container_states(deployment)
-        waiting = [p for p in deployment.peers if states.get(p, {}).get("health") != "healthy"]
+        waiting = [p for p in names if states.get(p, {}).get("health") != "healthy"]
         dead = [p for p in waiting if states.get(p, {}).get("status") in ("exited", "dead")]
         if dead:
-            logs = compose(deployment, "logs", "--tail", "20", deployment.peers[dead[0]].service,
-                           check=False).stdout
-            raise DeployError(f"super-peer container(s) {', '.join(dead)} exited:\n{logs}")
+            logs = compose(deployment, "logs", "--tail", "20", names[dead[0]], check=False).stdout
+            raise DeployError(f"container(s) {', '.join(dead)} exited:\n{logs}")
         if not waiting:
             return
         time.sleep(0.5)
-    raise DeployError(f"super-peer(s) {', '.join(waiting)} not healthy after {timeout:.0f} s "
+    raise DeployError(f"{', '.join(waiting)} not healthy after {timeout:.0f} s "
                       f"(see docker-compose -p {deployment.project} logs)")
 
 
 def container_states(deployment: Deployment) -> dict[str, dict]:
-    """Per super-peer: container status and health, from ``docker inspect``."""
+    """Per super-peer (and Spark service): container status and health, from ``docker inspect``."""
     ids = compose(deployment, "ps", "-q", check=False).stdout.split()
     if not ids:
         return {}
     out = json.loads(run(["docker", "inspect", *ids]).stdout)
     states = {}
     for c in out:
-        peer = c["Config"]["Labels"].get("org.streamglobe.peer")
+        labels = c["Config"]["Labels"]
+        peer = labels.get("org.streamglobe.peer") or labels.get("org.streamglobe.spark")
         state = c["State"]
         states[peer] = {"container": c["Name"].lstrip("/"), "status": state["Status"],
                         "health": state.get("Health", {}).get("Status", "none")}
@@ -109,9 +126,13 @@ def status(deployment: Deployment) -> dict:
             links.append({"from": peer, "to": neighbour, "configured_bit_s": rate,
                           "enforced": enforced.get(cls, "unknown (container not running)"),
                           "cut": None if dropped is None else deployment.peers[neighbour].ip in dropped})
-    return {"project": deployment.project, "executor": deployment.executor,
-            "superpeers": {p: states.get(p, {"status": "missing"}) for p in deployment.peers},
-            "links": links}
+    shown = {"project": deployment.project, "executor": deployment.executor,
+             "superpeers": {p: states.get(p, {"status": "missing"}) for p in deployment.peers},
+             "links": links}
+    if deployment.spark:
+        shown["spark_cluster"] = {name: {**states.get(name, {"status": "missing"}), "ip": node.ip}
+                                  for name, node in deployment.spark.items()}
+    return shown
 
 
 def _exec(deployment: Deployment, peer: str, *cmd: str) -> subprocess.CompletedProcess:
@@ -141,7 +162,7 @@ def _known(deployment: Deployment, peer: str) -> str:
         if p.lower() == peer.lower():
             return p
     raise DeployError(f"no super-peer {peer} in project {deployment.project} "
-                      f"(there are {', '.join(deployment.peers)})")
+                      f"(there are {', '.join([*deployment.peers, *deployment.spark])})")
 
 
 def _link(deployment: Deployment, a: str, b: str) -> tuple[str, str]:
@@ -151,13 +172,19 @@ def _link(deployment: Deployment, a: str, b: str) -> tuple[str, str]:
     return a, b
 
 
+def _service(deployment: Deployment, name: str) -> str:
+    """A super-peer's service by its id, or a Spark container by its name (spark-worker-1)."""
+    if name.lower() in deployment.spark:
+        return name.lower()
+    return deployment.peers[_known(deployment, name)].service
+
+
 def kill(deployment: Deployment, peer: str) -> None:
-    compose(deployment, "kill", deployment.peers[_known(deployment, peer)].service)
+    compose(deployment, "kill", _service(deployment, peer))
 
 
 def start(deployment: Deployment, peer: str, progress: Progress, timeout: float = 120.0) -> None:
-    peer = _known(deployment, peer)
-    compose(deployment, "start", deployment.peers[peer].service)
+    compose(deployment, "start", _service(deployment, peer))
     wait_healthy(deployment, timeout, progress)
 
 

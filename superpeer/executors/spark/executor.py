@@ -52,12 +52,33 @@ log = logging.getLogger(__name__)
 _SESSION_LOCK = threading.Lock()
 
 
-def spark_session(master: str):
-    """The process's Spark session (one JVM per process; super-peers in one process share it)."""
+def is_cluster(master: str) -> bool:
+    """Whether the master's executors run in other processes/hosts (not ``local[…]``)."""
+    return not master.startswith("local")
+
+
+def spark_session(master: str, driver_host: str | None = None, cores: int = 2):
+    """The process's Spark session (one JVM per process; super-peers in one process share it).
+
+    On a cluster master the driver must be reachable from the workers at ``driver_host`` (its
+    default is whatever the host name resolves to, which in a container may be wrong), and the
+    application takes at most ``cores`` cores (a standalone master otherwise gives the first
+    application every core, and the next super-peer's waits forever), one per executor, so
+    that the master spreads them over the workers.
+    """
     from pyspark.sql import SparkSession
 
     with _SESSION_LOCK:
-        builder = (SparkSession.builder.master(master).appName("streamglobe")
+        builder = SparkSession.builder.master(master).appName("streamglobe")
+        if is_cluster(master):
+            builder = (builder.config("spark.cores.max", str(cores))
+                       .config("spark.executor.cores", "1")
+                       .config("spark.executor.memory",
+                               os.environ.get("STREAMGLOBE_SPARK_EXECUTOR_MEMORY", "512m"))
+                       .config("spark.driver.bindAddress", "0.0.0.0"))
+            if driver_host:
+                builder = builder.config("spark.driver.host", driver_host)
+        builder = (builder
                    .config("spark.ui.enabled", "false")
                    .config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.shuffle.partitions", "2")
@@ -94,7 +115,8 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _cores(master: str) -> int:
-    """Task slots a micro-batch may spread a stream's work over: N of ``local[N]``, else 2."""
+    """Task slots a micro-batch may spread a stream's work over: N of ``local[N]``, else 2
+    (a cluster application's default ``spark.cores.max``)."""
     inside = master[master.find("[") + 1:master.rfind("]")] if master.startswith("local[") else ""
     if inside == "*":
         return os.cpu_count() or 2
@@ -116,17 +138,23 @@ class SparkExecutor:
     wants_text = True
 
     def __init__(self, peer: str, master: str = "local[2]", checkpoint_dir: str | Path | None = None,
-                 trigger_ms: int = 100, lateness: float = 0.0, max_batch: int = 200_000) -> None:
+                 trigger_ms: int = 100, lateness: float = 0.0, max_batch: int = 200_000,
+                 feed_host: str | None = None, cores: int | None = None) -> None:
+        """``feed_host``: the address Spark's workers reach this super-peer at, for its feed
+        and its driver (default: loopback for a local master, this host's address for a
+        cluster). ``cores``: task slots of a micro-batch (default: N of ``local[N]``, else 2)."""
         self.peer = peer
         self.master = master
         self.trigger = f"{int(trigger_ms)} milliseconds"
         self.lateness = lateness
-        self.parallelism = _cores(master)
+        self.parallelism = cores if cores and cores > 0 else _cores(master)
         self.temporary = checkpoint_dir is None
         self.directory = Path(checkpoint_dir or tempfile.mkdtemp(prefix=f"streamglobe-{peer}-"))
         (self.directory / "driver").mkdir(parents=True, exist_ok=True)
         self.feed = FeedLog(self.directory / "feed", max_batch)
-        self.server = FeedServer(self.feed, self._plan)
+        if feed_host is None:
+            feed_host = "0.0.0.0" if is_cluster(master) else "127.0.0.1"
+        self.server = FeedServer(self.feed, self._plan, listen=feed_host)
         self.lock = threading.RLock()
         self.deliver: Deliver = lambda stream, seq, texts, end: None
         self.chains: dict[int, Chain] = {}
@@ -226,8 +254,8 @@ class SparkExecutor:
     def _start(self) -> None:
         query = None
         try:
-            spark = spark_session(self.master)
             host, port = self.server.address
+            spark = spark_session(self.master, host, self.parallelism)
             reader = (spark.readStream.format("streamglobe_feed").option("host", host)
                       .option("port", str(port)).option("authkey", self.server.authkey.hex()).load())
             query = (reader.writeStream.foreachBatch(self._batch)
@@ -362,7 +390,29 @@ class SparkExecutor:
         return {"executor": "spark", "master": self.master, "running": self.query is not None,
                 "chains": len(self.chains), "micro_batches": self.batches,
                 "last_batch_ms": round(self.last_batch_ms, 1), "backlog_items": self.feed.backlog(),
-                "checkpoint": str(self.directory), "restarts": self.restarts, "error": self.error}
+                "checkpoint": str(self.directory), "restarts": self.restarts, "error": self.error,
+                "feed": "%s:%d" % self.server.address, "feed_rejected": self.server.rejected,
+                **self._cluster_status()}
+
+    def _cluster_status(self) -> dict:
+        """On a cluster: how many executors the application holds. None while the query is
+        running is the one thing a user must see: the master has no free cores or memory for
+        this super-peer, and its items wait in the feed until it has."""
+        if not is_cluster(self.master) or self.query is None:
+            return {}
+        try:
+            from pyspark import SparkContext
+
+            context = SparkContext._active_spark_context
+            infos = context.statusTracker().getExecutorInfos() if context is not None else []
+        except Exception:  # noqa: BLE001 — the session is going down
+            return {}
+        executors = max(len(infos) - 1, 0)  # the driver is listed too
+        shown: dict = {"cluster_executors": executors}
+        if executors == 0:
+            shown["warning"] = (f"no executors from {self.master} yet: the cluster has no free cores or "
+                                "memory for this super-peer's application (items wait in the feed)")
+        return shown
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Until every fed item is processed (tests and benchmarks)."""

@@ -1,8 +1,9 @@
-"""The Spark executor's input buffer: a durable, offset-addressed log served over local IPC.
+"""The Spark executor's input buffer: a durable, offset-addressed log served over a socket.
 
-Spark's Python data source runs in separate processes, so the items a super-peer hands to its
-executor are appended here (one global offset per item or end-of-stream marker, across all input
-streams) and fetched by the source's reader over a loopback connection. The log is written to
+Spark's Python data source runs in separate processes (on a Spark cluster, on other hosts), so
+the items a super-peer hands to its executor are appended here (one global offset per item or
+end-of-stream marker, across all input streams) and fetched by the source's reader over a TCP
+connection that must prove it knows the feed's secret before anything is read from it. The log is written to
 segment files before ``append`` returns, so a super-peer killed and restarted with the same
 checkpoint directory replays every uncommitted offset; segments are deleted once Spark commits
 past them, and the in-memory buffer is trimmed at the same time.
@@ -17,7 +18,7 @@ import socket
 import struct
 import threading
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, Listener
+from multiprocessing.connection import Connection, Listener, answer_challenge, deliver_challenge
 from pathlib import Path
 from typing import Callable
 
@@ -206,6 +207,27 @@ class FeedLog:
                 self._segment = None
 
 
+def reachable_host(listen: str) -> str:
+    """The address to advertise for a socket bound to ``listen``: for a wildcard, the address
+    this host's name resolves to (in a container: its address on the network) unless that is a
+    loopback address (Debian maps its host name to 127.0.1.1), else the address of the
+    interface that routes outwards."""
+    if listen not in ("0.0.0.0", "", "::"):
+        return listen
+    try:
+        named = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        named = "127.0.0.1"
+    if not named.startswith("127."):
+        return named
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.255.255.255", 9))  # UDP: no packet is sent, only a route chosen
+            return probe.getsockname()[0]
+        except OSError:
+            return named
+
+
 def no_delay(conn: Connection) -> None:
     """Turn off Nagle's algorithm on a connection's socket: a request, answered while its
     header's ACK is delayed, would otherwise wait ~40 ms for it."""
@@ -214,14 +236,27 @@ def no_delay(conn: Connection) -> None:
 
 
 class FeedServer:
-    """Answers the data source's readers (other processes) on a loopback socket."""
+    """Answers the data source's readers (other processes, possibly on other hosts).
 
-    def __init__(self, log: FeedLog, plan: Callable[[int, int], list]) -> None:
+    ``listen``: the address the socket binds (loopback for a local Spark master; the host's
+    address, or ``0.0.0.0``, when Spark's workers are elsewhere). ``advertise``: the address the
+    readers are told to connect to (default: ``listen``, or this host's address for a wildcard).
+
+    Every connection first passes a mutual HMAC challenge on a random per-feed secret (the one
+    the readers receive in the query's options); a peer that does not know it is dropped before
+    a single message is unpickled. The challenge runs on the connection's own thread, so a
+    client that connects and stays silent holds up no one else.
+    """
+
+    def __init__(self, log: FeedLog, plan: Callable[[int, int], list], listen: str = "127.0.0.1",
+                 advertise: str | None = None) -> None:
         self.log = log
         self.plan = plan  # the executor's: the batch's partitions, each with what it runs
-        self.authkey = secrets.token_bytes(16)
-        self.listener = Listener(("127.0.0.1", 0), authkey=self.authkey)
-        self.address: tuple[str, int] = self.listener.address  # type: ignore[assignment]
+        self.authkey = secrets.token_bytes(32)
+        self.listener = Listener((listen, 0))
+        port = self.listener.address[1]
+        self.address: tuple[str, int] = (advertise or reachable_host(listen), port)
+        self.rejected = 0  # connections that failed the challenge
         self._stopped = False
         threading.Thread(target=self._accept, name="spark-feed", daemon=True).start()
 
@@ -229,11 +264,21 @@ class FeedServer:
         while not self._stopped:
             try:
                 conn = self.listener.accept()
-            except Exception:  # noqa: BLE001 — a failed handshake or a closed listener
+            except Exception:  # noqa: BLE001 — a closed listener, or a client gone at once
                 if self._stopped:
                     return
                 continue
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+            threading.Thread(target=self._authenticated, args=(conn,), daemon=True).start()
+
+    def _authenticated(self, conn: Connection) -> None:
+        try:
+            deliver_challenge(conn, self.authkey)
+            answer_challenge(conn, self.authkey)
+        except Exception:  # noqa: BLE001 — wrong secret, garbage, or a client that went away
+            self.rejected += 1
+            conn.close()
+            return
+        self._serve(conn)
 
     def _serve(self, conn: Connection) -> None:
         no_delay(conn)

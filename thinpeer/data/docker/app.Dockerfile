@@ -4,7 +4,7 @@
 ARG DEPS
 FROM ${DEPS}
 COPY src /opt/streamglobe-src
-COPY entrypoint.sh healthcheck.py /usr/local/lib/streamglobe/
+COPY entrypoint.sh spark.sh healthcheck.py /usr/local/lib/streamglobe/
 ENV PYTHONPATH=/opt/streamglobe-src PYTHONUNBUFFERED=1
 EXPOSE 50051
 HEALTHCHECK --interval=2s --timeout=3s --start-period=60s --retries=3 \
