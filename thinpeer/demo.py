@@ -69,10 +69,14 @@ def _run(network, photons: int, idle_timeout: float) -> int:
             _say("  " + line.strip())
     _say(f"\nPublishing {len(rest)} photons at SP4…")
     done = threading.Event()
+    failed: list[ThinPeerError] = []
 
     def publish() -> None:
-        publisher.publish("photons", rest, rate=3000)
-        publisher.close_stream("photons")
+        try:
+            publisher.publish("photons", rest, rate=3000)
+            publisher.close_stream("photons")
+        except ThinPeerError as exc:  # reported by the main thread (or moot: the demo is stopping)
+            failed.append(exc)
         done.set()
 
     threading.Thread(target=publish, daemon=True).start()
@@ -84,6 +88,8 @@ def _run(network, photons: int, idle_timeout: float) -> int:
         for item in results[:3]:
             _say(f"  {item}")
     done.wait(idle_timeout)
+    if failed:
+        raise failed[0]
     _traffic(network, len(warmup) + len(rest), sum(len(x.encode()) for x in rest))
     return 0
 

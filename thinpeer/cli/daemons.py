@@ -95,6 +95,12 @@ def cmd_network_down(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from thinpeer.demo import run_demo
 
+    import signal
+
+    def terminated(signum, frame):  # the demo's network is stopped on the way out (finally)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminated)
     return run_demo(photons=args.photons, executor=args.executor, spark=spark_options(args))
 
 
