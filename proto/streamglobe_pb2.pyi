@@ -19,34 +19,42 @@ class RegisterStreamRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., root: _Optional[str] = ..., item: _Optional[str] = ..., rate: _Optional[float] = ...) -> None: ...
 
 class RegisterStreamReply(_message.Message):
-    __slots__ = ("stream", "superpeer", "max_item_bytes")
+    __slots__ = ("stream", "superpeer", "max_item_bytes", "next_position")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     SUPERPEER_FIELD_NUMBER: _ClassVar[int]
     MAX_ITEM_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_POSITION_FIELD_NUMBER: _ClassVar[int]
     stream: str
     superpeer: str
     max_item_bytes: int
-    def __init__(self, stream: _Optional[str] = ..., superpeer: _Optional[str] = ..., max_item_bytes: _Optional[int] = ...) -> None: ...
+    next_position: int
+    def __init__(self, stream: _Optional[str] = ..., superpeer: _Optional[str] = ..., max_item_bytes: _Optional[int] = ..., next_position: _Optional[int] = ...) -> None: ...
 
 class PublishRequest(_message.Message):
-    __slots__ = ("stream", "first_sequence", "items")
+    __slots__ = ("stream", "first_sequence", "items", "position")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
     stream: str
     first_sequence: int
     items: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    position: int
+    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[bytes]] = ..., position: _Optional[int] = ...) -> None: ...
 
 class PublishReply(_message.Message):
-    __slots__ = ("accepted", "rejected", "rejections")
+    __slots__ = ("accepted", "rejected", "rejections", "next_position", "duplicates")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
     REJECTIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_POSITION_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATES_FIELD_NUMBER: _ClassVar[int]
     accepted: int
     rejected: int
     rejections: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, accepted: _Optional[int] = ..., rejected: _Optional[int] = ..., rejections: _Optional[_Iterable[str]] = ...) -> None: ...
+    next_position: int
+    duplicates: int
+    def __init__(self, accepted: _Optional[int] = ..., rejected: _Optional[int] = ..., rejections: _Optional[_Iterable[str]] = ..., next_position: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
 
 class CloseStreamRequest(_message.Message):
     __slots__ = ("stream",)
@@ -245,20 +253,22 @@ class TruncateReply(_message.Message):
     def __init__(self) -> None: ...
 
 class TransferRequest(_message.Message):
-    __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender")
+    __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender", "sender_epoch")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     WATERMARK_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
+    SENDER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     stream: str
     first_sequence: int
     items: _containers.RepeatedScalarFieldContainer[str]
     watermark: float
     end: bool
     sender: str
-    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., watermark: _Optional[float] = ..., end: _Optional[bool] = ..., sender: _Optional[str] = ...) -> None: ...
+    sender_epoch: str
+    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., watermark: _Optional[float] = ..., end: _Optional[bool] = ..., sender: _Optional[str] = ..., sender_epoch: _Optional[str] = ...) -> None: ...
 
 class TransferReply(_message.Message):
     __slots__ = ("acknowledged",)
@@ -273,11 +283,13 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, sender: _Optional[str] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("superpeer", "usage_json", "originals_json")
+    __slots__ = ("superpeer", "usage_json", "originals_json", "hears")
     SUPERPEER_FIELD_NUMBER: _ClassVar[int]
     USAGE_JSON_FIELD_NUMBER: _ClassVar[int]
     ORIGINALS_JSON_FIELD_NUMBER: _ClassVar[int]
+    HEARS_FIELD_NUMBER: _ClassVar[int]
     superpeer: str
     usage_json: str
     originals_json: str
-    def __init__(self, superpeer: _Optional[str] = ..., usage_json: _Optional[str] = ..., originals_json: _Optional[str] = ...) -> None: ...
+    hears: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, superpeer: _Optional[str] = ..., usage_json: _Optional[str] = ..., originals_json: _Optional[str] = ..., hears: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from lxml import etree
 
@@ -25,6 +25,7 @@ from wxquery.operators.records import WindowRecord, serialize
 from .errors import NodeError
 from .executors import Executor
 from .items import PARSER, check_items
+from .link_receipts import LinkReceipts
 from .peer_state import PeerState
 
 STATISTICS_FULL = 2000  # observe every item up to this many, then every 50th
@@ -38,6 +39,16 @@ class Sender(Protocol):
     def send(self, stream: str, items: list[str], end: bool = False) -> None: ...
 
 
+class Published(NamedTuple):
+    """What a publisher's batch came to."""
+
+    accepted: int
+    rejected: int
+    reasons: list[str]  # "item N: why" for the first rejections
+    next_position: int  # the number the stream's next new item gets
+    duplicates: int = 0  # items of the batch numbered below it: taken before, skipped
+
+
 class DataPlane:
     def __init__(self, state: PeerState, executor: Executor,
                  sender: Callable[[str], Sender]) -> None:
@@ -48,54 +59,75 @@ class DataPlane:
         self.unknown_transfers = 0
         self.bad_transfers = 0
         self.last_bad_transfer = ""
+        self.receipts = LinkReceipts()
         executor.set_deliver(self.executor_output)
 
     # ------------------------------------------------------------------ publishers
 
-    def publish(self, name: str, items: list[str] | list[bytes], first: int | None = None
-                ) -> tuple[int, int, list[str]]:
+    def publish(self, name: str, items: list[str] | list[bytes], first: int | None = None,
+                position: int | None = None) -> Published:
         """Check a publisher's batch, observe statistics, and ingest the items that are exactly
         one ``<item>`` element each; the others are rejected one by one, the rest of the batch
-        still goes on: (accepted, rejected, reasons for the first rejections). Items are named
-        by ``first`` (the publisher's sequence number of the batch's first item) plus their
-        index; without it, by their position among the items this stream received."""
+        still goes on. Items are named by ``first`` (the publisher's sequence number of the
+        batch's first item) plus their index; without it, by their position among the items
+        this stream received.
+
+        ``position``: the stream-wide number of the batch's first item. Items numbered below
+        the stream's next position were taken before (a batch retried after its reply was lost,
+        or a publisher resuming) and are skipped; a number above it leaves a gap (items the
+        publisher refused itself). Batches of one stream are taken one at a time."""
         state = self.state.originals.get(name)
         if state is None:
             where = self.state.known_originals.get(name)
             hint = f" (it is registered at {where.origin})" if where else "; register it first"
             raise NodeError("NOT_FOUND", f'stream "{name}" is not registered at {self.state.id}{hint}')
-        if state.closed:
-            raise NodeError("FAILED_PRECONDITION", f'stream "{name}" is closed')
-        checked = check_items(items, state.item, self.state.limits.max_item_bytes)
-        values = checked.values
-        now = time.monotonic()
-        with self.state.lock:
-            base = state.accepted + state.rejected if first is None else first
-            reasons = [f"item {base + k}: {why}" for k, why in checked.rejected[:MAX_REJECTION_REASONS]]
-            stats = state.statistics
-            for el in values:
-                if stats.items < STATISTICS_FULL or state.accepted % 50 == 0:
-                    stats.observe(el)
-                state.accepted += 1
-            if state.rate <= 0:
-                # Measured rate; a file published in one burst is not a sustained rate, so the
-                # elapsed time counts at least MIN_RATE_WINDOW_S.
-                state.first_arrival = state.first_arrival or now
-                stats.frequency = state.accepted / max(now - state.first_arrival, MIN_RATE_WINDOW_S)
-            state.rejected += len(checked.rejected)
-            entry = self.state.table.get(name)
-            if entry is not None and stats.items:
-                entry.estimate = StreamEstimate(stats.frequency, stats.avg_item_size)
-            # parsed trees stay only where something here reads values; the text travels on
-            self.ingest(name, values if self.needs_values(name) else [], False, checked.texts)
-        return len(values), len(checked.rejected), reasons
+        with state.publishing:
+            if state.closed:
+                raise NodeError("FAILED_PRECONDITION", f'stream "{name}" is closed')
+            skip = 0
+            if position is not None:
+                skip = min(max(state.next_position - position, 0), len(items))
+                items = items[skip:]
+                if first is not None:
+                    first += skip
+            checked = check_items(items, state.item, self.state.limits.max_item_bytes)
+            values = checked.values
+            now = time.monotonic()
+            with self.state.lock:
+                base = state.accepted + state.rejected if first is None else first
+                reasons = [f"item {base + k}: {why}" for k, why in checked.rejected[:MAX_REJECTION_REASONS]]
+                stats = state.statistics
+                for el in values:
+                    if stats.items < STATISTICS_FULL or state.accepted % 50 == 0:
+                        stats.observe(el)
+                    state.accepted += 1
+                if state.rate <= 0:
+                    # Measured rate; a file published in one burst is not a sustained rate, so the
+                    # elapsed time counts at least MIN_RATE_WINDOW_S.
+                    state.first_arrival = state.first_arrival or now
+                    stats.frequency = state.accepted / max(now - state.first_arrival, MIN_RATE_WINDOW_S)
+                state.rejected += len(checked.rejected)
+                state.duplicates += skip
+                start = state.next_position if position is None else position + skip
+                state.next_position = max(state.next_position, start + len(items))
+                entry = self.state.table.get(name)
+                if entry is not None and stats.items:
+                    entry.estimate = StreamEstimate(stats.frequency, stats.avg_item_size)
+                # parsed trees stay only where something here reads values; the text travels on
+                self.ingest(name, values if self.needs_values(name) else [], False, checked.texts)
+                return Published(len(values), len(checked.rejected), reasons, state.next_position, skip)
+
+    def next_position(self, name: str) -> int:
+        """Where a stream registered here stands: the number its next new item gets."""
+        state = self.state.originals.get(name)
+        return 0 if state is None else state.next_position
 
     def close_stream(self, name: str) -> int:
         """End a published stream (flushes open windows downstream); returns items accepted."""
         state = self.state.originals.get(name)
         if state is None:
             raise NodeError("NOT_FOUND", f'stream "{name}" is not registered at {self.state.id}')
-        with self.state.lock:
+        with state.publishing, self.state.lock:  # after a batch being taken, never inside it
             if not state.closed:
                 state.closed = True
                 self.ingest(name, [], True, [])
@@ -103,16 +135,24 @@ class DataPlane:
 
     # ------------------------------------------------------------------ neighbours
 
-    def transfer(self, stream: str, items: list[str], end: bool) -> int:
-        """A batch from the previous peer of the route; a stream no longer here is
-        acknowledged and dropped (counted), so a sender never blocks on a removed stream."""
+    def transfer(self, stream: str, items: list[str], end: bool, sender: str = "", epoch: str = "",
+                 first: int | None = None) -> int:
+        """A batch from the previous peer of the route; the acknowledgement. Numbered batches
+        (``first``) are taken once: the items of a retried batch already taken are dropped
+        (``link_receipts``), and the reply is the next number expected. A stream no longer here
+        is acknowledged and dropped (counted), so a sender never blocks on a removed stream."""
         with self.state.lock:
             entry = self.state.table.get(stream)
             if entry is None:
                 self.unknown_transfers += len(items)
-                return len(items)
+                self.receipts.next.pop((sender, epoch, stream), None)
+                return len(items) if first is None else first + len(items)
+            acknowledged = len(items)
+            if first is not None:
+                skip, acknowledged = self.receipts.admit((sender, epoch, stream), first, len(items))
+                items = items[skip:]
             self.ingest_text(entry, items, end)
-        return len(items)
+        return acknowledged
 
     def ingest_text(self, entry: NetworkStream, items: list[str], end: bool) -> None:
         """Wire text into the data plane, parsed only if something here reads values."""
@@ -202,7 +242,9 @@ class DataPlane:
     def status(self) -> dict:
         return {"dropped_transfers_for_unknown_streams": self.unknown_transfers,
                 "dropped_malformed_transfers": self.bad_transfers,
-                "last_malformed_transfer": self.last_bad_transfer}
+                "last_malformed_transfer": self.last_bad_transfer,
+                "duplicate_transfer_items": self.receipts.duplicates,
+                "transfer_sequence_gaps": {"items": self.receipts.gaps, "last": self.receipts.last_gap}}
 
 
 def parse(entry: NetworkStream, text: str):

@@ -5,7 +5,9 @@ One sender thread per neighbour drains a queue of (stream, items, end) and sends
 alone; an item no message could carry is dropped and counted), never merging different streams
 or crossing an end-of-stream mark, so the receiver sees every stream in order. A neighbour that cannot be
 reached is retried with back-off while its queue is bounded; the failure is reported in status,
-and the rest of the node keeps running.
+and the rest of the node keeps running. Each stream's items on the link are numbered (per sender
+epoch), so that a batch retried after a lost reply is taken once by the receiver
+(``link_receipts``).
 """
 
 from __future__ import annotations
@@ -54,8 +56,9 @@ class LinkCounters:
 
 
 class Forwarder:
-    def __init__(self, sender: str, neighbour: str, stub, counters: LinkCounters) -> None:
+    def __init__(self, sender: str, neighbour: str, stub, counters: LinkCounters, epoch: str = "") -> None:
         self.sender = sender
+        self.epoch = epoch
         self.neighbour = neighbour
         self.stub = stub
         self.counters = counters
@@ -121,7 +124,7 @@ class Forwarder:
                 return
             seq = self.sequence.get(chunk.stream, 0)
             request = pb.TransferRequest(stream=chunk.stream, first_sequence=seq, items=chunk.items,
-                                         end=chunk.end, sender=self.sender)
+                                         end=chunk.end, sender=self.sender, sender_epoch=self.epoch)
             delay = 0.05
             while not self.stopped:
                 try:

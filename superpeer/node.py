@@ -28,9 +28,10 @@ from sharing.stream_table import NetworkStream
 from wxquery.operators.windows import WindowCounters
 
 from .control_plane import ControlPlane, SubscriptionRecord
-from .data_plane import DataPlane
+from .data_plane import DataPlane, Published
 from .errors import NodeError
 from .executors import Executor, make_executor
+from .failure_detector import HeartbeatSettings
 from .limits import DataLimits
 from .participant import Participant
 from .peer_channels import (GrpcPeerChannels, Waiting, commit_from_wire, input_from_wire,
@@ -41,7 +42,6 @@ from .topology import Topology
 
 __all__ = ["Node", "NodeError", "SubscriptionRecord"]
 
-HEARTBEAT_S = 1.0
 LATE_ACTIVATION_S = 3.0
 
 
@@ -84,7 +84,7 @@ class LocalPeer:
 class Node:
     def __init__(self, peer: str, topology: Topology, retention: int = 500_000,
                  executor: str = "inline", executor_options: dict | None = None,
-                 limits: DataLimits | None = None) -> None:
+                 limits: DataLimits | None = None, heartbeats: HeartbeatSettings | None = None) -> None:
         if peer not in topology.backbone.peers:
             raise NodeError("INVALID_ARGUMENT", f"{peer} is not a super-peer of the topology")
         try:
@@ -94,7 +94,7 @@ class Node:
         self.id = peer
         self.topology = topology
         self.state = PeerState(peer, topology.backbone, limits)
-        self.channels = GrpcPeerChannels(peer, topology)
+        self.channels = GrpcPeerChannels(peer, topology, heartbeats=heartbeats)
         self.data = DataPlane(self.state, self.executor, self.channels.forwarder)
         self.participant = Participant(self.state, self.executor, self.channels, self.data.attach)
         self.control = ControlPlane(self.state, self.channels, retention)
@@ -116,9 +116,9 @@ class Node:
     def register_stream(self, name: str, root: str, item: str, rate: float) -> None:
         self.control.register_stream(name, root, item, rate)
 
-    def publish(self, name: str, items: list[str] | list[bytes], first: int | None = None
-                ) -> tuple[int, int, list[str]]:
-        return self.data.publish(name, items, first)
+    def publish(self, name: str, items: list[str] | list[bytes], first: int | None = None,
+                position: int | None = None) -> Published:
+        return self.data.publish(name, items, first, position)
 
     def close_stream(self, name: str) -> int:
         return self.data.close_stream(name)
@@ -136,8 +136,9 @@ class Node:
 
     # ------------------------------------------------------------------ super-peers
 
-    def transfer(self, stream: str, items: list[str], end: bool) -> int:
-        return self.data.transfer(stream, items, end)
+    def transfer(self, stream: str, items: list[str], end: bool, sender: str = "", epoch: str = "",
+                 first: int | None = None) -> int:
+        return self.data.transfer(stream, items, end, sender, epoch, first)
 
     def lookup(self, input_json: str) -> tuple[str, str]:
         streams, usage = self.participant.lookup(input_from_wire(input_json))
@@ -170,7 +171,7 @@ class Node:
     # ------------------------------------------------------------------ heartbeats
 
     def _heartbeat_loop(self) -> None:
-        while not self.channels.wait_stopped(HEARTBEAT_S):
+        while not self.channels.wait_stopped(self.channels.detector.settings.interval_s):
             self.heartbeat_once()
 
     def heartbeat_once(self) -> None:
@@ -185,11 +186,13 @@ class Node:
         for record in self.control.ready_waiting(older_than=time.time() - LATE_ACTIVATION_S):
             self.control.activate(record.runtime.id)
 
-    def heartbeat_reply(self) -> tuple[str, str]:
+    def heartbeat_reply(self) -> tuple[str, str, list[str]]:
+        """(usage, originals registered here, the peers this one hears)."""
         with self.state.lock:
             originals = [stream_to_json(s) for n in self.state.originals
                          if (s := self.state.table.get(n)) is not None]
-        return json.dumps(self.state.own_usage().to_json(self.id)), json.dumps(originals)
+        return (json.dumps(self.state.own_usage().to_json(self.id)), json.dumps(originals),
+                self.channels.detector.hearing())
 
     # ------------------------------------------------------------------ status
 
@@ -222,6 +225,7 @@ class Node:
                 "process_cpu_seconds": time.process_time(),
                 "unreachable_peers": self.channels.status()["unreachable_peers"],
                 "peers_last_heard_s_ago": self.channels.status()["peers_last_heard_s_ago"],
+                "failure_detector": self.channels.status()["failure_detector"],
                 **self.data.status(),
             }
 

@@ -12,6 +12,7 @@ the control plane replace it with an in-process fake of the same interface.
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from sharing.serialization import input_from_json, stream_from_json, stream_to_j
 from sharing.stream_table import NetworkStream
 
 from .errors import NodeError
+from .failure_detector import FailureDetector, HeartbeatSettings
 from .forwarding import Forwarder, LinkCounters
 from .topology import Topology
 
@@ -145,15 +147,18 @@ class _Stopped(Exception):
 class GrpcPeerChannels:
     """``PeerLink`` over gRPC, plus the outbound forwarders and the heartbeats."""
 
-    def __init__(self, peer: str, topology: Topology, local: PeerHandler | None = None) -> None:
+    def __init__(self, peer: str, topology: Topology, local: PeerHandler | None = None,
+                 heartbeats: HeartbeatSettings | None = None) -> None:
         self.id = peer
         self.topology = topology
         # this peer's own handler; the owner sets it once its parts exist (they need the link)
         self.local: PeerHandler = local  # type: ignore[assignment]
-        self.unreachable: dict[str, str] = {}
-        self.alive: dict[str, float] = {}
+        self.unreachable: dict[str, str] = {}  # the last failed call per peer, for errors
+        self.detector = FailureDetector(peer, frozenset(topology.backbone.graph.neighbors(peer)),
+                                        heartbeats or HeartbeatSettings())
         self.link_counters: dict[str, LinkCounters] = {}
         self.forwarders: dict[str, Forwarder] = {}
+        self.epoch = secrets.token_hex(8)  # this process's numbering of items on its links
         self._channels: dict[str, grpc.Channel] = {}
         self._stop = threading.Event()
 
@@ -173,7 +178,7 @@ class GrpcPeerChannels:
         f = self.forwarders.get(peer)
         if f is None:
             counters = self.link_counters.setdefault(peer, LinkCounters())
-            f = self.forwarders[peer] = Forwarder(self.id, peer, self.stub(peer), counters)
+            f = self.forwarders[peer] = Forwarder(self.id, peer, self.stub(peer), counters, self.epoch)
         return f
 
     def stop(self) -> None:
@@ -279,22 +284,32 @@ class GrpcPeerChannels:
     # ------------------------------------------------------------------ heartbeats
 
     def heartbeat_round(self, peers: list[str]) -> dict[str, tuple[dict, list[NetworkStream]]]:
-        """Ask every other peer how it is: (its usage report, the originals registered there)
-        per peer that answered; the others are marked unreachable."""
-        replies: dict[str, tuple[dict, list[NetworkStream]]] = {}
+        """Ask every other peer at once how it is: (its usage report, the originals registered
+        there) per peer that answered. Answers and silences go to the failure detector; a
+        round takes at most one heartbeat interval, however many peers are silent."""
+        request = pb.HeartbeatRequest(sender=self.id)
+        timeout = min(HEARTBEAT_TIMEOUT_S, self.detector.settings.interval_s)
+        calls = {}
         for peer in peers:
             if peer == self.id or self._stop.is_set():
                 continue
             try:
-                reply = self.stub(peer).Heartbeat(pb.HeartbeatRequest(sender=self.id),
-                                                  timeout=HEARTBEAT_TIMEOUT_S)
-            except grpc.RpcError as exc:
-                self.unreachable[peer] = f"{exc.code().name}: {exc.details()}"
-                continue
+                calls[peer] = self.stub(peer).Heartbeat.future(request, timeout=timeout)
             except ValueError:  # channel closed: stopping
-                break
+                return {}
+        replies: dict[str, tuple[dict, list[NetworkStream]]] = {}
+        for peer, call in calls.items():
+            try:
+                reply = call.result()
+            except grpc.RpcError as exc:
+                reason = f"{exc.code().name}: {exc.details()}"
+                self.unreachable[peer] = reason
+                self.detector.missed(peer, time.time(), reason)
+                continue
+            except (ValueError, grpc.FutureCancelledError):  # stopping
+                continue
             self.unreachable.pop(peer, None)
-            self.alive[peer] = time.time()
+            self.detector.heard(peer, time.time(), frozenset(reply.hears))
             usage = json.loads(reply.usage_json) if reply.usage_json else {}
             originals = [stream_from_json(j) for j in json.loads(reply.originals_json or "[]")]
             replies[peer] = (usage, originals)
@@ -307,5 +322,7 @@ class GrpcPeerChannels:
                                           "dropped": c.dropped}
                       for n, c in self.link_counters.items()},
             "unreachable_peers": dict(self.unreachable),
-            "peers_last_heard_s_ago": {p: round(time.time() - t, 1) for p, t in self.alive.items()},
+            "peers_last_heard_s_ago": {p: round(time.time() - h.last_heard, 1)
+                                       for p, h in self.detector.peers.items() if h.last_heard is not None},
+            "failure_detector": self.detector.status(time.time()),
         }

@@ -41,6 +41,11 @@ class OriginalState:
     statistics: StreamStatistics = field(default_factory=StreamStatistics)
     rate: float = 0.0
     first_arrival: float = 0.0
+    # the stream-wide number the next new item gets when the publisher numbers its batches
+    # (``position``): a batch sent again (its reply was lost; ``publish --resume``) is taken once
+    next_position: int = 0
+    duplicates: int = 0  # numbered items received again and skipped
+    publishing: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
 
 class PeerState:

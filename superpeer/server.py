@@ -18,6 +18,7 @@ from grpc_reflection.v1alpha import reflection
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 
+from .failure_detector import HeartbeatSettings
 from .limits import MESSAGE_LIMIT, DataLimits
 from .node import Node
 from .service import SuperPeerService, ThinPeerService
@@ -59,11 +60,12 @@ class RunningSuperPeer:
 def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     retention: int = 500_000, executor: str = "inline",
                     executor_options: dict | None = None,
-                    limits: DataLimits | None = None, listen: str | None = None) -> RunningSuperPeer:
+                    limits: DataLimits | None = None, listen: str | None = None,
+                    heartbeats: HeartbeatSettings | None = None) -> RunningSuperPeer:
     """Serve ``peer``. It listens on ``listen`` (e.g. ``0.0.0.0:50051`` in a container) if given,
     else on its topology address; the other super-peers always reach it at its topology address."""
     node = Node(peer, topology, retention=retention, executor=executor,
-                executor_options=executor_options, limits=limits)
+                executor_options=executor_options, limits=limits, heartbeats=heartbeats)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"rpc-{peer}"),
                          options=[("grpc.max_receive_message_length", MESSAGE_LIMIT),
                                   ("grpc.max_send_message_length", MESSAGE_LIMIT)])

@@ -44,14 +44,16 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
     def RegisterStream(self, request, context):
         self.node.register_stream(request.name, request.root, request.item, request.rate)
         return pb.RegisterStreamReply(stream=request.name, superpeer=self.node.id,
-                                      max_item_bytes=self.node.state.limits.max_item_bytes)
+                                      max_item_bytes=self.node.state.limits.max_item_bytes,
+                                      next_position=self.node.data.next_position(request.name))
 
     @_handled
     def Publish(self, request, context):
         # items arrive as bytes: one that is not UTF-8 is rejected alone, with its number
-        accepted, rejected, reasons = self.node.publish(request.stream, list(request.items),
-                                                        request.first_sequence)
-        return pb.PublishReply(accepted=accepted, rejected=rejected, rejections=reasons)
+        done = self.node.publish(request.stream, list(request.items), request.first_sequence,
+                                 request.position if request.HasField("position") else None)
+        return pb.PublishReply(accepted=done.accepted, rejected=done.rejected, rejections=done.reasons,
+                               next_position=done.next_position, duplicates=done.duplicates)
 
     @_handled
     def CloseStream(self, request, context):
@@ -133,10 +135,12 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
 
     @_handled
     def Transfer(self, request, context):
-        acknowledged = self.node.transfer(request.stream, list(request.items), request.end)
+        acknowledged = self.node.transfer(request.stream, list(request.items), request.end,
+                                          request.sender, request.sender_epoch, request.first_sequence)
         return pb.TransferReply(acknowledged=acknowledged)
 
     @_handled
     def Heartbeat(self, request, context):
-        usage, originals = self.node.heartbeat_reply()
-        return pb.HeartbeatReply(superpeer=self.node.id, usage_json=usage, originals_json=originals)
+        usage, originals, hears = self.node.heartbeat_reply()
+        return pb.HeartbeatReply(superpeer=self.node.id, usage_json=usage, originals_json=originals,
+                                 hears=hears)

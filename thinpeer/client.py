@@ -46,6 +46,7 @@ class PublishSummary:
     accepted: int = 0
     rejected: int = 0
     reasons: list[str] | None = None
+    duplicates: int = 0  # items the super-peer had taken before (a retried batch), skipped
 
 
 class SuperPeerClient:
@@ -78,30 +79,41 @@ class SuperPeerClient:
 
     # ------------------------------------------------------------------ publishing
 
-    def register_stream(self, name: str, root: str, item: str, rate: float = 0.0) -> None:
+    def register_stream(self, name: str, root: str, item: str, rate: float = 0.0) -> int:
+        """Register a stream (again, for a publisher reconnecting); the stream-wide number its
+        next new item gets: how many items the super-peer has taken so far."""
         reply = self._call("RegisterStream", pb.RegisterStreamRequest(name=name, root=root, item=item,
                                                                       rate=rate))
         if reply.max_item_bytes:
             self.max_item_bytes[name] = reply.max_item_bytes
+        return reply.next_position
 
     def publish(self, name: str, items: Iterable[str | bytes], rate: float | None = None,
-                progress=None) -> PublishSummary:
+                progress=None, position: int | None = None, retry_s: float = 30.0) -> PublishSummary:
         """Send items in batches bounded in count and bytes; every item is numbered by its
         position in ``items`` (rejections say "item N: why"). An item over the super-peer's
-        size limit, or that is not UTF-8 text, is rejected here without being sent."""
+        size limit, or that is not UTF-8 text, is rejected here without being sent.
+
+        ``position``: the stream-wide number of the first item (``register_stream`` says where
+        the stream stands). Numbered batches are taken once by the super-peer, so a batch whose
+        reply is lost is sent again (for up to ``retry_s`` while the super-peer is unreachable)
+        without duplicating anything."""
         summary = PublishSummary(reasons=[])
         limit = self.max_item_bytes.get(name, DEFAULT_MAX_ITEM_BYTES)
         batch: list[bytes] = []
         batch_bytes = 0
         start = time.monotonic()
-        position = 0  # the number of the next item
+        index = 0  # the number (in ``items``) of the next item
         first = 0  # the number of batch[0]: batches are contiguous runs of numbers
 
         def flush() -> None:
             nonlocal first, batch_bytes
             if batch:
-                reply = self._call("Publish", pb.PublishRequest(stream=name, first_sequence=first,
-                                                                items=batch))
+                request = pb.PublishRequest(stream=name, first_sequence=first, items=batch)
+                if position is not None:
+                    request.position = position + first
+                reply = self._publish_batch(request, retry_s if position is not None else 0.0)
+                summary.duplicates += reply.duplicates
                 summary.accepted += reply.accepted
                 summary.rejected += reply.rejected
                 summary.reasons.extend(reply.rejections)  # type: ignore[union-attr]
@@ -109,14 +121,14 @@ class SuperPeerClient:
                 batch_bytes = 0
                 if progress is not None:
                     progress(summary)
-            first = position
+            first = index
 
         def refuse(reason: str) -> None:
-            nonlocal position
+            nonlocal index
             flush()
             summary.rejected += 1
-            summary.reasons.append(f"item {position}: {reason} (not sent)")  # type: ignore[union-attr]
-            position += 1
+            summary.reasons.append(f"item {index}: {reason} (not sent)")  # type: ignore[union-attr]
+            index += 1
             flush()
 
         per_batch = BATCH if rate is None else max(1, min(BATCH, int(rate / 20) or 1))
@@ -134,15 +146,29 @@ class SuperPeerClient:
                 flush()
             batch.append(data)
             batch_bytes += len(data)
-            position += 1
+            index += 1
             if len(batch) >= per_batch:
                 flush()
                 if rate:
-                    ahead = position / rate - (time.monotonic() - start)
+                    ahead = index / rate - (time.monotonic() - start)
                     if ahead > 0:
                         time.sleep(ahead)
         flush()
         return summary
+
+    def _publish_batch(self, request: pb.PublishRequest, retry_s: float) -> pb.PublishReply:
+        """One batch; a numbered one again after a lost reply or while the super-peer is
+        unreachable (it skips what it took already), until ``retry_s`` have passed."""
+        deadline = time.monotonic() + retry_s
+        delay = 0.1
+        while True:
+            try:
+                return self._call("Publish", request)
+            except ThinPeerError as exc:
+                if exc.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED") or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
 
     def close_stream(self, name: str) -> int:
         return self._call("CloseStream", pb.CloseStreamRequest(stream=name)).items

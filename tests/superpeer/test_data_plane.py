@@ -37,7 +37,7 @@ def test_shared_streams_deliver_the_reference_results(network):
                2: network.peers["SP7"].control.subscribe(q[2]),
                3: network.peers["SP0"].control.subscribe(q[3]),
                4: network.peers["SP6"].control.subscribe(q[4])}
-    accepted, rejected, reasons = network.peers["SP4"].data.publish(
+    accepted, rejected, reasons, *_ = network.peers["SP4"].data.publish(
         "photons", PHOTONS[100:] + ["<photon><en>1</photon>", "<nope/>"])
     assert (accepted, rejected) == (500, 2)
     assert "Opening and ending tag mismatch" in reasons[0] and "<nope> is not a <photon>" in reasons[1]

@@ -225,6 +225,36 @@ def test_malformed_transfer_from_a_neighbour_is_dropped_and_counted(tmp_path, ex
         assert "Opening and ending tag mismatch" in status["last_malformed_transfer"]
 
 
+def test_a_retried_transfer_is_taken_once(tmp_path, executor):
+    """A batch whose reply was lost arrives again (whole, or overlapping the next one): the
+    receiver takes each numbered item once and acknowledges the next number it expects; a
+    restarted sender (a new epoch) numbers from zero again and is taken as new."""
+    from proto import streamglobe_pb2 as pb
+    from proto import streamglobe_pb2_grpc as pb_grpc
+
+    with running_network(tmp_path, executor=executor) as (topology, peers):
+        photon_source(topology, 100, seed=1, warmup=100)
+        client = SuperPeerClient(topology.address("SP1"))
+        reply = client.subscribe(QUERIES["q1"])
+        stream = __import__("json").loads(reply.plan_json)["parts"][0]["delivered_stream"]
+        items = [p.to_xml() for p in generate(30, seed=8)]
+        stub = pb_grpc.SuperPeerStub(grpc.insecure_channel(topology.address("SP1")))
+
+        def send(first: int, batch: list[str], epoch: str = "e1") -> int:
+            return stub.Transfer(pb.TransferRequest(stream=stream, items=batch, first_sequence=first,
+                                                    sender="SP5", sender_epoch=epoch)).acknowledged
+
+        assert send(0, items[:10]) == 10
+        assert send(0, items[:10]) == 10  # the reply was lost: the whole batch again
+        assert send(5, items[5:15]) == 15  # overlapping
+        assert send(0, items[15:30], epoch="e2") == 15  # the sender restarted
+        status = client.status()
+        assert status["duplicate_transfer_items"] == 15
+        assert status["transfer_sequence_gaps"]["items"] == 0
+        got = [item for _, item, _ in client.results(reply.subscription, idle_timeout=3)]
+        assert len(got) == len(set(got)) == 30, len(got)
+
+
 def test_unsubscribe_cuts_a_still_used_route_back(tmp_path, executor):
     import time
 

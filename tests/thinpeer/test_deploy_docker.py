@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -130,8 +131,20 @@ def test_a_cut_link_drops_everything_until_restored(deployed) -> None:
     assert cut[("SP6", "SP7")] and cut[("SP7", "SP6")] and not cut[("SP5", "SP6")]
     with pytest.raises(DeployError, match="no transfer"):
         link_rate(deployment, "SP6", "SP7", seconds=1)
+    # SP6 declares the link down, and tells a cut from a dead peer: SP5 still hears SP7
+    sp6 = SuperPeerClient(addresses["SP6"])
+    deadline = time.monotonic() + 30
+    while (link := sp6.status()["failure_detector"]["links"]["SP6–SP7"]).get("reason", "").find("cut") < 0:
+        assert time.monotonic() < deadline, link
+        time.sleep(0.2)
+    assert link["state"] == "down"
+    assert sp6.status()["failure_detector"]["peers"]["SP7"]["state"] == "unreachable"
     assert subprocess.run([*CLI, "deploy", "restore", "SP6", "SP7", *args], capture_output=True, timeout=120).returncode == 0
     assert link_rate(deployment, "SP6", "SP7", seconds=1)["bytes"] > 0
+    deadline = time.monotonic() + 30
+    while sp6.status()["failure_detector"]["links"]["SP6–SP7"]["state"] != "up":
+        assert time.monotonic() < deadline, "SP6 does not hear SP7 again after the restore"
+        time.sleep(0.2)
 
 
 def test_deploy_simulate_measures_and_verifies_a_live_scenario(deployed, tmp_path) -> None:

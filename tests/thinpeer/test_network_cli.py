@@ -181,3 +181,31 @@ def test_publish_reports_what_is_not_an_item(tmp_path):
         assert "rejected: item 8: element <trailer> is not a <photon> item" in r.stderr
         assert "photons: 6 items published and the stream closed; 3 rejected" in r.stderr
         assert [item for _, item, _ in reader.results(sid, idle_timeout=20)] == photons
+
+
+def test_publish_resume_continues_after_the_items_the_superpeer_has(tmp_path):
+    """A publisher cut off mid-stream leaves the stream open; `publish --resume` with the same
+    input skips what the super-peer has and goes on. A batch sent twice (its reply was lost)
+    is taken once. The subscriber sees every item once: the reference results."""
+    query = (EXAMPLE_QUERIES / "q1.wxq").read_text()
+    photons = [p.to_xml() for p in generate(1000, 0, rate=10.0)]  # what --synthetic --seed 0 sends
+    with running_network(tmp_path) as (topology, _):
+        sp4 = topology.address("SP4")
+        publisher = SuperPeerClient(sp4)
+        assert publisher.register_stream("photons", "photons", "photon") == 0
+        publisher.publish("photons", photons[:100], position=0)
+        subscriber = SuperPeerClient(topology.address("SP1"))
+        sid = subscriber.subscribe(query).subscription
+        publisher.publish("photons", photons[100:300], position=100)
+        again = publisher.publish("photons", photons[100:300], position=100)  # the reply was lost
+        assert (again.accepted, again.duplicates) == (0, 200)
+        assert publisher.register_stream("photons", "photons", "photon") == 300
+        r = run("publish", "--superpeer", sp4, "--stream", "photons", "--synthetic", "--seed", "0",
+                "--count", "1000", "--resume")
+        assert r.returncode == 0, r.stderr
+        assert "resuming at item 300 (the super-peer has items 0..299)" in r.stderr
+        assert "700 items published and the stream closed" in r.stderr
+        got = [item for _, item, _ in subscriber.results(sid, idle_timeout=30)]
+        expected = evaluate(analyze(query).checked,
+                            StreamDocument.from_text("<photons>" + "".join(photons[100:]) + "</photons>"))
+        assert got == list(expected.serialized_items())

@@ -26,16 +26,19 @@ def cmd_superpeer_serve(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.id} %(levelname)s %(message)s")
     limit_malloc_arenas()  # before the daemon's threads start
+    from superpeer.failure_detector import HeartbeatSettings
+
     try:
         limits = DataLimits(max_item_bytes=args.max_item_bytes, max_read_bytes=args.max_read_bytes,
                             finished_retention_s=args.finished_retention)
+        heartbeats = HeartbeatSettings(args.heartbeat_s, args.heartbeat_misses)
     except ValueError as exc:
         raise CliError(f"error: {exc}") from None
     try:
         with topology_path(args.topology) as path:
             topology = load_topology(path)
         running = start_superpeer(topology, args.id, args.port, args.retention, args.executor,
-                                  spark_options(args), limits, listen=args.listen)
+                                  spark_options(args), limits, listen=args.listen, heartbeats=heartbeats)
     except (TopologyError, NodeError, OSError) as exc:
         raise CliError(f"error: {getattr(exc, 'message', exc)}") from None
     print(f"{args.id} serving on {running.address}", file=sys.stderr, flush=True)
@@ -165,6 +168,11 @@ def register_superpeer(add_command: AddCommand) -> None:
                    metavar="SECONDS",
                    help="how long an ended subscription keeps results not read to the end "
                         "(default %(default)s)")
+    p.add_argument("--heartbeat-s", type=float, default=1.0, metavar="SECONDS",
+                   help="how often this super-peer asks the others how they are (default %(default)s)")
+    p.add_argument("--heartbeat-misses", type=int, default=3, metavar="N",
+                   help="missed heartbeats in a row before a peer (or the link to it) is declared "
+                        "down (default %(default)s)")
     p.set_defaults(func=cmd_superpeer_serve)
 
 

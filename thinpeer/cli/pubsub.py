@@ -140,25 +140,44 @@ def cmd_publish(args: argparse.Namespace) -> int:
     else:
         root, item = "photons", "photon"
         items = (p.to_xml() for p in generate(args.count, args.seed, rate=10.0))
-    if args.count is not None:
-        items = itertools.islice(items, args.count)
     started = time.monotonic()
 
     def progress(summary: PublishSummary) -> None:
         elapsed = time.monotonic() - started
-        print(f"\r{args.stream}: {summary.accepted} items published, {summary.rejected} rejected "
+        again = f", {summary.duplicates} already there" if summary.duplicates else ""
+        print(f"\r{args.stream}: {summary.accepted} items published, {summary.rejected} rejected{again} "
               f"({summary.accepted / max(elapsed, 1e-9):,.0f} items/s)", end="", file=sys.stderr, flush=True)
+
+    def stays_open(why: str) -> str:
+        return (f"{why}; the stream {args.stream} stays open: run the same command with --resume "
+                "to continue after the last item the super-peer has")
 
     try:
         with _client(args.superpeer) as client:
-            client.register_stream(args.stream, root, item, args.rate or 0.0)
+            have = client.register_stream(args.stream, root, item, args.rate or 0.0)
+            if args.resume:
+                # the input's item N is the stream's item N: skip what the super-peer has
+                items = itertools.islice(items, have, args.count)
+                first = have
+                print(f"{args.stream}: resuming at item {have} (the super-peer has items 0..{have - 1})"
+                      if have else f"{args.stream}: the super-peer has no items yet; publishing from item 0",
+                      file=sys.stderr, flush=True)
+            else:  # appended after what the stream has
+                items = itertools.islice(items, args.count) if args.count is not None else items
+                first = have
             try:
-                summary = client.publish(args.stream, items, rate=args.rate, progress=progress)
-            finally:
-                client.close_stream(args.stream)
+                summary = client.publish(args.stream, items, rate=args.rate, progress=progress, position=first)
+            except KeyboardInterrupt:
+                print(file=sys.stderr)
+                print(stays_open("interrupted"), file=sys.stderr)
+                raise
+            client.close_stream(args.stream)
     except ThinPeerError as exc:
         print(file=sys.stderr)
-        raise thin_error(exc) from None
+        error = thin_error(exc)
+        if exc.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+            error = CliError(stays_open(str(error)))
+        raise error from None
     print(file=sys.stderr)
     for reason in summary.reasons or []:
         print(f"rejected: {reason}", file=sys.stderr)
@@ -316,6 +335,9 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rate", type=float, help="items per second (default: as fast as possible)")
     p.add_argument("--count", type=int, help="publish at most N items")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted publish of the same input: skip the items the "
+                        "super-peer already has (the stream stays open after an error or Ctrl-C)")
     p.add_argument("--item", metavar="NAME",
                    help="the item element's name (default: the first child of the root's)")
     p.set_defaults(func=cmd_publish)
