@@ -94,8 +94,10 @@ def healthy(address: str, timeout: float = 0.5) -> bool:
 
 
 def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Path = ".streamglobe",
-       wait_s: float = 60.0, progress=None, spark: dict | None = None) -> LocalNetwork:
-    """``spark``: master, trigger_ms (--executor spark) and lateness (None: the defaults)."""
+       wait_s: float = 60.0, progress=None, spark: dict | None = None,
+       serve_args: tuple[str, ...] = ()) -> LocalNetwork:
+    """``spark``: master, trigger_ms (--executor spark) and lateness (None: the defaults);
+    ``serve_args``: more options of ``superpeer serve`` for every daemon."""
     topology = load_topology(topology_path)
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
@@ -114,7 +116,7 @@ def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Pat
         log = open(state / f"{peer}.log", "w")
         processes[peer] = subprocess.Popen(
             [sys.executable, "-m", "thinpeer.cli", "superpeer", "serve", "--topology",
-             str(Path(topology_path).resolve()), "--id", peer, "--executor", executor, *extra],
+             str(Path(topology_path).resolve()), "--id", peer, "--executor", executor, *extra, *serve_args],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     network = LocalNetwork(topology, processes, state)
     (state / STATE_FILE).write_text(json.dumps({
