@@ -51,7 +51,7 @@ def test_bad_boundaries_are_rejected_and_every_subscriber_sees_the_same_items(ne
     batch = [PHOTONS[2], PHOTONS[3] + "trailing", "<photon><en>1</en><![CDATA[x",
              "]]></photon>" + PHOTONS[4], "<photon/><photon/>", "", PHOTONS[5],
              " \n" + PHOTONS[6] + "\n"]
-    accepted, rejected, reasons = network.peers["SP4"].data.publish("photons", batch)
+    accepted, rejected, reasons, *_ = network.peers["SP4"].data.publish("photons", batch)
     assert (accepted, rejected) == (3, 5)
     assert [r.split(":")[0] for r in reasons] == ["item 3", "item 4", "item 5", "item 6", "item 7"]
     network.peers["SP4"].data.close_stream("photons")
@@ -65,7 +65,7 @@ def test_bad_boundaries_are_rejected_and_every_subscriber_sees_the_same_items(ne
 def test_what_is_not_an_item(network, item, reason):
     """Each is refused alone, with its number and why; the items around it go on."""
     record = network.peers["SP1"].control.subscribe(WHOLE, "data-shipping")
-    accepted, rejected, reasons = network.peers["SP4"].data.publish(
+    accepted, rejected, reasons, *_ = network.peers["SP4"].data.publish(
         "photons", [PHOTONS[2], item, PHOTONS[3]])
     assert (accepted, rejected) == (2, 1), reasons
     assert reasons[0].startswith("item 3: ") and reason in reasons[0], reasons
