@@ -71,14 +71,14 @@ class FailureDetector:
     def hearing(self) -> list[str]:
         """The peers that answered this one's latest heartbeat (sent with every answer; a peer
         it has begun to miss is left out at once, not only once declared down)."""
-        return sorted(p for p, h in self.peers.items() if h.up and h.misses == 0)
+        return sorted(p for p, h in list(self.peers.items()) if h.up and h.misses == 0)
 
     def is_down(self, peer: str) -> bool:
         h = self.peers.get(peer)
         return h is not None and h.up is False
 
     def heard_by_others(self, peer: str) -> list[str]:
-        return sorted(p for p, h in self.peers.items() if h.up and peer in h.hears)
+        return sorted(p for p, h in list(self.peers.items()) if h.up and peer in h.hears)
 
     def peer_state(self, peer: str) -> str:
         """``up``, ``down``, ``unreachable`` (others hear it: the way here is cut) or ``unknown``."""
@@ -94,7 +94,7 @@ class FailureDetector:
 
     def status(self, now: float) -> dict:
         peers = {}
-        for p, h in sorted(self.peers.items()):
+        for p, h in sorted(list(self.peers.items())):  # a snapshot: the heartbeat thread adds peers
             shown = {"state": self.peer_state(p), "since": _iso(h.since),
                      "last_heard_s_ago": None if h.last_heard is None else round(now - h.last_heard, 1),
                      "times_down": h.downs}

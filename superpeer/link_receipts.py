@@ -19,13 +19,20 @@ Key = tuple[str, str, str]  # sender, sender's epoch, stream
 @dataclass
 class LinkReceipts:
     next: dict[Key, int] = field(default_factory=dict)
+    epochs: dict[str, str] = field(default_factory=dict)  # each sender's newest epoch
     duplicates: int = 0  # items received again (and dropped)
     gaps: int = 0  # items a sender skipped: lost before they reached this peer
     last_gap: str = ""
 
     def admit(self, key: Key, first: int, count: int) -> tuple[int, int]:
         """How many leading items of the batch were already taken, and the acknowledgement (the
-        next number expected once the batch is taken). The first batch of a key starts it."""
+        next number expected once the batch is taken). The first batch of a key starts it; a
+        sender's new epoch (it was restarted) drops what was kept for its former self."""
+        sender, epoch, _ = key
+        if self.epochs.get(sender, epoch) != epoch:
+            for old in [k for k in self.next if k[0] == sender and k[1] != epoch]:
+                del self.next[old]
+        self.epochs[sender] = epoch
         expected = self.next.get(key, first)
         if first > expected:
             self.gaps += first - expected
@@ -36,7 +43,3 @@ class LinkReceipts:
         self.next[key] = max(expected, first + count)
         return skip, self.next[key]
 
-    def forget(self, stream: str) -> None:
-        """The stream left this peer: its numbering starts again if it comes back."""
-        for key in [k for k in self.next if k[2] == stream]:
-            del self.next[key]

@@ -302,9 +302,14 @@ class GrpcPeerChannels:
             try:
                 reply = call.result()
             except grpc.RpcError as exc:
+                if self._stop.is_set():
+                    return replies  # our channels are closing: not the peers' silence
                 reason = f"{exc.code().name}: {exc.details()}"
                 self.unreachable[peer] = reason
-                self.detector.missed(peer, time.time(), reason)
+                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    self.detector.missed(peer, time.time(), reason)
+                else:  # it answered, with an error: alive
+                    self.detector.heard(peer, time.time())
                 continue
             except (ValueError, grpc.FutureCancelledError):  # stopping
                 continue

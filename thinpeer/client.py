@@ -95,23 +95,24 @@ class SuperPeerClient:
         size limit, or that is not UTF-8 text, is rejected here without being sent.
 
         ``position``: the stream-wide number of the first item (``register_stream`` says where
-        the stream stands). Numbered batches are taken once by the super-peer, so a batch whose
-        reply is lost is sent again (for up to ``retry_s`` while the super-peer is unreachable)
-        without duplicating anything."""
+        the stream stands); items are then numbered from it, in rejections too. Numbered batches
+        are taken once by the super-peer, so a batch whose reply is lost is sent again (for up
+        to ``retry_s`` while the super-peer is unreachable) without duplicating anything. The
+        numbering is the stream's: one numbered publisher per stream at a time."""
         summary = PublishSummary(reasons=[])
         limit = self.max_item_bytes.get(name, DEFAULT_MAX_ITEM_BYTES)
         batch: list[bytes] = []
         batch_bytes = 0
         start = time.monotonic()
-        index = 0  # the number (in ``items``) of the next item
-        first = 0  # the number of batch[0]: batches are contiguous runs of numbers
+        index = position or 0  # the number of the next item
+        first = index  # the number of batch[0]: batches are contiguous runs of numbers
 
         def flush() -> None:
             nonlocal first, batch_bytes
             if batch:
                 request = pb.PublishRequest(stream=name, first_sequence=first, items=batch)
                 if position is not None:
-                    request.position = position + first
+                    request.position = first
                 reply = self._publish_batch(request, retry_s if position is not None else 0.0)
                 summary.duplicates += reply.duplicates
                 summary.accepted += reply.accepted
@@ -150,7 +151,7 @@ class SuperPeerClient:
             if len(batch) >= per_batch:
                 flush()
                 if rate:
-                    ahead = index / rate - (time.monotonic() - start)
+                    ahead = (index - (position or 0)) / rate - (time.monotonic() - start)
                     if ahead > 0:
                         time.sleep(ahead)
         flush()

@@ -38,7 +38,10 @@ def test_a_reader_with_the_secret_is_served_on_the_advertised_address(server) ->
         assert conn.recv() == ("ok", 1)
 
 
-def test_a_wrong_secret_is_refused_and_a_silent_client_blocks_no_one(server) -> None:
+def test_a_wrong_secret_is_refused_and_a_silent_client_blocks_no_one(server, monkeypatch) -> None:
+    from superpeer.executors.spark import feed
+
+    monkeypatch.setattr(feed, "HANDSHAKE_TIMEOUT_S", 1.0)
     host, port = server.address
     silent = socket.create_connection((host, port))  # connects, never answers the challenge
     try:
@@ -50,6 +53,7 @@ def test_a_wrong_secret_is_refused_and_a_silent_client_blocks_no_one(server) -> 
         with Client((host, port), authkey=server.authkey) as conn:  # served despite the silent one
             conn.send(("base",))
             assert conn.recv() == ("ok", 0)
+        _wait(lambda: server.rejected == 2)  # the silent one gave up its thread after the timeout
     finally:
         silent.close()
 

@@ -152,30 +152,40 @@ def cmd_publish(args: argparse.Namespace) -> int:
         return (f"{why}; the stream {args.stream} stays open: run the same command with --resume "
                 "to continue after the last item the super-peer has")
 
+    registered = False
     try:
         with _client(args.superpeer) as client:
             have = client.register_stream(args.stream, root, item, args.rate or 0.0)
+            registered = True
+            position = None  # appended, unnumbered
             if args.resume:
-                # the input's item N is the stream's item N: skip what the super-peer has
+                # the input's item N is the stream's item N: skip what the super-peer has; the
+                # batches are numbered, so one whose reply is lost is sent again safely
                 items = itertools.islice(items, have, args.count)
-                first = have
+                position = have
                 print(f"{args.stream}: resuming at item {have} (the super-peer has items 0..{have - 1})"
                       if have else f"{args.stream}: the super-peer has no items yet; publishing from item 0",
                       file=sys.stderr, flush=True)
-            else:  # appended after what the stream has
-                items = itertools.islice(items, args.count) if args.count is not None else items
-                first = have
+            elif args.count is not None:
+                items = itertools.islice(items, args.count)
             try:
-                summary = client.publish(args.stream, items, rate=args.rate, progress=progress, position=first)
+                summary = client.publish(args.stream, items, rate=args.rate, progress=progress, position=position)
             except KeyboardInterrupt:
                 print(file=sys.stderr)
                 print(stays_open("interrupted"), file=sys.stderr)
+                raise
+            except ThinPeerError as exc:
+                if exc.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+                    try:  # nothing to resume: end the stream, as a finished publish does
+                        client.close_stream(args.stream)
+                    except ThinPeerError:
+                        pass
                 raise
             client.close_stream(args.stream)
     except ThinPeerError as exc:
         print(file=sys.stderr)
         error = thin_error(exc)
-        if exc.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+        if registered and exc.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
             error = CliError(stays_open(str(error)))
         raise error from None
     print(file=sys.stderr)
@@ -337,7 +347,8 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--count", type=int, help="publish at most N items")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted publish of the same input: skip the items the "
-                        "super-peer already has (the stream stays open after an error or Ctrl-C)")
+                        "super-peer already has (the stream stays open after a lost connection or "
+                        "Ctrl-C); its batches are numbered, so a lost reply is retried safely")
     p.add_argument("--item", metavar="NAME",
                    help="the item element's name (default: the first child of the root's)")
     p.set_defaults(func=cmd_publish)

@@ -40,7 +40,8 @@ def up(topology_file: Path, root: Path, project: str, executor: str, serve_args:
     directory.mkdir(parents=True, exist_ok=True)
     try:
         data, placements = place(topology_file, subnet)
-        spark = place_cluster(spark_workers, subnet, FIRST_HOST - 1 + len(placements)) if spark_workers else {}
+        spark = (place_cluster(spark_workers, subnet, FIRST_HOST - 1 + len(placements),
+                               frozenset(p.service for p in placements.values())) if spark_workers else {})
     except (ValueError, KeyError) as exc:
         raise DeployError(f"{topology_file}: {exc}") from None
     deployment = Deployment(project, str(directory), executor, placements, spark)
@@ -66,9 +67,10 @@ def services(deployment: Deployment) -> dict[str, str]:
             **{name: name for name in deployment.spark}}
 
 
-def wait_healthy(deployment: Deployment, timeout: float, progress: Progress) -> None:
+def wait_healthy(deployment: Deployment, timeout: float, progress: Progress,
+                 only: set[str] | None = None) -> None:
     deadline = time.monotonic() + timeout
-    names = services(deployment)
+    names = {n: v for n, v in services(deployment).items() if only is None or n in only}
     waiting: list[str] = list(names)
     while time.monotonic() < deadline:
         states = container_states(deployment)
@@ -162,7 +164,7 @@ def _known(deployment: Deployment, peer: str) -> str:
         if p.lower() == peer.lower():
             return p
     raise DeployError(f"no super-peer {peer} in project {deployment.project} "
-                      f"(there are {', '.join([*deployment.peers, *deployment.spark])})")
+                      f"(there are {', '.join(deployment.peers)})")
 
 
 def _link(deployment: Deployment, a: str, b: str) -> tuple[str, str]:
@@ -176,7 +178,11 @@ def _service(deployment: Deployment, name: str) -> str:
     """A super-peer's service by its id, or a Spark container by its name (spark-worker-1)."""
     if name.lower() in deployment.spark:
         return name.lower()
-    return deployment.peers[_known(deployment, name)].service
+    for p in deployment.peers:
+        if p.lower() == name.lower():
+            return deployment.peers[p].service
+    raise DeployError(f"no super-peer or Spark container {name} in project {deployment.project} "
+                      f"(there are {', '.join([*deployment.peers, *deployment.spark])})")
 
 
 def kill(deployment: Deployment, peer: str) -> None:
@@ -184,8 +190,11 @@ def kill(deployment: Deployment, peer: str) -> None:
 
 
 def start(deployment: Deployment, peer: str, progress: Progress, timeout: float = 120.0) -> None:
-    compose(deployment, "start", _service(deployment, peer))
-    wait_healthy(deployment, timeout, progress)
+    """Start a container again and wait until it (not the others: some may be down on purpose)
+    is healthy."""
+    service = _service(deployment, peer)
+    compose(deployment, "start", service)
+    wait_healthy(deployment, timeout, progress, only={n for n, v in services(deployment).items() if v == service})
 
 
 def cut(deployment: Deployment, a: str, b: str) -> None:

@@ -36,7 +36,8 @@ class SparkNode:
     ip: str
 
 
-def place_cluster(workers: int, subnet: str, taken: int) -> dict[str, SparkNode]:
+def place_cluster(workers: int, subnet: str, taken: int, peer_services: frozenset[str] = frozenset()
+                  ) -> dict[str, SparkNode]:
     """The master and ``workers`` workers on the addresses after the ``taken`` first hosts."""
     if workers < 1:
         raise ValueError("a Spark cluster needs at least one worker (--spark-cluster N, N >= 1)")
@@ -44,6 +45,9 @@ def place_cluster(workers: int, subnet: str, taken: int) -> dict[str, SparkNode]
     if taken + workers + 1 > len(hosts):
         raise ValueError(f"subnet {subnet} is too small for the super-peers and {workers + 1} Spark containers")
     names = ["spark-master"] + [f"spark-worker-{i}" for i in range(1, workers + 1)]
+    clash = sorted(set(names) & set(peer_services))
+    if clash:
+        raise ValueError(f"super-peer(s) named like the Spark containers ({', '.join(clash)}): rename them")
     return {name: SparkNode(name, "master" if i == 0 else "worker", str(hosts[taken + i]))
             for i, name in enumerate(names)}
 

@@ -27,6 +27,7 @@ import numpy as np
 SEGMENT_ITEMS = 100_000
 _HEADER = struct.Struct("<iI")  # src (-1: name record, -2: segment header), payload length
 _END = 0xFFFFFFFF  # payload length of an end-of-stream marker
+HANDSHAKE_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -228,6 +229,14 @@ def reachable_host(listen: str) -> str:
             return named
 
 
+def receive_timeout(conn: Connection, seconds: float) -> None:
+    """Reads on the connection fail after ``seconds`` without data (0: wait for ever)."""
+    whole = int(seconds)
+    timeval = struct.pack("ll", whole, int((seconds - whole) * 1e6))
+    with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+
+
 def no_delay(conn: Connection) -> None:
     """Turn off Nagle's algorithm on a connection's socket: a request, answered while its
     header's ACK is delayed, would otherwise wait ~40 ms for it."""
@@ -272,9 +281,11 @@ class FeedServer:
 
     def _authenticated(self, conn: Connection) -> None:
         try:
+            receive_timeout(conn, HANDSHAKE_TIMEOUT_S)  # a silent client gives up its thread
             deliver_challenge(conn, self.authkey)
             answer_challenge(conn, self.authkey)
-        except Exception:  # noqa: BLE001 — wrong secret, garbage, or a client that went away
+            receive_timeout(conn, 0)
+        except Exception:  # noqa: BLE001 — wrong secret, garbage, silence, or a client gone
             self.rejected += 1
             conn.close()
             return
