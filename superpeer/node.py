@@ -205,7 +205,8 @@ class Node:
                 "address": self.topology.address(self.id),
                 "streams_registered_here": {
                     n: {"root": s.root, "item": s.item, "accepted": s.accepted,
-                        "rejected": s.rejected, "closed": s.closed,
+                        "rejected": s.rejected, "closed": s.closed, "next_position": s.next_position,
+                        "duplicates": s.duplicates,
                         "statistics": {"items_observed": s.statistics.items,
                                        "avg_item_size": round(s.statistics.avg_item_size, 1),
                                        "frequency": round(s.statistics.frequency, 3)}}

@@ -199,6 +199,8 @@ def test_publish_resume_continues_after_the_items_the_superpeer_has(tmp_path):
         publisher.publish("photons", photons[100:300], position=100)
         again = publisher.publish("photons", photons[100:300], position=100)  # the reply was lost
         assert (again.accepted, again.duplicates) == (0, 200)
+        shown = publisher.status()["streams_registered_here"]["photons"]
+        assert (shown["next_position"], shown["duplicates"]) == (300, 200)
         assert publisher.register_stream("photons", "photons", "photon") == 300
         r = run("publish", "--superpeer", sp4, "--stream", "photons", "--synthetic", "--seed", "0",
                 "--count", "1000", "--resume")
