@@ -145,7 +145,7 @@ class DataPlane:
             entry = self.state.table.get(stream)
             if entry is None:
                 self.unknown_transfers += len(items)
-                self.receipts.next.pop((sender, epoch, stream), None)
+                self.receipts.drop((sender, epoch, stream))
                 return len(items) if first is None else first + len(items)
             acknowledged = len(items)
             if first is not None:

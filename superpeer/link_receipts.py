@@ -43,3 +43,6 @@ class LinkReceipts:
         self.next[key] = max(expected, first + count)
         return skip, self.next[key]
 
+    def drop(self, key: Key) -> None:
+        """The stream is not here (any more): its numbering starts again if it comes back."""
+        self.next.pop(key, None)
