@@ -148,9 +148,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
         print(f"\r{args.stream}: {summary.accepted} items published, {summary.rejected} rejected{again} "
               f"({summary.accepted / max(elapsed, 1e-9):,.0f} items/s)", end="", file=sys.stderr, flush=True)
 
-    def stays_open(why: str) -> str:
-        return (f"{why}; the stream {args.stream} stays open: run the same command with --resume "
-                "to continue after the last item the super-peer has")
+    def stays_open(why: str = "") -> str:
+        return (f"{why}; " if why else "") + (
+            f"the stream {args.stream} stays open: run the same command with --resume "
+            "to continue after the last item the super-peer has")
 
     registered = False
     try:
@@ -172,7 +173,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
                 summary = client.publish(args.stream, items, rate=args.rate, progress=progress, position=position)
             except KeyboardInterrupt:
                 print(file=sys.stderr)
-                print(stays_open("interrupted"), file=sys.stderr)
+                print(stays_open(), file=sys.stderr)  # then "interrupted" (the CLI's own)
                 raise
             except ThinPeerError as exc:
                 if exc.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
