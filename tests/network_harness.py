@@ -62,3 +62,14 @@ def same(ours: list[str], theirs: list[str]) -> bool:
                                          for x, y in zip(ta, tb)):
             return False
     return True
+
+
+def reference_results(query: str, items: list[str], root: str = "photons") -> list[str]:
+    """The invariant every subscriber's output is held to: the reference evaluator over the
+    published document (nothing lost, nothing twice, order kept)."""
+    from sharing.analysis import analyze
+    from wxquery.evaluator import evaluate
+    from wxquery.stream_document import StreamDocument
+
+    doc = StreamDocument.from_text(f"<{root}>" + "".join(items) + f"</{root}>")
+    return list(evaluate(analyze(query).checked, doc).serialized_items())

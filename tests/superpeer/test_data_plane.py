@@ -7,21 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from sharing.analysis import analyze
 from sharing.scenarios import paper_query
 from superpeer.errors import NodeError
-from network_harness import same
+from network_harness import same, reference_results
 from superpeer_fakes import buffered_results as results, photon_network
 from photons.generator import generate
-from wxquery.evaluator import evaluate
-from wxquery.stream_document import StreamDocument
 
 PHOTONS = [p.to_xml() for p in generate(600, seed=11)]
 
 
-def reference(query: str, items: list[str]) -> list[str]:
-    doc = StreamDocument.from_text("<photons>" + "".join(items) + "</photons>")
-    return list(evaluate(analyze(query).checked, doc).serialized_items())
+reference = reference_results  # the invariant: the reference evaluator's results
 
 
 

@@ -11,25 +11,20 @@ from collections import Counter
 
 import pytest
 
-from network_harness import running_network
+from network_harness import running_network, reference_results
 from photons.generator import generate
-from sharing.analysis import analyze
 from sharing.scenarios import paper_query
 from superpeer import peer_state
 from superpeer.errors import NodeError
 from superpeer.subscriptions import SubscriptionRuntime
 from superpeer_fakes import Call, FakeNetwork, in_process_network
 from thinpeer.client import SuperPeerClient, ThinPeerError
-from wxquery.evaluator import evaluate
-from wxquery.stream_document import StreamDocument
 
 PHOTONS = [p.to_xml() for p in generate(400, seed=21)]
 WARMUP = 100
 
 
-def reference(query: str, items: list[str]) -> list[str]:
-    doc = StreamDocument.from_text("<photons>" + "".join(items) + "</photons>")
-    return list(evaluate(analyze(query).checked, doc).serialized_items())
+reference = reference_results  # the invariant: the reference evaluator's results
 
 
 @pytest.fixture
