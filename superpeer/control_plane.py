@@ -35,6 +35,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from sharing.analysis import analyze
 from sharing.matching import raw_properties
@@ -46,10 +47,12 @@ from wxquery.errors import WXQueryError
 from wxquery.limits import DEFAULT_LIMITS, AnalysisInterrupted, Interruption, QueryLimits
 
 from .errors import NodeError
+from .failure_detector import FailureDetector
 from .peer_channels import PeerLink, Waiting
 from .participant import CONFLICT
 from .peer_state import OriginalState, PeerState
 from .remote_view import RemotePlanningView, fetch_planning_view
+from .route_health import broken, data_paths
 from .subscriptions import ResultBuffer, SubscriptionRuntime
 
 REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
@@ -70,6 +73,9 @@ class SubscriptionRecord:
     waiting_for: tuple[str, ...] = ()
     error: str = ""
     registered_at: float = field(default_factory=time.time)
+    paths: tuple[tuple[str, ...], ...] = ()  # the peers its items pass, per input (route_health)
+    degraded: str = ""  # why its items cannot reach it now ("" while they can)
+    degraded_since: float | None = None
 
     def describe(self) -> str:
         if self.plan is not None:
@@ -261,6 +267,22 @@ class ControlPlane:
         except BaseException:
             self.release(record, txn)
             raise
+        record.paths = data_paths(plan, view.lineage)
+
+    def check_routes(self, detector: FailureDetector) -> None:
+        """Mark each subscription degraded while a peer or link its items pass is down (with
+        the reason, shown in ``status``), and healthy again once the path is whole. (Re-planning
+        around the failure is not done yet: the items flow again when the peer or link does.)"""
+        now = time.time()
+        for record in list(self.subscriptions.values()):
+            reason = broken(record.paths, detector) if record.paths else ""
+            if reason and not record.degraded:
+                log.warning("subscription %s degraded: %s", record.runtime.id, reason)
+                record.degraded_since = now
+            elif record.degraded and not reason:
+                log.warning("subscription %s healthy again", record.runtime.id)
+                record.degraded_since = now
+            record.degraded = reason
 
     def take_inputs(self, record: SubscriptionRecord, plan: Plan) -> None:
         """Deliver the plan's result streams to the subscription here, before anything is
@@ -358,6 +380,7 @@ class ControlPlane:
 
     def status(self) -> dict:
         return {sid: {"inputs": r.inputs,
+                      "health": health(r),
                       "plan": r.plan.to_json() if r.plan else None,
                       "waiting_for": list(r.waiting_for), "plan_error": r.error,
                       **r.runtime.buffer.status()}
@@ -366,6 +389,14 @@ class ControlPlane:
     def stop(self) -> None:
         for record in self.subscriptions.values():
             record.runtime.stop()
+
+
+def health(record: SubscriptionRecord) -> dict:
+    since = (None if record.degraded_since is None else
+             datetime.fromtimestamp(record.degraded_since, timezone.utc).isoformat(timespec="milliseconds"))
+    if record.degraded:
+        return {"state": "degraded", "since": since, "reason": record.degraded}
+    return {"state": "ok" if record.plan is not None else "waiting", "since": since}
 
 
 def as_node_error(exc: BaseException, subscription: str) -> NodeError:

@@ -183,6 +183,7 @@ class Node:
             with self.state.lock:
                 for s in originals:
                     self.state.known_originals.setdefault(s.id, s)
+        self.control.check_routes(self.channels.detector)
         for record in self.control.ready_waiting(older_than=time.time() - LATE_ACTIVATION_S):
             self.control.activate(record.runtime.id)
 

@@ -1,5 +1,6 @@
 """A super-peer on the route stops answering mid-stream (SIGSTOP: a hung process, a paused
-container) and comes back: its neighbours declare it down, then up, and every subscriber's
+container) and comes back: its neighbours declare it down, then up; the subscriptions whose
+items pass it are degraded meanwhile (with the reason), then healthy; and every subscriber's
 results are still exactly the reference results — the senders' queues held the items, nothing
 was lost or taken twice. Real daemon processes (``network up``)."""
 
@@ -55,9 +56,18 @@ def test_a_paused_superpeer_on_the_route_loses_nothing(tmp_path: Path) -> None:
         sp5.send_signal(signal.SIGSTOP)  # SP5 carries both routes: SP4→SP5→SP1, SP5→SP7
         sp4 = SuperPeerClient(address["SP4"])
         _until(lambda: sp4.status()["failure_detector"]["links"]["SP4–SP5"]["state"] == "down")
-        time.sleep(1.0)
+
+        def health(name: str) -> dict:
+            client, sid = subs[name]
+            return client.status()["subscriptions"][sid]["health"]
+
+        for name in subs:  # the subscribers' own super-peers see their routes broken
+            _until(lambda: health(name)["state"] == "degraded")
+            assert "SP5 on its route is down" in health(name)["reason"] and health(name)["since"]
         sp5.send_signal(signal.SIGCONT)
         _until(lambda: sp4.status()["failure_detector"]["links"]["SP4–SP5"]["state"] == "up")
+        for name in subs:
+            _until(lambda: health(name)["state"] == "ok")
         assert done.wait(60), "publishing did not finish"
         for name, (client, sid) in subs.items():
             got = [item for _, item, _ in client.results(sid, idle_timeout=30)]
