@@ -73,3 +73,17 @@ def reference_results(query: str, items: list[str], root: str = "photons") -> li
 
     doc = StreamDocument.from_text(f"<{root}>" + "".join(items) + f"</{root}>")
     return list(evaluate(analyze(query).checked, doc).serialized_items())
+
+
+def until(condition, seconds: float = 30.0, pause: float = 0.05):
+    """Poll ``condition`` until it gives something true (returned), failing after ``seconds``:
+    tests wait on conditions with deadlines, not fixed sleeps."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(pause)

@@ -58,6 +58,17 @@ def hold_while(net: FakeNetwork, holder: str, other: threading.Thread) -> None:
     net.hook = hook
 
 
+def subscribe_while_sp1_installs(net: FakeNetwork, peer: str, query: int):
+    """Query 1 registered at SP1 and, while SP1 holds its reservations uncommitted, ``query``
+    at ``peer``: (SP1's record, the other's record)."""
+    other_record: dict = {}
+    other = threading.Thread(target=lambda: other_record.update(r=net.peers[peer].control.subscribe(paper_query(query))))
+    hold_while(net, "SP1", other)
+    first = net.peers["SP1"].control.subscribe(paper_query(1))
+    other.join(30)
+    return first, other_record["r"]
+
+
 class RecordingPlanner:
     """The real planner; the plans it makes are kept for the test to look at."""
 
@@ -78,15 +89,11 @@ def test_a_plan_made_while_another_installation_holds_a_peer_plans_around_it():
     net = network()
     RecordingPlanner.plans = []
     net.peers["SP0"].control.make_planner = RecordingPlanner
-    q3: dict = {}
-    other = threading.Thread(target=lambda: q3.update(r=net.peers["SP0"].control.subscribe(paper_query(3))))
-    hold_while(net, "SP1", other)
-    q1 = net.peers["SP1"].control.subscribe(paper_query(1))
-    other.join(30)
+    q1, q3 = subscribe_while_sp1_installs(net, "SP0", 3)
     assert q1.plan.parts[0].operator_peer == "SP4"
     first = RecordingPlanner.plans[0]
     assert first.admitted and first.parts[0].operator_peer != "SP4", first.describe()
-    assert q3["r"].plan.admitted and q3["r"].plan.parts[0].operator_peer != "SP4"
+    assert q3.plan.admitted and q3.plan.parts[0].operator_peer != "SP4"
     assert net.peers["SP4"].state.own_usage().load <= net.backbone.peers["SP4"].load_capacity
     stop(net)
 
@@ -96,13 +103,9 @@ def test_the_same_query_registered_concurrently_shares_one_stream():
     reservations, is refused as a conflict, and planned again once the first is in place —
     reusing its stream at SP5 instead of filtering the photons at SP4 a second time."""
     net = network(rate=100)
-    second: dict = {}
-    other = threading.Thread(target=lambda: second.update(r=net.peers["SP7"].control.subscribe(paper_query(1))))
-    hold_while(net, "SP1", other)
-    first = net.peers["SP1"].control.subscribe(paper_query(1))
-    other.join(30)
+    first, second = subscribe_while_sp1_installs(net, "SP7", 1)
     assert first.plan.parts[0].operator_peer == "SP4"
-    assert second["r"].plan.parts[0].reused == first.plan.parts[0].result_stream
+    assert second.plan.parts[0].reused == first.plan.parts[0].result_stream
     assert len([s for s in net.peers["SP4"].state.table if s.operators]) == 1
     stop(net)
 

@@ -5,14 +5,15 @@ integration half stops and restarts a real daemon."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
 from superpeer.failure_detector import FailureDetector, HeartbeatSettings
 from superpeer.server import start_superpeer
 from superpeer.topology import load_topology
+from network_harness import until
 from thinpeer.client import SuperPeerClient
+from thinpeer.network import free_ports
 
 
 def test_down_after_the_configured_misses_and_up_at_the_first_answer() -> None:
@@ -69,30 +70,12 @@ bandwidth = 1e8
 """
 
 
-def _free_ports(n: int) -> list[int]:
-    import socket
-
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
-def _until(condition, seconds: float = 15.0):
-    deadline = time.monotonic() + seconds
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def test_a_stopped_daemon_is_declared_down_and_up_again_when_it_returns(tmp_path) -> None:
-    a, b, c = _free_ports(3)
+    a, b, c = free_ports(3)
     path = tmp_path / "line.toml"
     path.write_text(LINE.format(a=a, b=b, c=c))
     topology = load_topology(path)
@@ -100,18 +83,18 @@ def test_a_stopped_daemon_is_declared_down_and_up_again_when_it_returns(tmp_path
     peers = {p: start_superpeer(topology, p, heartbeats=settings) for p in ("A", "B", "C")}
     try:
         sp_b = SuperPeerClient(topology.address("B"))
-        _until(lambda: sp_b.status()["failure_detector"]["links"]["B–C"]["state"] == "up")
+        until(lambda: sp_b.status()["failure_detector"]["links"]["B–C"]["state"] == "up", seconds=15)
         peers["C"].stop(grace=0)
         # (for a round it may read "cut": A's last report may still have heard C)
-        link = _until(lambda: "C is down" in (l := sp_b.status()["failure_detector"]["links"]["B–C"]).get("reason", "")
-                      and l)
+        link = until(lambda: "C is down" in (l := sp_b.status()["failure_detector"]["links"]["B–C"]).get("reason", "")
+                      and l, seconds=15)
         assert link["state"] == "down" and link["since"]
         # A is not C's neighbour, hears B, and B does not hear C: C is down (not just cut off)
         sp_a = SuperPeerClient(topology.address("A"))
-        _until(lambda: sp_a.status()["failure_detector"]["peers"]["C"]["state"] == "down")
+        until(lambda: sp_a.status()["failure_detector"]["peers"]["C"]["state"] == "down", seconds=15)
         assert sp_a.status()["failure_detector"]["links"]["A–B"]["state"] == "up"
         peers["C"] = start_superpeer(topology, "C", heartbeats=settings)
-        _until(lambda: sp_b.status()["failure_detector"]["links"]["B–C"]["state"] == "up")
+        until(lambda: sp_b.status()["failure_detector"]["links"]["B–C"]["state"] == "up", seconds=15)
         assert sp_b.status()["failure_detector"]["peers"]["C"]["times_down"] == 1
     finally:
         for running in peers.values():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from network_harness import reference_results, same
+from network_harness import reference_results, same, until
 from photons.generator import generate
 from sharing.scenarios import example_query
 from thinpeer.client import SuperPeerClient
@@ -23,11 +23,6 @@ from thinpeer.topologies import shipped_topology
 pytestmark = pytest.mark.slow
 
 
-def _until(condition, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 def test_a_paused_superpeer_on_the_route_loses_nothing(tmp_path: Path) -> None:
@@ -55,19 +50,19 @@ def test_a_paused_superpeer_on_the_route_loses_nothing(tmp_path: Path) -> None:
         time.sleep(0.4)
         sp5.send_signal(signal.SIGSTOP)  # SP5 carries both routes: SP4→SP5→SP1, SP5→SP7
         sp4 = SuperPeerClient(address["SP4"])
-        _until(lambda: sp4.status()["failure_detector"]["links"]["SP4–SP5"]["state"] == "down")
+        until(lambda: sp4.status()["failure_detector"]["links"]["SP4–SP5"]["state"] == "down")
 
         def health(name: str) -> dict:
             client, sid = subs[name]
             return client.status()["subscriptions"][sid]["health"]
 
         for name in subs:  # the subscribers' own super-peers see their routes broken
-            _until(lambda: health(name)["state"] == "degraded")
+            until(lambda: health(name)["state"] == "degraded")
             assert "SP5 on its route is down" in health(name)["reason"] and health(name)["since"]
         sp5.send_signal(signal.SIGCONT)
-        _until(lambda: sp4.status()["failure_detector"]["links"]["SP4–SP5"]["state"] == "up")
+        until(lambda: sp4.status()["failure_detector"]["links"]["SP4–SP5"]["state"] == "up")
         for name in subs:
-            _until(lambda: health(name)["state"] == "ok")
+            until(lambda: health(name)["state"] == "ok")
         assert done.wait(60), "publishing did not finish"
         for name, (client, sid) in subs.items():
             got = [item for _, item, _ in client.results(sid, idle_timeout=30)]

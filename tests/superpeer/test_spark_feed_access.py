@@ -4,20 +4,16 @@ silent or wrong client holds up no one, and it advertises an address others can 
 from __future__ import annotations
 
 import socket
-import time
 from multiprocessing.connection import Client
 from multiprocessing import AuthenticationError
 
 import pytest
 
+from network_harness import until
+
 from superpeer.executors.spark.feed import FeedLog, FeedServer, reachable_host
 
 
-def _wait(condition, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -49,11 +45,11 @@ def test_a_wrong_secret_is_refused_and_a_silent_client_blocks_no_one(server, mon
             with Client((host, port), authkey=b"not the secret") as conn:
                 conn.send(("latest",))
                 conn.recv()
-        _wait(lambda: server.rejected == 1)
+        until(lambda: server.rejected == 1, seconds=10, pause=0.02)
         with Client((host, port), authkey=server.authkey) as conn:  # served despite the silent one
             conn.send(("base",))
             assert conn.recv() == ("ok", 0)
-        _wait(lambda: server.rejected == 2)  # the silent one gave up its thread after the timeout
+        until(lambda: server.rejected == 2, seconds=10, pause=0.02)  # the silent one gave up its thread after the timeout
     finally:
         silent.close()
 

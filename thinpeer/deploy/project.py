@@ -159,12 +159,15 @@ def _dropped_addresses(deployment: Deployment, peer: str) -> set[str]:
             if "-d" in words and "DROP" in words}
 
 
-def _known(deployment: Deployment, peer: str) -> str:
+def _known(deployment: Deployment, peer: str, also: list[str] | None = None) -> str:
+    """The super-peer id ``peer`` names (any case); ``also``: other names the caller takes,
+    listed in the error."""
     for p in deployment.peers:
         if p.lower() == peer.lower():
             return p
-    raise DeployError(f"no super-peer {peer} in project {deployment.project} "
-                      f"(there are {', '.join(deployment.peers)})")
+    what = "super-peer or Spark container" if also else "super-peer"
+    raise DeployError(f"no {what} {peer} in project {deployment.project} "
+                      f"(there are {', '.join([*deployment.peers, *(also or [])])})")
 
 
 def _link(deployment: Deployment, a: str, b: str) -> tuple[str, str]:
@@ -178,11 +181,7 @@ def _service(deployment: Deployment, name: str) -> str:
     """A super-peer's service by its id, or a Spark container by its name (spark-worker-1)."""
     if name.lower() in deployment.spark:
         return name.lower()
-    for p in deployment.peers:
-        if p.lower() == name.lower():
-            return deployment.peers[p].service
-    raise DeployError(f"no super-peer or Spark container {name} in project {deployment.project} "
-                      f"(there are {', '.join([*deployment.peers, *deployment.spark])})")
+    return deployment.peers[_known(deployment, name, also=list(deployment.spark))].service
 
 
 def kill(deployment: Deployment, peer: str) -> None:
