@@ -22,6 +22,9 @@ MESSAGE_LIMIT = 64 << 20  # what the super-peers accept in one gRPC message
 DEFAULT_MAX_ITEM_BYTES = MESSAGE_LIMIT - (1 << 20)  # until a super-peer says its own limit
 
 
+TRANSIENT = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})  # the super-peer may answer again
+
+
 class ThinPeerError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
@@ -166,7 +169,7 @@ class SuperPeerClient:
             try:
                 return self._call("Publish", request)
             except ThinPeerError as exc:
-                if exc.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED") or time.monotonic() + delay > deadline:
+                if exc.code not in TRANSIENT or time.monotonic() + delay > deadline:
                     raise
             time.sleep(delay)
             delay = min(delay * 2, 2.0)

@@ -129,7 +129,7 @@ def _document_items(path: str, item: str | None = None) -> tuple[str, str, Docum
 
 def cmd_publish(args: argparse.Namespace) -> int:
     from photons.generator import generate
-    from thinpeer.client import ThinPeerError
+    from thinpeer.client import TRANSIENT, ThinPeerError
 
     if args.input is None and not args.synthetic:
         raise CliError("error: give --input DOC.xml or --synthetic")
@@ -158,17 +158,15 @@ def cmd_publish(args: argparse.Namespace) -> int:
         with _client(args.superpeer) as client:
             have = client.register_stream(args.stream, root, item, args.rate or 0.0)
             registered = True
-            position = None  # appended, unnumbered
+            # resuming, the input's item N is the stream's item N: what the super-peer has is
+            # skipped, and the batches are numbered, so one whose reply is lost is sent again
+            # safely; otherwise the items are appended, unnumbered
+            position = have if args.resume else None
+            items = itertools.islice(items, position or 0, args.count)
             if args.resume:
-                # the input's item N is the stream's item N: skip what the super-peer has; the
-                # batches are numbered, so one whose reply is lost is sent again safely
-                items = itertools.islice(items, have, args.count)
-                position = have
                 print(f"{args.stream}: resuming at item {have} (the super-peer has items 0..{have - 1})"
                       if have else f"{args.stream}: the super-peer has no items yet; publishing from item 0",
                       file=sys.stderr, flush=True)
-            elif args.count is not None:
-                items = itertools.islice(items, args.count)
             try:
                 summary = client.publish(args.stream, items, rate=args.rate, progress=progress, position=position)
             except KeyboardInterrupt:
@@ -176,7 +174,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
                 print(stays_open(), file=sys.stderr)  # then "interrupted" (the CLI's own)
                 raise
             except ThinPeerError as exc:
-                if exc.code not in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+                if exc.code not in TRANSIENT:
                     try:  # nothing to resume: end the stream, as a finished publish does
                         client.close_stream(args.stream)
                     except ThinPeerError:
@@ -186,7 +184,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     except ThinPeerError as exc:
         print(file=sys.stderr)
         error = thin_error(exc)
-        if registered and exc.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"):
+        if registered and exc.code in TRANSIENT:
             error = CliError(stays_open(str(error)))
         raise error from None
     print(file=sys.stderr)
