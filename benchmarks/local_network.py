@@ -16,10 +16,10 @@ from thinpeer.topologies import shipped_topology  # noqa: E402
 
 
 @contextmanager
-def local_network(topology: str = "paper-example"):
+def local_network(topology: str = "paper-example", serve_args: tuple[str, ...] = ()):
     with tempfile.TemporaryDirectory(prefix="streamglobe-bench-") as tmp:
         path = with_free_ports(shipped_topology(topology), Path(tmp) / f"{topology}.toml")
-        network = up(path, state_dir=Path(tmp) / "state")
+        network = up(path, state_dir=Path(tmp) / "state", serve_args=serve_args)
         try:
             yield network
         finally:

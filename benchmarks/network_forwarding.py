@@ -1,35 +1,52 @@
-"""Items per second one super-peer forwards and duplicates, on loopback.
+"""Items per second one super-peer forwards and duplicates, on loopback — durable and in memory.
 
-Run: python benchmarks/network_forwarding.py [--photons 200000] [--out FILE.json]
+Run: python benchmarks/network_forwarding.py [--photons 200000] [--rounds 2] [--out FILE.json]
 
 Photons are published at SP4; two subscriptions that take the whole stream sit at SP1 and SP7,
 so SP5 receives every photon once and sends it twice (SP5→SP1 and SP5→SP7), without parsing it.
 The rate is photons per second through SP5, from the first to the last photon on both output links
 (SP5's own link counters).
+
+The cost of durability: every round runs the network twice, with a state directory per peer
+(the default: SP4 logs every photon before it acknowledges the batch, SP1 and SP7 store every
+result) and with ``--in-memory``, alternating which goes first; the report gives both rates and
+the slowdown of the durable one, per round and overall (median).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 from pathlib import Path
 
 from local_network import local_network, write_report
 from network_measures import forwarding
 
+MODES = {"durable": (), "in_memory": ("--in-memory",)}
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--photons", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    with local_network() as network:
-        report = {"benchmark": "forwarding and duplication at one super-peer", **forwarding(network.addresses, args.photons)}
-    rate, cpu, target = report["photons_per_s_through_sp5"], report["sp5_cpu_seconds"], report["photons"]
-    print(f"SP5 forwarded and duplicated {target} photons in {report['seconds']:.2f} s: {rate:,} photons/s "
-          f"in, {2 * rate:,} items/s out (whole pipeline: publisher, SP4, SP5 and two "
-          f"subscribers share this machine's cores)")
-    print(f"SP5's own cost: {cpu:.2f} CPU-seconds, i.e. {report['sp5_photons_per_cpu_second']:,} photons/s "
-          f"forwarded and duplicated per core")
+    runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
+    for k in range(args.rounds):
+        for mode in (list(MODES) if k % 2 == 0 else list(reversed(MODES))):
+            with local_network(serve_args=MODES[mode]) as network:
+                runs[mode].append(forwarding(network.addresses, args.photons))
+            r = runs[mode][-1]
+            print(f"round {k + 1} {mode:9s}: SP5 forwarded and duplicated {r['photons']} photons in "
+                  f"{r['seconds']:.2f} s: {r['photons_per_s_through_sp5']:,} photons/s "
+                  f"({r['sp5_photons_per_cpu_second']:,} per SP5 CPU-second)", flush=True)
+    rate = {mode: statistics.median(r["photons_per_s_through_sp5"] for r in rs) for mode, rs in runs.items()}
+    slowdown = 1 - rate["durable"] / rate["in_memory"]
+    report = {"benchmark": "forwarding and duplication at one super-peer, durable and in memory",
+              "runs": runs, "photons_per_s_median": rate, "durable_slowdown": round(slowdown, 3)}
+    print(f"median photons/s through SP5: durable {rate['durable']:,.0f}, in memory {rate['in_memory']:,.0f}: "
+          f"durability costs {100 * slowdown:.1f}% (whole pipeline on this machine's cores: publisher, "
+          f"SP4, SP5 and two subscribers)")
     write_report("network_forwarding", report, args.out)
     return 0
 

@@ -7,16 +7,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RegisterStreamRequest(_message.Message):
-    __slots__ = ("name", "root", "item", "rate")
+    __slots__ = ("name", "root", "item", "rate", "event_time", "event_time_rate")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROOT_FIELD_NUMBER: _ClassVar[int]
     ITEM_FIELD_NUMBER: _ClassVar[int]
     RATE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
+    EVENT_TIME_RATE_FIELD_NUMBER: _ClassVar[int]
     name: str
     root: str
     item: str
     rate: float
-    def __init__(self, name: _Optional[str] = ..., root: _Optional[str] = ..., item: _Optional[str] = ..., rate: _Optional[float] = ...) -> None: ...
+    event_time: str
+    event_time_rate: float
+    def __init__(self, name: _Optional[str] = ..., root: _Optional[str] = ..., item: _Optional[str] = ..., rate: _Optional[float] = ..., event_time: _Optional[str] = ..., event_time_rate: _Optional[float] = ...) -> None: ...
 
 class RegisterStreamReply(_message.Message):
     __slots__ = ("stream", "superpeer", "max_item_bytes", "next_position")
@@ -213,8 +217,10 @@ class CommitRequest(_message.Message):
     def __init__(self, transaction: _Optional[str] = ..., commit_json: _Optional[str] = ...) -> None: ...
 
 class CommitReply(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("starts_json",)
+    STARTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    starts_json: str
+    def __init__(self, starts_json: _Optional[str] = ...) -> None: ...
 
 class AbortRequest(_message.Message):
     __slots__ = ("transaction",)
@@ -253,7 +259,7 @@ class TruncateReply(_message.Message):
     def __init__(self) -> None: ...
 
 class TransferRequest(_message.Message):
-    __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender", "sender_epoch")
+    __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender", "sender_epoch", "watermark_path")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
@@ -261,6 +267,7 @@ class TransferRequest(_message.Message):
     END_FIELD_NUMBER: _ClassVar[int]
     SENDER_FIELD_NUMBER: _ClassVar[int]
     SENDER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    WATERMARK_PATH_FIELD_NUMBER: _ClassVar[int]
     stream: str
     first_sequence: int
     items: _containers.RepeatedScalarFieldContainer[str]
@@ -268,7 +275,8 @@ class TransferRequest(_message.Message):
     end: bool
     sender: str
     sender_epoch: str
-    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., watermark: _Optional[float] = ..., end: _Optional[bool] = ..., sender: _Optional[str] = ..., sender_epoch: _Optional[str] = ...) -> None: ...
+    watermark_path: str
+    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., watermark: _Optional[float] = ..., end: _Optional[bool] = ..., sender: _Optional[str] = ..., sender_epoch: _Optional[str] = ..., watermark_path: _Optional[str] = ...) -> None: ...
 
 class TransferReply(_message.Message):
     __slots__ = ("acknowledged",)
@@ -283,13 +291,15 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, sender: _Optional[str] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("superpeer", "usage_json", "originals_json", "hears")
+    __slots__ = ("superpeer", "usage_json", "originals_json", "hears", "incarnation")
     SUPERPEER_FIELD_NUMBER: _ClassVar[int]
     USAGE_JSON_FIELD_NUMBER: _ClassVar[int]
     ORIGINALS_JSON_FIELD_NUMBER: _ClassVar[int]
     HEARS_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     superpeer: str
     usage_json: str
     originals_json: str
     hears: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, superpeer: _Optional[str] = ..., usage_json: _Optional[str] = ..., originals_json: _Optional[str] = ..., hears: _Optional[_Iterable[str]] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, superpeer: _Optional[str] = ..., usage_json: _Optional[str] = ..., originals_json: _Optional[str] = ..., hears: _Optional[_Iterable[str]] = ..., incarnation: _Optional[str] = ...) -> None: ...

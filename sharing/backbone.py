@@ -78,6 +78,13 @@ class Backbone:
             raise TopologyError("topology has no [[superpeer]]")
         return cls(peers, links)
 
+    def without(self, peers: Iterable[str] = (), links: Iterable[frozenset[str]] = ()) -> "Backbone":
+        """The backbone that remains when ``peers`` (and their links) and ``links`` are down:
+        what a plan made around a failure may use."""
+        gone, cut = set(peers), set(links)
+        return Backbone([p for p in self.peers.values() if p.id not in gone],
+                        [l for k, l in self.links.items() if k not in cut and not (k & gone)])
+
     def _compute_paths_to(self, b: str) -> dict[str, list[str]]:
         """Shortest paths from ``b`` to every peer (one BFS per destination, cached)."""
         return nx.single_source_shortest_path(self.graph, b)

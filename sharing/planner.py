@@ -153,6 +153,35 @@ class Planner:
         return Plan(subscription, target, strategy, parts, properties.post_processing, usage,
                     cost, overloads)
 
+    def replay_plan(self, subscription: str, properties: Properties, target: str) -> Plan:
+        """A plan whose every input is a *new* copy of its original stream, routed from the
+        original's super-peer to ``target``, with all the input's operators at ``target``.
+
+        This is how a subscription is planned again after a failure cut its route: only a
+        stream nobody else reads can be replayed from the original's first item (the
+        subscriber's results are then recomputed and what it already has is skipped), and a
+        copy is the one stream the origin can fill from its log without running operators."""
+        if target not in self.state.backbone.peers:
+            raise RegistrationError(f"{target} is not in the backbone that remains")
+        parts = []
+        for inp in properties.inputs:
+            try:
+                original = self.state.original(inp.input)
+            except KeyError as exc:
+                raise RegistrationError(exc.args[0]) from None
+            if original.origin not in self.state.backbone.peers:
+                raise RegistrationError(f"{original.origin}, where stream \"{inp.input.stream}\" "
+                                        f"is registered, is down")
+            parts.append(self._at_target(original, original.origin, target, inp,
+                                         match_properties(original.properties, inp)))
+        usage = Usage()
+        for part in parts:
+            usage = usage.merge(part.usage)
+        usage = usage.merge(self._post_processing_usage(parts, target))
+        cost, overloads = self._cost(usage)
+        return Plan(subscription, target, Strategy.DATA_SHIPPING, parts, properties.post_processing,
+                    usage, cost, overloads)
+
     def _network(self) -> NetworkState:
         """Installing in process needs the whole network; a super-peer installs in two phases."""
         if not isinstance(self.state, NetworkState):

@@ -47,18 +47,19 @@ from wxquery.errors import WXQueryError
 from wxquery.limits import DEFAULT_LIMITS, AnalysisInterrupted, Interruption, QueryLimits
 
 from .errors import NodeError
-from .failure_detector import FailureDetector
+from .event_time import EventTime, check_event_time
 from .peer_channels import PeerLink, Waiting
 from .participant import CONFLICT
 from .peer_state import OriginalState, PeerState
 from .remote_view import RemotePlanningView, fetch_planning_view
-from .route_health import broken, data_paths
+from .route_health import data_paths
 from .subscriptions import ResultBuffer, SubscriptionRuntime
 
 REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
 INSTALL_DEADLINE_S = 20.0  # conflicts with concurrent installations are retried this long
 REPLAN_PAUSE_S = (0.01, 0.5)  # random pause before planning again: doubling from, at most
 ANNOUNCE_TIMEOUT_S = 30
+STREAM_ID_BLOCK = 1000  # stream numbers reserved in the state store at a time
 ANALYSIS_DEADLINE_S = 10.0  # the longest a query's analysis may take, whatever the client allows
 
 log = logging.getLogger("streamglobe.superpeer")
@@ -76,6 +77,21 @@ class SubscriptionRecord:
     paths: tuple[tuple[str, ...], ...] = ()  # the peers its items pass, per input (route_health)
     degraded: str = ""  # why its items cannot reach it now ("" while they can)
     degraded_since: float | None = None
+    query: str = ""
+    # Planned again after a failure (``recovery``): generation n installs its streams under the
+    # plan id ``sid~n``; ``stale`` are earlier plan ids some peer may still hold.
+    generation: int = 0
+    stale: list[str] = field(default_factory=list)
+    starts: dict[str, int] = field(default_factory=dict)  # stream -> first item it reads
+    incarnations: dict[str, str] | None = None  # the processes its path passed at installation
+    recovering: bool = False  # its path is broken: a new plan is wanted
+    replans: int = 0
+    last_failure: str = ""
+
+    @property
+    def plan_id(self) -> str:
+        """Whose streams the current plan's are, at every peer (``users``)."""
+        return plan_id(self.runtime.id, self.generation)
 
     def describe(self) -> str:
         if self.plan is not None:
@@ -85,6 +101,10 @@ class SubscriptionRecord:
         names = ", ".join(f'"{n}"' for n in self.waiting_for)
         return (f"{self.runtime.id}: waiting for stream {names} to be registered (no super-peer "
                 "has it yet); it is planned and installed before the first item is published")
+
+
+def plan_id(sid: str, generation: int) -> str:
+    return sid if generation == 0 else f"{sid}~{generation}"
 
 
 class ControlPlane:
@@ -99,17 +119,28 @@ class ControlPlane:
         self.retention = retention
         self.make_planner = planner or (lambda view: Planner(view.snapshot))
         self.subscriptions: dict[str, SubscriptionRecord] = {}
-        self._ids = itertools.count(1)
+        self._ids = iter(())  # stream numbers, reserved in blocks (``new_stream_id``)
         self._installing = threading.Lock()  # one installation at a time from this peer
 
     def new_stream_id(self) -> str:
-        return f"{self.state.id}.{next(self._ids)}"
+        number = next(self._ids, None)
+        if number is None:
+            first = self.state.store.reserve_ids(STREAM_ID_BLOCK)
+            self._ids = iter(range(first, first + STREAM_ID_BLOCK))
+            number = next(self._ids)
+        return f"{self.state.id}.{number}"
 
     # ------------------------------------------------------------------ publishers
 
-    def register_stream(self, name: str, root: str, item: str, rate: float) -> None:
+    def register_stream(self, name: str, root: str, item: str, rate: float, event_time: str = "",
+                        event_time_rate: float = 1.0) -> None:
+        """``event_time``: the item's element time windows read, advanced by watermarks at
+        ``event_time_rate`` units per second while the stream is idle (``event_time``)."""
         if not name or not root or not item:
             raise NodeError("INVALID_ARGUMENT", "a stream needs a name, a root element and an item element")
+        why = check_event_time(event_time, event_time_rate) if event_time else ""
+        if why:
+            raise NodeError("INVALID_ARGUMENT", why)
         here = self.state.id
         with self.state.lock:
             known = self.state.known_originals.get(name)
@@ -124,8 +155,14 @@ class ControlPlane:
                     raise NodeError("FAILED_PRECONDITION", f'stream "{name}" was closed; register it under a new name')
                 return  # a publisher reconnecting
             inp = InputStream(name, (root, item))
+            try:
+                self.state.store.add_original(name, root, item, rate, time.time(), event_time,
+                                              event_time_rate)
+            except Exception as exc:  # noqa: BLE001 - refused with the reason, nothing half-done
+                raise NodeError("UNAVAILABLE", f'could not record stream "{name}": {exc}') from None
             self.state.originals[name] = OriginalState(
-                name, root, item, statistics=StreamStatistics(frequency=rate), rate=rate)
+                name, root, item, statistics=StreamStatistics(frequency=rate), rate=rate,
+                event_time=EventTime(event_time, event_time_rate) if event_time else None)
             stream = NetworkStream(id=name, input=inp, properties=raw_properties(inp), kind="items",
                                    origin=here, parent=None, operators=(), route=(here,),
                                    estimate=StreamEstimate(rate, 0.0), original=True)
@@ -185,8 +222,10 @@ class ControlPlane:
         missing = self.state.missing_streams(analysis)
         if missing and not wait_for_streams:
             raise NodeError("NOT_FOUND", f'unknown stream "{missing[0]}": no super-peer has it registered')
-        runtime = SubscriptionRuntime(sid, analysis, self.retention, self.state.limits)
-        record = SubscriptionRecord(runtime, None, {}, strat, tuple(missing))
+        runtime = SubscriptionRuntime(sid, analysis, self.retention, self.state.limits,
+                                      buffer=self.result_buffer(sid, analysis))
+        record = SubscriptionRecord(runtime, None, {}, strat, tuple(missing), query=query)
+        self.state.store.add_subscription(sid, query, strat.value, record.registered_at)
         runtime.start()
         with self.state.lock:
             self.subscriptions[sid] = record
@@ -197,8 +236,17 @@ class ControlPlane:
                 with self.state.lock:
                     self.subscriptions.pop(sid, None)
                 runtime.stop()
+                self.state.store.remove_subscription(sid)
                 raise as_node_error(exc, sid) from None
         return record
+
+    def result_buffer(self, sid: str, analysis) -> ResultBuffer:
+        """A subscription's results, stored as they come when this peer is durable."""
+        buffer = ResultBuffer(self.retention, analysis.query.root_name or "results",
+                              self.state.limits.max_read_bytes)
+        if self.state.store.durable:
+            buffer.store, buffer.sid = self.state.store, sid
+        return buffer
 
     def ready_waiting(self, older_than: float | None = None) -> list[SubscriptionRecord]:
         """Waiting subscriptions whose streams are now all registered, oldest first."""
@@ -263,26 +311,12 @@ class ControlPlane:
                                            f"{last_reason or reason}")
         try:
             self.take_inputs(record, plan)
-            self.commit(txn, plan, view)
+            record.starts = self.commit(txn, plan, view)
         except BaseException:
             self.release(record, txn)
             raise
         record.paths = data_paths(plan, view.lineage)
-
-    def check_routes(self, detector: FailureDetector) -> None:
-        """Mark each subscription degraded while a peer or link its items pass is down (with
-        the reason, shown in ``status``), and healthy again once the path is whole. (Re-planning
-        around the failure is not done yet: the items flow again when the peer or link does.)"""
-        now = time.time()
-        for record in list(self.subscriptions.values()):
-            reason = broken(record.paths, detector) if record.paths else ""
-            if reason and not record.degraded:
-                log.warning("subscription %s degraded: %s", record.runtime.id, reason)
-                record.degraded_since = now
-            elif record.degraded and not reason:
-                log.warning("subscription %s healthy again", record.runtime.id)
-                record.degraded_since = now
-            record.degraded = reason
+        self.state.store.set_plan(sid, record.generation, record.stale, record.starts)
 
     def take_inputs(self, record: SubscriptionRecord, plan: Plan) -> None:
         """Deliver the plan's result streams to the subscription here, before anything is
@@ -300,7 +334,7 @@ class ControlPlane:
 
     def release(self, record: SubscriptionRecord, txn: str) -> None:
         """Undo a half-done installation: the inputs here, reservations, committed streams."""
-        sid = record.runtime.id
+        sid = record.plan.subscription if record.plan is not None else record.plan_id
         with self.state.lock:
             record.plan = None
             for stream in record.inputs.values():
@@ -329,13 +363,19 @@ class ControlPlane:
                 return "", f"{peer}: {reason}"
         return txn, ""
 
-    def commit(self, txn: str, plan: Plan, view: RemotePlanningView) -> None:
+    def commit(self, txn: str, plan: Plan, view: RemotePlanningView,
+               replay: dict[str, int] | None = None) -> dict[str, int]:
         """Commit on the peers the plan touches, downstream first: a peer starts sending a new
-        stream only once every later peer of its route has installed it."""
+        stream only once every later peer of its route has installed it. ``replay``: new
+        copies to fill from their stream's log (from the given item). Returns where the plan
+        starts in each stream it reads (the items logged there when it was committed)."""
         lineage = sorted({s.id for p in plan.parts for s in view.lineage(p.reused)})
         affected = self.affected(plan)
+        starts: dict[str, int] = {}
         for peer in self.commit_peers(affected, lineage, view):
-            self.link.commit(peer, txn, plan.subscription, lineage, required=peer in affected)
+            starts.update(self.link.commit(peer, txn, plan.subscription, lineage,
+                                           required=peer in affected, replay=replay) or {})
+        return starts
 
     @staticmethod
     def new_streams(plan: Plan) -> list[NetworkStream]:
@@ -352,7 +392,7 @@ class ControlPlane:
         new stream's route is a shortest path to this peer, so along it the distance falls:
         a stream's later peers commit before its earlier ones."""
         touched = set(affected) | view.peers_holding(lineage)
-        distance = self.state.backbone.distances_to(self.state.id)
+        distance = view.snapshot.backbone.distances_to(self.state.id)  # the backbone planned on
         order = {p: i for i, p in enumerate(self.state.backbone.peers)}
         return sorted(touched, key=lambda p: (distance.get(p, len(order)), order.get(p, len(order))))
 
@@ -365,9 +405,11 @@ class ControlPlane:
                 self.state.deliveries[stream] = [(r, v) for r, v in self.state.deliveries.get(stream, ())
                                                  if r is not record.runtime]
             record.runtime.stop()
+        self.state.store.remove_subscription(sid)
         removed: list[str] = []
         for peer in self.state.backbone.peers:
-            removed.extend(self.link.remove(peer, sid) or [])
+            for owner in (*record.stale, record.plan_id):
+                removed.extend(self.link.remove(peer, owner) or [])
         return sorted(set(removed))
 
     def read_results(self, sid: str, offset: int, max_items: int, wait_s: float
@@ -394,9 +436,10 @@ class ControlPlane:
 def health(record: SubscriptionRecord) -> dict:
     since = (None if record.degraded_since is None else
              datetime.fromtimestamp(record.degraded_since, timezone.utc).isoformat(timespec="milliseconds"))
+    history = {"replans": record.replans, "last_failure": record.last_failure}
     if record.degraded:
-        return {"state": "degraded", "since": since, "reason": record.degraded}
-    return {"state": "ok" if record.plan is not None else "waiting", "since": since}
+        return {"state": "degraded", "since": since, "reason": record.degraded, **history}
+    return {"state": "ok" if record.plan is not None else "waiting", "since": since, **history}
 
 
 def as_node_error(exc: BaseException, subscription: str) -> NodeError:

@@ -20,6 +20,7 @@ from lxml import etree
 
 from sharing.statistics import StreamEstimate
 from sharing.stream_table import NetworkStream
+from wxquery.operators.definitions import CombineWindows, WindowAggregate
 from wxquery.operators.records import WindowRecord, serialize
 
 from .errors import NodeError
@@ -31,12 +32,16 @@ from .peer_state import PeerState
 STATISTICS_FULL = 2000  # observe every item up to this many, then every 50th
 MAX_REJECTION_REASONS = 20
 MIN_RATE_WINDOW_S = 10.0
+REPLAY_BATCH = 1000  # log items read and pushed at a time
+WINDOW_OPERATORS = (WindowAggregate, CombineWindows)
 
 
 class Sender(Protocol):
     """Where a stream's items leave towards one neighbour (in order, batched)."""
 
     def send(self, stream: str, items: list[str], end: bool = False) -> None: ...
+
+    def send_watermark(self, stream: str, path: str, value: float) -> None: ...
 
 
 class Published(NamedTuple):
@@ -92,6 +97,15 @@ class DataPlane:
                     first += skip
             checked = check_items(items, state.item, self.state.limits.max_item_bytes)
             values = checked.values
+            start = state.next_position if position is None else position + skip
+            next_position = max(state.next_position, start + len(items))
+            try:  # in the log before anything is taken or acknowledged: a restart loses nothing
+                self.state.store.append(name, state.logged, checked.texts, next_position,
+                                        state.accepted + len(values),
+                                        state.rejected + len(checked.rejected), state.duplicates + skip)
+            except Exception as exc:  # noqa: BLE001 - the batch is refused whole, with the reason
+                raise NodeError("UNAVAILABLE", f'could not log the batch of stream "{name}": '
+                                               f"{type(exc).__name__}: {exc}") from None
             now = time.monotonic()
             with self.state.lock:
                 base = state.accepted + state.rejected if first is None else first
@@ -108,14 +122,30 @@ class DataPlane:
                     stats.frequency = state.accepted / max(now - state.first_arrival, MIN_RATE_WINDOW_S)
                 state.rejected += len(checked.rejected)
                 state.duplicates += skip
-                start = state.next_position if position is None else position + skip
-                state.next_position = max(state.next_position, start + len(items))
+                state.next_position = next_position
+                state.logged += len(checked.texts)
+                if state.event_time is not None:
+                    state.event_time.observe(values, now)
                 entry = self.state.table.get(name)
                 if entry is not None and stats.items:
                     entry.estimate = StreamEstimate(stats.frequency, stats.avg_item_size)
                 # parsed trees stay only where something here reads values; the text travels on
                 self.ingest(name, values if self.needs_values(name) else [], False, checked.texts)
                 return Published(len(values), len(checked.rejected), reasons, state.next_position, skip)
+
+    def replay(self, stream: str, start: int = 0) -> int:
+        """Called with the lock held when a copy of a stream registered here is installed for a
+        subscription planned again after a failure: feed it the stream's log from item
+        ``start`` (where the subscription began) before any new item (items being logged now
+        reach it live, after these). Returns the number of items replayed."""
+        entry = self.state.table.get(stream)
+        original = self.state.originals.get(entry.parent) if entry is not None and entry.parent else None
+        if entry is None or original is None:
+            return 0
+        for first in range(start, original.logged, REPLAY_BATCH):
+            texts = self.state.store.read_log(original.name, first, min(first + REPLAY_BATCH, original.logged))
+            self.ingest_text(entry, texts, False)
+        return max(original.logged - start, 0)
 
     def next_position(self, name: str) -> int:
         """Where a stream registered here stands: the number its next new item gets."""
@@ -129,6 +159,7 @@ class DataPlane:
             raise NodeError("NOT_FOUND", f'stream "{name}" is not registered at {self.state.id}')
         with state.publishing, self.state.lock:  # after a batch being taken, never inside it
             if not state.closed:
+                self.state.store.close_original(name)
                 state.closed = True
                 self.ingest(name, [], True, [])
         return state.accepted
@@ -136,7 +167,7 @@ class DataPlane:
     # ------------------------------------------------------------------ neighbours
 
     def transfer(self, stream: str, items: list[str], end: bool, sender: str = "", epoch: str = "",
-                 first: int | None = None) -> int:
+                 first: int | None = None, watermark: tuple[str, float] | None = None) -> int:
         """A batch from the previous peer of the route; the acknowledgement. Numbered batches
         (``first``) are taken once: the items of a retried batch already taken are dropped
         (``link_receipts``), and the reply is the next number expected. A stream no longer here
@@ -152,6 +183,8 @@ class DataPlane:
                 skip, acknowledged = self.receipts.admit((sender, epoch, stream), first, len(items))
                 items = items[skip:]
             self.ingest_text(entry, items, end)
+            if watermark is not None:
+                self.watermark(stream, *watermark)
         return acknowledged
 
     def ingest_text(self, entry: NetworkStream, items: list[str], end: bool) -> None:
@@ -209,6 +242,42 @@ class DataPlane:
             text = serialized if serialized is not None else [serialize(v) for v in values]
             for n in hops:
                 self.sender(n).send(sid, text, end)
+
+    def watermark(self, sid: str, path: str, value: float) -> None:
+        """Called with the lock held: event time ``value`` at element ``path`` reached stream
+        ``sid`` here (no later item has a smaller value there). Window operators on it close
+        what it ends (``Executor.advance``); it goes on through copies and operators that keep
+        items as they are (selections, projections: when the executor has already delivered
+        their items), and to the next hops."""
+        entry = self.state.table.get(sid)
+        if entry is None or self.state.table.has_ended(sid):
+            return
+        computed, passing = False, []
+        for child in self.state.derived_here(sid):
+            if self.executor.is_copy(child):
+                self.watermark(child, path, value)
+                continue
+            computed = True
+            c = self.state.table.get(child)
+            if (c is not None and c.kind == "items" and self.executor.synchronous
+                    and not any(isinstance(op, WINDOW_OPERATORS) for op in c.operators)):
+                passing.append(child)
+        if computed:
+            self.executor.advance(sid, path, value)
+        for child in passing:
+            self.watermark(child, path, value)
+        for n in entry.next_hops(self.state.id):
+            self.sender(n).send_watermark(sid, path, value)
+
+    def idle_watermarks(self, idle_s: float) -> None:
+        """Watermarks for the streams registered here that have been idle ``idle_s``."""
+        now = time.monotonic()
+        with self.state.lock:
+            for name, o in self.state.originals.items():
+                if o.event_time is not None and not o.closed:
+                    w = o.event_time.idle_watermark(now, idle_s)
+                    if w is not None:
+                        self.watermark(name, o.event_time.path, w)
 
     def attach(self, stream: str) -> None:
         """Called with the lock held when a stream produced here has just been installed: if

@@ -39,6 +39,8 @@ class PeerHealth:
     reason: str = ""  # the last error
     hears: frozenset[str] = frozenset()  # the peers this one reported hearing
     downs: int = 0  # how often it was declared down
+    incarnation: str = ""  # the process answering: a new one means it restarted (state lost)
+    restarts: int = 0
 
 
 def _iso(t: float | None) -> str | None:
@@ -52,8 +54,14 @@ class FailureDetector:
     settings: HeartbeatSettings = field(default_factory=HeartbeatSettings)
     peers: dict[str, PeerHealth] = field(default_factory=dict)
 
-    def heard(self, peer: str, now: float, hears: frozenset[str] = frozenset()) -> None:
+    def heard(self, peer: str, now: float, hears: frozenset[str] = frozenset(),
+              incarnation: str = "") -> None:
         h = self.peers.setdefault(peer, PeerHealth())
+        if incarnation and incarnation != h.incarnation:
+            if h.incarnation:
+                h.restarts += 1
+                log.warning("%s: %s has restarted", self.me, peer)
+            h.incarnation = incarnation
         if h.up is not True:
             if h.up is False:
                 log.warning("%s: %s answers again (down for %.1f s)", self.me, peer, now - (h.since or now))
@@ -72,6 +80,11 @@ class FailureDetector:
         """The peers that answered this one's latest heartbeat (sent with every answer; a peer
         it has begun to miss is left out at once, not only once declared down)."""
         return sorted(p for p, h in list(self.peers.items()) if h.up and h.misses == 0)
+
+    def incarnation(self, peer: str) -> str:
+        """The process last heard at ``peer`` ("" if none yet)."""
+        h = self.peers.get(peer)
+        return "" if h is None else h.incarnation
 
     def is_down(self, peer: str) -> bool:
         h = self.peers.get(peer)
@@ -97,7 +110,7 @@ class FailureDetector:
         for p, h in sorted(list(self.peers.items())):  # a snapshot: the heartbeat thread adds peers
             shown = {"state": self.peer_state(p), "since": _iso(h.since),
                      "last_heard_s_ago": None if h.last_heard is None else round(now - h.last_heard, 1),
-                     "times_down": h.downs}
+                     "times_down": h.downs, "restarts": h.restarts}
             if h.up is False:
                 others = self.heard_by_others(p)
                 shown["reason"] = (f"no answer to {h.misses} heartbeats ({h.reason})" +

@@ -36,12 +36,13 @@ class _Chunk:
     items: list[str]
     sizes: list[int]  # UTF-8 bytes of each item
     end: bool
+    watermark: tuple[str, float] | None = None  # (element, event time) after the items
 
     def split(self, n: int) -> "_Chunk":
-        """Keep the first ``n`` items; the rest (and the end mark) as a new chunk."""
-        rest = _Chunk(self.stream, self.items[n:], self.sizes[n:], self.end)
+        """Keep the first ``n`` items; the rest (and the end mark, the watermark) as a new chunk."""
+        rest = _Chunk(self.stream, self.items[n:], self.sizes[n:], self.end, self.watermark)
         del self.items[n:], self.sizes[n:]
-        self.end = False
+        self.end, self.watermark = False, None
         return rest
 
 
@@ -91,6 +92,12 @@ class Forwarder:
             self.queued_items += len(items)
             self.cond.notify()
 
+    def send_watermark(self, stream: str, path: str, value: float) -> None:
+        """Event time after the stream's items sent so far (it travels in order with them)."""
+        with self.cond:
+            self.queue.append(_Chunk(stream, [], [], False, (path, value)))
+            self.cond.notify()
+
     def stop(self) -> None:
         with self.cond:
             self.stopped = True
@@ -104,13 +111,14 @@ class Forwarder:
                 return None
             first = self.queue.popleft()
             # merge following chunks of the same stream up to a batch
-            while (not first.end and self.queue and self.queue[0].stream == first.stream
+            while (not first.end and first.watermark is None and self.queue and self.queue[0].stream == first.stream
                    and len(first.items) + len(self.queue[0].items) <= BATCH
                    and sum(first.sizes) + sum(self.queue[0].sizes) <= BATCH_BYTES):
                 nxt = self.queue.popleft()
                 first.items.extend(nxt.items)
                 first.sizes.extend(nxt.sizes)
                 first.end = nxt.end
+                first.watermark = nxt.watermark
             n = _fitting(first.sizes)
             if n < len(first.items):
                 self.queue.appendleft(first.split(n))
@@ -125,6 +133,8 @@ class Forwarder:
             seq = self.sequence.get(chunk.stream, 0)
             request = pb.TransferRequest(stream=chunk.stream, first_sequence=seq, items=chunk.items,
                                          end=chunk.end, sender=self.sender, sender_epoch=self.epoch)
+            if chunk.watermark is not None:
+                request.watermark_path, request.watermark = chunk.watermark
             delay = 0.05
             while not self.stopped:
                 try:

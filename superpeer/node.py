@@ -19,8 +19,11 @@ arguments decode the wire forms of the super-peer RPCs.
 from __future__ import annotations
 
 import json
+import logging
+import sqlite3
 import threading
 import time
+from pathlib import Path
 
 from sharing.properties import InputStream
 from sharing.serialization import stream_from_json, stream_to_json
@@ -37,12 +40,17 @@ from .participant import Participant
 from .peer_channels import (GrpcPeerChannels, Waiting, commit_from_wire, input_from_wire,
                             part_from_wire, waiting_to_wire)
 from .peer_state import PeerState
+from .recovery import Recovery
+from .restore import restore_originals, restore_subscriptions
+from .state_store import StateStore
 from .subscriptions import ResultBuffer
 from .topology import Topology
 
 __all__ = ["Node", "NodeError", "SubscriptionRecord"]
 
 LATE_ACTIVATION_S = 3.0
+WATERMARK_IDLE_S = 2.0  # a stream with an event time idle this long gets watermarks
+log = logging.getLogger("streamglobe.superpeer")
 
 
 class LocalPeer:
@@ -68,8 +76,9 @@ class LocalPeer:
                 target: str, version: int | None = None) -> tuple[bool, str]:
         return self.participant.reserve(txn, streams, subscription, target, version)
 
-    def commit(self, txn: str, subscription: str, lineage: list[str]) -> None:
-        self.participant.commit(txn, subscription, lineage)
+    def commit(self, txn: str, subscription: str, lineage: list[str],
+               replay: dict[str, int] | None = None) -> dict[str, int]:
+        return self.participant.commit(txn, subscription, lineage, replay)
 
     def abort(self, txn: str) -> None:
         self.participant.abort(txn)
@@ -84,7 +93,10 @@ class LocalPeer:
 class Node:
     def __init__(self, peer: str, topology: Topology, retention: int = 500_000,
                  executor: str = "inline", executor_options: dict | None = None,
-                 limits: DataLimits | None = None, heartbeats: HeartbeatSettings | None = None) -> None:
+                 limits: DataLimits | None = None, heartbeats: HeartbeatSettings | None = None,
+                 state_dir: str | Path | None = None, watermark_idle_s: float = WATERMARK_IDLE_S) -> None:
+        """``state_dir``: where this peer keeps what survives a restart (``state_store``);
+        None keeps it in memory."""
         if peer not in topology.backbone.peers:
             raise NodeError("INVALID_ARGUMENT", f"{peer} is not a super-peer of the topology")
         try:
@@ -93,28 +105,43 @@ class Node:
             raise NodeError("UNIMPLEMENTED", str(exc)) from None
         self.id = peer
         self.topology = topology
-        self.state = PeerState(peer, topology.backbone, limits)
+        self.watermark_idle_s = watermark_idle_s
+        try:
+            store = StateStore(state_dir)
+        except (OSError, sqlite3.Error) as exc:
+            raise NodeError("FAILED_PRECONDITION", f"cannot use the state directory {state_dir}: {exc}") from None
+        self.state = PeerState(peer, topology.backbone, limits, store)
+        restored_streams = restore_originals(self.state)
         self.channels = GrpcPeerChannels(peer, topology, heartbeats=heartbeats)
         self.data = DataPlane(self.state, self.executor, self.channels.forwarder)
-        self.participant = Participant(self.state, self.executor, self.channels, self.data.attach)
+        self.participant = Participant(self.state, self.executor, self.channels, self.data.attach,
+                                       replay=self.data.replay)
         self.control = ControlPlane(self.state, self.channels, retention)
         self.channels.local = LocalPeer(self.participant, self.control)
+        self.recovery = Recovery(self.control, self.channels.detector)
+        restored_subscriptions = restore_subscriptions(self.control, self.recovery)
+        if restored_streams or restored_subscriptions:
+            log.warning("%s restored %d streams and %d subscriptions from %s", peer, restored_streams,
+                        restored_subscriptions, store.path)
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name=f"hb-{peer}", daemon=True)
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
+        self.recovery.start()
         self._heartbeat.start()
 
     def stop(self) -> None:
+        self.recovery.stop()
         self.channels.stop()
         self.control.stop()
         self.executor.stop()
 
     # ------------------------------------------------------------------ thin peers
 
-    def register_stream(self, name: str, root: str, item: str, rate: float) -> None:
-        self.control.register_stream(name, root, item, rate)
+    def register_stream(self, name: str, root: str, item: str, rate: float, event_time: str = "",
+                        event_time_rate: float = 1.0) -> None:
+        self.control.register_stream(name, root, item, rate, event_time, event_time_rate)
 
     def publish(self, name: str, items: list[str] | list[bytes], first: int | None = None,
                 position: int | None = None) -> Published:
@@ -137,8 +164,8 @@ class Node:
     # ------------------------------------------------------------------ super-peers
 
     def transfer(self, stream: str, items: list[str], end: bool, sender: str = "", epoch: str = "",
-                 first: int | None = None) -> int:
-        return self.data.transfer(stream, items, end, sender, epoch, first)
+                 first: int | None = None, watermark: tuple[str, float] | None = None) -> int:
+        return self.data.transfer(stream, items, end, sender, epoch, first, watermark)
 
     def lookup(self, input_json: str) -> tuple[str, str]:
         streams, usage = self.participant.lookup(input_from_wire(input_json))
@@ -156,8 +183,8 @@ class Node:
     def reserve(self, txn: str, part_json: str) -> tuple[bool, str]:
         return self.participant.reserve(txn, *part_from_wire(part_json))
 
-    def commit(self, txn: str, commit_json: str) -> None:
-        self.participant.commit(txn, *commit_from_wire(commit_json))
+    def commit(self, txn: str, commit_json: str) -> str:
+        return json.dumps(self.participant.commit(txn, *commit_from_wire(commit_json)))
 
     def abort(self, txn: str) -> None:
         self.participant.abort(txn)
@@ -183,17 +210,19 @@ class Node:
             with self.state.lock:
                 for s in originals:
                     self.state.known_originals.setdefault(s.id, s)
-        self.control.check_routes(self.channels.detector)
+        self.recovery.after_heartbeat()
+        self.data.idle_watermarks(self.watermark_idle_s)
         for record in self.control.ready_waiting(older_than=time.time() - LATE_ACTIVATION_S):
             self.control.activate(record.runtime.id)
 
-    def heartbeat_reply(self) -> tuple[str, str, list[str]]:
-        """(usage, originals registered here, the peers this one hears)."""
+    def heartbeat_reply(self) -> tuple[str, str, list[str], str]:
+        """(usage, originals registered here, the peers this one hears, this process's
+        incarnation)."""
         with self.state.lock:
             originals = [stream_to_json(s) for n in self.state.originals
                          if (s := self.state.table.get(n)) is not None]
         return (json.dumps(self.state.own_usage().to_json(self.id)), json.dumps(originals),
-                self.channels.detector.hearing())
+                self.channels.detector.hearing(), self.channels.epoch)
 
     # ------------------------------------------------------------------ status
 
@@ -207,7 +236,8 @@ class Node:
                 "streams_registered_here": {
                     n: {"root": s.root, "item": s.item, "accepted": s.accepted,
                         "rejected": s.rejected, "closed": s.closed, "next_position": s.next_position,
-                        "duplicates": s.duplicates,
+                        "duplicates": s.duplicates, "logged": s.logged,
+                        "event_time": s.event_time.status() if s.event_time else None,
                         "statistics": {"items_observed": s.statistics.items,
                                        "avg_item_size": round(s.statistics.avg_item_size, 1),
                                        "frequency": round(s.statistics.frequency, 3)}}
@@ -219,6 +249,7 @@ class Node:
                                **window_drops(dropped.get(sid))}
                               for sid in self.executor.installed()
                               if (entry := state.table.get(sid)) is not None],
+                "state_dir": str(state.store.path.parent) if state.store.path else None,
                 "executor": self.executor.name,
                 "executor_status": self.executor.status(),
                 "subscriptions": self.control.status(),

@@ -34,12 +34,14 @@ CONFLICT = "conflict: "  # how a refusal that calls for planning again (not a fu
 
 class Participant:
     def __init__(self, state: PeerState, executor: Executor, link: PeerLink,
-                 attach: Callable[[str], None], background: bool = True) -> None:
+                 attach: Callable[[str], None], background: bool = True,
+                 replay: Callable[[str, int], int] | None = None) -> None:
         self.state = state
         self.executor = executor
         self.link = link
         self.attach = attach  # the data plane's: a stream installed here, under the lock
         self.background = background  # cut routes in a thread (False in unit tests)
+        self.replay = replay  # the data plane's: fill a new copy from its stream's log, under the lock
 
     @property
     def pending(self) -> dict[str, list[NetworkStream]]:
@@ -98,7 +100,12 @@ class Participant:
             self.state.hold(txn, streams)
         return True, ""
 
-    def commit(self, txn: str, subscription: str, lineage: list[str]) -> None:
+    def commit(self, txn: str, subscription: str, lineage: list[str],
+                 replay: dict[str, int] | None = None) -> dict[str, int]:
+        """``replay``: new copies of a stream registered here to fill from its log, from the
+        given item on, before any new item (a subscription planned again after a failure).
+        Returns, per stream registered here that the plan reads, the items logged so far: where
+        the subscription starts in the stream (what a later replay starts from)."""
         here = self.state.id
         with self.state.lock:
             installed = []
@@ -114,12 +121,16 @@ class Participant:
             # A parent whose end already passed here will not end again: nor would the new
             # streams computed from it, unless they are ended now (the lock keeps items out).
             for sid in installed:
+                if replay and sid in replay and self.replay is not None:
+                    self.replay(sid, replay[sid])
                 self.attach(sid)
             # the reused streams and their ancestors present here gain the subscription as a user
             for sid in lineage:
                 entry = self.state.table.get(sid)
                 if entry is not None:
                     entry.users.add(subscription)
+            read = set(lineage) | {self.state.table.get(sid).parent for sid in installed}
+            return {name: o.logged for name, o in self.state.originals.items() if name in read}
 
     def abort(self, txn: str) -> None:
         with self.state.lock:

@@ -59,7 +59,8 @@ class PeerHandler(Protocol):
     def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
                 target: str, version: int | None = None) -> tuple[bool, str]: ...
 
-    def commit(self, txn: str, subscription: str, lineage: list[str]) -> None: ...
+    def commit(self, txn: str, subscription: str, lineage: list[str],
+               replay: dict[str, int] | None = None) -> dict[str, int]: ...
 
     def abort(self, txn: str) -> None: ...
 
@@ -84,7 +85,7 @@ class PeerLink(Protocol):
                 target: str, version: int | None = None) -> tuple[bool, str]: ...
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
-               required: bool) -> None: ...
+               required: bool, replay: dict[str, int] | None = None) -> dict[str, int]: ...
 
     def abort(self, peer: str, txn: str) -> None: ...
 
@@ -117,13 +118,15 @@ def part_from_wire(text: str) -> tuple[list[NetworkStream], str, str, int | None
             int(version) if version is not None else None)
 
 
-def commit_to_wire(subscription: str, lineage: list[str]) -> str:
-    return json.dumps({"subscription": subscription, "lineage": lineage})
+def commit_to_wire(subscription: str, lineage: list[str], replay: dict[str, int] | None = None) -> str:
+    return json.dumps({"subscription": subscription, "lineage": lineage, "replay": replay or {}})
 
 
-def commit_from_wire(text: str) -> tuple[str, list[str]]:
+def commit_from_wire(text: str) -> tuple[str, list[str], dict[str, int]]:
+    """(subscription, reused streams and ancestors, new copies to fill from their stream's log
+    and from which item)."""
     info = json.loads(text)
-    return info["subscription"], list(info["lineage"])
+    return info["subscription"], list(info["lineage"]), {k: int(v) for k, v in info.get("replay", {}).items()}
 
 
 def waiting_to_wire(waiting: list[Waiting]) -> str:
@@ -254,13 +257,14 @@ class GrpcPeerChannels:
         return got if got is not None else (False, f"{peer} is unreachable ({self.unreachable[peer]})")
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
-               required: bool) -> None:
+               required: bool, replay: dict[str, int] | None = None) -> dict[str, int]:
+        """Returns where the plan starts in the streams registered at ``peer`` (items logged)."""
         if peer == self.id:
-            self.local.commit(txn, subscription, lineage)
-            return
-        self._call(peer, "Commit", pb.CommitRequest(transaction=txn,
-                                                    commit_json=commit_to_wire(subscription, lineage)),
-                   lambda r: None, required=required)
+            return self.local.commit(txn, subscription, lineage, replay)
+        got = self._call(peer, "Commit", pb.CommitRequest(
+            transaction=txn, commit_json=commit_to_wire(subscription, lineage, replay)),
+            lambda r: json.loads(r.starts_json or "{}"), required=required)
+        return got or {}
 
     def abort(self, peer: str, txn: str) -> None:
         if peer == self.id:
@@ -314,7 +318,7 @@ class GrpcPeerChannels:
             except (ValueError, grpc.FutureCancelledError):  # stopping
                 continue
             self.unreachable.pop(peer, None)
-            self.detector.heard(peer, time.time(), frozenset(reply.hears))
+            self.detector.heard(peer, time.time(), frozenset(reply.hears), reply.incarnation)
             usage = json.loads(reply.usage_json) if reply.usage_json else {}
             originals = [stream_from_json(j) for j in json.loads(reply.originals_json or "[]")]
             replies[peer] = (usage, originals)

@@ -20,7 +20,9 @@ from sharing.statistics import StreamStatistics
 from sharing.stream_table import NetworkStream, PeerUsage, StreamTable
 
 from .errors import NodeError
+from .event_time import EventTime
 from .limits import DataLimits
+from .state_store import StateStore
 from .subscriptions import SubscriptionRuntime
 
 # A reservation whose coordinator never commits or aborts it (the coordinator stopped, or can no
@@ -45,12 +47,16 @@ class OriginalState:
     # (``position``): a batch sent again (its reply was lost; ``publish --resume``) is taken once
     next_position: int = 0
     duplicates: int = 0  # numbered items received again and skipped
+    logged: int = 0  # accepted items in the stream's log (``state_store``), all taken here
+    event_time: EventTime | None = None  # what watermarks advance while it is idle
     publishing: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
 
 class PeerState:
-    def __init__(self, peer: str, backbone: Backbone, limits: DataLimits | None = None) -> None:
+    def __init__(self, peer: str, backbone: Backbone, limits: DataLimits | None = None,
+                 store: StateStore | None = None) -> None:
         self.id = peer
+        self.store = store or StateStore(None)
         self.backbone = backbone
         self.limits = limits or DataLimits()
         self.lock = threading.RLock()

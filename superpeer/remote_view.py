@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from sharing.backbone import Backbone
 from sharing.planning_view import PlanningSnapshot
 from sharing.properties import InputStream, Properties
 from sharing.serialization import statistics_from_json
@@ -53,9 +54,12 @@ class RemotePlanningView:
 
 
 def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties,
-                        new_stream_id: Callable[[], str]) -> RemotePlanningView:
-    """Fetch statistics, originals and every peer's table for the inputs of ``properties``."""
-    snapshot = PlanningSnapshot(state.backbone, new_stream_id)
+                        new_stream_id: Callable[[], str], backbone: Backbone | None = None,
+                        tables: bool = True) -> RemotePlanningView:
+    """Fetch statistics, originals and every peer's table for the inputs of ``properties``.
+    ``backbone``: the part of the backbone to plan on (what remains around a failure);
+    without ``tables`` no peer is asked what it has (a plan that reuses nothing)."""
+    snapshot = PlanningSnapshot(backbone or state.backbone, new_stream_id)
     view = RemotePlanningView(snapshot)
     inputs: list[InputStream] = []
     for inp in properties.inputs:
@@ -72,7 +76,7 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
         snapshot.originals[known.id] = original
         snapshot.streams[original.id] = original
         inputs.append(inp.input)
-    asks = [(peer, inp) for inp in inputs for peer in state.backbone.peers]
+    asks = [(peer, inp) for inp in inputs for peer in snapshot.backbone.peers] if tables else []
     if asks:
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_LOOKUPS, len(asks))) as pool:
             answers = list(pool.map(lambda a: link.lookup(*a), asks))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from sharing.backbone import Backbone
 from sharing.planner import Plan
 from sharing.stream_table import NetworkStream
 
@@ -44,13 +45,39 @@ def broken(paths: Sequence[Path], detector: FailureDetector) -> str:
             if peer != me and detector.peer_state(peer) == "down":
                 return f"{peer} on its route is down ({'→'.join(path)})"
         for a, b in zip(path, path[1:]):
-            if me in (a, b):
-                other = b if a == me else a
-                if detector.link_down(other):
-                    return f"the link {a}–{b} on its route is down ({'→'.join(path)})"
-            else:
-                sender = detector.peers.get(a)
-                if (sender is not None and sender.up and sender.hears  # (empty: not reported yet)
-                        and detector.peer_state(b) == "up" and b not in sender.hears):
-                    return f"the link {a}–{b} on its route is cut: {a} does not hear {b} ({'→'.join(path)})"
+            why = link_down(a, b, detector)
+            if why:
+                return f"the link {a}–{b} on its route is {why} ({'→'.join(path)})"
     return ""
+
+
+def link_down(a: str, b: str, detector: FailureDetector) -> str:
+    """Why the link a–b is down as seen from here ("" if it is not known to be): one end is
+    this peer and the other does not answer, or the sender no longer hears the receiver."""
+    me = detector.me
+    if me in (a, b):
+        return "down" if detector.link_down(b if a == me else a) else ""
+    for x, y in ((a, b), (b, a)):
+        sender = detector.peers.get(x)
+        if (sender is not None and sender.up and sender.hears  # (empty: not reported yet)
+                and detector.peer_state(y) == "up" and y not in sender.hears):
+            return f"cut: {x} does not hear {y}"
+    return ""
+
+
+def restarted(incarnations: dict[str, str], detector: FailureDetector) -> str:
+    """Why the streams of a path are gone: a peer on it answers as a new process."""
+    for peer, known in sorted(incarnations.items()):
+        now = detector.incarnation(peer)
+        if known and now and now != known:
+            return f"{peer} on its route restarted (the streams it held are gone)"
+    return ""
+
+
+def remaining_backbone(backbone: Backbone, detector: FailureDetector) -> Backbone:
+    """The backbone without the peers and links known to be down: where a new plan may go.
+    A peer this one cannot reach is left out too (it could not take part in installing)."""
+    gone = [p for p in backbone.peers if p != detector.me
+            and detector.peer_state(p) in ("down", "unreachable")]
+    cut = [key for key, link in backbone.links.items() if link_down(link.a, link.b, detector)]
+    return backbone.without(gone, cut)

@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import threading
+from pathlib import Path
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -61,11 +62,14 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     retention: int = 500_000, executor: str = "inline",
                     executor_options: dict | None = None,
                     limits: DataLimits | None = None, listen: str | None = None,
-                    heartbeats: HeartbeatSettings | None = None) -> RunningSuperPeer:
+                    heartbeats: HeartbeatSettings | None = None,
+                    state_dir: str | Path | None = None,
+                    watermark_idle_s: float = 2.0) -> RunningSuperPeer:
     """Serve ``peer``. It listens on ``listen`` (e.g. ``0.0.0.0:50051`` in a container) if given,
     else on its topology address; the other super-peers always reach it at its topology address."""
     node = Node(peer, topology, retention=retention, executor=executor,
-                executor_options=executor_options, limits=limits, heartbeats=heartbeats)
+                executor_options=executor_options, limits=limits, heartbeats=heartbeats,
+                state_dir=state_dir, watermark_idle_s=watermark_idle_s)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"rpc-{peer}"),
                          options=[("grpc.max_receive_message_length", MESSAGE_LIMIT),
                                   ("grpc.max_send_message_length", MESSAGE_LIMIT)])

@@ -42,7 +42,8 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
 
     @_handled
     def RegisterStream(self, request, context):
-        self.node.register_stream(request.name, request.root, request.item, request.rate)
+        self.node.register_stream(request.name, request.root, request.item, request.rate,
+                                  request.event_time, request.event_time_rate or 1.0)
         return pb.RegisterStreamReply(stream=request.name, superpeer=self.node.id,
                                       max_item_bytes=self.node.state.limits.max_item_bytes,
                                       next_position=self.node.data.next_position(request.name))
@@ -116,8 +117,7 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
 
     @_handled
     def Commit(self, request, context):
-        self.node.commit(request.transaction, request.commit_json)
-        return pb.CommitReply()
+        return pb.CommitReply(starts_json=self.node.commit(request.transaction, request.commit_json))
 
     @_handled
     def Abort(self, request, context):
@@ -135,12 +135,14 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
 
     @_handled
     def Transfer(self, request, context):
+        watermark = (request.watermark_path, request.watermark) if request.watermark_path else None
         acknowledged = self.node.transfer(request.stream, list(request.items), request.end,
-                                          request.sender, request.sender_epoch, request.first_sequence)
+                                          request.sender, request.sender_epoch, request.first_sequence,
+                                          watermark)
         return pb.TransferReply(acknowledged=acknowledged)
 
     @_handled
     def Heartbeat(self, request, context):
-        usage, originals, hears = self.node.heartbeat_reply()
+        usage, originals, hears, incarnation = self.node.heartbeat_reply()
         return pb.HeartbeatReply(superpeer=self.node.id, usage_json=usage, originals_json=originals,
-                                 hears=hears)
+                                 hears=hears, incarnation=incarnation)

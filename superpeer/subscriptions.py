@@ -28,8 +28,10 @@ from wxquery.evaluator import post_process
 
 from .items import utf8_size
 from .limits import ENVELOPE, MESSAGE_LIMIT, DataLimits
+from .state_store import StateStore
 
 MAX_RESULT_ITEM_BYTES = MESSAGE_LIMIT - ENVELOPE  # what one ReadResults reply can carry
+FORGET_EVERY = 1000  # stored results dropped by retention are deleted in steps of this many
 
 
 class BlockingFeed:
@@ -151,20 +153,51 @@ class ResultBuffer:
     dropped: int = 0  # by the retention bound
     released: int = 0  # after the end, read or kept for the retention period
     cond: threading.Condition = field(default_factory=threading.Condition)
+    # where the results survive a restart (``state_store``), and under which subscription
+    store: StateStore | None = None
+    sid: str = ""
+
+    @property
+    def end(self) -> int:
+        """The number the next result gets."""
+        return self.base + len(self.items)
 
     def append(self, item: str) -> None:
+        self.offer(self.end, item)
+
+    def offer(self, index: int, item: str) -> bool:
+        """Add result number ``index`` unless it is already here: a subscription planned again
+        recomputes its results from the stream's first item, and those it had are skipped.
+        (Results are a deterministic function of the inputs, so number ``index`` is the same
+        item whoever computes it.)"""
         size = utf8_size(item)
         if size > MAX_RESULT_ITEM_BYTES:
-            raise ResultTooLarge(f"result item {self.base + len(self.items)} is {size:,} bytes; a "
+            raise ResultTooLarge(f"result item {index} is {size:,} bytes; a "
                                  f"reply carries at most {MAX_RESULT_ITEM_BYTES:,}")
         with self.cond:
+            if index != self.end or self.closed:
+                return False
+            if self.store is not None:
+                self.store.add_result(self.sid, index, item)
             self.items.append(item)
             self.sizes.append(size)
             self.held_bytes += size
             while len(self.items) > self.retention:
                 self._pop()
                 self.dropped += 1
+                if self.store is not None and self.base % FORGET_EVERY == 0:
+                    self.store.forget_results(self.sid, self.base)
             self.cond.notify_all()
+            return True
+
+    def restore(self, base: int, items: list[str], closed: bool, error: str, code: str) -> None:
+        """Take back what a restarted super-peer had stored."""
+        with self.cond:
+            self.base = base
+            self.items = deque(items)
+            self.sizes = deque(utf8_size(x) for x in items)
+            self.held_bytes = sum(self.sizes)
+            self.closed, self.error, self.code = closed, error, code
 
     def _pop(self) -> None:
         self.items.popleft()
@@ -181,6 +214,8 @@ class ResultBuffer:
             if error or not self.error:  # a later, clean end does not hide an earlier failure
                 self.error = error
                 self.code = code or ("INTERNAL" if error else "")
+            if self.store is not None:
+                self.store.end_subscription(self.sid, self.error, self.code)
             self.cond.notify_all()
 
     def release(self) -> None:
@@ -190,6 +225,8 @@ class ResultBuffer:
             self.released += len(self.items)
             while self.items:
                 self._pop()
+            if self.store is not None:
+                self.store.forget_results(self.sid, self.base)
             self.cond.notify_all()
 
     def read(self, offset: int, max_items: int, wait_s: float) -> tuple[int, list[str], bool, int]:
@@ -261,7 +298,9 @@ class SubscriptionRuntime:
     """Post-processing of one subscription over its live inputs, in its own thread."""
 
     def __init__(self, sid: str, analysis: Analysis, retention: int,
-                 limits: DataLimits | None = None) -> None:
+                 limits: DataLimits | None = None, buffer: ResultBuffer | None = None) -> None:
+        """``buffer``: the results of an earlier runtime of the same subscription (planned
+        again): this one recomputes them from the first input item and adds only new ones."""
         self.id = sid
         self.analysis = analysis
         self.limits = limits or DataLimits()
@@ -272,7 +311,7 @@ class SubscriptionRuntime:
         self.feeds = {inp.variable: BlockingFeed(replay=id(self.clauses[inp.variable]) not in once)
                       for inp in props.inputs}
         root = analysis.query.root_name or "results"
-        self.buffer = ResultBuffer(retention, root, self.limits.max_read_bytes)
+        self.buffer = buffer or ResultBuffer(retention, root, self.limits.max_read_bytes)
         self._evaluation = post_process(
             analysis.checked, {id(self.clauses[v]): f for v, f in self.feeds.items()},
             props.applied_upstream, props.aggregated_upstream)
@@ -295,10 +334,10 @@ class SubscriptionRuntime:
     def _run(self) -> None:
         error, code = "", ""
         try:
-            for item in self._evaluation.serialized_items():
+            for index, item in enumerate(self._evaluation.serialized_items()):
                 if self._stopped:
                     break
-                self.buffer.append(item)
+                self.buffer.offer(index, item)
         except ResultTooLarge as exc:
             error, code = str(exc), "RESOURCE_EXHAUSTED"
         except Exception as exc:  # a bad item must not kill the daemon; the reader is told
@@ -308,5 +347,7 @@ class SubscriptionRuntime:
             for f in self.feeds.values():
                 f.discard()
             self._evaluation = None
+        if self._stopped:
+            return  # unsubscribed, failed, or replaced by a runtime planned again: not its end
         self.buffer.close(error, code)
         RELEASES.schedule(self.buffer, self.limits.finished_retention_s)

@@ -99,13 +99,13 @@ class FakeLink:
         return h.reserve(txn, [copy_stream(s) for s in streams], subscription, target, version)
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
-               required: bool) -> None:
+               required: bool, replay: dict[str, int] | None = None) -> dict[str, int]:
         h = self._handler("commit", peer, txn, subscription)
         if h is None:
             if required:
                 raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable")
-            return
-        h.commit(txn, subscription, lineage)
+            return {}
+        return h.commit(txn, subscription, lineage, replay)
 
     def abort(self, peer: str, txn: str) -> None:
         h = self._handler("abort", peer, txn)
@@ -134,6 +134,9 @@ class DirectSender:
         self.items += len(items)
         self.network.peers[self.neighbour].data.transfer(stream, list(items), end)
 
+    def send_watermark(self, stream: str, path: str, value: float) -> None:
+        self.network.peers[self.neighbour].data.transfer(stream, [], False, watermark=(path, value))
+
 
 class InProcessPeer:
     def __init__(self, peer: str, network: FakeNetwork, retention: int = 100_000) -> None:
@@ -144,7 +147,7 @@ class InProcessPeer:
         self.senders: dict[str, DirectSender] = {}
         self.data = DataPlane(self.state, self.executor, self.sender)
         self.participant = Participant(self.state, self.executor, self.link, self.data.attach,
-                                       background=False)
+                                       background=False, replay=self.data.replay)
         self.control = ControlPlane(self.state, self.link, retention)
         self.local = LocalPeer(self.participant, self.control)
 

@@ -82,11 +82,15 @@ class SuperPeerClient:
 
     # ------------------------------------------------------------------ publishing
 
-    def register_stream(self, name: str, root: str, item: str, rate: float = 0.0) -> int:
+    def register_stream(self, name: str, root: str, item: str, rate: float = 0.0,
+                        event_time: str = "", event_time_rate: float = 1.0) -> int:
         """Register a stream (again, for a publisher reconnecting); the stream-wide number its
-        next new item gets: how many items the super-peer has taken so far."""
-        reply = self._call("RegisterStream", pb.RegisterStreamRequest(name=name, root=root, item=item,
-                                                                      rate=rate))
+        next new item gets: how many items the super-peer has taken so far. ``event_time``: the
+        item's element time windows read (e.g. ``det_time``), advanced by watermarks at
+        ``event_time_rate`` units per second while the stream is idle."""
+        reply = self._call("RegisterStream", pb.RegisterStreamRequest(
+            name=name, root=root, item=item, rate=rate, event_time=event_time,
+            event_time_rate=event_time_rate))
         if reply.max_item_bytes:
             self.max_item_bytes[name] = reply.max_item_bytes
         return reply.next_position

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
@@ -34,10 +34,26 @@ class LocalNetwork:
     topology: Topology
     processes: dict[str, subprocess.Popen]
     state_dir: Path
+    commands: dict[str, list[str]] = field(default_factory=dict)  # how each daemon was started
 
     @property
     def addresses(self) -> dict[str, str]:
         return dict(self.topology.addresses)
+
+    def kill(self, peer: str) -> None:
+        """``kill -9`` one daemon (a crash: nothing is shut down cleanly)."""
+        proc = self.processes[peer]
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def start(self, peer: str, wait_s: float = 60.0) -> None:
+        """Start a stopped daemon again with the same options and state directory (it takes
+        back what it had kept), and wait until it answers."""
+        if self.processes[peer].poll() is None:
+            raise NetworkError(f"{peer} is running")
+        self.processes[peer] = _launch(self.commands[peer], self.state_dir / f"{peer}.log", append=True)
+        _wait_healthy(self, {peer}, wait_s, None)
 
     def stop(self) -> None:
         for p in self.processes.values():
@@ -111,37 +127,45 @@ def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Pat
                 "feed_host": "--spark-feed-host", "cores": "--spark-cores"}.get(option)
         if value is not None and flag is not None:
             extra += [flag, str(value)]
-    processes = {}
+    processes, commands = {}, {}
     for peer in topology.backbone.peers:
-        log = open(state / f"{peer}.log", "w")
-        processes[peer] = subprocess.Popen(
-            [sys.executable, "-m", "thinpeer.cli", "superpeer", "serve", "--topology",
-             str(Path(topology_path).resolve()), "--id", peer, "--executor", executor, *extra, *serve_args],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    network = LocalNetwork(topology, processes, state)
+        commands[peer] = [sys.executable, "-m", "thinpeer.cli", "superpeer", "serve", "--topology",
+                          str(Path(topology_path).resolve()), "--id", peer, "--executor", executor,
+                          "--state-dir", str((state / peer).resolve()), *extra, *serve_args]
+        processes[peer] = _launch(commands[peer], state / f"{peer}.log")
+    network = LocalNetwork(topology, processes, state, commands)
     (state / STATE_FILE).write_text(json.dumps({
         "launcher": os.getpid(), "topology": str(Path(topology_path).resolve()),
         "superpeers": {p: {"pid": proc.pid, "address": topology.addresses[p]} for p, proc in processes.items()}},
         indent=2))
-    pending = set(processes)
+    _wait_healthy(network, set(processes), wait_s, progress)
+    return network
+
+
+def _launch(command: list[str], log_path: Path, append: bool = False) -> subprocess.Popen:
+    log = open(log_path, "a" if append else "w")
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_healthy(network: LocalNetwork, pending: set[str], wait_s: float, progress) -> None:
+    """Until every daemon of ``pending`` answers health checks; one that exits, or does not
+    answer in time, stops the network with the end of its log."""
     deadline = time.monotonic() + wait_s
     while pending:
         for peer in sorted(pending):
-            proc = processes[peer]
-            if proc.poll() is not None:
+            if network.processes[peer].poll() is not None:
                 network.stop()
-                tail = (state / f"{peer}.log").read_text()[-800:]
+                tail = (network.state_dir / f"{peer}.log").read_text()[-800:]
                 raise NetworkError(f"super-peer {peer} exited during start-up:\n{tail}")
-            if healthy(topology.addresses[peer]):
+            if healthy(network.topology.addresses[peer]):
                 pending.discard(peer)
                 if progress:
-                    progress(f"{peer} healthy at {topology.addresses[peer]}")
+                    progress(f"{peer} healthy at {network.topology.addresses[peer]}")
         if pending and time.monotonic() > deadline:
             network.stop()
             raise NetworkError(f"super-peers not healthy after {wait_s:.0f} s: {', '.join(sorted(pending))}")
         if pending:
             time.sleep(0.1)
-    return network
 
 
 def down(state_dir: str | Path = ".streamglobe") -> list[str]:

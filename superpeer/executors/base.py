@@ -21,6 +21,7 @@ Deliver = Callable[[str, int, list, bool], None]
 class Executor(Protocol):
     name: str
     wants_text: bool  # push needs the wire text (else parsed values); outputs are of the same kind
+    synchronous: bool  # a push's outputs are delivered before it returns
 
     def set_deliver(self, deliver: Deliver) -> None: ...
 
@@ -38,6 +39,11 @@ class Executor(Protocol):
         ...
 
     def push(self, parent: str, values: list, texts: list[str] | None, end: bool) -> None: ...
+
+    def advance(self, parent: str, path: str, value: float) -> None:
+        """A watermark on ``parent``: event time at element ``path`` reached ``value``; the time
+        windows over that element close what it ends, as an item with that value would."""
+        ...
 
     def installed(self) -> list[str]: ...
 

@@ -18,6 +18,7 @@ from .base import Deliver
 class InlineExecutor:
     name = "inline"
     wants_text = True
+    synchronous = True
 
     def __init__(self, lateness: float = 0.0) -> None:
         self.lateness = lateness
@@ -66,6 +67,15 @@ class InlineExecutor:
             seq = self.seqs.get(child, 0)
             self.seqs[child] = seq + len(out)
             self.deliver(child, seq, out, end)
+
+    def advance(self, parent: str, path: str, value: float) -> None:
+        group = self.groups.get(parent)
+        if group is None:
+            return
+        for child, out in group.advance(path, value).items():
+            seq = self.seqs.get(child, 0)
+            self.seqs[child] = seq + len(out)
+            self.deliver(child, seq, out, False)
 
     def installed(self) -> list[str]:
         return sorted(self.copies) + sorted(self.parents)

@@ -8,10 +8,17 @@ shipped topology name (``thinpeer.topologies``).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
+
+
+def default_state_dir(peer: str) -> Path:
+    """A per-peer directory under the user's state directory (XDG)."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "streamglobe" / peer
 
 
 def cmd_superpeer_serve(args: argparse.Namespace) -> int:
@@ -37,11 +44,14 @@ def cmd_superpeer_serve(args: argparse.Namespace) -> int:
     try:
         with topology_path(args.topology) as path:
             topology = load_topology(path)
+        state_dir = None if args.in_memory else (args.state_dir or default_state_dir(args.id))
         running = start_superpeer(topology, args.id, args.port, args.retention, args.executor,
-                                  spark_options(args), limits, listen=args.listen, heartbeats=heartbeats)
+                                  spark_options(args), limits, listen=args.listen, heartbeats=heartbeats,
+                                  state_dir=state_dir, watermark_idle_s=args.watermark_idle_s)
     except (TopologyError, NodeError, OSError) as exc:
         raise CliError(f"error: {getattr(exc, 'message', exc)}") from None
-    print(f"{args.id} serving on {running.address}", file=sys.stderr, flush=True)
+    kept = f"state in {state_dir}" if state_dir else "state in memory only"
+    print(f"{args.id} serving on {running.address} ({kept})", file=sys.stderr, flush=True)
     serve_forever(running)
     return EXIT_OK
 
@@ -173,6 +183,17 @@ def register_superpeer(add_command: AddCommand) -> None:
     p.add_argument("--heartbeat-misses", type=int, default=3, metavar="N",
                    help="missed heartbeats in a row before a peer (or the link to it) is declared "
                         "down (default %(default)s)")
+    p.add_argument("--watermark-idle-s", type=float, default=2.0, metavar="SECONDS",
+                   help="a stream registered here with an event time (publish --event-time) that "
+                        "gets no item this long is sent watermarks, so time windows downstream "
+                        "close (default %(default)s)")
+    p.add_argument("--state-dir", type=Path, metavar="DIR",
+                   help="where this super-peer keeps its streams' logs, subscriptions and results "
+                        "across restarts (default: $XDG_STATE_HOME/streamglobe/<id>, i.e. "
+                        "~/.local/state/streamglobe/<id>); started again on the same directory it "
+                        "resumes everything")
+    p.add_argument("--in-memory", action="store_true",
+                   help="keep nothing across a restart (no state directory)")
     p.set_defaults(func=cmd_superpeer_serve)
 
 

@@ -67,6 +67,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         serve += ["--lateness", str(args.lateness)]
     if args.trigger_ms is not None:
         serve += ["--trigger-ms", str(args.trigger_ms)]
+    if args.heartbeat_s is not None:
+        serve += ["--heartbeat-s", str(args.heartbeat_s)]
+    if args.heartbeat_misses is not None:
+        serve += ["--heartbeat-misses", str(args.heartbeat_misses)]
     with topology_path(args.topology) as path:
         if not path.is_file():
             raise CliError(f"error: {args.topology}: no such topology file or shipped topology")
@@ -161,6 +165,10 @@ def register(add_command: AddCommand) -> None:
     _spark_cluster_option(p)
     p.add_argument("--lateness", type=float, metavar="UNITS")
     p.add_argument("--trigger-ms", type=int, metavar="MS")
+    p.add_argument("--heartbeat-s", type=float, metavar="SECONDS",
+                   help="the super-peers' heartbeat interval (superpeer serve's default if not given)")
+    p.add_argument("--heartbeat-misses", type=int, metavar="N",
+                   help="missed heartbeats before a peer or link is declared down")
     p.add_argument("--subnet", help="the containers' network (default: a 10.231-238.x.0/24 chosen "
                                     "by the project name)")
     p.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for health")

@@ -156,7 +156,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     registered = False
     try:
         with _client(args.superpeer) as client:
-            have = client.register_stream(args.stream, root, item, args.rate or 0.0)
+            have = client.register_stream(args.stream, root, item, args.rate or 0.0,
+                                          args.event_time or "", args.event_time_rate)
             registered = True
             # resuming, the input's item N is the stream's item N: what the super-peer has is
             # skipped, and the batches are numbered, so one whose reply is lost is sent again
@@ -343,6 +344,12 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--synthetic", action="store_true", help="generated photons")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--rate", type=float, help="items per second (default: as fast as possible)")
+    p.add_argument("--event-time", metavar="PATH",
+                   help="the item's element time windows read (e.g. det_time): while the stream is "
+                        "idle its super-peer advances event time with watermarks, so time windows "
+                        "close without waiting for the next item")
+    p.add_argument("--event-time-rate", type=float, default=1.0, metavar="UNITS_PER_S",
+                   help="with --event-time: how many of its units pass per second (default 1)")
     p.add_argument("--count", type=int, help="publish at most N items")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted publish of the same input: skip the items the "

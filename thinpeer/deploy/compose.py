@@ -27,6 +27,8 @@ from .spark_cluster import SparkNode, cluster_services, master_url
 
 PORT = 50051
 TOPOLOGY_IN_CONTAINER = "/etc/streamglobe/topology.toml"
+# in the container's own layer: kept across `deploy kill` and `deploy start`, gone with `deploy down`
+STATE_IN_CONTAINER = "/tmp/streamglobe-state"
 FIRST_HOST = 10  # peers take the network's addresses from .10 on, in topology order
 FIRST_CLASS = 0x10  # htb class of a peer's first link (hex, as tc reads it)
 
@@ -113,7 +115,8 @@ def compose_file(deployment: Deployment, image: str, subnet: str, serve_args: li
             "image": image,
             "hostname": placement.service,
             "command": ["--topology", TOPOLOGY_IN_CONTAINER, "--id", peer,
-                        "--listen", f"0.0.0.0:{PORT}", *serve_args, *cluster],
+                        "--listen", f"0.0.0.0:{PORT}", "--state-dir", STATE_IN_CONTAINER,
+                        *serve_args, *cluster],
             "cap_add": ["NET_ADMIN"],
             "environment": {"SG_LINKS": shaping, "SG_PORT": str(PORT)},
             "volumes": [f"{topology}:{TOPOLOGY_IN_CONTAINER}:ro"],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from .definitions import Operator
+from .definitions import Operator, WindowAggregate
 from .batch import ItemBatch
 from .chains import Chain, evaluate_chain, normalise
 from .panes import ChainState
@@ -53,6 +53,21 @@ class ChainGroup:
                 panes, records = result.panes, [x for _, x in result.records]
             out[stream] = state.apply(items, panes, records, None, self.lateness, end)
             state.ended = end
+        return out
+
+    def advance(self, path: str, value: float) -> dict[str, list[str]]:
+        """A watermark: every time window over element ``path`` takes event time ``value`` as if
+        an item with it had arrived (no later item has less); the windows it closes, per stream."""
+        out: dict[str, list[str]] = {}
+        for stream, state in self.states.items():
+            window = state.chain.window
+            if (state.ended or state.chain.input_kind != "items" or not isinstance(window, WindowAggregate)
+                    or window.window.kind != "diff" or window.window.ref != path):
+                continue
+            state.clock.high = max(state.clock.high, value)
+            closed = state.apply([], [], [], None, self.lateness, False)
+            if closed:
+                out[stream] = closed
         return out
 
     def counters(self) -> dict[str, WindowCounters]:

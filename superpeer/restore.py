@@ -1,0 +1,86 @@
+"""A super-peer started again on its ``--state-dir`` takes back what it had (``state_store``).
+
+* The streams registered here are registered again, each where its publisher stood (the next
+  position ``publish --resume`` continues from) and with its log; a stream that was closed stays
+  closed. The other peers learn them with the next heartbeat.
+* The subscriptions registered here come back with the results they had. An unfinished one is
+  planned again at the first heartbeat round (``recovery``): its results are recomputed from
+  the item it began with and those it had are skipped; the plans it had are removed wherever a
+  peer still holds them. A finished one keeps its results for its reader.
+
+The streams other peers' plans had routed through this peer are gone: those subscriptions'
+super-peers see this peer answer as a new process and plan them again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from sharing.analysis import analyze
+from sharing.matching import raw_properties
+from sharing.planner import Strategy
+from sharing.properties import InputStream
+from sharing.statistics import StreamEstimate, StreamStatistics
+from sharing.stream_table import NetworkStream
+from wxquery.errors import WXQueryError
+
+from .control_plane import ControlPlane, SubscriptionRecord, plan_id
+from .event_time import EventTime
+from .peer_state import OriginalState, PeerState
+from .recovery import Recovery
+from .subscriptions import RELEASES, SubscriptionRuntime
+
+log = logging.getLogger("streamglobe.superpeer")
+
+
+def restore_originals(state: PeerState) -> int:
+    here = state.id
+    stored = state.store.originals()
+    with state.lock:
+        for o in stored:
+            inp = InputStream(o.name, (o.root, o.item))
+            state.originals[o.name] = OriginalState(
+                o.name, o.root, o.item, accepted=o.accepted, rejected=o.rejected, closed=o.closed,
+                statistics=StreamStatistics(frequency=o.rate), rate=o.rate,
+                next_position=o.next_position, duplicates=o.duplicates, logged=o.logged,
+                event_time=EventTime(o.event_time, o.event_time_rate) if o.event_time else None)
+            stream = NetworkStream(id=o.name, input=inp, properties=raw_properties(inp), kind="items",
+                                   origin=here, parent=None, operators=(), route=(here,),
+                                   estimate=StreamEstimate(o.rate, 0.0), original=True)
+            state.table.add(stream)
+            state.known_originals[o.name] = stream
+            if o.closed:
+                state.table.mark_ended(o.name)
+    return len(stored)
+
+
+def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
+    state = control.state
+    restored = 0
+    for s in state.store.subscriptions():
+        try:
+            analysis = analyze(s.query, limits=control.query_limits)
+        except WXQueryError as exc:  # accepted before: only a changed language refuses it now
+            log.error("subscription %s cannot be restored: %s", s.sid, exc)
+            continue
+        buffer = control.result_buffer(s.sid, analysis)
+        buffer.restore(s.base, s.results, s.closed, s.error, s.code)
+        runtime = SubscriptionRuntime(s.sid, analysis, control.retention, state.limits, buffer=buffer)
+        record = SubscriptionRecord(runtime, None, {}, Strategy(s.strategy), (), query=s.query,
+                                    registered_at=s.registered_at, generation=s.generation,
+                                    starts=dict(s.starts))
+        old_ids = [*s.stale, *(plan_id(s.sid, g) for g in range(s.generation + 1))]
+        recovery.forget(old_ids)
+        if s.closed:
+            RELEASES.schedule(buffer, state.limits.finished_retention_s)
+        else:
+            runtime.start()
+            record.recovering = True
+            record.degraded = "its super-peer restarted; planning it again"
+            record.degraded_since = time.time()
+            record.generation = s.generation  # the next plan is generation + 1
+        with state.lock:
+            control.subscriptions[s.sid] = record
+        restored += 1
+    return restored

@@ -1,0 +1,211 @@
+"""What a super-peer keeps across a restart, in SQLite under ``--state-dir``.
+
+* the streams registered here (name, shape, where the publisher stands) and their **log**: every
+  accepted item, in order — a subscription whose route was cut is planned again and fed from the
+  stream's first item (``DataPlane.replay``), so nothing a publisher handed over is ever lost;
+* the subscriptions registered here (query text, strategy, the generation of their plan) and
+  their **results**, numbered as the subscriber reads them: a restarted super-peer plans every
+  unfinished subscription again, recomputes its results and skips those it already has, so a
+  subscriber that resumes from its offset sees no gap and no duplicate.
+
+Writes happen before the thin peer is answered (an item is acknowledged once it is in the log;
+a result is readable once it is stored). The database runs in WAL mode with ``synchronous =
+NORMAL``: a killed process (``kill -9``) loses nothing written, a power cut may lose the last
+transactions. Without a directory the same tables live in memory (a daemon that is not durable
+still replays its streams to subscriptions planned around a failure).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS originals (
+    name TEXT PRIMARY KEY, root TEXT NOT NULL, item TEXT NOT NULL, rate REAL NOT NULL,
+    next_position INTEGER NOT NULL DEFAULT 0, accepted INTEGER NOT NULL DEFAULT 0,
+    rejected INTEGER NOT NULL DEFAULT 0, duplicates INTEGER NOT NULL DEFAULT 0,
+    closed INTEGER NOT NULL DEFAULT 0, registered_at REAL NOT NULL DEFAULT 0,
+    event_time TEXT NOT NULL DEFAULT '', event_time_rate REAL NOT NULL DEFAULT 1.0);
+CREATE TABLE IF NOT EXISTS log (
+    stream TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
+    PRIMARY KEY (stream, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS subscriptions (
+    sid TEXT PRIMARY KEY, query TEXT NOT NULL, strategy TEXT NOT NULL,
+    registered_at REAL NOT NULL, generation INTEGER NOT NULL DEFAULT 0,
+    closed INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '', code TEXT NOT NULL DEFAULT '',
+    stale TEXT NOT NULL DEFAULT '[]', released INTEGER NOT NULL DEFAULT 0,
+    starts TEXT NOT NULL DEFAULT '{}');
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS results (
+    sid TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
+    PRIMARY KEY (sid, idx)) WITHOUT ROWID;
+"""
+DB_FILE = "superpeer.sqlite3"
+
+
+@dataclass
+class StoredOriginal:
+    name: str
+    root: str
+    item: str
+    rate: float
+    next_position: int
+    accepted: int
+    rejected: int
+    duplicates: int
+    closed: bool
+    logged: int  # items in the log
+    event_time: str
+    event_time_rate: float
+
+
+@dataclass
+class StoredSubscription:
+    sid: str
+    query: str
+    strategy: str
+    registered_at: float
+    generation: int
+    closed: bool
+    error: str
+    code: str
+    stale: list[str]  # plan ids of earlier generations some peer may still hold
+    results: list[str]  # the results kept, from ``base``
+    base: int  # the number of the first kept result (earlier ones were read and released)
+    starts: dict[str, int]  # stream -> the first of its items the subscription reads
+
+
+class StateStore:
+    """One SQLite connection, used under a lock by the data and control planes."""
+
+    def __init__(self, directory: str | Path | None) -> None:
+        self.path: Path | None = None
+        if directory is None:
+            target = ":memory:"
+        else:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+            self.path = Path(directory) / DB_FILE
+            target = str(self.path)
+        self._db = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
+
+    @property
+    def durable(self) -> bool:
+        return self.path is not None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _write(self, statements: list[tuple[str, tuple | list]]) -> None:
+        """One transaction; a list of parameters tuples runs ``executemany``."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                for sql, params in statements:
+                    if isinstance(params, list):
+                        self._db.executemany(sql, params)
+                    else:
+                        self._db.execute(sql, params)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def reserve_ids(self, block: int) -> int:
+        """The first of ``block`` stream numbers no earlier run of this peer has used: a plan's
+        streams must not take the id of a stream an earlier run left at other peers."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'stream_ids'").fetchone()
+            first = row[0] if row else 1
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('stream_ids', ?)",
+                             (first + block,))
+            self._db.execute("COMMIT")
+        return first
+
+    # ------------------------------------------------------------------ streams registered here
+
+    def add_original(self, name: str, root: str, item: str, rate: float, registered_at: float,
+                     event_time: str = "", event_time_rate: float = 1.0) -> None:
+        self._write([("INSERT OR IGNORE INTO originals (name, root, item, rate, registered_at, event_time, "
+                      "event_time_rate) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      (name, root, item, rate, registered_at, event_time, event_time_rate))])
+
+    def append(self, name: str, first: int, texts: list[str], next_position: int, accepted: int,
+               rejected: int, duplicates: int) -> None:
+        """Log a batch's accepted items (numbered from ``first``) and where the stream stands,
+        in one transaction: the batch is taken entirely or not at all."""
+        self._write([
+            ("INSERT INTO log (stream, idx, text) VALUES (?, ?, ?)",
+             [(name, first + k, t) for k, t in enumerate(texts)]),
+            ("UPDATE originals SET next_position = ?, accepted = ?, rejected = ?, duplicates = ? "
+             "WHERE name = ?", (next_position, accepted, rejected, duplicates, name))])
+
+    def close_original(self, name: str) -> None:
+        self._write([("UPDATE originals SET closed = 1 WHERE name = ?", (name,))])
+
+    def read_log(self, name: str, start: int, stop: int) -> list[str]:
+        with self._lock:
+            rows = self._db.execute("SELECT text FROM log WHERE stream = ? AND idx >= ? AND idx < ? "
+                                    "ORDER BY idx", (name, start, stop)).fetchall()
+        return [r[0] for r in rows]
+
+    def originals(self) -> list[StoredOriginal]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT o.name, root, item, rate, next_position, accepted, rejected, duplicates, closed, "
+                "(SELECT COUNT(*) FROM log WHERE stream = o.name), event_time, event_time_rate FROM originals o "
+                "ORDER BY registered_at").fetchall()
+        return [StoredOriginal(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], bool(r[8]), r[9], r[10], r[11])
+                for r in rows]
+
+    # ------------------------------------------------------------------ subscriptions registered here
+
+    def add_subscription(self, sid: str, query: str, strategy: str, registered_at: float) -> None:
+        self._write([("INSERT OR REPLACE INTO subscriptions (sid, query, strategy, registered_at) "
+                      "VALUES (?, ?, ?, ?)", (sid, query, strategy, registered_at))])
+
+    def set_plan(self, sid: str, generation: int, stale: list[str], starts: dict[str, int]) -> None:
+        """The subscription's installed plan: its generation, the plan ids of earlier ones some
+        peer may still hold, and where it starts in each stream it reads."""
+        self._write([("UPDATE subscriptions SET generation = ?, stale = ?, starts = ? WHERE sid = ?",
+                      (generation, json.dumps(stale), json.dumps(starts), sid))])
+
+    def end_subscription(self, sid: str, error: str, code: str) -> None:
+        self._write([("UPDATE subscriptions SET closed = 1, error = ?, code = ? WHERE sid = ?",
+                      (error, code, sid))])
+
+    def remove_subscription(self, sid: str) -> None:
+        self._write([("DELETE FROM subscriptions WHERE sid = ?", (sid,)),
+                     ("DELETE FROM results WHERE sid = ?", (sid,))])
+
+    def add_result(self, sid: str, idx: int, text: str) -> None:
+        self._write([("INSERT OR IGNORE INTO results (sid, idx, text) VALUES (?, ?, ?)", (sid, idx, text))])
+
+    def forget_results(self, sid: str, below: int) -> None:
+        """Results before ``below`` were released: they need not survive a restart."""
+        self._write([("DELETE FROM results WHERE sid = ? AND idx < ?", (sid, below)),
+                     ("UPDATE subscriptions SET released = MAX(released, ?) WHERE sid = ?", (below, sid))])
+
+    def subscriptions(self) -> list[StoredSubscription]:
+        with self._lock:
+            rows = self._db.execute("SELECT sid, query, strategy, registered_at, generation, closed, "
+                                    "error, code, stale, released, starts FROM subscriptions ORDER BY registered_at").fetchall()
+            found = []
+            for r in rows:
+                results = self._db.execute("SELECT idx, text FROM results WHERE sid = ? ORDER BY idx",
+                                           (r[0],)).fetchall()
+                base = results[0][0] if results else r[9]
+                found.append(StoredSubscription(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], r[7],
+                                                json.loads(r[8]), [t for _, t in results], base,
+                                                json.loads(r[10])))
+        return found
