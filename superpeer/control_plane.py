@@ -78,20 +78,22 @@ class SubscriptionRecord:
     degraded: str = ""  # why its items cannot reach it now ("" while they can)
     degraded_since: float | None = None
     query: str = ""
-    # Planned again after a failure (``recovery``): generation n installs its streams under the
-    # plan id ``sid~n``; ``stale`` are earlier plan ids some peer may still hold.
-    generation: int = 0
+    # Planned again after a failure (``recovery``): each new plan installs its streams under a
+    # new plan id ``sid~xxxxxx`` (``owner``); ``stale`` are earlier plan ids (and attempts) some
+    # peer may still hold.
+    owner: str = ""
     stale: list[str] = field(default_factory=list)
     starts: dict[str, int] = field(default_factory=dict)  # stream -> first item it reads
-    incarnations: dict[str, str] | None = None  # the processes its path passed at installation
+    incarnations: dict[str, str] = field(default_factory=dict)  # path peer -> process at install
     recovering: bool = False  # its path is broken: a new plan is wanted
+    replanning: bool = False  # the recovery worker is installing a new plan
     replans: int = 0
     last_failure: str = ""
 
     @property
     def plan_id(self) -> str:
         """Whose streams the current plan's are, at every peer (``users``)."""
-        return plan_id(self.runtime.id, self.generation)
+        return self.owner or self.runtime.id
 
     def describe(self) -> str:
         if self.plan is not None:
@@ -101,10 +103,6 @@ class SubscriptionRecord:
         names = ", ".join(f'"{n}"' for n in self.waiting_for)
         return (f"{self.runtime.id}: waiting for stream {names} to be registered (no super-peer "
                 "has it yet); it is planned and installed before the first item is published")
-
-
-def plan_id(sid: str, generation: int) -> str:
-    return sid if generation == 0 else f"{sid}~{generation}"
 
 
 class ControlPlane:
@@ -118,6 +116,8 @@ class ControlPlane:
         self.link = link
         self.retention = retention
         self.make_planner = planner or (lambda view: Planner(view.snapshot))
+        # the process a peer answers with (the failure detector's; a change means it restarted)
+        self.incarnation: Callable[[str], str] = lambda peer: ""
         self.subscriptions: dict[str, SubscriptionRecord] = {}
         self._ids = iter(())  # stream numbers, reserved in blocks (``new_stream_id``)
         self._installing = threading.Lock()  # one installation at a time from this peer
@@ -316,7 +316,8 @@ class ControlPlane:
             self.release(record, txn)
             raise
         record.paths = data_paths(plan, view.lineage)
-        self.state.store.set_plan(sid, record.generation, record.stale, record.starts)
+        record.incarnations = {p: self.incarnation(p) for path in record.paths for p in path}
+        self.state.store.set_plan(sid, record.owner, record.stale, record.starts)
 
     def take_inputs(self, record: SubscriptionRecord, plan: Plan) -> None:
         """Deliver the plan's result streams to the subscription here, before anything is
@@ -369,12 +370,14 @@ class ControlPlane:
         stream only once every later peer of its route has installed it. ``replay``: new
         copies to fill from their stream's log (from the given item). Returns where the plan
         starts in each stream it reads (the items logged there when it was committed)."""
-        lineage = sorted({s.id for p in plan.parts for s in view.lineage(p.reused)})
-        affected = self.affected(plan)
+        chains = [s for p in plan.parts for s in view.lineage(p.reused)]
+        lineage = sorted({s.id for s in chains})
+        # the originals' peers say where the subscription starts in each stream: required too
+        required = set(self.affected(plan)) | {s.origin for s in chains if s.original}
         starts: dict[str, int] = {}
-        for peer in self.commit_peers(affected, lineage, view):
+        for peer in self.commit_peers(self.affected(plan), lineage, view):
             starts.update(self.link.commit(peer, txn, plan.subscription, lineage,
-                                           required=peer in affected, replay=replay) or {})
+                                           required=peer in required, replay=replay) or {})
         return starts
 
     @staticmethod
@@ -397,14 +400,16 @@ class ControlPlane:
         return sorted(touched, key=lambda p: (distance.get(p, len(order)), order.get(p, len(order))))
 
     def unsubscribe(self, sid: str) -> list[str]:
-        with self.state.lock:
-            record = self.subscriptions.pop(sid, None)
-            if record is None:
-                raise NodeError("NOT_FOUND", f"no subscription {sid} at {self.state.id}")
-            for stream in record.inputs.values():
-                self.state.deliveries[stream] = [(r, v) for r, v in self.state.deliveries.get(stream, ())
-                                                 if r is not record.runtime]
-            record.runtime.stop()
+        with self._installing:  # not while it is being planned again (``recovery``)
+            with self.state.lock:
+                record = self.subscriptions.pop(sid, None)
+                if record is None:
+                    raise NodeError("NOT_FOUND", f"no subscription {sid} at {self.state.id}")
+                for stream in record.inputs.values():
+                    self.state.deliveries[stream] = [(r, v) for r, v in self.state.deliveries.get(stream, ())
+                                                     if r is not record.runtime]
+                record.runtime.stop()
+                record.runtime.buffer.store = None  # nothing more is stored for it
         self.state.store.remove_subscription(sid)
         removed: list[str] = []
         for peer in self.state.backbone.peers:

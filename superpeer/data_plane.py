@@ -12,7 +12,10 @@ and the rest keeps flowing.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from dataclasses import dataclass
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
@@ -33,7 +36,9 @@ STATISTICS_FULL = 2000  # observe every item up to this many, then every 50th
 MAX_REJECTION_REASONS = 20
 MIN_RATE_WINDOW_S = 10.0
 REPLAY_BATCH = 1000  # log items read and pushed at a time
+REPLAY_QUEUE_ITEMS = 50_000  # a replay waits while a next hop's queue holds more
 WINDOW_OPERATORS = (WindowAggregate, CombineWindows)
+log = logging.getLogger("streamglobe.superpeer")
 
 
 class Sender(Protocol):
@@ -54,6 +59,14 @@ class Published(NamedTuple):
     duplicates: int = 0  # items of the batch numbered below it: taken before, skipped
 
 
+@dataclass
+class Replay:
+    """A copy being filled from its stream's log (``DataPlane.replay``)."""
+
+    original: str
+    next: int  # the next log item to send
+
+
 class DataPlane:
     def __init__(self, state: PeerState, executor: Executor,
                  sender: Callable[[str], Sender]) -> None:
@@ -65,6 +78,7 @@ class DataPlane:
         self.bad_transfers = 0
         self.last_bad_transfer = ""
         self.receipts = LinkReceipts()
+        self.replays: dict[str, Replay] = {}  # copy -> its replay in progress
         executor.set_deliver(self.executor_output)
 
     # ------------------------------------------------------------------ publishers
@@ -135,17 +149,52 @@ class DataPlane:
 
     def replay(self, stream: str, start: int = 0) -> int:
         """Called with the lock held when a copy of a stream registered here is installed for a
-        subscription planned again after a failure: feed it the stream's log from item
-        ``start`` (where the subscription began) before any new item (items being logged now
-        reach it live, after these). Returns the number of items replayed."""
+        subscription planned again after a failure: the copy is fed the stream's log from item
+        ``start`` (where the subscription began), then its live items. The log is read and sent
+        by a thread of its own, a batch at a time and only while the next hop's queue has room,
+        so that a long log neither holds this peer's lock nor overflows a link; live items (and
+        the end) reach the copy only once the replay has caught up with the log, under the lock.
+        Returns the number of items logged so far from ``start``."""
         entry = self.state.table.get(stream)
         original = self.state.originals.get(entry.parent) if entry is not None and entry.parent else None
         if entry is None or original is None:
             return 0
-        for first in range(start, original.logged, REPLAY_BATCH):
-            texts = self.state.store.read_log(original.name, first, min(first + REPLAY_BATCH, original.logged))
-            self.ingest_text(entry, texts, False)
+        self.replays[stream] = Replay(original.name, start)
+        threading.Thread(target=self._replay, args=(stream,), name=f"replay-{stream}", daemon=True).start()
         return max(original.logged - start, 0)
+
+    def _replay(self, stream: str) -> None:
+        try:
+            while True:
+                with self.state.lock:
+                    r, entry = self.replays.get(stream), self.state.table.get(stream)
+                    original = self.state.originals.get(r.original) if r is not None else None
+                    if r is None or entry is None or original is None:
+                        self.replays.pop(stream, None)
+                        return  # removed meanwhile
+                    stop = original.logged
+                    if r.next >= stop:  # caught up: live from now on (the lock holds new items back)
+                        del self.replays[stream]
+                        if self.state.table.has_ended(r.original):
+                            self.ingest(stream, [], True, [])
+                        return
+                texts = self.state.store.read_log(r.original, r.next, min(r.next + REPLAY_BATCH, stop))
+                self._wait_for_room(entry)
+                with self.state.lock:
+                    if self.replays.get(stream) is not r:
+                        return
+                    self.ingest_text(entry, texts, False, replaying=True)
+                    r.next += len(texts)
+        except Exception:  # noqa: BLE001 - never kills the daemon; the subscription stays degraded
+            log.exception("replaying the log into %s failed", stream)
+            with self.state.lock:
+                self.replays.pop(stream, None)
+
+    def _wait_for_room(self, entry: NetworkStream) -> None:
+        """Until every next hop of the stream has fewer than REPLAY_QUEUE_ITEMS queued."""
+        for n in entry.next_hops(self.state.id):
+            while getattr(self.sender(n), "queued_items", 0) > REPLAY_QUEUE_ITEMS:
+                time.sleep(0.02)
 
     def next_position(self, name: str) -> int:
         """Where a stream registered here stands: the number its next new item gets."""
@@ -187,7 +236,7 @@ class DataPlane:
                 self.watermark(stream, *watermark)
         return acknowledged
 
-    def ingest_text(self, entry: NetworkStream, items: list[str], end: bool) -> None:
+    def ingest_text(self, entry: NetworkStream, items: list[str], end: bool, replaying: bool = False) -> None:
         """Wire text into the data plane, parsed only if something here reads values."""
         values: list = []
         if self.needs_values(entry.id):
@@ -200,7 +249,7 @@ class DataPlane:
                     self.bad_transfers += 1
                     self.last_bad_transfer = f"stream {entry.id}: {exc}"
             items = texts
-        self.ingest(entry.id, values, end, items)
+        self.ingest(entry.id, values, end, items, replaying)
 
     def needs_values(self, stream: str) -> bool:
         """Items are parsed only where an operator or a subscription reads them; copies and
@@ -215,10 +264,13 @@ class DataPlane:
                 return True
         return False
 
-    def ingest(self, sid: str, values: list, end: bool, serialized: list[str] | None) -> None:
-        """Called with the lock held: derived streams, deliveries, forwarding."""
+    def ingest(self, sid: str, values: list, end: bool, serialized: list[str] | None,
+               replaying: bool = False) -> None:
+        """Called with the lock held: derived streams, deliveries, forwarding. A copy being
+        filled from its stream's log takes only the replayed items (the live ones are in the
+        log: it takes them from there)."""
         entry = self.state.table.get(sid)
-        if entry is None:
+        if entry is None or (sid in self.replays and not replaying):
             return
         if end and not self.state.table.mark_ended(sid):
             end = False  # its end passed here already: every consumer sees it once
@@ -272,12 +324,16 @@ class DataPlane:
     def idle_watermarks(self, idle_s: float) -> None:
         """Watermarks for the streams registered here that have been idle ``idle_s``."""
         now = time.monotonic()
-        with self.state.lock:
-            for name, o in self.state.originals.items():
-                if o.event_time is not None and not o.closed:
+        for name, o in list(self.state.originals.items()):
+            if o.event_time is None or o.closed or not o.publishing.acquire(blocking=False):
+                continue  # (a batch being taken: the stream is not idle)
+            try:
+                with self.state.lock:
                     w = o.event_time.idle_watermark(now, idle_s)
                     if w is not None:
                         self.watermark(name, o.event_time.path, w)
+            finally:
+                o.publishing.release()
 
     def attach(self, stream: str) -> None:
         """Called with the lock held when a stream produced here has just been installed: if
@@ -313,7 +369,8 @@ class DataPlane:
                 "dropped_malformed_transfers": self.bad_transfers,
                 "last_malformed_transfer": self.last_bad_transfer,
                 "duplicate_transfer_items": self.receipts.duplicates,
-                "transfer_sequence_gaps": {"items": self.receipts.gaps, "last": self.receipts.last_gap}}
+                "transfer_sequence_gaps": {"items": self.receipts.gaps, "last": self.receipts.last_gap},
+                "replays": {s: {"stream": r.original, "next_item": r.next} for s, r in self.replays.items()}}
 
 
 def parse(entry: NetworkStream, text: str):

@@ -54,6 +54,9 @@ class LinkCounters:
     errors: int = 0
     last_error: str = ""
     dropped: int = 0
+    held_items: int = 0  # queued or sent and not yet acknowledged: the link's replay buffer
+    held_bytes: int = 0
+    peak_held_bytes: int = 0
 
 
 class Forwarder:
@@ -68,6 +71,7 @@ class Forwarder:
         self.cond = threading.Condition()
         self.stopped = False
         self.sequence: dict[str, int] = {}
+        self.discarded: set[str] = set()  # removed streams: never sent again
         self.thread = threading.Thread(target=self._run, name=f"fwd-{sender}-{neighbour}", daemon=True)
         self.thread.start()
 
@@ -90,7 +94,27 @@ class Forwarder:
                     return
             self.queue.append(_Chunk(stream, list(items), sizes, end))
             self.queued_items += len(items)
+            c = self.counters
+            c.held_items += len(items)
+            c.held_bytes += sum(sizes)
+            c.peak_held_bytes = max(c.peak_held_bytes, c.held_bytes)
             self.cond.notify()
+
+    def discard(self, stream: str) -> None:
+        """A stream removed here: its queued items are dropped, and a batch of it being retried
+        is given up (the far end may never answer again)."""
+        with self.cond:
+            self.discarded.add(stream)
+            kept = deque(c for c in self.queue if c.stream != stream)
+            for c in self.queue:
+                if c.stream == stream:
+                    self._release(c)
+                    self.queued_items -= len(c.items)
+            self.queue = kept
+
+    def _release(self, chunk: _Chunk) -> None:
+        self.counters.held_items -= len(chunk.items)
+        self.counters.held_bytes -= sum(chunk.sizes)
 
     def send_watermark(self, stream: str, path: str, value: float) -> None:
         """Event time after the stream's items sent so far (it travels in order with them)."""
@@ -136,7 +160,7 @@ class Forwarder:
             if chunk.watermark is not None:
                 request.watermark_path, request.watermark = chunk.watermark
             delay = 0.05
-            while not self.stopped:
+            while not self.stopped and chunk.stream not in self.discarded:
                 try:
                     self.stub.Transfer(request, timeout=30)
                     break
@@ -146,6 +170,8 @@ class Forwarder:
                     time.sleep(delay)
                     delay = min(delay * 2, 2.0)
             self.sequence[chunk.stream] = seq + len(chunk.items)
+            with self.cond:
+                self._release(chunk)
             self.counters.items += len(chunk.items)
             self.counters.bytes += sum(chunk.sizes)
             self.counters.batches += 1

@@ -115,9 +115,10 @@ class Node:
         self.channels = GrpcPeerChannels(peer, topology, heartbeats=heartbeats)
         self.data = DataPlane(self.state, self.executor, self.channels.forwarder)
         self.participant = Participant(self.state, self.executor, self.channels, self.data.attach,
-                                       replay=self.data.replay)
+                                       replay=self.data.replay, removed=self.channels.discard)
         self.control = ControlPlane(self.state, self.channels, retention)
         self.channels.local = LocalPeer(self.participant, self.control)
+        self.control.incarnation = self.channels.detector.incarnation
         self.recovery = Recovery(self.control, self.channels.detector)
         restored_subscriptions = restore_subscriptions(self.control, self.recovery)
         if restored_streams or restored_subscriptions:
@@ -199,7 +200,10 @@ class Node:
 
     def _heartbeat_loop(self) -> None:
         while not self.channels.wait_stopped(self.channels.detector.settings.interval_s):
-            self.heartbeat_once()
+            try:
+                self.heartbeat_once()
+            except Exception:  # noqa: BLE001 - failure detection must go on, whatever failed
+                log.exception("%s: a heartbeat round failed", self.id)
 
     def heartbeat_once(self) -> None:
         """Hear from every peer (usage, originals registered there); then install the

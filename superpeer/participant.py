@@ -35,13 +35,15 @@ CONFLICT = "conflict: "  # how a refusal that calls for planning again (not a fu
 class Participant:
     def __init__(self, state: PeerState, executor: Executor, link: PeerLink,
                  attach: Callable[[str], None], background: bool = True,
-                 replay: Callable[[str, int], int] | None = None) -> None:
+                 replay: Callable[[str, int], int] | None = None,
+                 removed: Callable[[str], None] | None = None) -> None:
         self.state = state
         self.executor = executor
         self.link = link
         self.attach = attach  # the data plane's: a stream installed here, under the lock
         self.background = background  # cut routes in a thread (False in unit tests)
         self.replay = replay  # the data plane's: fill a new copy from its stream's log, under the lock
+        self.removed = removed  # told of every stream removed here (its queued items are dropped)
 
     @property
     def pending(self) -> dict[str, list[NetworkStream]]:
@@ -143,6 +145,8 @@ class Participant:
             removed = self.state.table.release(subscription)
             for s in removed:
                 self.executor.remove(s.id)
+                if self.removed is not None:
+                    self.removed(s.id)
         if self.background:
             threading.Thread(target=self.cut_tails, daemon=True).start()
         else:

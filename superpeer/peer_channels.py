@@ -184,6 +184,11 @@ class GrpcPeerChannels:
             f = self.forwarders[peer] = Forwarder(self.id, peer, self.stub(peer), counters, self.epoch)
         return f
 
+    def discard(self, stream: str) -> None:
+        """A stream removed here: nothing more of it is sent to any neighbour."""
+        for f in list(self.forwarders.values()):
+            f.discard(stream)
+
     def stop(self) -> None:
         self._stop.set()
         for f in self.forwarders.values():
@@ -328,7 +333,8 @@ class GrpcPeerChannels:
         return {
             "links": {f"{self.id}->{n}": {"items": c.items, "bytes": c.bytes, "batches": c.batches,
                                           "errors": c.errors, "last_error": c.last_error,
-                                          "dropped": c.dropped}
+                                          "dropped": c.dropped, "held_items": c.held_items,
+                                          "held_bytes": c.held_bytes, "peak_held_bytes": c.peak_held_bytes}
                       for n, c in self.link_counters.items()},
             "unreachable_peers": dict(self.unreachable),
             "peers_last_heard_s_ago": {p: round(time.time() - h.last_heard, 1)

@@ -25,7 +25,7 @@ from sharing.statistics import StreamEstimate, StreamStatistics
 from sharing.stream_table import NetworkStream
 from wxquery.errors import WXQueryError
 
-from .control_plane import ControlPlane, SubscriptionRecord, plan_id
+from .control_plane import ControlPlane, SubscriptionRecord
 from .event_time import EventTime
 from .peer_state import OriginalState, PeerState
 from .recovery import Recovery
@@ -68,10 +68,9 @@ def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
         buffer.restore(s.base, s.results, s.closed, s.error, s.code)
         runtime = SubscriptionRuntime(s.sid, analysis, control.retention, state.limits, buffer=buffer)
         record = SubscriptionRecord(runtime, None, {}, Strategy(s.strategy), (), query=s.query,
-                                    registered_at=s.registered_at, generation=s.generation,
-                                    starts=dict(s.starts))
-        old_ids = [*s.stale, *(plan_id(s.sid, g) for g in range(s.generation + 1))]
-        recovery.forget(old_ids)
+                                    registered_at=s.registered_at, owner=s.owner, starts=dict(s.starts),
+                                    stale=list(s.stale))
+        recovery.forget([*s.stale, s.owner or s.sid])  # every plan it had, wherever it is
         if s.closed:
             RELEASES.schedule(buffer, state.limits.finished_retention_s)
         else:
@@ -79,7 +78,6 @@ def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
             record.recovering = True
             record.degraded = "its super-peer restarted; planning it again"
             record.degraded_since = time.time()
-            record.generation = s.generation  # the next plan is generation + 1
         with state.lock:
             control.subscriptions[s.sid] = record
         restored += 1

@@ -80,8 +80,9 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
         if buffer.error and closed:
             raise NodeError(buffer.code or "INTERNAL",
                             f"subscription {request.subscription} failed: {buffer.error}")
+        record = self.node.control.subscriptions.get(request.subscription)
         return pb.ReadResultsReply(offset=offset, items=items, closed=closed, root=buffer.root,
-                                   dropped=lost)
+                                   dropped=lost, degraded=record.degraded if record is not None else "")
 
     @_handled
     def Status(self, request, context):

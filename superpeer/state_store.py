@@ -3,7 +3,8 @@
 * the streams registered here (name, shape, where the publisher stands) and their **log**: every
   accepted item, in order — a subscription whose route was cut is planned again and fed from the
   stream's first item (``DataPlane.replay``), so nothing a publisher handed over is ever lost;
-* the subscriptions registered here (query text, strategy, the generation of their plan) and
+* the subscriptions registered here (query text, strategy, the id their plan's streams are held
+  under) and
   their **results**, numbered as the subscriber reads them: a restarted super-peer plans every
   unfinished subscription again, recomputes its results and skips those it already has, so a
   subscriber that resumes from its offset sees no gap and no duplicate.
@@ -35,7 +36,7 @@ CREATE TABLE IF NOT EXISTS log (
     PRIMARY KEY (stream, idx)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS subscriptions (
     sid TEXT PRIMARY KEY, query TEXT NOT NULL, strategy TEXT NOT NULL,
-    registered_at REAL NOT NULL, generation INTEGER NOT NULL DEFAULT 0,
+    registered_at REAL NOT NULL, owner TEXT NOT NULL DEFAULT '',
     closed INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '', code TEXT NOT NULL DEFAULT '',
     stale TEXT NOT NULL DEFAULT '[]', released INTEGER NOT NULL DEFAULT 0,
     starts TEXT NOT NULL DEFAULT '{}');
@@ -69,11 +70,11 @@ class StoredSubscription:
     query: str
     strategy: str
     registered_at: float
-    generation: int
+    owner: str  # the plan id its streams are held under ("": the subscription id)
     closed: bool
     error: str
     code: str
-    stale: list[str]  # plan ids of earlier generations some peer may still hold
+    stale: list[str]  # plan ids of earlier plans (or attempts) some peer may still hold
     results: list[str]  # the results kept, from ``base``
     base: int  # the number of the first kept result (earlier ones were read and released)
     starts: dict[str, int]  # stream -> the first of its items the subscription reads
@@ -124,12 +125,9 @@ class StateStore:
         """The first of ``block`` stream numbers no earlier run of this peer has used: a plan's
         streams must not take the id of a stream an earlier run left at other peers."""
         with self._lock:
-            self._db.execute("BEGIN")
             row = self._db.execute("SELECT value FROM meta WHERE key = 'stream_ids'").fetchone()
-            first = row[0] if row else 1
-            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('stream_ids', ?)",
-                             (first + block,))
-            self._db.execute("COMMIT")
+        first = row[0] if row else 1  # (one thread plans at a time: the control plane's lock)
+        self._write([("INSERT OR REPLACE INTO meta (key, value) VALUES ('stream_ids', ?)", (first + block,))])
         return first
 
     # ------------------------------------------------------------------ streams registered here
@@ -174,11 +172,12 @@ class StateStore:
         self._write([("INSERT OR REPLACE INTO subscriptions (sid, query, strategy, registered_at) "
                       "VALUES (?, ?, ?, ?)", (sid, query, strategy, registered_at))])
 
-    def set_plan(self, sid: str, generation: int, stale: list[str], starts: dict[str, int]) -> None:
-        """The subscription's installed plan: its generation, the plan ids of earlier ones some
-        peer may still hold, and where it starts in each stream it reads."""
-        self._write([("UPDATE subscriptions SET generation = ?, stale = ?, starts = ? WHERE sid = ?",
-                      (generation, json.dumps(stale), json.dumps(starts), sid))])
+    def set_plan(self, sid: str, owner: str, stale: list[str], starts: dict[str, int]) -> None:
+        """The subscription's installed plan: the id its streams are held under, the ids of
+        earlier plans (and attempts) some peer may still hold, and where it starts in each
+        stream it reads."""
+        self._write([("UPDATE subscriptions SET owner = ?, stale = ?, starts = ? WHERE sid = ?",
+                      (owner, json.dumps(stale), json.dumps(starts), sid))])
 
     def end_subscription(self, sid: str, error: str, code: str) -> None:
         self._write([("UPDATE subscriptions SET closed = 1, error = ?, code = ? WHERE sid = ?",
@@ -198,7 +197,7 @@ class StateStore:
 
     def subscriptions(self) -> list[StoredSubscription]:
         with self._lock:
-            rows = self._db.execute("SELECT sid, query, strategy, registered_at, generation, closed, "
+            rows = self._db.execute("SELECT sid, query, strategy, registered_at, owner, closed, "
                                     "error, code, stale, released, starts FROM subscriptions ORDER BY registered_at").fetchall()
             found = []
             for r in rows:

@@ -42,6 +42,7 @@ class ResultBatch:
     root: str
     dropped: int
     closed: bool
+    degraded: str = ""  # why its items cannot reach it now ("": they can)
 
 
 @dataclass
@@ -211,7 +212,8 @@ class SuperPeerClient:
         The one read/resume loop of the thin peer: ``results`` and ``streamglobe subscribe`` both
         use it. Batches, not items, so that a caller can see the root of an empty result, report
         dropped items and persist its offset once per read. The idle clock restarts when the
-        caller resumes after a non-empty batch, so time spent consuming it does not count. A
+        caller resumes after a non-empty batch, so time spent consuming it does not count, and
+        while the subscription is degraded (it is planned again or heals: it is waited for). A
         reply holds up to ``max_items`` and up to the super-peer's byte bound: the loop goes on
         from the offset after it. A caller that consumes the last batch of an ended stream and
         resumes the loop confirms the read (``confirm_read``), which frees the results.
@@ -220,10 +222,11 @@ class SuperPeerClient:
         while True:
             reply = self.read(subscription, offset, max_items=max_items, wait_ms=wait_ms)
             batch = ResultBatch(reply.offset, list(reply.items), reply.root, reply.dropped,
-                                reply.closed)
+                                reply.closed, reply.degraded)
             yield batch
             if batch.items:
                 offset = batch.offset + len(batch.items)
+            if batch.items or batch.degraded:  # (a degraded subscription is waited for: it heals)
                 last = time.monotonic()
             if batch.closed:
                 self.confirm_read(subscription, batch.offset + len(batch.items))

@@ -35,6 +35,7 @@ class LocalNetwork:
     processes: dict[str, subprocess.Popen]
     state_dir: Path
     commands: dict[str, list[str]] = field(default_factory=dict)  # how each daemon was started
+    topology_path: str = ""
 
     @property
     def addresses(self) -> dict[str, str]:
@@ -53,7 +54,16 @@ class LocalNetwork:
         if self.processes[peer].poll() is None:
             raise NetworkError(f"{peer} is running")
         self.processes[peer] = _launch(self.commands[peer], self.state_dir / f"{peer}.log", append=True)
-        _wait_healthy(self, {peer}, wait_s, None)
+        self.record()  # ``down`` stops the new process, not the old pid
+        _wait_healthy(self, {peer}, wait_s, None, stop_all=False)
+
+    def record(self) -> None:
+        """The state file ``down`` reads: this launcher and every daemon's pid."""
+        topology = self.topology
+        (self.state_dir / STATE_FILE).write_text(json.dumps({
+            "launcher": os.getpid(), "topology": self.topology_path,
+            "superpeers": {p: {"pid": proc.pid, "address": topology.addresses[p]}
+                           for p, proc in self.processes.items()}}, indent=2))
 
     def stop(self) -> None:
         for p in self.processes.values():
@@ -133,11 +143,8 @@ def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Pat
                           str(Path(topology_path).resolve()), "--id", peer, "--executor", executor,
                           "--state-dir", str((state / peer).resolve()), *extra, *serve_args]
         processes[peer] = _launch(commands[peer], state / f"{peer}.log")
-    network = LocalNetwork(topology, processes, state, commands)
-    (state / STATE_FILE).write_text(json.dumps({
-        "launcher": os.getpid(), "topology": str(Path(topology_path).resolve()),
-        "superpeers": {p: {"pid": proc.pid, "address": topology.addresses[p]} for p, proc in processes.items()}},
-        indent=2))
+    network = LocalNetwork(topology, processes, state, commands, str(Path(topology_path).resolve()))
+    network.record()
     _wait_healthy(network, set(processes), wait_s, progress)
     return network
 
@@ -147,14 +154,16 @@ def _launch(command: list[str], log_path: Path, append: bool = False) -> subproc
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def _wait_healthy(network: LocalNetwork, pending: set[str], wait_s: float, progress) -> None:
+def _wait_healthy(network: LocalNetwork, pending: set[str], wait_s: float, progress,
+                  stop_all: bool = True) -> None:
     """Until every daemon of ``pending`` answers health checks; one that exits, or does not
-    answer in time, stops the network with the end of its log."""
+    answer in time, is reported with the end of its log (and the network stopped, at start-up)."""
     deadline = time.monotonic() + wait_s
     while pending:
         for peer in sorted(pending):
             if network.processes[peer].poll() is not None:
-                network.stop()
+                if stop_all:
+                    network.stop()
                 tail = (network.state_dir / f"{peer}.log").read_text()[-800:]
                 raise NetworkError(f"super-peer {peer} exited during start-up:\n{tail}")
             if healthy(network.topology.addresses[peer]):
@@ -162,7 +171,8 @@ def _wait_healthy(network: LocalNetwork, pending: set[str], wait_s: float, progr
                 if progress:
                     progress(f"{peer} healthy at {network.topology.addresses[peer]}")
         if pending and time.monotonic() > deadline:
-            network.stop()
+            if stop_all:
+                network.stop()
             raise NetworkError(f"super-peers not healthy after {wait_s:.0f} s: {', '.join(sorted(pending))}")
         if pending:
             time.sleep(0.1)

@@ -96,8 +96,8 @@ def network(tmp_path):
     _engine_or_skip()
     deployed: list[tuple[str, str]] = []
 
-    def up(topology: str, project: str) -> dict[str, str]:
-        out = deploy("up", "--topology", topology, *FAST,
+    def up(topology: str, project: str, heartbeats: list[str] = FAST) -> dict[str, str]:
+        out = deploy("up", "--topology", topology, *heartbeats,
                      state=tmp_path, project=project, timeout=1500)
         deployed.append((project, topology))
         return json.loads(out)
@@ -108,6 +108,7 @@ def network(tmp_path):
                        capture_output=True, timeout=180)
 
 
+@pytest.mark.timeout(900)
 def test_an_intermediate_superpeer_killed_and_started_in_containers(network) -> None:
     up, state = network
     addresses = up("paper-example", "sgcrash")
@@ -123,9 +124,10 @@ def test_an_intermediate_superpeer_killed_and_started_in_containers(network) -> 
     stream.check(subs)
 
 
+@pytest.mark.timeout(1500)  # 16 containers on a two-core machine
 def test_a_seeded_schedule_of_faults_on_the_grid(network) -> None:
     up, state = network
-    addresses = up("grid-4x4", "sgchaos")
+    addresses = up("grid-4x4", "sgchaos", ["--heartbeat-s", "1", "--heartbeat-misses", "2"])
     stream = Published(addresses["SP0"], 4000, rate=300)
     time.sleep(2)
     subs = {f"{q}@{p}": (addresses[p], SuperPeerClient(addresses[p]).subscribe(example_query(q)).subscription)

@@ -289,8 +289,13 @@ def _write_results(client: SuperPeerClient, sid: str, offset: int, count: int | 
         sys.stdout.write(f"<{root}>")
         return written, root, False
     root = None
+    degraded = ""
     for batch in client.result_batches(sid, offset, idle_timeout=timeout, max_items=1000,
                                        wait_ms=500):
+        if batch.degraded != degraded:  # the subscriber sees a failure on its route, and the end of it
+            print(f"subscription {sid} degraded: {batch.degraded}" if batch.degraded else
+                  f"subscription {sid} healthy again (nothing lost)", file=sys.stderr, flush=True)
+            degraded = batch.degraded
         if batch.dropped:
             print(f"warning: {batch.dropped} result item(s) before offset {batch.offset} are no "
                   "longer held by the super-peer (retention bound, or released after the stream "

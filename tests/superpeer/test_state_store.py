@@ -1,0 +1,108 @@
+"""What a super-peer keeps across a restart (``state_store``), a result buffer that skips what
+it has (recomputation after re-planning), and the plan made around a failure."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import photon_document
+from sharing.analysis import analyze
+from sharing.backbone import Backbone, Link, Peer, TopologyError
+from sharing.matching import raw_properties
+from sharing.network_state import NetworkState
+from sharing.planner import Planner, RegistrationError
+from sharing.properties import InputStream
+from sharing.statistics import StreamStatistics
+from sharing.scenarios import example_query
+from superpeer.state_store import StateStore
+from superpeer.subscriptions import ResultBuffer
+from wxquery.stream_document import StreamDocument
+
+
+def test_a_reopened_store_has_the_streams_their_logs_and_where_publishers_stand(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    store.add_original("photons", "photons", "photon", 500.0, 1.0, "det_time", 2.0)
+    store.append("photons", 0, ["<photon>a</photon>", "<photon>b</photon>"], 3, 2, 1, 0)
+    store.append("photons", 2, ["<photon>c</photon>"], 4, 3, 1, 0)
+    store.close_original("photons")
+    again = StateStore(tmp_path)
+    [o] = again.originals()
+    assert (o.name, o.next_position, o.accepted, o.rejected, o.closed, o.logged) == ("photons", 4, 3, 1, True, 3)
+    assert (o.event_time, o.event_time_rate) == ("det_time", 2.0)
+    assert again.read_log("photons", 1, 3) == ["<photon>b</photon>", "<photon>c</photon>"]
+
+
+def test_a_batch_is_logged_whole_or_not_at_all(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    store.add_original("s", "r", "i", 0.0, 1.0)
+    store.append("s", 0, ["<i/>"], 1, 1, 0, 0)
+    with pytest.raises(sqlite3.IntegrityError):  # item 0 again: the whole batch is refused
+        store.append("s", 0, ["<i>x</i>", "<i>y</i>"], 3, 3, 0, 0)
+    [o] = store.originals()
+    assert (o.logged, o.next_position) == (1, 1)
+
+
+def test_subscriptions_keep_their_results_plan_ids_and_starts(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    store.add_subscription("SP1-a", "<q/>", "sharing", 5.0)
+    store.set_plan("SP1-a", "SP1-a~1f2e3d", ["SP1-a"], {"photons": 200})
+    buffer = ResultBuffer(retention=10, root="r", store=store, sid="SP1-a")
+    for i in range(3):
+        assert buffer.offer(i, f"<x>{i}</x>")
+    buffer.release()  # read after the end: the stored results are freed too
+    buffer.base = 3
+    assert buffer.offer(3, "<x>3</x>")
+    [s] = StateStore(tmp_path).subscriptions()
+    assert (s.owner, s.stale, s.starts) == ("SP1-a~1f2e3d", ["SP1-a"], {"photons": 200})
+    assert (s.base, s.results) == (3, ["<x>3</x>"])
+    store.remove_subscription("SP1-a")
+    assert StateStore(tmp_path).subscriptions() == []
+
+
+def test_stream_numbers_are_never_handed_out_twice(tmp_path: Path) -> None:
+    first = StateStore(tmp_path).reserve_ids(1000)
+    assert StateStore(tmp_path).reserve_ids(1000) == first + 1000  # a restarted peer goes on
+
+
+def test_a_result_buffer_skips_the_results_it_has() -> None:
+    buffer = ResultBuffer(retention=100, root="r")
+    for i in range(3):
+        buffer.offer(i, f"<x>{i}</x>")
+    # recomputed from the first input item: 0-2 again, then new ones
+    assert [buffer.offer(i, f"<x>{i}</x>") for i in range(5)] == [False, False, False, True, True]
+    assert buffer.read(0, 10, 0)[1] == [f"<x>{i}</x>" for i in range(5)]
+
+
+def _line() -> Backbone:
+    return Backbone([Peer("A"), Peer("B"), Peer("C"), Peer("D")],
+                    [Link("A", "B", 1e8), Link("B", "C", 1e8), Link("A", "D", 1e8), Link("D", "C", 1e8)])
+
+
+def test_the_backbone_around_a_failure_routes_the_other_way() -> None:
+    square = _line()
+    assert square.route("A", "C") == ("A", "B", "C")
+    assert square.without(peers=["B"]).route("A", "C") == ("A", "D", "C")
+    assert square.without(links=[frozenset(("A", "B"))]).route("A", "C") == ("A", "D", "C")
+    with pytest.raises(TopologyError, match="no route"):
+        square.without(peers=["B", "D"]).route("A", "C")
+
+
+def test_a_replay_plan_ships_a_new_copy_from_the_origin_and_runs_every_operator_at_the_target() -> None:
+    state = NetworkState(_line())
+    stats = StreamStatistics(frequency=100.0)
+    for item in StreamDocument.from_text(photon_document(300, seed=3)).items("photons", "photon"):
+        stats.observe(item)
+    photons = InputStream("photons", ("photons", "photon"))
+    state.register_original(photons, "A", raw_properties(photons), stats)
+    props = analyze(example_query("q3")).properties
+    planner = Planner(state)
+    plan = planner.replay_plan("s~1", props, "C")
+    [part] = plan.parts
+    copy, result = part.new_streams
+    assert copy.parent == "photons" and not copy.operators and copy.route == ("A", "B", "C")
+    assert result.parent == copy.id and result.operators and result.route == ("C",)
+    with pytest.raises(RegistrationError, match="not in the backbone"):
+        planner.replay_plan("s~2", props, "X")
