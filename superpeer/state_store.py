@@ -4,13 +4,13 @@
   accepted item, in order — a subscription whose route was cut is planned again and fed from the
   stream's first item (``DataPlane.replay``), so nothing a publisher handed over is ever lost;
 * the subscriptions registered here (query text, strategy, the id their plan's streams are held
-  under) and
-  their **results**, numbered as the subscriber reads them: a restarted super-peer plans every
-  unfinished subscription again, recomputes its results and skips those it already has, so a
-  subscriber that resumes from its offset sees no gap and no duplicate.
+  under, where they start in each stream) and their **results**, numbered as the subscriber
+  reads them: a restarted super-peer plans every unfinished subscription again, recomputes its
+  results and skips those it already has, so a subscriber that resumes from its offset sees no
+  gap and no duplicate.
 
-Writes happen before the thin peer is answered (an item is acknowledged once it is in the log;
-a result is readable once it is stored). The database runs in WAL mode with ``synchronous =
+An item is acknowledged to its publisher once it is in the log. Results are stored in batches
+(and at the end): those a crash loses before they are stored are recomputed from the log. The database runs in WAL mode with ``synchronous =
 NORMAL``: a killed process (``kill -9``) loses nothing written, a power cut may lose the last
 transactions. Without a directory the same tables live in memory (a daemon that is not durable
 still replays its streams to subscriptions planned around a failure).
@@ -187,8 +187,9 @@ class StateStore:
         self._write([("DELETE FROM subscriptions WHERE sid = ?", (sid,)),
                      ("DELETE FROM results WHERE sid = ?", (sid,))])
 
-    def add_result(self, sid: str, idx: int, text: str) -> None:
-        self._write([("INSERT OR IGNORE INTO results (sid, idx, text) VALUES (?, ?, ?)", (sid, idx, text))])
+    def add_results(self, sid: str, rows: list[tuple[int, str]]) -> None:
+        self._write([("INSERT OR IGNORE INTO results (sid, idx, text) VALUES (?, ?, ?)",
+                      [(sid, idx, text) for idx, text in rows])])
 
     def forget_results(self, sid: str, below: int) -> None:
         """Results before ``below`` were released: they need not survive a restart."""

@@ -32,6 +32,7 @@ from .state_store import StateStore
 
 MAX_RESULT_ITEM_BYTES = MESSAGE_LIMIT - ENVELOPE  # what one ReadResults reply can carry
 FORGET_EVERY = 1000  # stored results dropped by retention are deleted in steps of this many
+STORE_EVERY = 256  # results stored in one transaction
 
 
 class BlockingFeed:
@@ -153,9 +154,12 @@ class ResultBuffer:
     dropped: int = 0  # by the retention bound
     released: int = 0  # after the end, read or kept for the retention period
     cond: threading.Condition = field(default_factory=threading.Condition)
-    # where the results survive a restart (``state_store``), and under which subscription
+    # where the results survive a restart (``state_store``), and under which subscription;
+    # stored in batches: results are a function of the replayed inputs, so those a crash loses
+    # before they are stored are recomputed after the restart (and read at the same offsets)
     store: StateStore | None = None
     sid: str = ""
+    unstored: list = field(default_factory=list)  # (index, item) not stored yet
 
     @property
     def end(self) -> int:
@@ -178,7 +182,9 @@ class ResultBuffer:
             if index != self.end or self.closed:
                 return False
             if self.store is not None:
-                self.store.add_result(self.sid, index, item)
+                self.unstored.append((index, item))
+                if len(self.unstored) >= STORE_EVERY:
+                    self._store()
             self.items.append(item)
             self.sizes.append(size)
             self.held_bytes += size
@@ -186,6 +192,7 @@ class ResultBuffer:
                 self._pop()
                 self.dropped += 1
                 if self.store is not None and self.base % FORGET_EVERY == 0:
+                    self._store()
                     self.store.forget_results(self.sid, self.base)
             self.cond.notify_all()
             return True
@@ -215,6 +222,7 @@ class ResultBuffer:
                 self.error = error
                 self.code = code or ("INTERNAL" if error else "")
             if self.store is not None:
+                self._store()
                 self.store.end_subscription(self.sid, self.error, self.code)
             self.cond.notify_all()
 
@@ -226,8 +234,15 @@ class ResultBuffer:
             while self.items:
                 self._pop()
             if self.store is not None:
+                self._store()
                 self.store.forget_results(self.sid, self.base)
             self.cond.notify_all()
+
+    def _store(self) -> None:
+        """Called with ``cond`` held."""
+        if self.unstored and self.store is not None:
+            self.store.add_results(self.sid, self.unstored)
+            self.unstored = []
 
     def read(self, offset: int, max_items: int, wait_s: float) -> tuple[int, list[str], bool, int]:
         """(offset of the first returned item, items, closed-and-drained, dropped before it).

@@ -55,8 +55,10 @@ def test_subscriptions_keep_their_results_plan_ids_and_starts(tmp_path: Path) ->
     buffer.release()  # read after the end: the stored results are freed too
     buffer.base = 3
     assert buffer.offer(3, "<x>3</x>")
+    assert StateStore(tmp_path).subscriptions()[0].results == []  # stored in batches (recomputed if lost)
+    buffer.close()  # the end stores what is left
     [s] = StateStore(tmp_path).subscriptions()
-    assert (s.owner, s.stale, s.starts) == ("SP1-a~1f2e3d", ["SP1-a"], {"photons": 200})
+    assert (s.owner, s.stale, s.starts, s.closed) == ("SP1-a~1f2e3d", ["SP1-a"], {"photons": 200}, True)
     assert (s.base, s.results) == (3, ["<x>3</x>"])
     store.remove_subscription("SP1-a")
     assert StateStore(tmp_path).subscriptions() == []
