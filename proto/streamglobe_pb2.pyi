@@ -219,10 +219,12 @@ class CommitRequest(_message.Message):
     def __init__(self, transaction: _Optional[str] = ..., commit_json: _Optional[str] = ...) -> None: ...
 
 class CommitReply(_message.Message):
-    __slots__ = ("starts_json",)
+    __slots__ = ("starts_json", "incarnation")
     STARTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     starts_json: str
-    def __init__(self, starts_json: _Optional[str] = ...) -> None: ...
+    incarnation: str
+    def __init__(self, starts_json: _Optional[str] = ..., incarnation: _Optional[str] = ...) -> None: ...
 
 class AbortRequest(_message.Message):
     __slots__ = ("transaction",)

@@ -22,6 +22,7 @@ no call ever leaves the process while a plan is computed.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -132,26 +133,13 @@ class Planner:
         """Plan a subscription registered at ``target``; nothing is installed yet."""
         if target not in self.state.backbone.peers:
             raise RegistrationError(f"unknown super-peer {target}")
-        parts = []
-        for inp in properties.inputs:
-            try:
-                original = self.state.original(inp.input)
-            except KeyError as exc:  # unknown, or registered with other items: say which
-                raise RegistrationError(exc.args[0]) from None
-            if strategy is Strategy.SHARING:
-                part = self._subscribe_input(inp, original, target)
-            elif strategy is Strategy.DATA_SHIPPING:
-                part = self._data_shipping(inp, original, target)
-            else:
-                part = self._query_shipping(inp, original, target)
-            parts.append(part)
-        usage = Usage()
-        for part in parts:
-            usage = usage.merge(part.usage)
-        usage = usage.merge(self._post_processing_usage(parts, target))
-        cost, overloads = self._cost(usage)
-        return Plan(subscription, target, strategy, parts, properties.post_processing, usage,
-                    cost, overloads)
+        if strategy is Strategy.SHARING:
+            part_for = self._subscribe_input
+        elif strategy is Strategy.DATA_SHIPPING:
+            part_for = self._data_shipping
+        else:
+            part_for = self._query_shipping
+        return self._plan(subscription, properties, target, strategy, part_for)
 
     def replay_plan(self, subscription: str, properties: Properties, target: str) -> Plan:
         """A plan whose every input is a *new* copy of its original stream, routed from the
@@ -163,24 +151,33 @@ class Planner:
         copy is the one stream the origin can fill from its log without running operators."""
         if target not in self.state.backbone.peers:
             raise RegistrationError(f"{target} is not in the backbone that remains")
+
+        def fresh_copy(inp: InputProperties, original: NetworkStream, target: str) -> PlanPart:
+            if original.origin not in self.state.backbone.peers:
+                raise RegistrationError(f"{original.origin}, where stream \"{inp.input.stream}\" "
+                                        f"is registered, is down")
+            return self._at_target(original, original.origin, target, inp,
+                                   match_properties(original.properties, inp))
+
+        return self._plan(subscription, properties, target, Strategy.DATA_SHIPPING, fresh_copy)
+
+    def _plan(self, subscription: str, properties: Properties, target: str, strategy: Strategy,
+              part_for: Callable[[InputProperties, NetworkStream, str], PlanPart]) -> Plan:
+        """One part per input (``part_for``), then the plan's usage and cost."""
         parts = []
         for inp in properties.inputs:
             try:
                 original = self.state.original(inp.input)
-            except KeyError as exc:
+            except KeyError as exc:  # unknown, or registered with other items: say which
                 raise RegistrationError(exc.args[0]) from None
-            if original.origin not in self.state.backbone.peers:
-                raise RegistrationError(f"{original.origin}, where stream \"{inp.input.stream}\" "
-                                        f"is registered, is down")
-            parts.append(self._at_target(original, original.origin, target, inp,
-                                         match_properties(original.properties, inp)))
+            parts.append(part_for(inp, original, target))
         usage = Usage()
         for part in parts:
             usage = usage.merge(part.usage)
         usage = usage.merge(self._post_processing_usage(parts, target))
         cost, overloads = self._cost(usage)
-        return Plan(subscription, target, Strategy.DATA_SHIPPING, parts, properties.post_processing,
-                    usage, cost, overloads)
+        return Plan(subscription, target, strategy, parts, properties.post_processing, usage,
+                    cost, overloads)
 
     def _network(self) -> NetworkState:
         """Installing in process needs the whole network; a super-peer installs in two phases."""

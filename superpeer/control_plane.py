@@ -311,12 +311,12 @@ class ControlPlane:
                                            f"{last_reason or reason}")
         try:
             self.take_inputs(record, plan)
-            record.starts = self.commit(txn, plan, view)
+            record.starts, committed = self.commit(txn, plan, view)
         except BaseException:
             self.release(record, txn)
             raise
         record.paths = data_paths(plan, view.lineage)
-        record.incarnations = {p: self.incarnation(p) for path in record.paths for p in path}
+        record.incarnations = {p: committed.get(p) or self.incarnation(p) for path in record.paths for p in path}
         self.state.store.set_plan(sid, record.owner, record.stale, record.starts)
 
     def take_inputs(self, record: SubscriptionRecord, plan: Plan) -> None:
@@ -365,20 +365,24 @@ class ControlPlane:
         return txn, ""
 
     def commit(self, txn: str, plan: Plan, view: RemotePlanningView,
-               replay: dict[str, int] | None = None) -> dict[str, int]:
+               replay: dict[str, int] | None = None) -> tuple[dict[str, int], dict[str, str]]:
         """Commit on the peers the plan touches, downstream first: a peer starts sending a new
         stream only once every later peer of its route has installed it. ``replay``: new
         copies to fill from their stream's log (from the given item). Returns where the plan
-        starts in each stream it reads (the items logged there when it was committed)."""
+        starts in each stream it reads (the items logged there when it was committed) and the
+        process that committed at each peer (a later new one has lost the plan)."""
         chains = [s for p in plan.parts for s in view.lineage(p.reused)]
         lineage = sorted({s.id for s in chains})
         # the originals' peers say where the subscription starts in each stream: required too
         required = set(self.affected(plan)) | {s.origin for s in chains if s.original}
         starts: dict[str, int] = {}
+        incarnations: dict[str, str] = {}
         for peer in self.commit_peers(self.affected(plan), lineage, view):
-            starts.update(self.link.commit(peer, txn, plan.subscription, lineage,
-                                           required=peer in required, replay=replay) or {})
-        return starts
+            committed = self.link.commit(peer, txn, plan.subscription, lineage,
+                                         required=peer in required, replay=replay)
+            starts.update(committed.starts)
+            incarnations[peer] = committed.incarnation
+        return starts, incarnations
 
     @staticmethod
     def new_streams(plan: Plan) -> list[NetworkStream]:

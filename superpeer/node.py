@@ -184,8 +184,10 @@ class Node:
     def reserve(self, txn: str, part_json: str) -> tuple[bool, str]:
         return self.participant.reserve(txn, *part_from_wire(part_json))
 
-    def commit(self, txn: str, commit_json: str) -> str:
-        return json.dumps(self.participant.commit(txn, *commit_from_wire(commit_json)))
+    def commit(self, txn: str, commit_json: str) -> tuple[str, str]:
+        """(where the plan starts in the streams registered here, this process's incarnation)."""
+        return (json.dumps(self.participant.commit(txn, *commit_from_wire(commit_json))),
+                self.channels.epoch)
 
     def abort(self, txn: str) -> None:
         self.participant.abort(txn)

@@ -45,6 +45,14 @@ class Waiting:
     registered_at: float
 
 
+@dataclass
+class Committed:
+    """A peer's answer to a commit."""
+
+    starts: dict[str, int]  # stream registered there -> items logged when the plan took it
+    incarnation: str = ""  # the process that committed: a later new one has lost the plan
+
+
 class PeerHandler(Protocol):
     """What a super-peer serves to the others (its participant side)."""
 
@@ -85,7 +93,7 @@ class PeerLink(Protocol):
                 target: str, version: int | None = None) -> tuple[bool, str]: ...
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
-               required: bool, replay: dict[str, int] | None = None) -> dict[str, int]: ...
+               required: bool, replay: dict[str, int] | None = None) -> Committed: ...
 
     def abort(self, peer: str, txn: str) -> None: ...
 
@@ -262,14 +270,13 @@ class GrpcPeerChannels:
         return got if got is not None else (False, f"{peer} is unreachable ({self.unreachable[peer]})")
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
-               required: bool, replay: dict[str, int] | None = None) -> dict[str, int]:
-        """Returns where the plan starts in the streams registered at ``peer`` (items logged)."""
+               required: bool, replay: dict[str, int] | None = None) -> Committed:
         if peer == self.id:
-            return self.local.commit(txn, subscription, lineage, replay)
+            return Committed(self.local.commit(txn, subscription, lineage, replay), self.epoch)
         got = self._call(peer, "Commit", pb.CommitRequest(
             transaction=txn, commit_json=commit_to_wire(subscription, lineage, replay)),
-            lambda r: json.loads(r.starts_json or "{}"), required=required)
-        return got or {}
+            lambda r: Committed(json.loads(r.starts_json or "{}"), r.incarnation), required=required)
+        return got or Committed({})
 
     def abort(self, peer: str, txn: str) -> None:
         if peer == self.id:

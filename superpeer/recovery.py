@@ -185,7 +185,7 @@ class Recovery:
             replay = {p.new_streams[0].id: record.starts.get(p.reused, 0) for p in plan.parts}
             try:
                 control.take_inputs(record, plan)
-                control.commit(txn, plan, view, replay)
+                _, committed = control.commit(txn, plan, view, replay)
             except Exception as exc:  # noqa: BLE001 - what was installed is removed; tried again
                 control.release(record, txn)
                 self.forget([new_id])
@@ -195,7 +195,8 @@ class Recovery:
             with self._lock:
                 record.owner, record.stale = new_id, []
                 record.paths = paths
-                record.incarnations = {p: self.detector.incarnation(p) for path in paths for p in path}
+                record.incarnations = {p: committed.get(p) or self.detector.incarnation(p)
+                                       for path in paths for p in path}
                 record.recovering, record.degraded, record.degraded_since = False, "", time.time()
                 record.replans += 1
             state.store.set_plan(sid, new_id, old_ids, record.starts)

@@ -118,7 +118,8 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
 
     @_handled
     def Commit(self, request, context):
-        return pb.CommitReply(starts_json=self.node.commit(request.transaction, request.commit_json))
+        starts, incarnation = self.node.commit(request.transaction, request.commit_json)
+        return pb.CommitReply(starts_json=starts, incarnation=incarnation)
 
     @_handled
     def Abort(self, request, context):

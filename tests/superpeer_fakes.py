@@ -19,7 +19,7 @@ from superpeer.errors import NodeError
 from superpeer.executors import make_executor
 from superpeer.node import LocalPeer
 from superpeer.participant import Participant
-from superpeer.peer_channels import Waiting, copy_stream
+from superpeer.peer_channels import Committed, Waiting, copy_stream
 from superpeer.peer_state import PeerState
 
 
@@ -99,13 +99,13 @@ class FakeLink:
         return h.reserve(txn, [copy_stream(s) for s in streams], subscription, target, version)
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
-               required: bool, replay: dict[str, int] | None = None) -> dict[str, int]:
+               required: bool, replay: dict[str, int] | None = None) -> Committed:
         h = self._handler("commit", peer, txn, subscription)
         if h is None:
             if required:
                 raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable")
-            return {}
-        return h.commit(txn, subscription, lineage, replay)
+            return Committed({})
+        return Committed(h.commit(txn, subscription, lineage, replay))
 
     def abort(self, peer: str, txn: str) -> None:
         h = self._handler("abort", peer, txn)

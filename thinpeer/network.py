@@ -62,10 +62,12 @@ class LocalNetwork:
         topology = self.topology
         (self.state_dir / STATE_FILE).write_text(json.dumps({
             "launcher": os.getpid(), "topology": self.topology_path,
-            "superpeers": {p: {"pid": proc.pid, "address": topology.addresses[p]}
+            "superpeers": {p: {"pid": proc.pid, "address": topology.addresses[p],
+                               "command": self.commands.get(p, [])}
                            for p, proc in self.processes.items()}}, indent=2))
 
     def stop(self) -> None:
+        _stop_restarted(self.state_dir, {p.pid for p in self.processes.values()})
         for p in self.processes.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -176,6 +178,81 @@ def _wait_healthy(network: LocalNetwork, pending: set[str], wait_s: float, progr
             raise NetworkError(f"super-peers not healthy after {wait_s:.0f} s: {', '.join(sorted(pending))}")
         if pending:
             time.sleep(0.1)
+
+
+def _stop_restarted(state_dir: Path, own: set[int]) -> None:
+    """Daemons started again from another terminal (``network start``) are not this launcher's
+    children: stop them too, by the pids in the state file."""
+    state = state_dir / STATE_FILE
+    try:
+        info = json.loads(state.read_text())
+    except (OSError, ValueError):
+        return
+    for entry in info.get("superpeers", {}).values():
+        if entry.get("pid") not in own:
+            try:
+                os.kill(entry["pid"], signal.SIGTERM)
+            except (ProcessLookupError, KeyError):
+                pass
+
+
+def _recorded(state_dir: str | Path, peer: str) -> tuple[Path, dict, dict]:
+    state = Path(state_dir) / STATE_FILE
+    if not state.exists():
+        raise NetworkError(f"no running network recorded in {state}")
+    info = json.loads(state.read_text())
+    entry = next((e for p, e in info["superpeers"].items() if p.lower() == peer.lower()), None)
+    if entry is None:
+        raise NetworkError(f"no super-peer {peer} in the network recorded in {state} "
+                           f"(it has {', '.join(info['superpeers'])})")
+    return state, info, entry
+
+
+def _alive(pid: int) -> bool:
+    """Running (a killed daemon its launcher has not reaped yet is a zombie: not running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def kill_peer(state_dir: str | Path, peer: str) -> int:
+    """``kill -9`` one daemon of a running network (a crash); returns its pid."""
+    _, _, entry = _recorded(state_dir, peer)
+    if not _alive(entry["pid"]):
+        raise NetworkError(f"{peer} is not running")
+    os.kill(entry["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _alive(entry["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return entry["pid"]
+
+
+def start_peer(state_dir: str | Path, peer: str, wait_s: float = 60.0) -> str:
+    """Start a stopped daemon of a running network again, with its options and state directory
+    (it takes back what it kept); wait until it answers. Returns its address."""
+    state, info, entry = _recorded(state_dir, peer)
+    if _alive(entry["pid"]):
+        raise NetworkError(f"{peer} is running (pid {entry['pid']})")
+    if not entry.get("command"):
+        raise NetworkError(f"the state file {state} does not say how {peer} was started")
+    name = next(p for p, e in info["superpeers"].items() if e is entry)
+    proc = _launch(entry["command"], Path(state_dir) / f"{name}.log", append=True)
+    entry["pid"] = proc.pid
+    state.write_text(json.dumps(info, indent=2))
+    deadline = time.monotonic() + wait_s
+    while not healthy(entry["address"]):
+        if proc.poll() is not None:
+            tail = (Path(state_dir) / f"{name}.log").read_text()[-800:]
+            raise NetworkError(f"super-peer {name} exited during start-up:\n{tail}")
+        if time.monotonic() > deadline:
+            raise NetworkError(f"super-peer {name} not healthy after {wait_s:.0f} s")
+        time.sleep(0.1)
+    return entry["address"]
 
 
 def down(state_dir: str | Path = ".streamglobe") -> list[str]:

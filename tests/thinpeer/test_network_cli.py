@@ -18,7 +18,7 @@ from photons.generator import generate
 from sharing.analysis import analyze
 from sharing.scenarios import EXAMPLE_QUERIES
 from thinpeer.client import SuperPeerClient
-from thinpeer.network import with_free_ports
+from thinpeer.network import _alive, with_free_ports
 from thinpeer.topologies import shipped_topology
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
@@ -211,3 +211,44 @@ def test_publish_resume_continues_after_the_items_the_superpeer_has(tmp_path):
         expected = evaluate(analyze(query).checked,
                             StreamDocument.from_text("<photons>" + "".join(photons[100:]) + "</photons>"))
         assert got == list(expected.serialized_items())
+
+
+def test_network_kill_and_start_a_publishers_superpeer_then_publish_resume(tmp_path):
+    """`network kill SP4` (a crash) and `network start SP4` (its state directory): the stream is
+    still registered where the publisher left it, `publish --resume` goes on from there, the
+    subscription is fed again from the stream's log, and the subscriber gets exactly the
+    reference results. `network down` also stops the daemon started again."""
+    query = (EXAMPLE_QUERIES / "q1.wxq").read_text()
+    photons = [p.to_xml() for p in generate(1000, 0, rate=10.0)]  # what --synthetic --seed 0 sends
+    topology = with_free_ports(shipped_topology("paper-example"), tmp_path / "t.toml")
+    state = tmp_path / "state"
+    launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--state-dir", str(state)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        addresses = dict(launcher.stdout.readline().split() for _ in range(8))
+        publisher = SuperPeerClient(addresses["SP4"])
+        publisher.register_stream("photons", "photons", "photon")
+        publisher.publish("photons", photons[:200], position=0)
+        subscriber = SuperPeerClient(addresses["SP1"])
+        sid = subscriber.subscribe(query).subscription
+        killed = run("network", "kill", "SP4", "--state-dir", str(state))
+        assert killed.returncode == 0 and "SIGKILL" in killed.stderr, killed.stderr
+        started = run("network", "start", "SP4", "--state-dir", str(state))
+        assert started.returncode == 0, started.stderr
+        r = run("publish", "--superpeer", addresses["SP4"], "--stream", "photons", "--synthetic", "--seed", "0",
+                "--count", "1000", "--resume")
+        assert r.returncode == 0, r.stderr
+        assert "resuming at item 200" in r.stderr
+        got = [item for _, item, _ in subscriber.results(sid, idle_timeout=60)]
+        expected = evaluate(analyze(query).checked,
+                            StreamDocument.from_text("<photons>" + "".join(photons[200:]) + "</photons>"))
+        assert got == list(expected.serialized_items())
+        restarted = json.loads((state / "network.json").read_text())["superpeers"]["SP4"]["pid"]
+    finally:
+        down = run("network", "down", "--state-dir", str(state))
+        launcher.wait(timeout=30)
+    assert down.returncode == 0, down.stderr
+    deadline = time.monotonic() + 10
+    while _alive(restarted) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(restarted)

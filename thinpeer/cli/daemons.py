@@ -105,6 +105,28 @@ def cmd_network_down(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_network_kill(args: argparse.Namespace) -> int:
+    from thinpeer.network import NetworkError, kill_peer
+
+    try:
+        pid = kill_peer(args.state_dir, args.peer)
+    except NetworkError as exc:
+        raise CliError(f"error: {exc}") from None
+    print(f"killed {args.peer} (pid {pid}, SIGKILL)", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_network_start(args: argparse.Namespace) -> int:
+    from thinpeer.network import NetworkError, start_peer
+
+    try:
+        address = start_peer(args.state_dir, args.peer)
+    except NetworkError as exc:
+        raise CliError(f"error: {exc}") from None
+    print(f"{args.peer} serving again at {address}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from thinpeer.demo import run_demo
 
@@ -208,6 +230,14 @@ def register_network_and_demo(add_command: AddCommand) -> None:
     p = net_commands.add_parser("down", help="stop the network started by 'network up'")
     p.add_argument("--state-dir", default=".streamglobe")
     p.set_defaults(func=cmd_network_down)
+    p = net_commands.add_parser("kill", help="kill -9 one super-peer of the running network (a crash)")
+    p.add_argument("peer", metavar="SP")
+    p.add_argument("--state-dir", default=".streamglobe")
+    p.set_defaults(func=cmd_network_kill)
+    p = net_commands.add_parser("start", help="start a killed super-peer again on its state directory")
+    p.add_argument("peer", metavar="SP")
+    p.add_argument("--state-dir", default=".streamglobe")
+    p.set_defaults(func=cmd_network_start)
 
     p = add_command("demo", help="the paper's example network, live: plans, results, traffic")
     p.add_argument("--photons", type=int, default=6000)
