@@ -2,9 +2,10 @@
 so time windows downstream close and their results arrive without the next item or the end.
 
 Unit level: the origin's idle watermark, and a window chain closing on a watermark as it would
-on an item with that value. Network level (real daemons): Query 3's windows (computed on another
-super-peer than the subscriber's) all arrive while the stream is still open; an item published
-below the watermark afterwards is late — dropped and counted, as documented."""
+on an item with that value. Network level (real daemons, both executors): Query 3's windows
+(computed on another super-peer than the subscriber's) all arrive while the stream is still
+open; an item published below the watermark afterwards is late — dropped and counted, as
+documented."""
 
 from __future__ import annotations
 
@@ -62,10 +63,13 @@ def test_a_time_window_closes_on_a_watermark_as_on_an_item() -> None:
 
 
 @pytest.mark.slow
-def test_an_idle_stream_closes_its_windows_downstream(tmp_path: Path) -> None:
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("executor", ["inline", "spark"])
+def test_an_idle_stream_closes_its_windows_downstream(tmp_path: Path, executor: str) -> None:
     path = with_free_ports(shipped_topology("paper-example"), tmp_path / "paper-example.toml")
-    network = up(path, state_dir=tmp_path / "state",
+    network = up(path, executor, state_dir=tmp_path / "state",
                  serve_args=("--heartbeat-s", "0.3", "--watermark-idle-s", "0.5"))
+    idle = 30 if executor == "inline" else 240  # (Spark's first micro-batch takes a while)
     try:
         address = network.addresses
         publisher = SuperPeerClient(address["SP4"])
@@ -79,7 +83,7 @@ def test_an_idle_stream_closes_its_windows_downstream(tmp_path: Path) -> None:
         publisher.publish("photons", photons[200:])  # not closed: only watermarks close windows
         expected = reference_results(example_query("q3"), photons[200:])
         got: list[str] = []
-        for batch in subscriber.result_batches(sid, 0, idle_timeout=30):
+        for batch in subscriber.result_batches(sid, 0, idle_timeout=idle):
             got.extend(batch.items)
             if len(got) >= len(expected):
                 break
@@ -93,7 +97,7 @@ def test_an_idle_stream_closes_its_windows_downstream(tmp_path: Path) -> None:
         def late() -> int:
             return sum(op.get("late_items", 0) for a in address.values()
                        for op in SuperPeerClient(a).status()["operators"])
-        until(lambda: late() >= 1, seconds=30)
+        until(lambda: late() >= 1, seconds=idle)
     finally:
         network.stop()
 

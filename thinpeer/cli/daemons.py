@@ -94,37 +94,37 @@ def _run_network(args: argparse.Namespace, topology: Path) -> int:
     return EXIT_OK
 
 
-def cmd_network_down(args: argparse.Namespace) -> int:
-    from thinpeer.network import NetworkError, down
+def _network_action(action, says) -> int:
+    """Run a ``thinpeer.network`` action; its failures are one clear error line."""
+    from thinpeer.network import NetworkError
 
     try:
-        stopped = down(args.state_dir)
+        done = action()
     except NetworkError as exc:
         raise CliError(f"error: {exc}") from None
-    print(f"stopped {', '.join(stopped) or 'nothing (already gone)'}", file=sys.stderr)
+    print(says(done), file=sys.stderr)
     return EXIT_OK
+
+
+def cmd_network_down(args: argparse.Namespace) -> int:
+    from thinpeer.network import down
+
+    return _network_action(lambda: down(args.state_dir),
+                           lambda stopped: f"stopped {', '.join(stopped) or 'nothing (already gone)'}")
 
 
 def cmd_network_kill(args: argparse.Namespace) -> int:
-    from thinpeer.network import NetworkError, kill_peer
+    from thinpeer.network import kill_peer
 
-    try:
-        pid = kill_peer(args.state_dir, args.peer)
-    except NetworkError as exc:
-        raise CliError(f"error: {exc}") from None
-    print(f"killed {args.peer} (pid {pid}, SIGKILL)", file=sys.stderr)
-    return EXIT_OK
+    return _network_action(lambda: kill_peer(args.state_dir, args.peer),
+                           lambda pid: f"killed {args.peer} (pid {pid}, SIGKILL)")
 
 
 def cmd_network_start(args: argparse.Namespace) -> int:
-    from thinpeer.network import NetworkError, start_peer
+    from thinpeer.network import start_peer
 
-    try:
-        address = start_peer(args.state_dir, args.peer)
-    except NetworkError as exc:
-        raise CliError(f"error: {exc}") from None
-    print(f"{args.peer} serving again at {address}", file=sys.stderr)
-    return EXIT_OK
+    return _network_action(lambda: start_peer(args.state_dir, args.peer),
+                           lambda address: f"{args.peer} serving again at {address}")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

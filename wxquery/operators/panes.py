@@ -220,3 +220,15 @@ class ChainState:
             out = []
         out.extend(self.close(lateness, end))
         return [r.to_xml() for r in self._filtered(out)]
+
+    def advance(self, path: str, value: float, lateness: float) -> list[str]:
+        """A watermark: if this chain's time window is over element ``path``, event time
+        ``value`` is taken as an item with it would be (no later item has less); the output
+        texts of the windows it closes."""
+        window = self.chain.window
+        if (self.ended or self.chain.input_kind != "items" or not isinstance(window, WindowAggregate)
+                or window.window.kind != "diff" or window.window.ref != path):
+            return []
+        self.clock.high = max(self.clock.high, value)
+        return self.apply([], [], [], None, lateness, False)
+

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from .definitions import Operator, WindowAggregate
+from .definitions import Operator
 from .batch import ItemBatch
 from .chains import Chain, evaluate_chain, normalise
 from .panes import ChainState
@@ -60,12 +60,7 @@ class ChainGroup:
         an item with it had arrived (no later item has less); the windows it closes, per stream."""
         out: dict[str, list[str]] = {}
         for stream, state in self.states.items():
-            window = state.chain.window
-            if (state.ended or state.chain.input_kind != "items" or not isinstance(window, WindowAggregate)
-                    or window.window.kind != "diff" or window.window.ref != path):
-                continue
-            state.clock.high = max(state.clock.high, value)
-            closed = state.apply([], [], [], None, self.lateness, False)
+            closed = state.advance(path, value, self.lateness)
             if closed:
                 out[stream] = closed
         return out

@@ -35,7 +35,6 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from wxquery.operators import definitions as alg
@@ -45,6 +44,7 @@ from wxquery.operators.panes import ChainState
 from wxquery.operators.windows import WindowClock, WindowCounters
 
 from ..base import Deliver
+from .driver_state import DriverState, PendingWatermarks  # (pickled checkpoints name DriverState here)
 from .feed import FeedLog, FeedServer
 
 log = logging.getLogger(__name__)
@@ -123,21 +123,10 @@ def _cores(master: str) -> int:
     return int(inside) if inside.isdigit() and int(inside) > 0 else 2
 
 
-@dataclass
-class DriverState:
-    """What the driver checkpoints after every micro-batch."""
-
-    last_batch: int = -1
-    states: dict[int, ChainState] = field(default_factory=dict)
-    seqs: dict[str, int] = field(default_factory=dict)
-    outputs: list[tuple[str, int, list, bool]] = field(default_factory=list)
-
-
 class SparkExecutor:
     name = "spark"
     wants_text = True
     synchronous = False  # outputs come from the streaming query's micro-batches
-    watermarks_ignored = 0
 
     def __init__(self, peer: str, master: str = "local[2]", checkpoint_dir: str | Path | None = None,
                  trigger_ms: int = 100, lateness: float = 0.0, max_batch: int = 200_000,
@@ -169,6 +158,12 @@ class SparkExecutor:
         self.batches = 0
         self.processed = 0
         self.last_batch_ms = 0.0
+        # The driver's state (micro-batches, watermarks); outputs are delivered in order under
+        # ``deliver_lock``, taken before ``driver_lock`` is let go and never held by a caller of
+        # ``push``/``advance`` (the node's lock): deliveries take that lock.
+        self.driver_lock = threading.Lock()
+        self.deliver_lock = threading.Lock()
+        self.watermarks = PendingWatermarks()
         self._starting = False
         self.restarts = 0
         self._stopped = False
@@ -243,9 +238,31 @@ class SparkExecutor:
             self.feed.append(parent, texts, end)
 
     def advance(self, parent: str, path: str, value: float) -> None:
-        """Not applied yet: the Spark executor's time windows close with a later item or the
-        end of the stream (counted in status, never silent)."""
-        self.watermarks_ignored += 1
+        """A watermark on ``parent``: the driver applies it to the time windows over ``path``
+        once every item pushed before it has been through a micro-batch — at once for an idle
+        stream (in a thread: a micro-batch may be running), else after the batch that takes the
+        last of them. The driver's clocks are the tasks' next cursors, so an item that comes
+        later below it is late in the tasks, as in the inline executor."""
+        self.watermarks.add(self.feed.end, parent, path, value)
+        threading.Thread(target=self._due_watermarks, name=f"watermark-{self.peer}", daemon=True).start()
+
+    def _due_watermarks(self) -> None:
+        outputs = []
+        with self.driver_lock:
+            for _, parent, path, value in self.watermarks.due(self.processed):
+                outputs += self.state.advance(self.chains, parent, path, value, self.lateness)
+            if outputs:
+                self._write("state.pkl", self.state)
+            self.deliver_lock.acquire()
+        self._deliver(outputs)
+
+    def _deliver(self, outputs: list) -> None:
+        """Called holding ``deliver_lock`` (taken under ``driver_lock``): in sequence order."""
+        try:
+            for stream, seq, texts, end in outputs:
+                self.deliver(stream, seq, texts, end)
+        finally:
+            self.deliver_lock.release()
 
     def accepted(self, parent: str) -> int:
         return self.feed.accepted(parent)
@@ -327,21 +344,27 @@ class SparkExecutor:
         started = time.perf_counter()
         planned = self.feed.planned
         try:
-            self._apply(df, batch_id)
+            with self.driver_lock:
+                outputs = self._apply(df, batch_id)
+                self.processed = planned
+                self.deliver_lock.acquire()
+            self._deliver(outputs)
         except Exception as exc:
             self.error = f"batch {batch_id}: {exc}"
             log.exception("micro-batch %s at %s failed", batch_id, self.peer)
             raise
         self.batches += 1
-        self.processed = planned
+        if self.watermarks:
+            self._due_watermarks()
         self.error = None
         self.last_batch_ms = 1000 * (time.perf_counter() - started)
 
-    def _apply(self, df, batch_id: int) -> None:
+    def _apply(self, df, batch_id: int) -> list:
+        """Fold one micro-batch into the driver's state; the outputs to deliver, in order."""
         from .source import CURSOR, EOS, ITEM, PANE, RECORD
 
         if batch_id <= self.state.last_batch:
-            return  # replayed after a restart: applied and checkpointed already
+            return []  # replayed after a restart: applied and checkpointed already
         with self.lock:
             chains = dict(self.chains)
         table = df.toArrow()
@@ -381,8 +404,7 @@ class SparkExecutor:
                 state.seqs[chain.stream] = seq + len(texts)
         self.state = DriverState(batch_id, states, state.seqs, outputs)
         self._write("state.pkl", self.state)
-        for stream, seq, texts, end in outputs:
-            self.deliver(stream, seq, texts, end)
+        return outputs
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -399,7 +421,7 @@ class SparkExecutor:
                 "last_batch_ms": round(self.last_batch_ms, 1), "backlog_items": self.feed.backlog(),
                 "checkpoint": str(self.directory), "restarts": self.restarts, "error": self.error,
                 "feed": "%s:%d" % self.server.address, "feed_rejected": self.server.rejected,
-                "watermarks_ignored": self.watermarks_ignored,
+                "watermarks": {"applied": self.watermarks.applied, "waiting": len(self.watermarks)},
                 **self._cluster_status()}
 
     def _cluster_status(self) -> dict:
