@@ -34,8 +34,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 from sharing.analysis import analyze
 from sharing.matching import raw_properties
@@ -53,6 +51,7 @@ from .participant import CONFLICT
 from .peer_state import OriginalState, PeerState
 from .remote_view import RemotePlanningView, fetch_planning_view
 from .route_health import data_paths
+from .subscription_record import SubscriptionRecord, health
 from .subscriptions import ResultBuffer, SubscriptionRuntime
 
 REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
@@ -63,46 +62,6 @@ STREAM_ID_BLOCK = 1000  # stream numbers reserved in the state store at a time
 ANALYSIS_DEADLINE_S = 10.0  # the longest a query's analysis may take, whatever the client allows
 
 log = logging.getLogger("streamglobe.superpeer")
-
-
-@dataclass
-class SubscriptionRecord:
-    runtime: SubscriptionRuntime
-    plan: Plan | None  # None while waiting for a stream to be registered
-    inputs: dict[str, str]  # variable -> delivered stream id
-    strategy: Strategy = Strategy.SHARING
-    waiting_for: tuple[str, ...] = ()
-    error: str = ""
-    registered_at: float = field(default_factory=time.time)
-    paths: tuple[tuple[str, ...], ...] = ()  # the peers its items pass, per input (route_health)
-    degraded: str = ""  # why its items cannot reach it now ("" while they can)
-    degraded_since: float | None = None
-    query: str = ""
-    # Planned again after a failure (``recovery``): each new plan installs its streams under a
-    # new plan id ``sid~xxxxxx`` (``owner``); ``stale`` are earlier plan ids (and attempts) some
-    # peer may still hold.
-    owner: str = ""
-    stale: list[str] = field(default_factory=list)
-    starts: dict[str, int] = field(default_factory=dict)  # stream -> first item it reads
-    incarnations: dict[str, str] = field(default_factory=dict)  # path peer -> process at install
-    recovering: bool = False  # its path is broken: a new plan is wanted
-    replanning: bool = False  # the recovery worker is installing a new plan
-    replans: int = 0
-    last_failure: str = ""
-
-    @property
-    def plan_id(self) -> str:
-        """Whose streams the current plan's are, at every peer (``users``)."""
-        return self.owner or self.runtime.id
-
-    def describe(self) -> str:
-        if self.plan is not None:
-            return self.plan.describe()
-        if self.error:
-            return f"{self.runtime.id}: {self.error}"
-        names = ", ".join(f'"{n}"' for n in self.waiting_for)
-        return (f"{self.runtime.id}: waiting for stream {names} to be registered (no super-peer "
-                "has it yet); it is planned and installed before the first item is published")
 
 
 class ControlPlane:
@@ -440,15 +399,6 @@ class ControlPlane:
     def stop(self) -> None:
         for record in self.subscriptions.values():
             record.runtime.stop()
-
-
-def health(record: SubscriptionRecord) -> dict:
-    since = (None if record.degraded_since is None else
-             datetime.fromtimestamp(record.degraded_since, timezone.utc).isoformat(timespec="milliseconds"))
-    history = {"replans": record.replans, "last_failure": record.last_failure}
-    if record.degraded:
-        return {"state": "degraded", "since": since, "reason": record.degraded, **history}
-    return {"state": "ok" if record.plan is not None else "waiting", "since": since, **history}
 
 
 def as_node_error(exc: BaseException, subscription: str) -> NodeError:

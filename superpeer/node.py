@@ -30,7 +30,8 @@ from sharing.serialization import stream_from_json, stream_to_json
 from sharing.stream_table import NetworkStream
 from wxquery.operators.windows import WindowCounters
 
-from .control_plane import ControlPlane, SubscriptionRecord
+from .control_plane import ControlPlane
+from .subscription_record import SubscriptionRecord
 from .data_plane import DataPlane, Published
 from .errors import NodeError
 from .executors import Executor, make_executor

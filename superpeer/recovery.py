@@ -31,7 +31,8 @@ import time
 from sharing.backbone import TopologyError
 from sharing.planner import Planner, RegistrationError
 
-from .control_plane import ControlPlane, SubscriptionRecord, as_node_error
+from .control_plane import ControlPlane, as_node_error
+from .subscription_record import SubscriptionRecord
 from .failure_detector import FailureDetector
 from .remote_view import fetch_planning_view
 from .route_health import broken, data_paths, remaining_backbone, restarted

@@ -25,7 +25,8 @@ from sharing.statistics import StreamEstimate, StreamStatistics
 from sharing.stream_table import NetworkStream
 from wxquery.errors import WXQueryError
 
-from .control_plane import ControlPlane, SubscriptionRecord
+from .control_plane import ControlPlane
+from .subscription_record import SubscriptionRecord
 from .event_time import EventTime
 from .peer_state import OriginalState, PeerState
 from .recovery import Recovery

@@ -31,7 +31,6 @@ import logging
 import os
 import pickle
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -46,82 +45,9 @@ from wxquery.operators.windows import WindowClock, WindowCounters
 from ..base import Deliver
 from .driver_state import DriverState, PendingWatermarks  # (pickled checkpoints name DriverState here)
 from .feed import FeedLog, FeedServer
+from .session import cores_of, first_line, is_cluster, spark_session
 
 log = logging.getLogger(__name__)
-
-_SESSION_LOCK = threading.Lock()
-
-
-def is_cluster(master: str) -> bool:
-    """Whether the master's executors run in other processes/hosts (not ``local[…]``)."""
-    return not master.startswith("local")
-
-
-def spark_session(master: str, driver_host: str | None = None, cores: int = 2):
-    """The process's Spark session (one JVM per process; super-peers in one process share it).
-
-    On a cluster master the driver must be reachable from the workers at ``driver_host`` (its
-    default is whatever the host name resolves to, which in a container may be wrong), and the
-    application takes at most ``cores`` cores (a standalone master otherwise gives the first
-    application every core, and the next super-peer's waits forever), one per executor, so
-    that the master spreads them over the workers.
-    """
-    from pyspark.sql import SparkSession
-
-    with _SESSION_LOCK:
-        builder = SparkSession.builder.master(master).appName("streamglobe")
-        if is_cluster(master):
-            builder = (builder.config("spark.cores.max", str(cores))
-                       .config("spark.executor.cores", "1")
-                       .config("spark.executor.memory",
-                               os.environ.get("STREAMGLOBE_SPARK_EXECUTOR_MEMORY", "512m"))
-                       .config("spark.driver.bindAddress", "0.0.0.0"))
-            if driver_host:
-                builder = builder.config("spark.driver.host", driver_host)
-        builder = (builder
-                   .config("spark.ui.enabled", "false")
-                   .config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.sql.shuffle.partitions", "2")
-                   .config("spark.sql.adaptive.enabled", "false")
-                   .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-                   .config("spark.python.worker.reuse", "true")
-                   # JVM <-> Python workers over Unix domain sockets: over loopback TCP every
-                   # task waited ~40 ms more (measured: a one-row Python task 79 -> 41 ms)
-                   .config("spark.python.unix.domain.socket.enabled", "true")
-                   # a Python worker that starts slowly (a loaded machine, eight JVMs on two
-                   # cores) must not fail its query: the default 15 s wait for it to connect
-                   # back was seen to expire, and the query died and restarted again and again
-                   .config("spark.python.authenticate.socketTimeout", "180s")
-                   .config("spark.pyspark.python", sys.executable)
-                   .config("spark.pyspark.driver.python", sys.executable)
-                   .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
-                   .config("spark.hadoop.fs.file.impl.disable.cache", "true")
-                   .config("spark.sql.streaming.checkpointFileManagerClass",
-                           "org.apache.spark.sql.execution.streaming.checkpointing."
-                           "FileSystemBasedCheckpointFileManager")
-                   .config("spark.sql.streaming.minBatchesToRetain", "10")
-                   .config("spark.driver.memory", os.environ.get("STREAMGLOBE_SPARK_MEMORY", "1g")))
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
-        from .source import FeedSource
-
-        spark.dataSource.register(FeedSource)
-        return spark
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:500]
-
-
-def _cores(master: str) -> int:
-    """Task slots a micro-batch may spread a stream's work over: N of ``local[N]``, else 2
-    (a cluster application's default ``spark.cores.max``)."""
-    inside = master[master.find("[") + 1:master.rfind("]")] if master.startswith("local[") else ""
-    if inside == "*":
-        return os.cpu_count() or 2
-    return int(inside) if inside.isdigit() and int(inside) > 0 else 2
-
 
 class SparkExecutor:
     name = "spark"
@@ -138,7 +64,7 @@ class SparkExecutor:
         self.master = master
         self.trigger = f"{int(trigger_ms)} milliseconds"
         self.lateness = lateness
-        self.parallelism = cores if cores and cores > 0 else _cores(master)
+        self.parallelism = cores if cores and cores > 0 else cores_of(master)
         self.temporary = checkpoint_dir is None
         self.directory = Path(checkpoint_dir or tempfile.mkdtemp(prefix=f"streamglobe-{peer}-"))
         (self.directory / "driver").mkdir(parents=True, exist_ok=True)
@@ -291,7 +217,7 @@ class SparkExecutor:
                 if self._stopped:
                     query.stop()
         except Exception as exc:  # noqa: BLE001 — shown in status; items stay in the feed
-            self.error = f"Spark did not start: {_first_line(exc)}"
+            self.error = f"Spark did not start: {first_line(exc)}"
             log.exception("Spark executor of %s did not start", self.peer)
         finally:
             self._starting = False
@@ -311,7 +237,7 @@ class SparkExecutor:
                 query.awaitTermination()
                 reason = "it stopped"
             except Exception as exc:  # noqa: BLE001 — the reason is reported, then we restart
-                reason = _first_line(exc)
+                reason = first_line(exc)
             with self.lock:
                 if self._stopped or self.query is not query:
                     return
