@@ -36,10 +36,8 @@ import uuid
 from collections.abc import Callable
 
 from sharing.analysis import analyze
-from sharing.matching import raw_properties
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
-from sharing.properties import InputStream
-from sharing.statistics import StreamEstimate, StreamStatistics
+from sharing.statistics import StreamStatistics
 from sharing.stream_table import NetworkStream
 from wxquery.errors import WXQueryError
 from wxquery.limits import DEFAULT_LIMITS, AnalysisInterrupted, Interruption, QueryLimits
@@ -113,20 +111,14 @@ class ControlPlane:
                 if existing.closed:
                     raise NodeError("FAILED_PRECONDITION", f'stream "{name}" was closed; register it under a new name')
                 return  # a publisher reconnecting
-            inp = InputStream(name, (root, item))
             try:
                 self.state.store.add_original(name, root, item, rate, time.time(), event_time,
                                               event_time_rate)
             except Exception as exc:  # noqa: BLE001 - refused with the reason, nothing half-done
                 raise NodeError("UNAVAILABLE", f'could not record stream "{name}": {exc}') from None
-            self.state.originals[name] = OriginalState(
+            stream = self.state.add_original(OriginalState(
                 name, root, item, statistics=StreamStatistics(frequency=rate), rate=rate,
-                event_time=EventTime(event_time, event_time_rate) if event_time else None)
-            stream = NetworkStream(id=name, input=inp, properties=raw_properties(inp), kind="items",
-                                   origin=here, parent=None, operators=(), route=(here,),
-                                   estimate=StreamEstimate(rate, 0.0), original=True)
-            self.state.table.add(stream)
-            self.state.known_originals[name] = stream
+                event_time=EventTime(event_time, event_time_rate) if event_time else None))
         # Synchronously, before the publisher gets the reply: every super-peer reports the
         # subscriptions waiting for this stream, and they are planned and installed one after
         # the other in the order they were registered (so later ones can reuse earlier ones'
@@ -297,9 +289,7 @@ class ControlPlane:
         sid = record.plan.subscription if record.plan is not None else record.plan_id
         with self.state.lock:
             record.plan = None
-            for stream in record.inputs.values():
-                self.state.deliveries[stream] = [(r, v) for r, v in self.state.deliveries.get(stream, ())
-                                                 if r is not record.runtime]
+            self.state.stop_delivering(record.runtime, record.inputs.values())
         for peer in self.state.backbone.peers:
             try:
                 self.link.abort(peer, txn)
@@ -368,9 +358,7 @@ class ControlPlane:
                 record = self.subscriptions.pop(sid, None)
                 if record is None:
                     raise NodeError("NOT_FOUND", f"no subscription {sid} at {self.state.id}")
-                for stream in record.inputs.values():
-                    self.state.deliveries[stream] = [(r, v) for r, v in self.state.deliveries.get(stream, ())
-                                                     if r is not record.runtime]
+                self.state.stop_delivering(record.runtime, record.inputs.values())
                 record.runtime.stop()
                 record.runtime.buffer.store = None  # nothing more is stored for it
         self.state.store.remove_subscription(sid)

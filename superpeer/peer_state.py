@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from sharing.analysis import Analysis
 from sharing.backbone import Backbone
+from sharing.matching import raw_properties
 from sharing.properties import InputStream
-from sharing.statistics import StreamStatistics
+from sharing.statistics import StreamEstimate, StreamStatistics
 from sharing.stream_table import NetworkStream, PeerUsage, StreamTable
 
 from .errors import NodeError
@@ -83,6 +84,23 @@ class PeerState:
     def local_streams(self, input_stream: InputStream) -> list[NetworkStream]:
         with self.lock:
             return [s for s in self.table.streams.values() if s.input == input_stream]
+
+    def add_original(self, original: OriginalState) -> NetworkStream:
+        """A stream registered here (by its publisher, or taken back after a restart): its
+        state, and its entry in the stream table (called with the lock held)."""
+        inp = InputStream(original.name, (original.root, original.item))
+        stream = NetworkStream(id=original.name, input=inp, properties=raw_properties(inp), kind="items",
+                               origin=self.id, parent=None, operators=(), route=(self.id,),
+                               estimate=StreamEstimate(original.rate, 0.0), original=True)
+        self.originals[original.name] = original
+        self.table.add(stream)
+        self.known_originals[original.name] = stream
+        return stream
+
+    def stop_delivering(self, runtime: SubscriptionRuntime, streams) -> None:
+        """``runtime`` takes nothing more from ``streams`` (called with the lock held)."""
+        for stream in streams:
+            self.deliveries[stream] = [(r, v) for r, v in self.deliveries.get(stream, ()) if r is not runtime]
 
     def hold(self, txn: str, streams: list[NetworkStream]) -> None:
         """Reserve ``streams`` here for transaction ``txn`` (called with the lock held)."""

@@ -177,9 +177,7 @@ class Recovery:
             old = record.runtime
             runtime = SubscriptionRuntime(sid, analysis, control.retention, state.limits, buffer=old.buffer)
             with state.lock:
-                for stream in record.inputs.values():
-                    state.deliveries[stream] = [(r, v) for r, v in state.deliveries.get(stream, ())
-                                                if r is not old]
+                state.stop_delivering(old, record.inputs.values())
                 old.stop()
                 record.runtime = runtime
             runtime.start()

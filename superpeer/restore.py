@@ -18,11 +18,8 @@ import logging
 import time
 
 from sharing.analysis import analyze
-from sharing.matching import raw_properties
 from sharing.planner import Strategy
-from sharing.properties import InputStream
-from sharing.statistics import StreamEstimate, StreamStatistics
-from sharing.stream_table import NetworkStream
+from sharing.statistics import StreamStatistics
 from wxquery.errors import WXQueryError
 
 from .control_plane import ControlPlane
@@ -36,21 +33,14 @@ log = logging.getLogger("streamglobe.superpeer")
 
 
 def restore_originals(state: PeerState) -> int:
-    here = state.id
     stored = state.store.originals()
     with state.lock:
         for o in stored:
-            inp = InputStream(o.name, (o.root, o.item))
-            state.originals[o.name] = OriginalState(
+            state.add_original(OriginalState(
                 o.name, o.root, o.item, accepted=o.accepted, rejected=o.rejected, closed=o.closed,
                 statistics=StreamStatistics(frequency=o.rate), rate=o.rate,
                 next_position=o.next_position, duplicates=o.duplicates, logged=o.logged,
-                event_time=EventTime(o.event_time, o.event_time_rate) if o.event_time else None)
-            stream = NetworkStream(id=o.name, input=inp, properties=raw_properties(inp), kind="items",
-                                   origin=here, parent=None, operators=(), route=(here,),
-                                   estimate=StreamEstimate(o.rate, 0.0), original=True)
-            state.table.add(stream)
-            state.known_originals[o.name] = stream
+                event_time=EventTime(o.event_time, o.event_time_rate) if o.event_time else None))
             if o.closed:
                 state.table.mark_ended(o.name)
     return len(stored)
