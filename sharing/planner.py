@@ -22,7 +22,7 @@ no call ever leaves the process while a plan is computed.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -33,6 +33,7 @@ from .matching import Match, match_properties
 from .network_state import NetworkState, NetworkStream
 from .planning_view import PlanningView
 from .properties import InputProperties, PostProcessing, Properties
+from .replay import ReplayInput
 from .statistics import StreamEstimate
 
 
@@ -141,14 +142,17 @@ class Planner:
             part_for = self._query_shipping
         return self._plan(subscription, properties, target, strategy, part_for)
 
-    def replay_plan(self, subscription: str, properties: Properties, target: str) -> Plan:
+    def replay_plan(self, subscription: str, properties: Properties, target: str,
+                    chains: Mapping[str, ReplayInput] | None = None) -> Plan:
         """A plan whose every input is a *new* copy of its original stream, routed from the
-        original's super-peer to ``target``, with all the input's operators at ``target``.
+        original's super-peer to ``target``, with all the input's operators at ``target``:
+        the chain of computed streams the input read (``chains``, by variable: one stream at
+        ``target`` per level, ``sharing.replay``), else the input's own operators.
 
         This is how a subscription is planned again after a failure cut its route: only a
-        stream nobody else reads can be replayed from the original's first item (the
-        subscriber's results are then recomputed and what it already has is skipped), and a
-        copy is the one stream the origin can fill from its log without running operators."""
+        stream nobody else reads can be replayed from the original's log (the subscriber's
+        results are then recomputed and what it already has is skipped), and a copy is the
+        one stream the origin can fill from its log without running operators."""
         if target not in self.state.backbone.peers:
             raise RegistrationError(f"{target} is not in the backbone that remains")
 
@@ -156,6 +160,9 @@ class Planner:
             if original.origin not in self.state.backbone.peers:
                 raise RegistrationError(f"{original.origin}, where stream \"{inp.input.stream}\" "
                                         f"is registered, is down")
+            chain = (chains or {}).get(inp.variable)
+            if chain is not None:
+                return self._replay_part(original, target, inp, chain)
             return self._at_target(original, original.origin, target, inp,
                                    match_properties(original.properties, inp))
 
@@ -300,6 +307,21 @@ class Planner:
         usage = copy.usage.merge(result.usage)
         return self._finish(PlanPart(inp, stream.id, v, target, match.residual, route,
                                      [copy, result], result.id, usage, reason=match.reason))
+
+    def _replay_part(self, original: NetworkStream, target: str, inp: InputProperties,
+                     chain: ReplayInput) -> PlanPart:
+        """A copy of the original to ``target``, then each level of ``chain`` there."""
+        route = self.state.backbone.route(original.origin, target)
+        streams = [self._new_stream(original.properties, original.kind, original.origin, original, (), route)]
+        for level in chain.levels:
+            streams.append(self._new_stream(level.properties, level.kind, target, streams[-1],
+                                            level.operators, (target,)))
+        usage = Usage()
+        for s in streams:
+            usage = usage.merge(s.usage)
+        operators = tuple(op for level in chain.levels for op in level.operators)
+        return self._finish(PlanPart(inp, original.id, original.origin, target, operators, route,
+                                     streams, streams[-1].id, usage))
 
     def _estimates(self, props: InputProperties) -> tuple[StreamEstimate, float]:
         """(estimate of the stream ``props`` describes, items/s its selection keeps), memoized

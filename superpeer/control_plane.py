@@ -34,9 +34,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from sharing.analysis import analyze
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
+from sharing.replay import replay_inputs
 from sharing.statistics import StreamStatistics
 from sharing.stream_table import NetworkStream
 from wxquery.errors import WXQueryError
@@ -47,6 +49,7 @@ from .event_time import EventTime, check_event_time
 from .peer_channels import PeerLink, Waiting
 from .participant import CONFLICT
 from .peer_state import OriginalState, PeerState
+from .positions import StreamPositions
 from .remote_view import RemotePlanningView, fetch_planning_view
 from .route_health import data_paths
 from .subscription_record import SubscriptionRecord, health
@@ -62,6 +65,15 @@ ANALYSIS_DEADLINE_S = 10.0  # the longest a query's analysis may take, whatever 
 log = logging.getLogger("streamglobe.superpeer")
 
 
+@dataclass
+class PlanCommitted:
+    """What the peers answered to a plan's commit: where it starts, and who committed."""
+
+    logged: dict[str, int]  # original -> items logged when its peer committed
+    anchors: dict[str, int]  # stream -> the first parent item it took (``positions``)
+    incarnations: dict[str, str]  # peer -> the process that committed (a later one lost the plan)
+
+
 class ControlPlane:
     # What one subscription's query may hold and cost; set on an instance to configure.
     query_limits: QueryLimits = DEFAULT_LIMITS
@@ -75,6 +87,7 @@ class ControlPlane:
         self.make_planner = planner or (lambda view: Planner(view.snapshot))
         # the process a peer answers with (the failure detector's; a change means it restarted)
         self.incarnation: Callable[[str], str] = lambda peer: ""
+        self.positions: StreamPositions | None = None  # the data plane's (exact starts)
         self.subscriptions: dict[str, SubscriptionRecord] = {}
         self._ids = iter(())  # stream numbers, reserved in blocks (``new_stream_id``)
         self._installing = threading.Lock()  # one installation at a time from this peer
@@ -261,28 +274,40 @@ class ControlPlane:
                 raise NodeError("ABORTED", f"could not reserve the plan's resources: "
                                            f"{last_reason or reason}")
         try:
-            self.take_inputs(record, plan)
-            record.starts, committed = self.commit(txn, plan, view)
+            reads = self.take_inputs(record, plan)
+            commit = self.commit(txn, plan, view)
         except BaseException:
             self.release(record, txn)
             raise
+        record.starts = commit.logged
+        record.chains = replay_inputs(plan.parts, view.lineage, commit.anchors, reads)
         record.paths = data_paths(plan, view.lineage)
-        record.incarnations = {p: committed.get(p) or self.incarnation(p) for path in record.paths for p in path}
-        self.state.store.set_plan(sid, record.owner, record.stale, record.starts)
+        record.incarnations = {p: commit.incarnations.get(p) or self.incarnation(p)
+                               for path in record.paths for p in path}
+        self.state.store.set_plan(sid, record.owner, record.stale, record.starts, record.chains)
 
-    def take_inputs(self, record: SubscriptionRecord, plan: Plan) -> None:
+    def take_inputs(self, record: SubscriptionRecord, plan: Plan) -> dict[str, int]:
         """Deliver the plan's result streams to the subscription here, before anything is
         committed: every item and the end of a new stream reach it. A stream that already ended
-        here (a reused one) will not end again, so the subscription's input ends now."""
+        here (a reused one) will not end again, so the subscription's input ends now. Returns
+        the number of the first item it will read (``positions``) of each stream that already
+        flows here."""
         inputs = {p.input_properties.variable: p.result_stream for p in plan.parts}
+        reads: dict[str, int] = {}
         with self.state.lock:
             record.plan = plan
             record.inputs = inputs
             for variable, stream in inputs.items():
                 if self.state.table.has_ended(stream):
                     record.runtime.feed(variable, [], end=True)
-                else:
-                    self.state.deliveries.setdefault(stream, []).append((record.runtime, variable))
+                    continue
+                self.state.deliveries.setdefault(stream, []).append((record.runtime, variable))
+                original = self.state.originals.get(stream)
+                at = (original.logged if original is not None
+                      else self.positions.next.get(stream) if self.positions is not None else None)
+                if at is not None:
+                    reads[stream] = at
+        return reads
 
     def release(self, record: SubscriptionRecord, txn: str) -> None:
         """Undo a half-done installation: the inputs here, reservations, committed streams."""
@@ -314,24 +339,23 @@ class ControlPlane:
         return txn, ""
 
     def commit(self, txn: str, plan: Plan, view: RemotePlanningView,
-               replay: dict[str, int] | None = None) -> tuple[dict[str, int], dict[str, str]]:
+               replay: dict[str, int] | None = None) -> PlanCommitted:
         """Commit on the peers the plan touches, downstream first: a peer starts sending a new
         stream only once every later peer of its route has installed it. ``replay``: new
-        copies to fill from their stream's log (from the given item). Returns where the plan
-        starts in each stream it reads (the items logged there when it was committed) and the
-        process that committed at each peer (a later new one has lost the plan)."""
+        copies to fill from their stream's log (from the given item), streams to drop the
+        items of below a number. Returns where the plan starts (``PlanCommitted``)."""
         chains = [s for p in plan.parts for s in view.lineage(p.reused)]
         lineage = sorted({s.id for s in chains})
         # the originals' peers say where the subscription starts in each stream: required too
         required = set(self.affected(plan)) | {s.origin for s in chains if s.original}
-        starts: dict[str, int] = {}
-        incarnations: dict[str, str] = {}
+        done = PlanCommitted({}, {}, {})
         for peer in self.commit_peers(self.affected(plan), lineage, view):
             committed = self.link.commit(peer, txn, plan.subscription, lineage,
                                          required=peer in required, replay=replay)
-            starts.update(committed.starts)
-            incarnations[peer] = committed.incarnation
-        return starts, incarnations
+            done.logged.update(committed.starts)
+            done.anchors.update(committed.anchors)
+            done.incarnations[peer] = committed.incarnation
+        return done
 
     @staticmethod
     def new_streams(plan: Plan) -> list[NetworkStream]:
@@ -379,6 +403,9 @@ class ControlPlane:
     def status(self) -> dict:
         return {sid: {"inputs": r.inputs,
                       "health": health(r),
+                      # where a re-plan recomputes it from (``sharing.replay``)
+                      "replay_from": {v: {"log_item": c.start, "levels": [lv.first for lv in c.levels],
+                                          "read": c.read} for v, c in r.chains.items()},
                       "plan": r.plan.to_json() if r.plan else None,
                       "waiting_for": list(r.waiting_for), "plan_error": r.error,
                       **r.runtime.buffer.status()}

@@ -31,6 +31,7 @@ from .executors import Executor
 from .items import PARSER, check_items
 from .link_receipts import LinkReceipts
 from .peer_state import PeerState
+from .positions import StreamPositions
 
 STATISTICS_FULL = 2000  # observe every item up to this many, then every 50th
 MAX_REJECTION_REASONS = 20
@@ -44,7 +45,8 @@ log = logging.getLogger("streamglobe.superpeer")
 class Sender(Protocol):
     """Where a stream's items leave towards one neighbour (in order, batched)."""
 
-    def send(self, stream: str, items: list[str], end: bool = False) -> None: ...
+    def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None) -> None:
+        """``position``: the log number of the first item, for a stream numbered by a log."""
 
     def send_watermark(self, stream: str, path: str, value: float) -> None: ...
 
@@ -79,6 +81,7 @@ class DataPlane:
         self.last_bad_transfer = ""
         self.receipts = LinkReceipts()
         self.replays: dict[str, Replay] = {}  # copy -> its replay in progress
+        self.positions = StreamPositions()  # the numbers of every stream's items here
         executor.set_deliver(self.executor_output)
 
     # ------------------------------------------------------------------ publishers
@@ -137,6 +140,7 @@ class DataPlane:
                 state.rejected += len(checked.rejected)
                 state.duplicates += skip
                 state.next_position = next_position
+                logged = state.logged
                 state.logged += len(checked.texts)
                 if state.event_time is not None:
                     state.event_time.observe(values, now)
@@ -144,7 +148,8 @@ class DataPlane:
                 if entry is not None and stats.items:
                     entry.estimate = StreamEstimate(stats.frequency, stats.avg_item_size)
                 # parsed trees stay only where something here reads values; the text travels on
-                self.ingest(name, values if self.needs_values(name) else [], False, checked.texts)
+                self.ingest(name, values if self.needs_values(name) else [], False, checked.texts,
+                            position=logged)
                 return Published(len(values), len(checked.rejected), reasons, state.next_position, skip)
 
     def replay(self, stream: str, start: int = 0) -> int:
@@ -154,9 +159,15 @@ class DataPlane:
         by a thread of its own, a batch at a time and only while the next hop's queue has room,
         so that a long log neither holds this peer's lock nor overflows a link; live items (and
         the end) reach the copy only once the replay has caught up with the log, under the lock.
-        Returns the number of items logged so far from ``start``."""
+        Returns the number of items logged so far from ``start``.
+
+        A stream computed here in such a plan instead drops its items numbered below ``start``:
+        the recomputation of a chain of streams the subscription read from there on."""
         entry = self.state.table.get(stream)
         original = self.state.originals.get(entry.parent) if entry is not None and entry.parent else None
+        if entry is not None and entry.operators:
+            self.positions.skip_below[stream] = start
+            return 0
         if entry is None or original is None:
             return 0
         self.replays[stream] = Replay(original.name, start)
@@ -178,13 +189,21 @@ class DataPlane:
                         if self.state.table.has_ended(r.original):
                             self.ingest(stream, [], True, [])
                         return
-                texts = self.state.store.read_log(r.original, r.next, min(r.next + REPLAY_BATCH, stop))
+                end = min(r.next + REPLAY_BATCH, stop)
+                texts = self.state.store.read_log(r.original, r.next, end)
+                marks = self.state.store.read_watermarks(r.original, r.next, r.next + len(texts))
                 self._wait_for_room(entry)
                 with self.state.lock:
                     if self.replays.get(stream) is not r:
                         return
-                    self.ingest_text(entry, texts, False, replaying=True)
-                    r.next += len(texts)
+                    first = r.next
+                    for after, path, value in [*marks, (first + len(texts), "", 0.0)]:
+                        if after > r.next:  # the items before the watermark, then the watermark
+                            self.ingest_text(entry, texts[r.next - first:after - first], False,
+                                             replaying=True, position=r.next)
+                            r.next = after
+                        if path:
+                            self.watermark(stream, path, value, replaying=True)
         except Exception:  # noqa: BLE001 - never kills the daemon; the subscription stays degraded
             log.exception("replaying the log into %s failed", stream)
             with self.state.lock:
@@ -227,16 +246,18 @@ class DataPlane:
                 self.unknown_transfers += len(items)
                 self.receipts.drop((sender, epoch, stream))
                 return len(items) if first is None else first + len(items)
-            acknowledged = len(items)
+            acknowledged, position = len(items), None
             if first is not None:
                 skip, acknowledged = self.receipts.admit((sender, epoch, stream), first, len(items))
                 items = items[skip:]
-            self.ingest_text(entry, items, end)
+                position = first + skip  # the log number, for an original stream or a copy of one
+            self.ingest_text(entry, items, end, position=position)
             if watermark is not None:
                 self.watermark(stream, *watermark)
         return acknowledged
 
-    def ingest_text(self, entry: NetworkStream, items: list[str], end: bool, replaying: bool = False) -> None:
+    def ingest_text(self, entry: NetworkStream, items: list[str], end: bool, replaying: bool = False,
+                    position: int | None = None) -> None:
         """Wire text into the data plane, parsed only if something here reads values."""
         values: list = []
         if self.needs_values(entry.id):
@@ -249,7 +270,7 @@ class DataPlane:
                     self.bad_transfers += 1
                     self.last_bad_transfer = f"stream {entry.id}: {exc}"
             items = texts
-        self.ingest(entry.id, values, end, items, replaying)
+        self.ingest(entry.id, values, end, items, replaying, position)
 
     def needs_values(self, stream: str) -> bool:
         """Items are parsed only where an operator or a subscription reads them; copies and
@@ -265,13 +286,16 @@ class DataPlane:
         return False
 
     def ingest(self, sid: str, values: list, end: bool, serialized: list[str] | None,
-               replaying: bool = False) -> None:
+               replaying: bool = False, position: int | None = None) -> None:
         """Called with the lock held: derived streams, deliveries, forwarding. A copy being
         filled from its stream's log takes only the replayed items (the live ones are in the
-        log: it takes them from there)."""
+        log: it takes them from there). ``position``: the log number of the first item
+        (``positions``), passed on with the items of an original stream and its copies."""
         entry = self.state.table.get(sid)
         if entry is None or (sid in self.replays and not replaying):
             return
+        count = len(serialized) if serialized is not None else len(values)
+        position = self.positions.advance(sid, position, count) if count else None
         if end and not self.state.table.mark_ended(sid):
             end = False  # its end passed here already: every consumer sees it once
             if not values and not serialized:
@@ -279,7 +303,7 @@ class DataPlane:
         computed = False
         for child in self.state.derived_here(sid):
             if self.executor.is_copy(child):  # duplicated here: same items, same wire text
-                self.ingest(child, values, end, serialized)
+                self.ingest(child, values, end, serialized, position=position)
             else:
                 computed = True
         if computed:  # one push per parent, whatever the number of operators on it
@@ -293,16 +317,17 @@ class DataPlane:
         if hops and (values or serialized or end):
             text = serialized if serialized is not None else [serialize(v) for v in values]
             for n in hops:
-                self.sender(n).send(sid, text, end)
+                self.sender(n).send(sid, text, end, position)
 
-    def watermark(self, sid: str, path: str, value: float) -> None:
+    def watermark(self, sid: str, path: str, value: float, replaying: bool = False) -> None:
         """Called with the lock held: event time ``value`` at element ``path`` reached stream
         ``sid`` here (no later item has a smaller value there). Window operators on it close
         what it ends (``Executor.advance``); it goes on through copies and operators that keep
         items as they are (selections, projections: when the executor has already delivered
-        their items), and to the next hops."""
+        their items), and to the next hops. A copy being filled from the log takes the logged
+        watermarks, in their place among the items, not the live ones."""
         entry = self.state.table.get(sid)
-        if entry is None or self.state.table.has_ended(sid):
+        if entry is None or self.state.table.has_ended(sid) or (sid in self.replays and not replaying):
             return
         computed, passing = False, []
         for child in self.state.derived_here(sid):
@@ -328,10 +353,16 @@ class DataPlane:
             if o.event_time is None or o.closed or not o.publishing.acquire(blocking=False):
                 continue  # (a batch being taken: the stream is not idle)
             try:
+                w = o.event_time.idle_watermark(now, idle_s)
+                if w is None:
+                    continue
+                try:  # in its place in the log: a replay sends it where it was sent
+                    self.state.store.add_watermark(name, o.logged, o.event_time.path, w)
+                except Exception:  # noqa: BLE001 - a watermark not sent only delays results
+                    log.exception("could not log a watermark of %s", name)
+                    continue
                 with self.state.lock:
-                    w = o.event_time.idle_watermark(now, idle_s)
-                    if w is not None:
-                        self.watermark(name, o.event_time.path, w)
+                    self.watermark(name, o.event_time.path, w)
             finally:
                 o.publishing.release()
 
@@ -355,14 +386,17 @@ class DataPlane:
         with self.state.lock:
             expected = self.executor_seqs.get(stream, seq)
             self.executor_seqs[stream] = max(expected, seq + len(outputs))
-            outputs = outputs[max(expected - seq, 0):]
+            # the stream's own numbers (``positions``); a re-plan's recomputation drops those
+            # below where its subscription's chain went on from them
+            first = max(expected, seq, self.positions.skip_below.get(stream, 0))
+            outputs = outputs[max(first - seq, 0):]
             entry = self.state.table.get(stream)
             if entry is None or not (outputs or end):
                 return
             if self.executor.wants_text:
-                self.ingest_text(entry, outputs, end)
+                self.ingest_text(entry, outputs, end, position=first)
             else:
-                self.ingest(stream, outputs, end, None)
+                self.ingest(stream, outputs, end, None, position=first)
 
     def status(self) -> dict:
         return {"dropped_transfers_for_unknown_streams": self.unknown_transfers,

@@ -37,10 +37,12 @@ class _Chunk:
     sizes: list[int]  # UTF-8 bytes of each item
     end: bool
     watermark: tuple[str, float] | None = None  # (element, event time) after the items
+    position: int | None = None  # log number of the first item (an original stream, a copy)
 
     def split(self, n: int) -> "_Chunk":
         """Keep the first ``n`` items; the rest (and the end mark, the watermark) as a new chunk."""
-        rest = _Chunk(self.stream, self.items[n:], self.sizes[n:], self.end, self.watermark)
+        rest = _Chunk(self.stream, self.items[n:], self.sizes[n:], self.end, self.watermark,
+                      None if self.position is None else self.position + n)
         del self.items[n:], self.sizes[n:]
         self.end, self.watermark = False, None
         return rest
@@ -75,7 +77,9 @@ class Forwarder:
         self.thread = threading.Thread(target=self._run, name=f"fwd-{sender}-{neighbour}", daemon=True)
         self.thread.start()
 
-    def send(self, stream: str, items: list[str], end: bool = False) -> None:
+    def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None) -> None:
+        """Queue items (numbered from ``position`` if the stream is numbered by its log,
+        else by this link), or the end."""
         if not items and not end:
             return
         sizes = [utf8_size(x) for x in items]
@@ -92,7 +96,7 @@ class Forwarder:
                 items, sizes = [], []
                 if not end:
                     return
-            self.queue.append(_Chunk(stream, list(items), sizes, end))
+            self.queue.append(_Chunk(stream, list(items), sizes, end, position=position if items else None))
             self.queued_items += len(items)
             c = self.counters
             c.held_items += len(items)
@@ -136,9 +140,12 @@ class Forwarder:
             first = self.queue.popleft()
             # merge following chunks of the same stream up to a batch
             while (not first.end and first.watermark is None and self.queue and self.queue[0].stream == first.stream
+                   and _follows(first, self.queue[0])
                    and len(first.items) + len(self.queue[0].items) <= BATCH
                    and sum(first.sizes) + sum(self.queue[0].sizes) <= BATCH_BYTES):
                 nxt = self.queue.popleft()
+                if not first.items:
+                    first.position = nxt.position
                 first.items.extend(nxt.items)
                 first.sizes.extend(nxt.sizes)
                 first.end = nxt.end
@@ -154,7 +161,7 @@ class Forwarder:
             chunk = self._take()
             if chunk is None:
                 return
-            seq = self.sequence.get(chunk.stream, 0)
+            seq = self.sequence.get(chunk.stream, 0) if chunk.position is None else chunk.position
             request = pb.TransferRequest(stream=chunk.stream, first_sequence=seq, items=chunk.items,
                                          end=chunk.end, sender=self.sender, sender_epoch=self.epoch)
             if chunk.watermark is not None:
@@ -175,6 +182,15 @@ class Forwarder:
             self.counters.items += len(chunk.items)
             self.counters.bytes += sum(chunk.sizes)
             self.counters.batches += 1
+
+
+def _follows(first: _Chunk, nxt: _Chunk) -> bool:
+    """Whether ``nxt`` continues ``first``'s numbering (one batch carries one first number)."""
+    if nxt.position is None or not nxt.items:
+        return True
+    if first.position is None:
+        return not first.items
+    return first.position + len(first.items) == nxt.position
 
 
 def _fitting(sizes: list[int]) -> int:

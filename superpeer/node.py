@@ -116,8 +116,10 @@ class Node:
         self.channels = GrpcPeerChannels(peer, topology, heartbeats=heartbeats)
         self.data = DataPlane(self.state, self.executor, self.channels.forwarder)
         self.participant = Participant(self.state, self.executor, self.channels, self.data.attach,
-                                       replay=self.data.replay, removed=self.channels.discard)
+                                       replay=self.data.replay, removed=self._removed,
+                                       positions=self.data.positions)
         self.control = ControlPlane(self.state, self.channels, retention)
+        self.control.positions = self.data.positions
         self.channels.local = LocalPeer(self.participant, self.control)
         self.control.incarnation = self.channels.detector.incarnation
         self.recovery = Recovery(self.control, self.channels.detector)
@@ -126,6 +128,11 @@ class Node:
             log.warning("%s restored %d streams and %d subscriptions from %s", peer, restored_streams,
                         restored_subscriptions, store.path)
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, name=f"hb-{peer}", daemon=True)
+
+    def _removed(self, stream: str) -> None:
+        """A stream removed here (under the lock): its queued items and its numbering go."""
+        self.channels.discard(stream)
+        self.data.positions.forget(stream)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -28,6 +28,7 @@ from .errors import NodeError
 from .executors import Executor
 from .peer_channels import PeerLink
 from .peer_state import PeerState
+from .positions import StreamPositions
 
 CONFLICT = "conflict: "  # how a refusal that calls for planning again (not a full peer) begins
 
@@ -36,7 +37,8 @@ class Participant:
     def __init__(self, state: PeerState, executor: Executor, link: PeerLink,
                  attach: Callable[[str], None], background: bool = True,
                  replay: Callable[[str, int], int] | None = None,
-                 removed: Callable[[str], None] | None = None) -> None:
+                 removed: Callable[[str], None] | None = None,
+                 positions: StreamPositions | None = None) -> None:
         self.state = state
         self.executor = executor
         self.link = link
@@ -44,6 +46,7 @@ class Participant:
         self.background = background  # cut routes in a thread (False in unit tests)
         self.replay = replay  # the data plane's: fill a new copy from its stream's log, under the lock
         self.removed = removed  # told of every stream removed here (its queued items are dropped)
+        self.positions = positions  # the data plane's: where original streams' items stand here
 
     @property
     def pending(self) -> dict[str, list[NetworkStream]]:
@@ -76,7 +79,9 @@ class Participant:
         (``CONFLICT``: plan again, it is nobody's fault) when this peer changed since the plan
         read it at ``version``, or while another installation of the same input is in flight
         here — it may create the very stream this plan would then duplicate; refused for
-        capacity when the streams do not fit."""
+        capacity when the streams do not fit. Streams that only earlier plans of the same
+        subscription use (``sid``, ``sid~xxxxxx``: it is being planned again, ``recovery``) do
+        not count: they are removed once the new plan is in."""
         here = self.state.id
         backbone = self.state.backbone
         with self.state.lock:
@@ -87,7 +92,7 @@ class Participant:
             if any(s.input in inputs for s in pending):
                 return False, f"{CONFLICT}another installation of the same stream is in flight at {here}"
             # what is installed here and what other transactions hold reserved here
-            held = [*self.state.table, *pending]
+            held = [*(s for s in self.state.table if not replaced_by(s, subscription)), *pending]
             load = usage_at(here, held).load + usage_at(here, streams).load
             capacity = backbone.peers[here].load_capacity
             if load > capacity * (1 + 1e-9):
@@ -103,15 +108,21 @@ class Participant:
         return True, ""
 
     def commit(self, txn: str, subscription: str, lineage: list[str],
-                 replay: dict[str, int] | None = None) -> dict[str, int]:
+                 replay: dict[str, int] | None = None) -> dict[str, dict[str, int]]:
         """``replay``: new copies of a stream registered here to fill from its log, from the
         given item on, before any new item (a subscription planned again after a failure).
-        Returns, per stream registered here that the plan reads, the items logged so far: where
-        the subscription starts in the stream (what a later replay starts from)."""
+
+        Returns where the subscription starts (what a later replay starts from): ``anchors``,
+        the first parent item (``positions``) of each stream made here that the plan installs
+        on a stream already flowing here, and of each stream of its ``lineage`` made here;
+        ``logged``, per stream registered here that the plan reads, the items logged so far
+        (late by the items in flight: for where no anchor is known)."""
         here = self.state.id
         with self.state.lock:
             installed = []
-            for s in self.state.unhold(txn):
+            held = self.state.unhold(txn)
+            anchors = self._anchors(held, lineage)
+            for s in held:
                 s.users.add(subscription)
                 if here in s.route:
                     self.state.table.add(s)
@@ -132,7 +143,25 @@ class Participant:
                 if entry is not None:
                     entry.users.add(subscription)
             read = set(lineage) | {self.state.table.get(sid).parent for sid in installed}
-            return {name: o.logged for name, o in self.state.originals.items() if name in read}
+            return {"anchors": anchors,
+                    "logged": {name: o.logged for name, o in self.state.originals.items() if name in read}}
+
+    def _anchors(self, streams: list[NetworkStream], lineage: list[str]) -> dict[str, int]:
+        """Called with the lock held, before the new streams take any item."""
+        if self.positions is None:
+            return {}
+        new = {s.id for s in streams}
+        anchors: dict[str, int] = {}
+        for s in streams:
+            if s.origin == self.state.id and s.parent is not None:
+                original = self.state.originals.get(s.parent)
+                at = self.positions.anchor(s.id, s.parent, original.logged if original is not None else None)
+                if at is not None and s.parent not in new:
+                    anchors[s.id] = at
+        for sid in lineage:
+            if sid in self.positions.anchors:
+                anchors[sid] = self.positions.anchors[sid]
+        return anchors
 
     def abort(self, txn: str) -> None:
         with self.state.lock:
@@ -174,3 +203,9 @@ class Participant:
             again = s is not None and self.state.unneeded_tail(s)
         if again:
             self.cut_tails()
+
+
+def replaced_by(stream: NetworkStream, plan_id: str) -> bool:
+    """Whether only earlier plans of ``plan_id``'s subscription use the stream."""
+    base = plan_id.split("~", 1)[0]
+    return bool(stream.users) and all(u.split("~", 1)[0] == base for u in stream.users) and plan_id not in stream.users

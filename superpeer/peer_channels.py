@@ -16,7 +16,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 import grpc
@@ -51,6 +51,12 @@ class Committed:
 
     starts: dict[str, int]  # stream registered there -> items logged when the plan took it
     incarnation: str = ""  # the process that committed: a later new one has lost the plan
+    anchors: dict[str, int] = field(default_factory=dict)  # original -> exact first item taken there
+
+    @classmethod
+    def of(cls, reply: dict, incarnation: str = "") -> "Committed":
+        """From ``Participant.commit``'s answer."""
+        return cls(dict(reply.get("logged", {})), incarnation, dict(reply.get("anchors", {})))
 
 
 class PeerHandler(Protocol):
@@ -68,7 +74,7 @@ class PeerHandler(Protocol):
                 target: str, version: int | None = None) -> tuple[bool, str]: ...
 
     def commit(self, txn: str, subscription: str, lineage: list[str],
-               replay: dict[str, int] | None = None) -> dict[str, int]: ...
+               replay: dict[str, int] | None = None) -> dict[str, dict[str, int]]: ...
 
     def abort(self, txn: str) -> None: ...
 
@@ -272,10 +278,10 @@ class GrpcPeerChannels:
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
                required: bool, replay: dict[str, int] | None = None) -> Committed:
         if peer == self.id:
-            return Committed(self.local.commit(txn, subscription, lineage, replay), self.epoch)
+            return Committed.of(self.local.commit(txn, subscription, lineage, replay), self.epoch)
         got = self._call(peer, "Commit", pb.CommitRequest(
             transaction=txn, commit_json=commit_to_wire(subscription, lineage, replay)),
-            lambda r: Committed(json.loads(r.starts_json or "{}"), r.incarnation), required=required)
+            lambda r: Committed.of(json.loads(r.starts_json or "{}"), r.incarnation), required=required)
         return got or Committed({})
 
     def abort(self, peer: str, txn: str) -> None:

@@ -29,7 +29,7 @@ import threading
 import time
 
 from sharing.backbone import TopologyError
-from sharing.planner import Planner, RegistrationError
+from sharing.planner import Plan, Planner, RegistrationError
 
 from .control_plane import ControlPlane, as_node_error
 from .subscription_record import SubscriptionRecord
@@ -157,9 +157,11 @@ class Recovery:
             left = remaining_backbone(state.backbone, self.detector)
             view = fetch_planning_view(state, control.link, analysis.properties, control.new_stream_id,
                                        backbone=left, tables=False)
+            if record.plan is not None:  # what the plan it replaces takes is freed with it
+                release_usage(view.snapshot, record.plan)
             new_id = f"{sid}~{secrets.token_hex(3)}"
             try:
-                plan = Planner(view.snapshot).replay_plan(new_id, analysis.properties, state.id)
+                plan = Planner(view.snapshot).replay_plan(new_id, analysis.properties, state.id, record.chains)
             except (RegistrationError, TopologyError, KeyError) as exc:
                 self._failed(record, f"no other path: {str(exc).strip(chr(39))}")
                 return False
@@ -168,7 +170,7 @@ class Recovery:
                 return False
             # the attempt's id is stored before anything is reserved: a crash now leaves nothing
             # a restart would not remove
-            state.store.set_plan(sid, record.owner, [*record.stale, new_id], record.starts)
+            state.store.set_plan(sid, record.owner, [*record.stale, new_id], record.starts, record.chains)
             txn, reason = control.reserve(plan, view)
             if not txn:
                 self._failed(record, f"could not reserve a new path: {reason}")
@@ -181,10 +183,9 @@ class Recovery:
                 old.stop()
                 record.runtime = runtime
             runtime.start()
-            replay = {p.new_streams[0].id: record.starts.get(p.reused, 0) for p in plan.parts}
             try:
                 control.take_inputs(record, plan)
-                _, committed = control.commit(txn, plan, view, replay)
+                committed = control.commit(txn, plan, view, replay_starts(record, plan)).incarnations
             except Exception as exc:  # noqa: BLE001 - what was installed is removed; tried again
                 control.release(record, txn)
                 self.forget([new_id])
@@ -198,8 +199,35 @@ class Recovery:
                                        for path in paths for p in path}
                 record.recovering, record.degraded, record.degraded_since = False, "", time.time()
                 record.replans += 1
-            state.store.set_plan(sid, new_id, old_ids, record.starts)
+            state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains)
             self.forget(old_ids)
         log.warning("subscription %s planned again as %s: %s", sid, new_id,
                     plan.describe().replace("\n", " | "))
         return True
+
+
+def replay_starts(record: SubscriptionRecord, plan: Plan) -> dict[str, int]:
+    """Where each stream of a replay plan starts: the copy of the original at its first log
+    item to replay, each level of the chain dropping its items below where the next one began
+    (``sharing.replay``); without a known chain, the copy at the items logged at installation."""
+    starts: dict[str, int] = {}
+    for p in plan.parts:
+        chain = record.chains.get(p.input_properties.variable)
+        if chain is None:
+            starts[p.new_streams[0].id] = record.starts.get(p.reused, 0)
+            continue
+        starts[p.new_streams[0].id] = chain.start
+        for s, drop in zip(p.new_streams[1:], chain.drops()):
+            starts[s.id] = drop
+    return starts
+
+
+def release_usage(snapshot, plan: Plan) -> None:
+    """Take what ``plan``'s own streams use out of a planning snapshot's usage."""
+    for s in (s for p in plan.parts for s in p.new_streams):
+        for link, bits in s.usage.links.items():
+            if link in snapshot.link_used:
+                snapshot.link_used[link] = max(snapshot.link_used[link] - bits, 0.0)
+        for peer, cores in s.usage.peers.items():
+            if peer in snapshot.peer_used:
+                snapshot.peer_used[peer] = max(snapshot.peer_used[peer] - cores, 0.0)

@@ -60,7 +60,7 @@ def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
         runtime = SubscriptionRuntime(s.sid, analysis, control.retention, state.limits, buffer=buffer)
         record = SubscriptionRecord(runtime, None, {}, Strategy(s.strategy), (), query=s.query,
                                     registered_at=s.registered_at, owner=s.owner, starts=dict(s.starts),
-                                    stale=list(s.stale))
+                                    chains=dict(s.chains), stale=list(s.stale))
         recovery.forget([*s.stale, s.owner or s.sid])  # every plan it had, wherever it is
         if s.closed:
             RELEASES.schedule(buffer, state.limits.finished_retention_s)

@@ -2,7 +2,8 @@
 
 * the streams registered here (name, shape, where the publisher stands) and their **log**: every
   accepted item, in order — a subscription whose route was cut is planned again and fed from the
-  stream's first item (``DataPlane.replay``), so nothing a publisher handed over is ever lost;
+  stream's first item (``DataPlane.replay``), so nothing a publisher handed over is ever lost —
+  and the watermarks sent between them, so that a replay closes windows as the first run did;
 * the subscriptions registered here (query text, strategy, the id their plan's streams are held
   under, where they start in each stream) and their **results**, numbered as the subscriber
   reads them: a restarted super-peer plans every unfinished subscription again, recomputes its
@@ -24,6 +25,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from sharing.replay import ReplayInput
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS originals (
     name TEXT PRIMARY KEY, root TEXT NOT NULL, item TEXT NOT NULL, rate REAL NOT NULL,
@@ -34,12 +37,15 @@ CREATE TABLE IF NOT EXISTS originals (
 CREATE TABLE IF NOT EXISTS log (
     stream TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
     PRIMARY KEY (stream, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS watermarks (
+    stream TEXT NOT NULL, after INTEGER NOT NULL, path TEXT NOT NULL, value REAL NOT NULL,
+    PRIMARY KEY (stream, after)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS subscriptions (
     sid TEXT PRIMARY KEY, query TEXT NOT NULL, strategy TEXT NOT NULL,
     registered_at REAL NOT NULL, owner TEXT NOT NULL DEFAULT '',
     closed INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '', code TEXT NOT NULL DEFAULT '',
     stale TEXT NOT NULL DEFAULT '[]', released INTEGER NOT NULL DEFAULT 0,
-    starts TEXT NOT NULL DEFAULT '{}');
+    starts TEXT NOT NULL DEFAULT '{}', chains TEXT NOT NULL DEFAULT '{}');
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
     sid TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
@@ -77,7 +83,8 @@ class StoredSubscription:
     stale: list[str]  # plan ids of earlier plans (or attempts) some peer may still hold
     results: list[str]  # the results kept, from ``base``
     base: int  # the number of the first kept result (earlier ones were read and released)
-    starts: dict[str, int]  # stream -> the first of its items the subscription reads
+    starts: dict[str, int]  # original -> items logged when the subscription was installed
+    chains: dict[str, ReplayInput]  # input variable -> the chain it read, exactly (``sharing.replay``)
 
 
 class StateStore:
@@ -97,6 +104,9 @@ class StateStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
+            columns = {r[1] for r in self._db.execute("PRAGMA table_info(subscriptions)")}
+            if "chains" not in columns:  # a state directory from before exact re-plans
+                self._db.execute("ALTER TABLE subscriptions ADD COLUMN chains TEXT NOT NULL DEFAULT '{}'")
 
     @property
     def durable(self) -> bool:
@@ -157,6 +167,18 @@ class StateStore:
                                     "ORDER BY idx", (name, start, stop)).fetchall()
         return [r[0] for r in rows]
 
+    def add_watermark(self, name: str, after: int, path: str, value: float) -> None:
+        """A watermark sent after the first ``after`` logged items (the latest one counts)."""
+        self._write([("INSERT OR REPLACE INTO watermarks (stream, after, path, value) VALUES (?, ?, ?, ?)",
+                      (name, after, path, value))])
+
+    def read_watermarks(self, name: str, start: int, stop: int) -> list[tuple[int, str, float]]:
+        """(after, element, value) of the watermarks sent after item ``start`` up to ``stop``."""
+        with self._lock:
+            return [tuple(r) for r in self._db.execute(  # type: ignore[misc]
+                "SELECT after, path, value FROM watermarks WHERE stream = ? AND after > ? AND after <= ? "
+                "ORDER BY after", (name, start, stop)).fetchall()]
+
     def originals(self) -> list[StoredOriginal]:
         with self._lock:
             rows = self._db.execute(
@@ -172,12 +194,14 @@ class StateStore:
         self._write([("INSERT OR REPLACE INTO subscriptions (sid, query, strategy, registered_at) "
                       "VALUES (?, ?, ?, ?)", (sid, query, strategy, registered_at))])
 
-    def set_plan(self, sid: str, owner: str, stale: list[str], starts: dict[str, int]) -> None:
+    def set_plan(self, sid: str, owner: str, stale: list[str], starts: dict[str, int],
+                 chains: dict[str, ReplayInput]) -> None:
         """The subscription's installed plan: the id its streams are held under, the ids of
         earlier plans (and attempts) some peer may still hold, and where it starts in each
-        stream it reads."""
-        self._write([("UPDATE subscriptions SET owner = ?, stale = ?, starts = ? WHERE sid = ?",
-                      (owner, json.dumps(stale), json.dumps(starts), sid))])
+        stream it reads (what a re-plan replays)."""
+        self._write([("UPDATE subscriptions SET owner = ?, stale = ?, starts = ?, chains = ? WHERE sid = ?",
+                      (owner, json.dumps(stale), json.dumps(starts),
+                       json.dumps({v: c.to_json() for v, c in chains.items()}), sid))])
 
     def end_subscription(self, sid: str, error: str, code: str) -> None:
         self._write([("UPDATE subscriptions SET closed = 1, error = ?, code = ? WHERE sid = ?",
@@ -199,7 +223,8 @@ class StateStore:
     def subscriptions(self) -> list[StoredSubscription]:
         with self._lock:
             rows = self._db.execute("SELECT sid, query, strategy, registered_at, owner, closed, "
-                                    "error, code, stale, released, starts FROM subscriptions ORDER BY registered_at").fetchall()
+                                    "error, code, stale, released, starts, chains FROM subscriptions "
+                                    "ORDER BY registered_at").fetchall()
             found = []
             for r in rows:
                 results = self._db.execute("SELECT idx, text FROM results WHERE sid = ? ORDER BY idx",
@@ -207,5 +232,6 @@ class StateStore:
                 base = results[0][0] if results else r[9]
                 found.append(StoredSubscription(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], r[7],
                                                 json.loads(r[8]), [t for _, t in results], base,
-                                                json.loads(r[10])))
+                                                json.loads(r[10]),
+                                                {v: ReplayInput.from_json(c) for v, c in json.loads(r[11]).items()}))
         return found

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from sharing.planner import Plan, Strategy
+from sharing.replay import ReplayInput
 
 from .subscriptions import SubscriptionRuntime
 
@@ -30,7 +31,8 @@ class SubscriptionRecord:
     # peer may still hold.
     owner: str = ""
     stale: list[str] = field(default_factory=list)
-    starts: dict[str, int] = field(default_factory=dict)  # stream -> first item it reads
+    starts: dict[str, int] = field(default_factory=dict)  # original -> items logged at installation
+    chains: dict[str, ReplayInput] = field(default_factory=dict)  # variable -> what it read (exact)
     incarnations: dict[str, str] = field(default_factory=dict)  # path peer -> process at install
     recovering: bool = False  # its path is broken: a new plan is wanted
     replanning: bool = False  # the recovery worker is installing a new plan

@@ -75,9 +75,9 @@ def reference_results(query: str, items: list[str], root: str = "photons") -> li
     return list(evaluate(analyze(query).checked, doc).serialized_items())
 
 
-def until(condition, seconds: float = 30.0, pause: float = 0.05):
-    """Poll ``condition`` until it gives something true (returned), failing after ``seconds``:
-    tests wait on conditions with deadlines, not fixed sleeps."""
+def until(condition, seconds: float = 30.0, pause: float = 0.05, what=None):
+    """Poll ``condition`` until it gives something true (returned), failing after ``seconds``
+    (saying ``what()`` was seen last): tests wait on conditions with deadlines, not fixed sleeps."""
     import time
 
     deadline = time.monotonic() + seconds
@@ -85,5 +85,5 @@ def until(condition, seconds: float = 30.0, pause: float = 0.05):
         value = condition()
         if value:
             return value
-        assert time.monotonic() < deadline, "condition not met in time"
+        assert time.monotonic() < deadline, f"condition not met in time{': ' + what() if what else ''}"
         time.sleep(pause)

@@ -105,7 +105,7 @@ class FakeLink:
             if required:
                 raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable")
             return Committed({})
-        return Committed(h.commit(txn, subscription, lineage, replay))
+        return Committed.of(h.commit(txn, subscription, lineage, replay))
 
     def abort(self, peer: str, txn: str) -> None:
         h = self._handler("abort", peer, txn)
@@ -130,9 +130,9 @@ class DirectSender:
         self.neighbour = neighbour
         self.items = 0
 
-    def send(self, stream: str, items: list[str], end: bool = False) -> None:
+    def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None) -> None:
         self.items += len(items)
-        self.network.peers[self.neighbour].data.transfer(stream, list(items), end)
+        self.network.peers[self.neighbour].data.transfer(stream, list(items), end, first=position)
 
     def send_watermark(self, stream: str, path: str, value: float) -> None:
         self.network.peers[self.neighbour].data.transfer(stream, [], False, watermark=(path, value))
@@ -147,8 +147,10 @@ class InProcessPeer:
         self.senders: dict[str, DirectSender] = {}
         self.data = DataPlane(self.state, self.executor, self.sender)
         self.participant = Participant(self.state, self.executor, self.link, self.data.attach,
-                                       background=False, replay=self.data.replay)
+                                       background=False, replay=self.data.replay,
+                                       positions=self.data.positions)
         self.control = ControlPlane(self.state, self.link, retention)
+        self.control.positions = self.data.positions
         self.local = LocalPeer(self.participant, self.control)
 
     def sender(self, neighbour: str) -> DirectSender:

@@ -6,6 +6,8 @@ installation at an exact point while another runs), and a run of real gRPC daemo
 
 from __future__ import annotations
 
+import dataclasses
+
 import threading
 from collections import Counter
 
@@ -142,6 +144,24 @@ def test_a_link_carries_both_directions_and_reservations_count_on_both_ends():
     for peer in ("SP4", "SP5"):
         ok, reason = net.peers[peer].participant.reserve("t2", [towards_sp5], "s2", "SP5")
         assert not ok and "120.0%" in reason, (peer, reason)
+    stop(net)
+
+
+def test_a_plan_replacing_its_subscriptions_earlier_plan_does_not_count_it():
+    """Planned again around a failure (``s1~2a3b4c``), a subscription's new stream may take the
+    link its earlier plan's stream holds: that one is removed once the new plan is in. Another
+    subscription's stream on the link still counts."""
+    net = network(rate=100)
+    for peer in ("SP4", "SP5"):
+        old = dataclasses.replace(link_stream("a", ("SP4", "SP5"), 0.6), users={"s1"})
+        with net.peers[peer].state.lock:
+            net.peers[peer].state.table.add(old)
+        again = link_stream("b", ("SP4", "SP5"), 0.6)
+        assert net.peers[peer].participant.reserve("t1", [again], "s1~2a3b4c", "SP5") == (True, "")
+        net.peers[peer].participant.abort("t1")
+        ok, reason = net.peers[peer].participant.reserve("t2", [link_stream("c", ("SP4", "SP5"), 0.6)],
+                                                         "s2", "SP5")
+        assert not ok and "link SP" in reason, (peer, reason)
     stop(net)
 
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from lxml import etree
 
 from network_harness import reference_results, same, until
 from photons.generator import generate
@@ -205,3 +206,58 @@ def test_the_publishers_superpeer_restarted(tmp_path: Path) -> None:
             assert run.health(name)["replans"] >= 1
     finally:
         network.stop()
+
+
+def test_subscriptions_registered_while_items_flow_are_recomputed_exactly(tmp_path: Path) -> None:
+    """The raw stream already flows to SP1 (a data-shipping subscription) when q1 subscribes
+    there, while items keep coming: its selection branches off the raw stream at a peer items
+    are still travelling to. q2 and q3 subscribe after it and read q1's stream (shared, begun
+    earlier). After SP5 is killed, each is recomputed from the log through the same chain,
+    from where each stream of it began: its results are the reference over the items from its
+    first one on — the first photon of q1's stream it read."""
+    network = start(tmp_path, "paper-example")
+    try:
+        run = Run(network, "SP4", {}, n=9000)  # (publishing lasts ~6 s)
+        sp1 = SuperPeerClient(run.address["SP1"])
+        raw = sp1.subscribe(RAW, strategy="data-shipping").subscription
+        run.publish_rest(rate=1500)
+        until(lambda: sp1.status()["subscriptions"][raw]["results"] > 300, seconds=30)
+        run.subs = {"q1": ("SP1", sp1.subscribe(example_query("q1")).subscription)}
+        until(lambda: sp1.status()["subscriptions"][run.subs["q1"][1]]["results"] > 20, seconds=30)
+        run.subs |= {name: ("SP1", sp1.subscribe(example_query(name)).subscription) for name in ("q2", "q3")}
+        chains = {name: sp1.status()["subscriptions"][sid]["replay_from"]["p" if name != "q3" else "w"]
+                  for name, (_, sid) in run.subs.items()}
+        q1_start = chains["q1"]["log_item"]
+        assert chains["q1"]["levels"] == [q1_start] and 200 < q1_start < len(run.photons), chains
+        assert not run.done.is_set()
+        network.kill("SP5")
+        for name in run.subs:
+            until(lambda: run.health(name)["replans"] >= 1 and run.health(name)["state"] == "ok", seconds=30,
+                  what=lambda: f"{name}: {run.health(name)}")
+        assert run.done.wait(180), run.error
+        # q1's stream: the photons its selection keeps, numbered from q1's first one
+        kept = {_key(x) for x in reference_results(example_query("q1"), run.photons[q1_start:])}
+        q1_stream = [i for i, p in enumerate(run.photons) if i >= q1_start and _key(p) in kept]
+        for name, (_, sid) in run.subs.items():
+            chain = chains[name]
+            if name == "q1":
+                first = q1_start
+            else:  # q1's selection, then its own operators from the q1 item it began with
+                assert chain["levels"][0] == q1_start and len(chain["levels"]) == 2, chain
+                first = q1_stream[chain["levels"][1]]
+            got = [item for _, item, _ in sp1.results(sid, idle_timeout=60)]
+            expected = reference_results(example_query(name), run.photons[first:])
+            assert expected and same(got, expected), (name, chain, len(got), len(expected))
+    finally:
+        network.stop()
+
+
+def _key(photon: str) -> tuple:
+    """What identifies a photon in q1's results (which keep these elements)."""
+    el = etree.fromstring(photon)
+    return tuple(el.findtext(f".//{name}") for name in ("ra", "dec", "phc", "en", "det_time"))
+
+
+RAW = """<photons>
+  { for $p in stream("photons")/photons/photon return $p }
+</photons>"""

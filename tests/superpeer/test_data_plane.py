@@ -4,13 +4,15 @@ wrong — real parts of eight super-peers in one process, joined by a fake trans
 
 from __future__ import annotations
 
+import dataclasses
+
 
 import pytest
 
 from sharing.scenarios import paper_query
 from superpeer.errors import NodeError
-from network_harness import same, reference_results
-from superpeer_fakes import buffered_results as results, photon_network
+from network_harness import same, reference_results, until
+from superpeer_fakes import buffered_results as results, in_process_network, photon_network
 from photons.generator import generate
 
 PHOTONS = [p.to_xml() for p in generate(600, seed=11)]
@@ -90,3 +92,45 @@ def test_executor_redelivery_is_dropped(network):
     sp4.data.executor_output(sid, 0, out, False)  # an executor restart repeats sequence numbers
     sp4.data.executor_output(sid, 2, [], True)
     assert len(results(record)) == 2
+
+
+class Recorder:
+    """A neighbour's link that keeps what is sent on it, in order."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple] = []
+
+    def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None) -> None:
+        self.sent.append(("items", stream, position, len(items)))
+
+    def send_watermark(self, stream: str, path: str, value: float) -> None:
+        self.sent.append(("watermark", stream, path, value))
+
+
+def test_a_replay_sends_the_logged_watermarks_in_their_place_and_not_the_live_ones():
+    net = in_process_network()
+    try:
+        sp4 = net.peers["SP4"]
+        sp4.control.register_stream("photons", "photons", "photon", rate=100, event_time="det_time")
+        sp4.data.publish("photons", PHOTONS[:30])
+        sp4.data.idle_watermarks(0.0)  # after item 30
+        sp4.data.publish("photons", PHOTONS[30:50])
+        recorder = Recorder()
+        sp4.senders["SP5"] = recorder
+        entry = sp4.state.table.get("photons")
+        copy = dataclasses.replace(entry, id="copy", parent="photons", original=False, route=("SP4", "SP5"),
+                                   users={"s"})
+        with sp4.state.lock:
+            sp4.state.table.add(copy)
+            sp4.executor.install("copy", (), "photons")
+            sp4.data.replay("copy", 10)
+            sp4.data.watermark("photons", "det_time", 1e9)  # live, while the copy is being filled
+        until(lambda: "copy" not in sp4.data.replays)
+        mark = next(x for x in recorder.sent if x[0] == "watermark")
+        assert recorder.sent == [("items", "copy", 10, 20), mark, ("items", "copy", 30, 20)]
+        assert mark[2] == "det_time" and mark[3] < 1e9
+        sp4.data.publish("photons", PHOTONS[50:52])  # live again, numbered on
+        assert recorder.sent[-1] == ("items", "copy", 50, 2)
+    finally:
+        for p in net.peers.values():
+            p.stop()

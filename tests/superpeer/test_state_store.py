@@ -10,11 +10,13 @@ import pytest
 
 from conftest import photon_document
 from sharing.analysis import analyze
+from wxquery.operators import definitions as alg
 from sharing.backbone import Backbone, Link, Peer, TopologyError
 from sharing.matching import raw_properties
 from sharing.network_state import NetworkState
 from sharing.planner import Planner, RegistrationError
 from sharing.properties import InputStream
+from sharing.replay import ReplayInput, ReplayLevel
 from sharing.statistics import StreamStatistics
 from sharing.scenarios import example_query
 from superpeer.state_store import StateStore
@@ -48,7 +50,9 @@ def test_a_batch_is_logged_whole_or_not_at_all(tmp_path: Path) -> None:
 def test_subscriptions_keep_their_results_plan_ids_and_starts(tmp_path: Path) -> None:
     store = StateStore(tmp_path)
     store.add_subscription("SP1-a", "<q/>", "sharing", 5.0)
-    store.set_plan("SP1-a", "SP1-a~1f2e3d", ["SP1-a"], {"photons": 200})
+    raw = raw_properties(InputStream("photons", ("photons", "photon")))
+    chains = {"p": ReplayInput((ReplayLevel(raw, "items", (alg.Project(frozenset({"en"})),), 180),), 7)}
+    store.set_plan("SP1-a", "SP1-a~1f2e3d", ["SP1-a"], {"photons": 200}, chains)
     buffer = ResultBuffer(retention=10, root="r", store=store, sid="SP1-a")
     for i in range(3):
         assert buffer.offer(i, f"<x>{i}</x>")
@@ -59,6 +63,7 @@ def test_subscriptions_keep_their_results_plan_ids_and_starts(tmp_path: Path) ->
     buffer.close()  # the end stores what is left
     [s] = StateStore(tmp_path).subscriptions()
     assert (s.owner, s.stale, s.starts, s.closed) == ("SP1-a~1f2e3d", ["SP1-a"], {"photons": 200}, True)
+    assert s.chains == chains and s.chains["p"].start == 180
     assert (s.base, s.results) == (3, ["<x>3</x>"])
     store.remove_subscription("SP1-a")
     assert StateStore(tmp_path).subscriptions() == []
@@ -108,3 +113,17 @@ def test_a_replay_plan_ships_a_new_copy_from_the_origin_and_runs_every_operator_
     assert result.parent == copy.id and result.operators and result.route == ("C",)
     with pytest.raises(RegistrationError, match="not in the backbone"):
         planner.replay_plan("s~2", props, "X")
+
+
+def test_a_state_directory_from_before_exact_replays_is_taken_as_it_is(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "superpeer.sqlite3")
+    db.execute("CREATE TABLE subscriptions (sid TEXT PRIMARY KEY, query TEXT NOT NULL, strategy TEXT NOT NULL, "
+               "registered_at REAL NOT NULL, owner TEXT NOT NULL DEFAULT '', closed INTEGER NOT NULL DEFAULT 0, "
+               "error TEXT NOT NULL DEFAULT '', code TEXT NOT NULL DEFAULT '', stale TEXT NOT NULL DEFAULT '[]', "
+               "released INTEGER NOT NULL DEFAULT 0, starts TEXT NOT NULL DEFAULT '{}')")
+    db.execute("INSERT INTO subscriptions (sid, query, strategy, registered_at, starts) "
+               "VALUES ('SP1-a', '<q/>', 'sharing', 1.0, '{\"photons\": 5}')")
+    db.commit()
+    db.close()
+    [s] = StateStore(tmp_path).subscriptions()
+    assert (s.sid, s.starts, s.chains) == ("SP1-a", {"photons": 5}, {})
