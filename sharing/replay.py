@@ -99,6 +99,8 @@ def resolve(chain: list[NetworkStream], new: set[str], anchors: Mapping[str, int
             firsts[s.id] = anchors[s.id]
         elif s.id in new and parent.id in new:
             firsts[s.id] = 0 if parent.operators else firsts[parent.id]
+        elif not s.operators and s.id not in new:
+            firsts[s.id] = firsts.get(parent.id, 0)  # an old copy: only a new stream on it needs it, anchored
         else:
             return None
     last = chain[-1]

@@ -103,7 +103,7 @@ class ControlPlane:
     # ------------------------------------------------------------------ publishers
 
     def register_stream(self, name: str, root: str, item: str, rate: float, event_time: str = "",
-                        event_time_rate: float = 1.0) -> None:
+                        event_time_rate: float = 1.0, publisher: str = "") -> None:
         """``event_time``: the item's element time windows read, advanced by watermarks at
         ``event_time_rate`` units per second while the stream is idle (``event_time``)."""
         if not name or not root or not item:
@@ -126,12 +126,12 @@ class ControlPlane:
                 return  # a publisher reconnecting
             try:
                 self.state.store.add_original(name, root, item, rate, time.time(), event_time,
-                                              event_time_rate)
+                                              event_time_rate, publisher)
             except Exception as exc:  # noqa: BLE001 - refused with the reason, nothing half-done
                 raise NodeError("UNAVAILABLE", f'could not record stream "{name}": {exc}') from None
             stream = self.state.add_original(OriginalState(
                 name, root, item, statistics=StreamStatistics(frequency=rate), rate=rate,
-                event_time=EventTime(event_time, event_time_rate) if event_time else None))
+                event_time=EventTime(event_time, event_time_rate) if event_time else None, publisher=publisher))
         # Synchronously, before the publisher gets the reply: every super-peer reports the
         # subscriptions waiting for this stream, and they are planned and installed one after
         # the other in the order they were registered (so later ones can reuse earlier ones'
@@ -164,7 +164,7 @@ class ControlPlane:
 
     def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False,
                   cancelled: Callable[[], bool] | None = None,
-                  time_remaining: float | None = None) -> SubscriptionRecord:
+                  time_remaining: float | None = None, user: str = "") -> SubscriptionRecord:
         """``cancelled`` (has the client gone?) and ``time_remaining`` (the client's deadline)
         stop the query's analysis early, as does ``analysis_deadline_s``."""
         own = time_remaining is None or self.analysis_deadline_s < time_remaining
@@ -188,8 +188,8 @@ class ControlPlane:
             raise NodeError("NOT_FOUND", f'unknown stream "{missing[0]}": no super-peer has it registered')
         runtime = SubscriptionRuntime(sid, analysis, self.retention, self.state.limits,
                                       buffer=self.result_buffer(sid, analysis))
-        record = SubscriptionRecord(runtime, None, {}, strat, tuple(missing), query=query)
-        self.state.store.add_subscription(sid, query, strat.value, record.registered_at)
+        record = SubscriptionRecord(runtime, None, {}, strat, tuple(missing), query=query, user=user)
+        self.state.store.add_subscription(sid, query, strat.value, record.registered_at, user)
         runtime.start()
         with self.state.lock:
             self.subscriptions[sid] = record

@@ -31,7 +31,7 @@ from .executors import Executor
 from .items import PARSER, check_items
 from .link_receipts import LinkReceipts
 from .peer_state import PeerState
-from .positions import StreamPositions
+from .positions import StreamPositions, kept_runs
 
 STATISTICS_FULL = 2000  # observe every item up to this many, then every 50th
 MAX_REJECTION_REASONS = 20
@@ -77,6 +77,7 @@ class DataPlane:
         self.sender = sender  # the outbound queue towards a neighbour
         self.executor_seqs: dict[str, int] = {}
         self.unknown_transfers = 0
+        self.forged_transfers = 0  # from a peer that is not the one before this one on the route
         self.bad_transfers = 0
         self.last_bad_transfer = ""
         self.receipts = LinkReceipts()
@@ -239,13 +240,21 @@ class DataPlane:
         """A batch from the previous peer of the route; the acknowledgement. Numbered batches
         (``first``) are taken once: the items of a retried batch already taken are dropped
         (``link_receipts``), and the reply is the next number expected. A stream no longer here
-        is acknowledged and dropped (counted), so a sender never blocks on a removed stream."""
+        is acknowledged and dropped (counted), so a sender never blocks on a removed stream.
+        Only the peer before this one on the stream's route may send it here."""
         with self.state.lock:
             entry = self.state.table.get(stream)
             if entry is None:
                 self.unknown_transfers += len(items)
                 self.receipts.drop((sender, epoch, stream))
                 return len(items) if first is None else first + len(items)
+            route, here = entry.route, self.state.id
+            previous = route[route.index(here) - 1] if here in route[1:] else None
+            if sender != previous:
+                self.forged_transfers += 1
+                raise NodeError("PERMISSION_DENIED", f"{sender or 'a transfer naming no sender'} is not the peer "
+                                                     f"before {here} on the route of {stream} "
+                                                     f"({previous or 'the stream is made here'})")
             acknowledged, position = len(items), None
             if first is not None:
                 skip, acknowledged = self.receipts.admit((sender, epoch, stream), first, len(items))
@@ -261,15 +270,25 @@ class DataPlane:
         """Wire text into the data plane, parsed only if something here reads values."""
         values: list = []
         if self.needs_values(entry.id):
-            texts = []
+            kept = []
             for x in items:
                 try:
                     values.append(parse(entry, x))
-                    texts.append(x)
+                    kept.append(True)
                 except (etree.XMLSyntaxError, ValueError, TypeError) as exc:
                     self.bad_transfers += 1
                     self.last_bad_transfer = f"stream {entry.id}: {exc}"
-            items = texts
+                    kept.append(False)
+            if not all(kept) and position is not None:  # each run with its own numbers
+                runs, done = kept_runs(kept), 0
+                for k, (a, b) in enumerate(runs):
+                    self.ingest(entry.id, values[done:done + b - a], end and k == len(runs) - 1,
+                                items[a:b], replaying, position + a)
+                    done += b - a
+                if not runs and end:
+                    self.ingest(entry.id, [], True, [], replaying)
+                return
+            items = [x for x, k in zip(items, kept) if k]
         self.ingest(entry.id, values, end, items, replaying, position)
 
     def needs_values(self, stream: str) -> bool:
@@ -341,8 +360,9 @@ class DataPlane:
                 passing.append(child)
         if computed:
             self.executor.advance(sid, path, value)
-        for child in passing:
-            self.watermark(child, path, value)
+        for child in passing:  # (not to what a recomputation's level feeds before it began)
+            if self.executor_seqs.get(child, 0) >= self.positions.skip_below.get(child, 0):
+                self.watermark(child, path, value)
         for n in entry.next_hops(self.state.id):
             self.sender(n).send_watermark(sid, path, value)
 
@@ -400,6 +420,7 @@ class DataPlane:
 
     def status(self) -> dict:
         return {"dropped_transfers_for_unknown_streams": self.unknown_transfers,
+                "refused_transfers_from_the_wrong_peer": self.forged_transfers,
                 "dropped_malformed_transfers": self.bad_transfers,
                 "last_malformed_transfer": self.last_bad_transfer,
                 "duplicate_transfer_items": self.receipts.duplicates,

@@ -23,6 +23,7 @@ from proto import streamglobe_pb2 as pb
 
 from .items import utf8_size
 from .limits import ENVELOPE, MESSAGE_LIMIT
+from .positions import kept_runs
 
 BATCH = 1000
 BATCH_BYTES = 4 << 20
@@ -84,12 +85,21 @@ class Forwarder:
             return
         sizes = [utf8_size(x) for x in items]
         if any(n > MAX_ITEM_BYTES for n in sizes):
-            kept = [(x, n) for x, n in zip(items, sizes) if n <= MAX_ITEM_BYTES]
             with self.cond:
-                self.counters.dropped += len(items) - len(kept)
+                self.counters.dropped += sum(1 for n in sizes if n > MAX_ITEM_BYTES)
                 self.counters.last_error = (f"{stream}: dropped an item of {max(sizes):,} bytes, "
                                             f"more than a message carries ({MAX_ITEM_BYTES:,})")
-            items, sizes = [x for x, _ in kept], [n for _, n in kept]
+            # each run of the items kept goes with its own number (the dropped ones' are skipped)
+            runs = kept_runs([n <= MAX_ITEM_BYTES for n in sizes])
+            for k, (a, b) in enumerate(runs):
+                self._queue(stream, items[a:b], sizes[a:b], end and k == len(runs) - 1,
+                            None if position is None else position + a)
+            if not runs and end:
+                self._queue(stream, [], [], True, None)
+            return
+        self._queue(stream, items, sizes, end, position)
+
+    def _queue(self, stream: str, items: list[str], sizes: list[int], end: bool, position: int | None) -> None:
         with self.cond:
             if self.queued_items + len(items) > MAX_QUEUED_ITEMS:
                 self.counters.dropped += len(items)

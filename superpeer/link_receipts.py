@@ -33,6 +33,8 @@ class LinkReceipts:
             for old in [k for k in self.next if k[0] == sender and k[1] != epoch]:
                 del self.next[old]
         self.epochs[sender] = epoch
+        if not count and key not in self.next:
+            return 0, first  # (an end or a watermark alone does not start the numbering)
         expected = self.next.get(key, first)
         if first > expected:
             self.gaps += first - expected

@@ -37,6 +37,7 @@ from .errors import NodeError
 from .executors import Executor, make_executor
 from .failure_detector import HeartbeatSettings
 from .limits import DataLimits
+from .security import Security
 from .participant import Participant
 from .peer_channels import (GrpcPeerChannels, Waiting, commit_from_wire, input_from_wire,
                             part_from_wire, waiting_to_wire)
@@ -95,7 +96,8 @@ class Node:
     def __init__(self, peer: str, topology: Topology, retention: int = 500_000,
                  executor: str = "inline", executor_options: dict | None = None,
                  limits: DataLimits | None = None, heartbeats: HeartbeatSettings | None = None,
-                 state_dir: str | Path | None = None, watermark_idle_s: float = WATERMARK_IDLE_S) -> None:
+                 state_dir: str | Path | None = None, watermark_idle_s: float = WATERMARK_IDLE_S,
+                 security: Security | None = None) -> None:
         """``state_dir``: where this peer keeps what survives a restart (``state_store``);
         None keeps it in memory."""
         if peer not in topology.backbone.peers:
@@ -113,7 +115,7 @@ class Node:
             raise NodeError("FAILED_PRECONDITION", f"cannot use the state directory {state_dir}: {exc}") from None
         self.state = PeerState(peer, topology.backbone, limits, store)
         restored_streams = restore_originals(self.state)
-        self.channels = GrpcPeerChannels(peer, topology, heartbeats=heartbeats)
+        self.channels = GrpcPeerChannels(peer, topology, heartbeats=heartbeats, security=security)
         self.data = DataPlane(self.state, self.executor, self.channels.forwarder)
         self.participant = Participant(self.state, self.executor, self.channels, self.data.attach,
                                        replay=self.data.replay, removed=self._removed,
@@ -149,8 +151,8 @@ class Node:
     # ------------------------------------------------------------------ thin peers
 
     def register_stream(self, name: str, root: str, item: str, rate: float, event_time: str = "",
-                        event_time_rate: float = 1.0) -> None:
-        self.control.register_stream(name, root, item, rate, event_time, event_time_rate)
+                        event_time_rate: float = 1.0, publisher: str = "") -> None:
+        self.control.register_stream(name, root, item, rate, event_time, event_time_rate, publisher)
 
     def publish(self, name: str, items: list[str] | list[bytes], first: int | None = None,
                 position: int | None = None) -> Published:
@@ -183,14 +185,29 @@ class Node:
     def statistics_json(self, name: str) -> str:
         return json.dumps(self.participant.statistics(name))
 
-    def announce(self, stream_json: str) -> str:
-        return waiting_to_wire(self.control.announce(stream_from_json(json.loads(stream_json))))
+    def announce(self, stream_json: str, caller: str | None = None) -> str:
+        """A stream registered at ``caller`` (its certified id; None on an insecure network):
+        a super-peer announces the streams registered there, and nothing else."""
+        stream = stream_from_json(json.loads(stream_json))
+        if (not stream.original or stream.parent is not None or stream.route != (stream.origin,)
+                or stream.origin not in self.state.backbone.peers or (caller is not None and stream.origin != caller)):
+            raise NodeError("PERMISSION_DENIED", f"{caller or 'a peer'} may announce only a stream registered "
+                                                 f"there, not {stream.id!r} at {stream.origin}")
+        return waiting_to_wire(self.control.announce(stream))
 
     def activate(self, sid: str) -> tuple[bool, str]:
         return self.control.activate(sid)
 
-    def reserve(self, txn: str, part_json: str) -> tuple[bool, str]:
-        return self.participant.reserve(txn, *part_from_wire(part_json))
+    def reserve(self, txn: str, part_json: str, caller: str | None = None) -> tuple[bool, str]:
+        """A plan's streams, reserved for the peer that planned it (``caller``: its certified id;
+        None on an insecure network): it reserves for its own subscriptions, with stream ids
+        from its own range."""
+        streams, subscription, target, version = part_from_wire(part_json)
+        if caller is not None and (target != caller or not subscription.startswith(f"{caller}-")
+                                   or any(not s.id.startswith(f"{caller}.") for s in streams)):
+            raise NodeError("PERMISSION_DENIED", f"{caller} may reserve only for its own subscriptions "
+                                                 f"({caller}-…) and streams ({caller}.…)")
+        return self.participant.reserve(txn, streams, subscription, target, version)
 
     def commit(self, txn: str, commit_json: str) -> tuple[str, str]:
         """(where the plan starts in the streams registered here, this process's incarnation)."""
@@ -222,8 +239,9 @@ class Node:
             if usage:
                 self.state.peer_usage[peer] = usage
             with self.state.lock:
-                for s in originals:
-                    self.state.known_originals.setdefault(s.id, s)
+                for s in originals:  # (a peer speaks for the streams registered there only)
+                    if s.origin == peer and s.original:
+                        self.state.known_originals.setdefault(s.id, s)
         self.recovery.after_heartbeat()
         self.data.idle_watermarks(self.watermark_idle_s)
         for record in self.control.ready_waiting(older_than=time.time() - LATE_ACTIVATION_S):

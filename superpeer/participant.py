@@ -29,6 +29,7 @@ from .executors import Executor
 from .peer_channels import PeerLink
 from .peer_state import PeerState
 from .positions import StreamPositions
+from .subscription_record import replaced_by
 
 CONFLICT = "conflict: "  # how a refusal that calls for planning again (not a full peer) begins
 
@@ -84,6 +85,12 @@ class Participant:
         not count: they are removed once the new plan is in."""
         here = self.state.id
         backbone = self.state.backbone
+        why = self.malformed(streams)
+        if why:
+            raise NodeError("INVALID_ARGUMENT", f"{here} refuses the plan of {subscription}: {why}")
+        unknown = [s.input.stream for s in streams if s.input.stream not in self.state.known_originals]
+        if unknown:  # (a peer that just started learns the others' streams at the next heartbeat)
+            return False, f'{CONFLICT}{here} does not know stream "{unknown[0]}" yet'
         with self.state.lock:
             if version is not None and version != self.state.version:
                 return False, f"{CONFLICT}{here} changed since the plan was made"
@@ -163,6 +170,29 @@ class Participant:
                 anchors[sid] = self.positions.anchors[sid]
         return anchors
 
+    def malformed(self, streams: list[NetworkStream]) -> str:
+        """Why a plan's streams cannot be genuine ("" if they can): a plan only derives new
+        streams from registered ones, along loop-free routes on the backbone's links, each
+        starting where the stream is made, under ids no stream has."""
+        links = self.state.backbone.links
+        with self.state.lock:
+            for s in streams:
+                known = self.state.known_originals.get(s.input.stream)
+                if s.original or s.parent is None:
+                    return f"{s.id} would be a new original stream: only registering a stream makes one"
+                if known is not None and known.input != s.input:
+                    return f'{s.id} reads stream "{s.input.stream}", which is not registered with that shape'
+                if s.id in self.state.table or s.id in self.state.known_originals:
+                    return f"a stream {s.id} exists already"
+                if not s.route or s.route[0] != s.origin:
+                    return f"{s.id}'s route does not start where it is made ({s.origin})"
+                if len(set(s.route)) != len(s.route):
+                    return f"{s.id}'s route {'→'.join(s.route)} visits a peer twice"
+                for a, b in zip(s.route, s.route[1:]):
+                    if frozenset((a, b)) not in links:
+                        return f"{s.id}'s route {'→'.join(s.route)} uses {a}–{b}, which is not a link"
+        return ""
+
     def abort(self, txn: str) -> None:
         with self.state.lock:
             self.state.unhold(txn)
@@ -198,14 +228,11 @@ class Participant:
                 return
             if self.state.id not in route:
                 self.state.table.discard(stream)
+                if self.removed is not None:
+                    self.removed(stream)
                 return
             s = self.state.table.get(stream)
             again = s is not None and self.state.unneeded_tail(s)
         if again:
             self.cut_tails()
 
-
-def replaced_by(stream: NetworkStream, plan_id: str) -> bool:
-    """Whether only earlier plans of ``plan_id``'s subscription use the stream."""
-    base = plan_id.split("~", 1)[0]
-    return bool(stream.users) and all(u.split("~", 1)[0] == base for u in stream.users) and plan_id not in stream.users

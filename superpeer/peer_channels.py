@@ -30,6 +30,7 @@ from sharing.stream_table import NetworkStream
 from .errors import NodeError
 from .failure_detector import FailureDetector, HeartbeatSettings
 from .forwarding import Forwarder, LinkCounters
+from .security import Security, channel_options
 from .topology import Topology
 
 T = TypeVar("T")
@@ -165,9 +166,10 @@ class GrpcPeerChannels:
     """``PeerLink`` over gRPC, plus the outbound forwarders and the heartbeats."""
 
     def __init__(self, peer: str, topology: Topology, local: PeerHandler | None = None,
-                 heartbeats: HeartbeatSettings | None = None) -> None:
+                 heartbeats: HeartbeatSettings | None = None, security: Security | None = None) -> None:
         self.id = peer
         self.topology = topology
+        self.security = security  # mutual TLS to the other super-peers' peer addresses
         # this peer's own handler; the owner sets it once its parts exist (they need the link)
         self.local: PeerHandler = local  # type: ignore[assignment]
         self.unreachable: dict[str, str] = {}  # the last failed call per peer, for errors
@@ -184,10 +186,14 @@ class GrpcPeerChannels:
     def stub(self, peer: str) -> pb_grpc.SuperPeerStub:
         ch = self._channels.get(peer)
         if ch is None:
-            ch = self._channels[peer] = grpc.insecure_channel(
-                self.topology.address(peer),
-                options=[("grpc.max_receive_message_length", 64 << 20),
-                         ("grpc.max_send_message_length", 64 << 20)])
+            options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
+            address = self.topology.peer_address(peer)
+            if self.security is None:
+                ch = grpc.insecure_channel(address, options=options)
+            else:  # its certificate must name the peer meant, whatever address it answers at
+                ch = grpc.secure_channel(address, self.security.channel_credentials(),
+                                         options=options + channel_options(peer))
+            self._channels[peer] = ch
         return pb_grpc.SuperPeerStub(ch)
 
     def forwarder(self, peer: str) -> Forwarder:

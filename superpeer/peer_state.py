@@ -50,6 +50,7 @@ class OriginalState:
     duplicates: int = 0  # numbered items received again and skipped
     logged: int = 0  # accepted items in the stream's log (``state_store``), all taken here
     event_time: EventTime | None = None  # what watermarks advance while it is idle
+    publisher: str = ""  # the user who registered it: the only one who may publish to it
     publishing: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
 

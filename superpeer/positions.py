@@ -43,12 +43,26 @@ class StreamPositions:
         parent, or none of its items here yet) it is the number of the first to arrive: known
         then, for whoever reuses the stream later; None now."""
         at = logged if logged is not None else self.next.get(parent)
-        if at is None:
-            self.pending.setdefault(parent, []).append(stream)
-        else:
+        if at is not None:
             self.anchors[stream] = at
+        # the first to arrive says it for sure (after a gap, items lost upstream, it is later)
+        self.pending.setdefault(parent, []).append(stream)
         return at
 
     def forget(self, stream: str) -> None:
         for table in (self.next, self.anchors, self.skip_below, self.pending):
             table.pop(stream, None)
+
+
+def kept_runs(kept: list[bool]) -> list[tuple[int, int]]:
+    """The [start, stop) ranges of consecutive kept items: a batch some of whose items were
+    dropped goes on as one batch per run, each numbered from its first item, so the numbers of
+    the items after a dropped one stay theirs."""
+    runs, start = [], None
+    for i, k in enumerate([*kept, False]):
+        if k and start is None:
+            start = i
+        elif not k and start is not None:
+            runs.append((start, i))
+            start = None
+    return runs

@@ -32,7 +32,7 @@ from sharing.backbone import TopologyError
 from sharing.planner import Plan, Planner, RegistrationError
 
 from .control_plane import ControlPlane, as_node_error
-from .subscription_record import SubscriptionRecord
+from .subscription_record import SubscriptionRecord, replaced_by
 from .failure_detector import FailureDetector
 from .remote_view import fetch_planning_view
 from .route_health import broken, data_paths, remaining_backbone, restarted
@@ -155,11 +155,13 @@ class Recovery:
                 self._failed(record, f'waiting for stream "{missing[0]}" to be registered again')
                 return False
             left = remaining_backbone(state.backbone, self.detector)
+            # (the peers' tables say which of the replaced plan's streams others use too)
             view = fetch_planning_view(state, control.link, analysis.properties, control.new_stream_id,
-                                       backbone=left, tables=False)
-            if record.plan is not None:  # what the plan it replaces takes is freed with it
-                release_usage(view.snapshot, record.plan)
+                                       backbone=left)
+            record.replaced = record.replaced or record.plan
             new_id = f"{sid}~{secrets.token_hex(3)}"
+            if record.replaced is not None:  # what the plan it replaces takes is freed with it
+                release_usage(view.snapshot, record.replaced, new_id)
             try:
                 plan = Planner(view.snapshot).replay_plan(new_id, analysis.properties, state.id, record.chains)
             except (RegistrationError, TopologyError, KeyError) as exc:
@@ -199,6 +201,7 @@ class Recovery:
                                        for path in paths for p in path}
                 record.recovering, record.degraded, record.degraded_since = False, "", time.time()
                 record.replans += 1
+                record.replaced = None
             state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains)
             self.forget(old_ids)
         log.warning("subscription %s planned again as %s: %s", sid, new_id,
@@ -222,9 +225,13 @@ def replay_starts(record: SubscriptionRecord, plan: Plan) -> dict[str, int]:
     return starts
 
 
-def release_usage(snapshot, plan: Plan) -> None:
-    """Take what ``plan``'s own streams use out of a planning snapshot's usage."""
+def release_usage(snapshot, plan: Plan, new_id: str) -> None:
+    """Take out of a planning snapshot's usage what ``plan``'s streams use that only this
+    subscription's plans use (``replaced_by``: what the peers will not count either)."""
     for s in (s for p in plan.parts for s in p.new_streams):
+        seen = snapshot.streams.get(s.id)
+        if seen is None or not replaced_by(seen, new_id):
+            continue
         for link, bits in s.usage.links.items():
             if link in snapshot.link_used:
                 snapshot.link_used[link] = max(snapshot.link_used[link] - bits, 0.0)

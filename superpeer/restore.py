@@ -40,7 +40,8 @@ def restore_originals(state: PeerState) -> int:
                 o.name, o.root, o.item, accepted=o.accepted, rejected=o.rejected, closed=o.closed,
                 statistics=StreamStatistics(frequency=o.rate), rate=o.rate,
                 next_position=o.next_position, duplicates=o.duplicates, logged=o.logged,
-                event_time=EventTime(o.event_time, o.event_time_rate) if o.event_time else None))
+                event_time=EventTime(o.event_time, o.event_time_rate) if o.event_time else None,
+                publisher=o.publisher))
             if o.closed:
                 state.table.mark_ended(o.name)
     return len(stored)
@@ -60,7 +61,7 @@ def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
         runtime = SubscriptionRuntime(s.sid, analysis, control.retention, state.limits, buffer=buffer)
         record = SubscriptionRecord(runtime, None, {}, Strategy(s.strategy), (), query=s.query,
                                     registered_at=s.registered_at, owner=s.owner, starts=dict(s.starts),
-                                    chains=dict(s.chains), stale=list(s.stale))
+                                    chains=dict(s.chains), stale=list(s.stale), user=s.user)
         recovery.forget([*s.stale, s.owner or s.sid])  # every plan it had, wherever it is
         if s.closed:
             RELEASES.schedule(buffer, state.limits.finished_retention_s)

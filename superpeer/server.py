@@ -1,4 +1,6 @@
-"""Start a super-peer: the node, its gRPC server with health checking and reflection."""
+"""Start a super-peer: the node, its gRPC server with health checking and reflection, listening
+on its client address (thin peers) and its peer address (the other super-peers; mutual TLS
+when secure, ``security``)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from proto import streamglobe_pb2_grpc as pb_grpc
 from .failure_detector import HeartbeatSettings
 from .limits import MESSAGE_LIMIT, DataLimits
 from .node import Node
+from .security import Security
 from .service import SuperPeerService, ThinPeerService
 from .topology import Topology
 
@@ -52,6 +55,7 @@ class RunningSuperPeer:
     node: Node
     server: grpc.Server
     address: str
+    peer_address: str = ""
 
     def stop(self, grace: float = 0.5) -> None:
         self.node.stop()
@@ -64,17 +68,20 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     limits: DataLimits | None = None, listen: str | None = None,
                     heartbeats: HeartbeatSettings | None = None,
                     state_dir: str | Path | None = None,
-                    watermark_idle_s: float = 2.0) -> RunningSuperPeer:
-    """Serve ``peer``. It listens on ``listen`` (e.g. ``0.0.0.0:50051`` in a container) if given,
-    else on its topology address; the other super-peers always reach it at its topology address."""
+                    watermark_idle_s: float = 2.0, security: Security | None = None,
+                    peer_listen: str | None = None) -> RunningSuperPeer:
+    """Serve ``peer``. It listens on ``listen`` and ``peer_listen`` (e.g. ``0.0.0.0:50051`` and
+    ``0.0.0.0:50052`` in a container) if given, else on its topology addresses; the other
+    super-peers always reach it at its topology peer address. ``security``: TLS on both, mutual
+    on the peer address, tokens for thin peers (None: plaintext, everyone trusted)."""
     node = Node(peer, topology, retention=retention, executor=executor,
                 executor_options=executor_options, limits=limits, heartbeats=heartbeats,
-                state_dir=state_dir, watermark_idle_s=watermark_idle_s)
+                state_dir=state_dir, watermark_idle_s=watermark_idle_s, security=security)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"rpc-{peer}"),
                          options=[("grpc.max_receive_message_length", MESSAGE_LIMIT),
                                   ("grpc.max_send_message_length", MESSAGE_LIMIT)])
-    pb_grpc.add_ThinPeerServicer_to_server(ThinPeerService(node), server)
-    pb_grpc.add_SuperPeerServicer_to_server(SuperPeerService(node), server)
+    pb_grpc.add_ThinPeerServicer_to_server(ThinPeerService(node, security), server)
+    pb_grpc.add_SuperPeerServicer_to_server(SuperPeerService(node, security), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     services = (pb.DESCRIPTOR.services_by_name["ThinPeer"].full_name,
@@ -83,20 +90,26 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
     reflection.enable_server_reflection(services, server)
     host, _, default_port = topology.address(peer).rpartition(":")
     address = listen or f"{host}:{port if port is not None else default_port}"
-    if server.add_insecure_port(address) == 0:
-        raise OSError(f"cannot listen on {address} (port in use?)")
+    peer_address = peer_listen or topology.peer_address(peer)
+    for where, credentials in ((address, security.client_credentials() if security else None),
+                               (peer_address, security.backbone_credentials() if security else None)):
+        bound = (server.add_secure_port(where, credentials) if credentials is not None
+                 else server.add_insecure_port(where))
+        if bound == 0:
+            raise OSError(f"cannot listen on {where} (port in use?)")
     server.start()
     node.start()
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     for name in services[:2]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return RunningSuperPeer(node, server, address)
+    return RunningSuperPeer(node, server, address, peer_address)
 
 
 def serve_forever(running: RunningSuperPeer) -> None:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    logging.getLogger("streamglobe.superpeer").info("%s serving on %s", running.node.id, running.address)
+    logging.getLogger("streamglobe.superpeer").info("%s serving thin peers on %s, super-peers on %s",
+                                                    running.node.id, running.address, running.peer_address)
     stop.wait()
     running.stop()

@@ -1,4 +1,6 @@
-"""gRPC servicers: one method per RPC, thin over ``Node``; errors become status codes."""
+"""gRPC servicers: one method per RPC, thin over ``Node``; errors become status codes. Thin-peer
+calls are checked against the caller's token (``access``), super-peer calls against the caller's
+backbone certificate (``security``)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import grpc
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 
+from .access import Access, UserQuotas
 from .node import Node, NodeError
+from .security import Security, deny, peer_identity
 
 log = logging.getLogger("streamglobe.superpeer")
 
@@ -37,19 +41,23 @@ def _handled(method):
 
 
 class ThinPeerService(pb_grpc.ThinPeerServicer):
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, security: Security | None = None, quotas: UserQuotas | None = None) -> None:
         self.node = node
+        self.access = Access(node, security, quotas)
 
     @_handled
     def RegisterStream(self, request, context):
+        grant = self.access.grant(context, "RegisterStream")
+        self.access.register(grant, request.name)
         self.node.register_stream(request.name, request.root, request.item, request.rate,
-                                  request.event_time, request.event_time_rate or 1.0)
+                                  request.event_time, request.event_time_rate or 1.0, publisher=grant.user)
         return pb.RegisterStreamReply(stream=request.name, superpeer=self.node.id,
                                       max_item_bytes=self.node.state.limits.max_item_bytes,
                                       next_position=self.node.data.next_position(request.name))
 
     @_handled
     def Publish(self, request, context):
+        self.access.publish(self.access.grant(context, "Publish"), request.stream, len(request.items))
         # items arrive as bytes: one that is not UTF-8 is rejected alone, with its number
         done = self.node.publish(request.stream, list(request.items), request.first_sequence,
                                  request.position if request.HasField("position") else None)
@@ -58,23 +66,28 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
 
     @_handled
     def CloseStream(self, request, context):
+        self.access.close(self.access.grant(context, "CloseStream"), request.stream)
         return pb.CloseStreamReply(items=self.node.close_stream(request.stream))
 
     @_handled
     def Subscribe(self, request, context):
+        grant = self.access.grant(context, "Subscribe")
+        self.access.subscribe(grant)
         record = self.node.subscribe(request.query, request.strategy, request.wait_for_streams,
                                      cancelled=lambda: not context.is_active(),
-                                     time_remaining=context.time_remaining())
+                                     time_remaining=context.time_remaining(), user=grant.user)
         return pb.SubscribeReply(subscription=record.runtime.id,
                                  plan_json=json.dumps(record.plan.to_json() if record.plan else {}),
                                  description=record.describe())
 
     @_handled
     def Unsubscribe(self, request, context):
+        self.access.subscription(self.access.grant(context, "Unsubscribe"), request.subscription, "unsubscribe")
         return pb.UnsubscribeReply(removed_streams=self.node.unsubscribe(request.subscription))
 
     @_handled
     def ReadResults(self, request, context):
+        self.access.subscription(self.access.grant(context, "ReadResults"), request.subscription, "read")
         buffer, (offset, items, closed, lost) = self.node.read_results(
             request.subscription, request.offset, request.max_items, request.wait_ms / 1000)
         if buffer.error and closed:
@@ -86,57 +99,91 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
 
     @_handled
     def Status(self, request, context):
-        return pb.StatusReply(json=json.dumps(self.node.status()))
+        grant = self.access.grant(context, "Status")
+        return pb.StatusReply(json=json.dumps(self.access.status(grant, self.node.status())))
+
+
+def _peers_only(method):
+    """Super-peer calls: on a secure network the caller must present a certificate of this
+    backbone's CA naming one of its super-peers (mutual TLS on the peer address); its id is
+    passed on (None on an insecure network)."""
+
+    @functools.wraps(method)
+    def wrapper(self, request, context):
+        caller = None
+        if self.security is not None:
+            caller = peer_identity(context)
+            if caller is None or caller not in self.node.topology.backbone.peers:
+                raise deny(caller or "", f"{method.__name__} from {context.peer()}",
+                           f"{method.__name__} is a super-peer call: it needs a certificate of this backbone "
+                           "naming one of its super-peers, on the peer address")
+        return method(self, request, context, caller)
+
+    return wrapper
 
 
 class SuperPeerService(pb_grpc.SuperPeerServicer):
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, security: Security | None = None) -> None:
         self.node = node
+        self.security = security
 
     @_handled
-    def LookupStreams(self, request, context):
+    @_peers_only
+    def LookupStreams(self, request, context, caller):
         streams, usage = self.node.lookup(request.input_json)
         return pb.LookupStreamsReply(streams_json=streams, usage_json=usage)
 
     @_handled
-    def GetStatistics(self, request, context):
+    @_peers_only
+    def GetStatistics(self, request, context, caller):
         return pb.GetStatisticsReply(json=self.node.statistics_json(request.stream))
 
     @_handled
-    def AnnounceStream(self, request, context):
-        return pb.AnnounceStreamReply(waiting_json=self.node.announce(request.stream_json))
+    @_peers_only
+    def AnnounceStream(self, request, context, caller):
+        return pb.AnnounceStreamReply(waiting_json=self.node.announce(request.stream_json, caller))
 
     @_handled
-    def Activate(self, request, context):
+    @_peers_only
+    def Activate(self, request, context, caller):
         ok, reason = self.node.activate(request.subscription)
         return pb.ActivateReply(ok=ok, reason=reason)
 
     @_handled
-    def Reserve(self, request, context):
-        ok, reason = self.node.reserve(request.transaction, request.part_json)
+    @_peers_only
+    def Reserve(self, request, context, caller):
+        ok, reason = self.node.reserve(request.transaction, request.part_json, caller)
         return pb.ReserveReply(ok=ok, reason=reason)
 
     @_handled
-    def Commit(self, request, context):
+    @_peers_only
+    def Commit(self, request, context, caller):
         starts, incarnation = self.node.commit(request.transaction, request.commit_json)
         return pb.CommitReply(starts_json=starts, incarnation=incarnation)
 
     @_handled
-    def Abort(self, request, context):
+    @_peers_only
+    def Abort(self, request, context, caller):
         self.node.abort(request.transaction)
         return pb.AbortReply()
 
     @_handled
-    def Remove(self, request, context):
+    @_peers_only
+    def Remove(self, request, context, caller):
         return pb.RemoveReply(removed=self.node.remove(request.subscription))
 
     @_handled
-    def Truncate(self, request, context):
+    @_peers_only
+    def Truncate(self, request, context, caller):
         self.node.truncate(request.stream, request.peer)
         return pb.TruncateReply()
 
     @_handled
-    def Transfer(self, request, context):
+    @_peers_only
+    def Transfer(self, request, context, caller):
+        if caller is not None and request.sender != caller:
+            raise deny(caller, f"Transfer of {request.stream}", f"{caller} sent a transfer naming "
+                                                                f"{request.sender or 'no sender'} as its sender")
         watermark = (request.watermark_path, request.watermark) if request.watermark_path else None
         acknowledged = self.node.transfer(request.stream, list(request.items), request.end,
                                           request.sender, request.sender_epoch, request.first_sequence,
@@ -144,7 +191,8 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
         return pb.TransferReply(acknowledged=acknowledged)
 
     @_handled
-    def Heartbeat(self, request, context):
+    @_peers_only
+    def Heartbeat(self, request, context, caller):
         usage, originals, hears, incarnation = self.node.heartbeat_reply()
         return pb.HeartbeatReply(superpeer=self.node.id, usage_json=usage, originals_json=originals,
                                  hears=hears, incarnation=incarnation)

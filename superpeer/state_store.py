@@ -33,7 +33,8 @@ CREATE TABLE IF NOT EXISTS originals (
     next_position INTEGER NOT NULL DEFAULT 0, accepted INTEGER NOT NULL DEFAULT 0,
     rejected INTEGER NOT NULL DEFAULT 0, duplicates INTEGER NOT NULL DEFAULT 0,
     closed INTEGER NOT NULL DEFAULT 0, registered_at REAL NOT NULL DEFAULT 0,
-    event_time TEXT NOT NULL DEFAULT '', event_time_rate REAL NOT NULL DEFAULT 1.0);
+    event_time TEXT NOT NULL DEFAULT '', event_time_rate REAL NOT NULL DEFAULT 1.0,
+    publisher TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS log (
     stream TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
     PRIMARY KEY (stream, idx)) WITHOUT ROWID;
@@ -45,13 +46,16 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     registered_at REAL NOT NULL, owner TEXT NOT NULL DEFAULT '',
     closed INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '', code TEXT NOT NULL DEFAULT '',
     stale TEXT NOT NULL DEFAULT '[]', released INTEGER NOT NULL DEFAULT 0,
-    starts TEXT NOT NULL DEFAULT '{}', chains TEXT NOT NULL DEFAULT '{}');
+    starts TEXT NOT NULL DEFAULT '{}', chains TEXT NOT NULL DEFAULT '{}', user TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
     sid TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
     PRIMARY KEY (sid, idx)) WITHOUT ROWID;
 """
 DB_FILE = "superpeer.sqlite3"
+ADDED_COLUMNS = [("subscriptions", "chains", "TEXT NOT NULL DEFAULT '{}'"),
+                 ("subscriptions", "user", "TEXT NOT NULL DEFAULT ''"),
+                 ("originals", "publisher", "TEXT NOT NULL DEFAULT ''")]
 
 
 @dataclass
@@ -68,6 +72,7 @@ class StoredOriginal:
     logged: int  # items in the log
     event_time: str
     event_time_rate: float
+    publisher: str  # the user who registered it (``security``; "" on an insecure network)
 
 
 @dataclass
@@ -85,6 +90,7 @@ class StoredSubscription:
     base: int  # the number of the first kept result (earlier ones were read and released)
     starts: dict[str, int]  # original -> items logged when the subscription was installed
     chains: dict[str, ReplayInput]  # input variable -> the chain it read, exactly (``sharing.replay``)
+    user: str  # who created it (``security``; "" on an insecure network)
 
 
 class StateStore:
@@ -104,9 +110,9 @@ class StateStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
-            columns = {r[1] for r in self._db.execute("PRAGMA table_info(subscriptions)")}
-            if "chains" not in columns:  # a state directory from before exact re-plans
-                self._db.execute("ALTER TABLE subscriptions ADD COLUMN chains TEXT NOT NULL DEFAULT '{}'")
+            for table, column, kind in ADDED_COLUMNS:  # a state directory of an earlier version
+                if column not in {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}:
+                    self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     @property
     def durable(self) -> bool:
@@ -143,10 +149,10 @@ class StateStore:
     # ------------------------------------------------------------------ streams registered here
 
     def add_original(self, name: str, root: str, item: str, rate: float, registered_at: float,
-                     event_time: str = "", event_time_rate: float = 1.0) -> None:
+                     event_time: str = "", event_time_rate: float = 1.0, publisher: str = "") -> None:
         self._write([("INSERT OR IGNORE INTO originals (name, root, item, rate, registered_at, event_time, "
-                      "event_time_rate) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      (name, root, item, rate, registered_at, event_time, event_time_rate))])
+                      "event_time_rate, publisher) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                      (name, root, item, rate, registered_at, event_time, event_time_rate, publisher))])
 
     def append(self, name: str, first: int, texts: list[str], next_position: int, accepted: int,
                rejected: int, duplicates: int) -> None:
@@ -183,16 +189,17 @@ class StateStore:
         with self._lock:
             rows = self._db.execute(
                 "SELECT o.name, root, item, rate, next_position, accepted, rejected, duplicates, closed, "
-                "(SELECT COUNT(*) FROM log WHERE stream = o.name), event_time, event_time_rate FROM originals o "
+                "(SELECT COUNT(*) FROM log WHERE stream = o.name), event_time, event_time_rate, publisher "
+                "FROM originals o "
                 "ORDER BY registered_at").fetchall()
-        return [StoredOriginal(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], bool(r[8]), r[9], r[10], r[11])
-                for r in rows]
+        return [StoredOriginal(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], bool(r[8]), r[9], r[10], r[11],
+                               r[12]) for r in rows]
 
     # ------------------------------------------------------------------ subscriptions registered here
 
-    def add_subscription(self, sid: str, query: str, strategy: str, registered_at: float) -> None:
-        self._write([("INSERT OR REPLACE INTO subscriptions (sid, query, strategy, registered_at) "
-                      "VALUES (?, ?, ?, ?)", (sid, query, strategy, registered_at))])
+    def add_subscription(self, sid: str, query: str, strategy: str, registered_at: float, user: str = "") -> None:
+        self._write([("INSERT OR REPLACE INTO subscriptions (sid, query, strategy, registered_at, user) "
+                      "VALUES (?, ?, ?, ?, ?)", (sid, query, strategy, registered_at, user))])
 
     def set_plan(self, sid: str, owner: str, stale: list[str], starts: dict[str, int],
                  chains: dict[str, ReplayInput]) -> None:
@@ -223,7 +230,7 @@ class StateStore:
     def subscriptions(self) -> list[StoredSubscription]:
         with self._lock:
             rows = self._db.execute("SELECT sid, query, strategy, registered_at, owner, closed, "
-                                    "error, code, stale, released, starts, chains FROM subscriptions "
+                                    "error, code, stale, released, starts, chains, user FROM subscriptions "
                                     "ORDER BY registered_at").fetchall()
             found = []
             for r in rows:
@@ -233,5 +240,6 @@ class StateStore:
                 found.append(StoredSubscription(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], r[7],
                                                 json.loads(r[8]), [t for _, t in results], base,
                                                 json.loads(r[10]),
-                                                {v: ReplayInput.from_json(c) for v, c in json.loads(r[11]).items()}))
+                                                {v: ReplayInput.from_json(c) for v, c in json.loads(r[11]).items()},
+                                                r[12]))
         return found

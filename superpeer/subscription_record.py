@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 
 from sharing.planner import Plan, Strategy
 from sharing.replay import ReplayInput
+from sharing.stream_table import NetworkStream
 
 from .subscriptions import SubscriptionRuntime
 
@@ -26,6 +27,7 @@ class SubscriptionRecord:
     degraded: str = ""  # why its items cannot reach it now ("" while they can)
     degraded_since: float | None = None
     query: str = ""
+    user: str = ""  # who created it: the only one (with admins) who may read or end it
     # Planned again after a failure (``recovery``): each new plan installs its streams under a
     # new plan id ``sid~xxxxxx`` (``owner``); ``stale`` are earlier plan ids (and attempts) some
     # peer may still hold.
@@ -37,6 +39,7 @@ class SubscriptionRecord:
     recovering: bool = False  # its path is broken: a new plan is wanted
     replanning: bool = False  # the recovery worker is installing a new plan
     replans: int = 0
+    replaced: Plan | None = None  # the plan a re-plan replaces, until one is in (its streams still are)
     last_failure: str = ""
 
     @property
@@ -61,3 +64,11 @@ def health(record: SubscriptionRecord) -> dict:
     if record.degraded:
         return {"state": "degraded", "since": since, "reason": record.degraded, **history}
     return {"state": "ok" if record.plan is not None else "waiting", "since": since, **history}
+
+
+def replaced_by(stream: NetworkStream, plan_id: str) -> bool:
+    """Whether only earlier plans of ``plan_id``'s subscription use ``stream`` (plan ids are
+    ``sid`` and ``sid~xxxxxx``): a new plan of it may take what that stream holds."""
+    base = plan_id.split("~", 1)[0]
+    return (bool(stream.users) and plan_id not in stream.users
+            and all(u.split("~", 1)[0] == base for u in stream.users))

@@ -1,25 +1,43 @@
 """Topology files (shipped in ``thinpeer/data/topologies/``, or any file of that form):
-super-peers with addresses and capacities, links with bandwidths. Parsed here (I/O), turned into a ``sharing.backbone.Backbone``."""
+super-peers with addresses and capacities, links with bandwidths. Parsed here (I/O), turned into a ``sharing.backbone.Backbone``.
+
+A super-peer has two addresses (``superpeer.security``): ``address``, where thin peers reach it,
+and ``peer_address``, where the other super-peers do (mutual TLS). Without ``peer_address`` it
+is the same host, port ``PEER_PORT_OFFSET`` above ``address``'s."""
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sharing.backbone import Backbone, TopologyError
 
 
+PEER_PORT_OFFSET = 1000
+
+
 @dataclass(frozen=True)
 class Topology:
     backbone: Backbone
-    addresses: dict[str, str]
+    addresses: dict[str, str]  # for thin peers
+    peer_addresses: dict[str, str] = field(default_factory=dict)  # for the other super-peers
 
     def address(self, peer: str) -> str:
         try:
             return self.addresses[peer]
         except KeyError:
             raise TopologyError(f"unknown super-peer {peer}") from None
+
+    def peer_address(self, peer: str) -> str:
+        if peer in self.peer_addresses:
+            return self.peer_addresses[peer]
+        return derived_peer_address(self.address(peer))
+
+
+def derived_peer_address(address: str) -> str:
+    host, _, port = address.rpartition(":")
+    return f"{host}:{int(port) + PEER_PORT_OFFSET}"
 
 
 def load_topology(path: str | Path) -> Topology:
@@ -31,10 +49,16 @@ def load_topology(path: str | Path) -> Topology:
     except tomllib.TOMLDecodeError as exc:
         raise TopologyError(f"{p}: not valid TOML: {exc}") from None
     backbone = Backbone.from_mapping(data)
-    addresses = {}
+    addresses, peer_addresses = {}, {}
     for entry in data.get("superpeer", []):
-        address = str(entry.get("address", ""))
-        if ":" not in address:
-            raise TopologyError(f"{p}: super-peer {entry.get('id')} needs address = \"host:port\"")
-        addresses[str(entry["id"])] = address
-    return Topology(backbone, addresses)
+        for key, table in (("address", addresses), ("peer_address", peer_addresses)):
+            address = str(entry.get(key, ""))
+            if not address and key == "peer_address":
+                continue
+            host, _, port = address.rpartition(":")
+            top = 65536 - (PEER_PORT_OFFSET if key == "address" and "peer_address" not in entry else 0)
+            if not host or not port.isdigit() or not 0 < int(port) < top:
+                raise TopologyError(f"{p}: super-peer {entry.get('id')} needs {key} = \"host:port\" "
+                                    f"(a port below {top}), not {address!r}")
+            table[str(entry["id"])] = address
+    return Topology(backbone, addresses, peer_addresses)

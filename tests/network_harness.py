@@ -8,22 +8,28 @@ from pathlib import Path
 
 from lxml import etree
 
+from superpeer.security import Security
 from superpeer.server import start_superpeer
 from superpeer.topology import load_topology
+from thinpeer.certs import init_backbone
 from thinpeer.network import with_free_ports
 from thinpeer.topologies import shipped_topology
 
 ATTEMPTS = 3  # a free port found first may be taken by another process before the server binds it
 
 
-def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None):
+def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None, keys: Path | None = None):
     for attempt in range(ATTEMPTS):
         path = with_free_ports(shipped_topology(name), tmp_path / name)
         topology = load_topology(path)
+        if keys is not None:  # a backbone CA and token key: mutual TLS between peers, tokens
+            init_backbone(keys, {p: ["localhost", "127.0.0.1"] for p in topology.backbone.peers})
         peers: dict = {}
         try:
             for peer in topology.backbone.peers:
                 extra = {"limits": limits} if limits is not None else {}
+                if keys is not None:
+                    extra["security"] = Security.load(keys, peer)
                 peers[peer] = start_superpeer(topology, peer, retention=retention, executor=executor,
                                               **extra)
             return topology, peers
@@ -37,9 +43,10 @@ def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None
 
 @contextmanager
 def running_network(tmp_path: Path, name: str = "paper-example.toml", retention: int = 100_000,
-                    executor: str = "inline", limits=None):
-    """``limits``: a ``superpeer.limits.DataLimits`` for every peer (default: the daemon's)."""
-    topology, peers = _start(tmp_path, name, retention, executor, limits)
+                    executor: str = "inline", limits=None, keys: Path | None = None):
+    """``limits``: a ``superpeer.limits.DataLimits`` for every peer (default: the daemon's);
+    ``keys``: serve securely with a backbone directory made there (``thinpeer.certs``)."""
+    topology, peers = _start(tmp_path, name, retention, executor, limits, keys)
     try:
         for running in peers.values():
             running.node.heartbeat_once()

@@ -125,17 +125,18 @@ class FakeLink:
 class DirectSender:
     """A forwarder that hands the batch to the neighbour's data plane at once (in order)."""
 
-    def __init__(self, network: FakeNetwork, neighbour: str) -> None:
+    def __init__(self, network: FakeNetwork, neighbour: str, sender: str = "") -> None:
         self.network = network
         self.neighbour = neighbour
+        self.sender = sender
         self.items = 0
 
     def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None) -> None:
         self.items += len(items)
-        self.network.peers[self.neighbour].data.transfer(stream, list(items), end, first=position)
+        self.network.peers[self.neighbour].data.transfer(stream, list(items), end, self.sender, first=position)
 
     def send_watermark(self, stream: str, path: str, value: float) -> None:
-        self.network.peers[self.neighbour].data.transfer(stream, [], False, watermark=(path, value))
+        self.network.peers[self.neighbour].data.transfer(stream, [], False, self.sender, watermark=(path, value))
 
 
 class InProcessPeer:
@@ -156,7 +157,7 @@ class InProcessPeer:
     def sender(self, neighbour: str) -> DirectSender:
         s = self.senders.get(neighbour)
         if s is None:
-            s = self.senders[neighbour] = DirectSender(self.network, neighbour)
+            s = self.senders[neighbour] = DirectSender(self.network, neighbour, self.id)
         return s
 
     @property

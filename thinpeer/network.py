@@ -104,10 +104,17 @@ def with_free_ports(source: str | Path | Traversable, dest: str | Path) -> Path:
     """
     import tomllib
 
+    import re
+
     text = (Path(source) if isinstance(source, str) else source).read_text(encoding="utf-8")
     data = tomllib.loads(text)
-    for peer, port in zip(data["superpeer"], free_ports(len(data["superpeer"]))):
-        text = text.replace(f'address = "{peer["address"]}"', f'address = "127.0.0.1:{port}"')
+    peers = data["superpeer"]
+    ports = free_ports(2 * len(peers))
+    for peer, port, peer_port in zip(peers, ports[::2], ports[1::2]):
+        text = re.sub(rf'^(\s*)peer_address\s*=\s*"{re.escape(str(peer.get("peer_address", "")))}"\s*$\n?', "",
+                      text, flags=re.M) if "peer_address" in peer else text
+        text = re.sub(rf'^(\s*)address\s*=\s*"{re.escape(peer["address"])}"',
+                      rf'\1address = "127.0.0.1:{port}"\n\1peer_address = "127.0.0.1:{peer_port}"', text, flags=re.M)
     Path(dest).write_text(text)
     return Path(dest)
 

@@ -137,6 +137,7 @@ def test_a_link_carries_both_directions_and_reservations_count_on_both_ends():
     """A reservation in flight for SP5→SP4 and a new one for SP4→SP5 share the link: each end
     refuses the second, though neither direction alone is full."""
     net = network(rate=100)
+    net.peers["SP4"].control.register_stream("other", "photons", "photon", rate=100)
     towards_sp4 = link_stream("a", ("SP5", "SP4"), 0.6)
     towards_sp5 = link_stream("b", ("SP4", "SP5"), 0.6, name="other")
     for peer in ("SP5", "SP4"):

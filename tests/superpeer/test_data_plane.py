@@ -72,9 +72,16 @@ def test_bad_transfers_are_dropped_and_counted(network):
     record = network.peers["SP1"].control.subscribe(paper_query(1))
     stream = record.plan.parts[0].result_stream
     sp1 = network.peers["SP1"].data
-    assert sp1.transfer(stream, ["<photon><en>1</photon>", *PHOTONS[:3]], False) == 4
+    route = record.plan.parts[0].route
+    before = route[route.index("SP1") - 1]
+    assert sp1.transfer(stream, ["<photon><en>1</photon>", *PHOTONS[:3]], False, before) == 4
     assert sp1.transfer("no-such-stream", PHOTONS[:5], False) == 5
+    for forged in ("", "SP7"):  # only the peer before SP1 on the route may send it there
+        with pytest.raises(NodeError) as refused:
+            sp1.transfer(stream, PHOTONS[:1], True, forged)
+        assert refused.value.code == "PERMISSION_DENIED" and before in refused.value.message
     status = sp1.status()
+    assert status["refused_transfers_from_the_wrong_peer"] == 2
     assert status["dropped_malformed_transfers"] == 1
     assert "Opening and ending tag mismatch" in status["last_malformed_transfer"]
     assert status["dropped_transfers_for_unknown_streams"] == 5

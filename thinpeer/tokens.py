@@ -1,0 +1,48 @@
+"""Thin-peer tokens (``streamglobe token issue``): JSON Web Tokens signed with the backbone's
+Ed25519 token key (``certs``), which every super-peer verifies (``superpeer.security``)."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+
+from superpeer.security import TOKEN_ALGORITHM, Grant, claims_of
+
+from .certs import TOKEN_KEY
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+class TokenError(ValueError):
+    pass
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``15m``, ``12h``, ``30d``, ``2w`` (a bare number is seconds)."""
+    m = _DURATION.match(text)
+    if not m or float(m.group(1)) <= 0:
+        raise TokenError(f"{text!r} is not a duration: write e.g. 90s, 15m, 12h, 30d or 2w")
+    return float(m.group(1)) * _SECONDS[m.group(2)]
+
+
+def issue_token(directory: str | Path, user: str, publish: list[str] | tuple[str, ...] = (),
+                subscribe: bool = False, admin: bool = False, expires_s: float | None = 30 * 86400,
+                now: float | None = None) -> str:
+    """A token for ``user``, signed with ``directory``'s token key."""
+    if not user or not user.strip():
+        raise TokenError("a token needs a user name (--user NAME)")
+    path = Path(directory) / TOKEN_KEY
+    try:
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    except FileNotFoundError:
+        raise TokenError(f"{path} does not exist: create the backbone's keys with "
+                         "streamglobe certs init --topology FILE --out DIR") from None
+    issued = time.time() if now is None else now
+    grant = Grant(user.strip(), tuple(publish), subscribe, admin,
+                  None if expires_s is None else issued + expires_s)
+    return jwt.encode(claims_of(grant, issued), key, algorithm=TOKEN_ALGORITHM)
