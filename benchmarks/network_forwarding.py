@@ -19,7 +19,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from local_network import local_network, write_report
+from local_network import alternating, local_network, write_report
 from network_measures import forwarding
 
 MODES = {"durable": (), "in_memory": ("--in-memory",)}
@@ -32,14 +32,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
-    for k in range(args.rounds):
-        for mode in (list(MODES) if k % 2 == 0 else list(reversed(MODES))):
-            with local_network(serve_args=MODES[mode]) as network:
-                runs[mode].append(forwarding(network.addresses, args.photons))
-            r = runs[mode][-1]
-            print(f"round {k + 1} {mode:9s}: SP5 forwarded and duplicated {r['photons']} photons in "
-                  f"{r['seconds']:.2f} s: {r['photons_per_s_through_sp5']:,} photons/s "
-                  f"({r['sp5_photons_per_cpu_second']:,} per SP5 CPU-second)", flush=True)
+    for k, mode in alternating(args.rounds, list(MODES)):
+        with local_network(serve_args=MODES[mode]) as network:
+            runs[mode].append(forwarding(network.addresses, args.photons))
+        r = runs[mode][-1]
+        print(f"round {k + 1} {mode:9s}: SP5 forwarded and duplicated {r['photons']} photons in "
+              f"{r['seconds']:.2f} s: {r['photons_per_s_through_sp5']:,} photons/s "
+              f"({r['sp5_photons_per_cpu_second']:,} per SP5 CPU-second)", flush=True)
     rate = {mode: statistics.median(r["photons_per_s_through_sp5"] for r in rs) for mode, rs in runs.items()}
     slowdown = 1 - rate["durable"] / rate["in_memory"]
     report = {"benchmark": "forwarding and duplication at one super-peer, durable and in memory",

@@ -11,6 +11,7 @@ from fractions import Fraction
 from lxml import etree
 
 from wxquery.operators import definitions as alg
+from wxquery.xml_safety import parse_untrusted
 
 from .cost_model import Usage
 from .network_state import NetworkStream
@@ -161,6 +162,6 @@ def statistics_from_json(j: dict) -> StreamStatistics:
     s.elements = {p: ElementStats(*v) for p, v in j["elements"].items()}
     s.increments = {p: Increment(*v) for p, v in j["increments"].items()}
     s.sample = [dict(v) for v in j["sample"]]
-    s.sample_items = [etree.fromstring(x) for x in j["sample_items"]]
+    s.sample_items = [parse_untrusted(x) for x in j["sample_items"]]
     return s
 

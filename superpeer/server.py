@@ -23,6 +23,7 @@ from proto import streamglobe_pb2_grpc as pb_grpc
 
 from .failure_detector import HeartbeatSettings
 from .limits import MESSAGE_LIMIT, DataLimits
+from .access import UserQuotas
 from .node import Node
 from .security import Security
 from .service import SuperPeerService, ThinPeerService
@@ -69,7 +70,7 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     heartbeats: HeartbeatSettings | None = None,
                     state_dir: str | Path | None = None,
                     watermark_idle_s: float = 2.0, security: Security | None = None,
-                    peer_listen: str | None = None) -> RunningSuperPeer:
+                    peer_listen: str | None = None, quotas: UserQuotas | None = None) -> RunningSuperPeer:
     """Serve ``peer``. It listens on ``listen`` and ``peer_listen`` (e.g. ``0.0.0.0:50051`` and
     ``0.0.0.0:50052`` in a container) if given, else on its topology addresses; the other
     super-peers always reach it at its topology peer address. ``security``: TLS on both, mutual
@@ -80,7 +81,7 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"rpc-{peer}"),
                          options=[("grpc.max_receive_message_length", MESSAGE_LIMIT),
                                   ("grpc.max_send_message_length", MESSAGE_LIMIT)])
-    pb_grpc.add_ThinPeerServicer_to_server(ThinPeerService(node, security), server)
+    pb_grpc.add_ThinPeerServicer_to_server(ThinPeerService(node, security, quotas), server)
     pb_grpc.add_SuperPeerServicer_to_server(SuperPeerService(node, security), server)
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

@@ -170,11 +170,17 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def Remove(self, request, context, caller):
+        if caller is not None and not request.subscription.startswith(f"{caller}-"):
+            raise deny(caller, f"Remove {request.subscription}",
+                       f"{caller} may remove only its own subscriptions' streams ({caller}-…)")
         return pb.RemoveReply(removed=self.node.remove(request.subscription))
 
     @_handled
     @_peers_only
     def Truncate(self, request, context, caller):
+        entry = self.node.state.table.get(request.stream)
+        if caller is not None and entry is not None and caller not in entry.route:
+            raise deny(caller, f"Truncate {request.stream}", f"{caller} is not on the route of {request.stream}")
         self.node.truncate(request.stream, request.peer)
         return pb.TruncateReply()
 

@@ -18,7 +18,8 @@ from thinpeer.topologies import shipped_topology
 ATTEMPTS = 3  # a free port found first may be taken by another process before the server binds it
 
 
-def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None, keys: Path | None = None):
+def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None, keys: Path | None = None,
+           quotas=None):
     for attempt in range(ATTEMPTS):
         path = with_free_ports(shipped_topology(name), tmp_path / name)
         topology = load_topology(path)
@@ -30,6 +31,8 @@ def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None
                 extra = {"limits": limits} if limits is not None else {}
                 if keys is not None:
                     extra["security"] = Security.load(keys, peer)
+                if quotas is not None:
+                    extra["quotas"] = quotas
                 peers[peer] = start_superpeer(topology, peer, retention=retention, executor=executor,
                                               **extra)
             return topology, peers
@@ -43,10 +46,10 @@ def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None
 
 @contextmanager
 def running_network(tmp_path: Path, name: str = "paper-example.toml", retention: int = 100_000,
-                    executor: str = "inline", limits=None, keys: Path | None = None):
+                    executor: str = "inline", limits=None, keys: Path | None = None, quotas=None):
     """``limits``: a ``superpeer.limits.DataLimits`` for every peer (default: the daemon's);
     ``keys``: serve securely with a backbone directory made there (``thinpeer.certs``)."""
-    topology, peers = _start(tmp_path, name, retention, executor, limits, keys)
+    topology, peers = _start(tmp_path, name, retention, executor, limits, keys, quotas)
     try:
         for running in peers.values():
             running.node.heartbeat_once()

@@ -63,6 +63,12 @@ def hosts_of(address: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def topology_hosts(topology) -> dict[str, list[str]]:
+    """Per super-peer of a ``superpeer.topology.Topology``, the hosts its two addresses name."""
+    return {p: list(dict.fromkeys(hosts_of(topology.address(p)) + hosts_of(topology.peer_address(p))))
+            for p in topology.backbone.peers}
+
+
 def _load_or_create_ca(out: Path) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
     if (out / CA_KEY).exists() and (out / CA_FILE).exists():
         key = serialization.load_pem_private_key((out / CA_KEY).read_bytes(), password=None)

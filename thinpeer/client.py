@@ -16,6 +16,8 @@ import grpc
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 
+from .credentials import Credentials
+
 BATCH = 1000  # items per Publish request, and at most BATCH_BYTES (one bigger item goes alone)
 BATCH_BYTES = 4 << 20
 MESSAGE_LIMIT = 64 << 20  # what the super-peers accept in one gRPC message
@@ -54,11 +56,13 @@ class PublishSummary:
 
 
 class SuperPeerClient:
-    def __init__(self, address: str, timeout: float = 30.0) -> None:
+    def __init__(self, address: str, timeout: float = 30.0, credentials: Credentials | None = None) -> None:
+        """``credentials``: the backbone's CA certificate and a token (``thinpeer.credentials``);
+        by default from ``STREAMGLOBE_CA`` and ``STREAMGLOBE_TOKEN`` (neither: plaintext)."""
         self.address = address
         self.timeout = timeout
-        self.channel = grpc.insecure_channel(address, options=[
-            ("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)])
+        self.credentials = credentials if credentials is not None else Credentials.resolve()
+        self.channel = self.credentials.channel(address)
         self.stub = pb_grpc.ThinPeerStub(self.channel)
         self.max_item_bytes: dict[str, int] = {}  # per stream, as its super-peer said
 
@@ -73,12 +77,15 @@ class SuperPeerClient:
 
     def _call(self, method: str, request, timeout: float | None = None):
         try:
-            return getattr(self.stub, method)(request, timeout=timeout or self.timeout)
+            return getattr(self.stub, method)(request, timeout=timeout or self.timeout,
+                                              metadata=self.credentials.metadata())
         except grpc.RpcError as exc:
             code = exc.code().name if exc.code() else "UNKNOWN"
             details = exc.details() or ""
             if code == "UNAVAILABLE":
-                details = f"cannot reach super-peer at {self.address} ({details})"
+                hint = ("" if self.credentials.secure else
+                        "; if its network is secure (the default), give --ca or STREAMGLOBE_CA and a token")
+                details = f"cannot reach super-peer at {self.address} ({details}){hint}"
             raise ThinPeerError(code, details) from None
 
     # ------------------------------------------------------------------ publishing

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from photons.generator import generate
 from sharing.scenarios import example_query
-from thinpeer.client import SuperPeerClient, ThinPeerError
+from thinpeer.client import ThinPeerError
 from thinpeer.network import NetworkError, up, with_free_ports
 from thinpeer.topologies import shipped_topology
 
@@ -29,13 +29,14 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
-def run_demo(photons: int = 6000, executor: str = "inline", spark: dict | None = None) -> int:
+def run_demo(photons: int = 6000, executor: str = "inline", spark: dict | None = None,
+             secure: bool = True) -> int:
     with tempfile.TemporaryDirectory(prefix="streamglobe-demo-") as tmp:
         topology_file = with_free_ports(shipped_topology("paper-example"),
                                         Path(tmp) / "paper-example.toml")
         _say("Starting the paper's example network (SP0–SP7)…")
         try:
-            network = up(topology_file, executor, Path(tmp) / "state", spark=spark)
+            network = up(topology_file, executor, Path(tmp) / "state", spark=spark, secure=secure)
         except NetworkError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
@@ -55,13 +56,15 @@ def _run(network, photons: int, idle_timeout: float) -> int:
         _say(f"  {peer} at {a}")
     items = [p.to_xml() for p in generate(photons, seed=42)]
     warmup, rest = items[: min(500, len(items) // 4)], items[min(500, len(items) // 4):]
-    publisher = SuperPeerClient(address["SP4"])
+    _say("  (TLS between everyone, mutual between super-peers; the demo's user holds an admin token)"
+         if network.credentials.secure else "  (INSECURE: plaintext, no tokens)")
+    publisher = network.client("SP4")
     publisher.register_stream("photons", "photons", "photon", rate=1000)
     publisher.publish("photons", warmup)
     time.sleep(1.2)  # one heartbeat round: every super-peer learns the stream
     subs = {}
     for name, peer in QUERIES:
-        client = SuperPeerClient(address[peer])
+        client = network.client(peer)
         reply = client.subscribe(example_query(name))
         subs[name] = (client, reply.subscription)
         _say(f"\nQuery {name[1:]} registered at {peer}: subscription {reply.subscription}")
@@ -97,8 +100,8 @@ def _run(network, photons: int, idle_timeout: float) -> int:
 def _traffic(network, published: int, stream_bytes: int) -> None:
     backbone = network.topology.backbone
     sharing: dict[frozenset, int] = {}
-    for peer, a in network.addresses.items():
-        for name, counters in SuperPeerClient(a).status()["links"].items():
+    for peer in network.addresses:
+        for name, counters in network.client(peer).status()["links"].items():
             src, dst = name.split("->")
             key = frozenset((src, dst))
             sharing[key] = sharing.get(key, 0) + counters["bytes"]

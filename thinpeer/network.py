@@ -3,6 +3,10 @@
 ``up`` starts them, waits until every one answers gRPC health checks, and records their pids in
 a state file so that ``down`` (from another terminal) can stop them; ``up`` itself stops them
 all on Ctrl-C. A daemon that dies during start-up is reported with the end of its log.
+
+``secure`` (the CLI's default): the backbone's keys go to ``<state>/tls`` (made once, kept), the
+daemons serve with them, and an admin token is written to ``<state>/admin.token``
+(``LocalNetwork.credentials`` uses both).
 """
 
 from __future__ import annotations
@@ -22,7 +26,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from superpeer.topology import Topology, load_topology
 
+from .client import SuperPeerClient
+from .credentials import Credentials
+
 STATE_FILE = "network.json"
+KEYS_DIR = "tls"
+ADMIN_TOKEN = "admin.token"
 
 
 class NetworkError(Exception):
@@ -36,6 +45,10 @@ class LocalNetwork:
     state_dir: Path
     commands: dict[str, list[str]] = field(default_factory=dict)  # how each daemon was started
     topology_path: str = ""
+    credentials: Credentials = field(default_factory=Credentials)  # an admin's (plaintext if insecure)
+
+    def client(self, peer: str, timeout: float = 30.0) -> SuperPeerClient:
+        return SuperPeerClient(self.topology.address(peer), timeout, self.credentials)
 
     @property
     def addresses(self) -> dict[str, str]:
@@ -62,6 +75,7 @@ class LocalNetwork:
         topology = self.topology
         (self.state_dir / STATE_FILE).write_text(json.dumps({
             "launcher": os.getpid(), "topology": self.topology_path,
+            "ca": str((self.state_dir / KEYS_DIR / "ca.pem").resolve()) if self.credentials.secure else None,
             "superpeers": {p: {"pid": proc.pid, "address": topology.addresses[p],
                                "command": self.commands.get(p, [])}
                            for p, proc in self.processes.items()}}, indent=2))
@@ -119,9 +133,9 @@ def with_free_ports(source: str | Path | Traversable, dest: str | Path) -> Path:
     return Path(dest)
 
 
-def healthy(address: str, timeout: float = 0.5) -> bool:
+def healthy(address: str, timeout: float = 0.5, credentials: Credentials | None = None) -> bool:
     try:
-        with grpc.insecure_channel(address) as channel:
+        with (credentials or Credentials()).channel(address) as channel:
             reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=timeout)
             return reply.status == health_pb2.HealthCheckResponse.SERVING
     except grpc.RpcError:
@@ -130,13 +144,20 @@ def healthy(address: str, timeout: float = 0.5) -> bool:
 
 def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Path = ".streamglobe",
        wait_s: float = 60.0, progress=None, spark: dict | None = None,
-       serve_args: tuple[str, ...] = ()) -> LocalNetwork:
+       serve_args: tuple[str, ...] = (), secure: bool = False, keys: Path | None = None) -> LocalNetwork:
     """``spark``: master, trigger_ms (--executor spark) and lateness (None: the defaults);
-    ``serve_args``: more options of ``superpeer serve`` for every daemon."""
+    ``serve_args``: more options of ``superpeer serve`` for every daemon; ``secure``: TLS and
+    tokens (the keys made in the state directory, or given as ``keys``: a ``certs init``
+    directory), else plaintext (``--insecure``)."""
     topology = load_topology(topology_path)
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
-    busy = [p for p, a in topology.addresses.items() if healthy(a, 0.2)]
+    credentials, security_args = Credentials(), ["--insecure"]
+    if secure:
+        credentials = secure_backbone(topology, state, keys)
+        security_args = ["--tls-dir", str(Path(keys or state / KEYS_DIR).resolve())]
+    busy = [p for p, a in topology.addresses.items()
+            if healthy(a, 0.2) or healthy(a, 0.2, credentials)]
     if busy:
         raise NetworkError(f"super-peers already answer at {', '.join(topology.addresses[p] for p in busy)}; "
                            "stop them first (streamglobe network down)")
@@ -150,12 +171,38 @@ def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Pat
     for peer in topology.backbone.peers:
         commands[peer] = [sys.executable, "-m", "thinpeer.cli", "superpeer", "serve", "--topology",
                           str(Path(topology_path).resolve()), "--id", peer, "--executor", executor,
-                          "--state-dir", str((state / peer).resolve()), *extra, *serve_args]
+                          "--state-dir", str((state / peer).resolve()), *security_args, *extra, *serve_args]
         processes[peer] = _launch(commands[peer], state / f"{peer}.log")
-    network = LocalNetwork(topology, processes, state, commands, str(Path(topology_path).resolve()))
+    network = LocalNetwork(topology, processes, state, commands, str(Path(topology_path).resolve()),
+                           credentials)
     network.record()
     _wait_healthy(network, set(processes), wait_s, progress)
     return network
+
+
+def secure_backbone(topology: Topology, state: Path, given: Path | None = None) -> Credentials:
+    """The backbone's keys in ``state/tls`` (made once: a restarted network keeps its CA and
+    token key, so tokens issued earlier stay valid), or ``given``; an admin's token in
+    ``state/admin.token`` (when the token key is there to sign it)."""
+    from .certs import CA_KEY, TOKEN_KEY, init_backbone, topology_hosts
+    from .tokens import issue_token
+
+    keys = Path(given) if given is not None else state / KEYS_DIR
+    hosts = topology_hosts(topology)
+    missing = [p for p in hosts if not (keys / f"{p}.pem").exists()]
+    if given is not None and (missing or not (keys / "ca.pem").exists()):
+        raise NetworkError(f"{keys} has no certificate for {', '.join(missing) or 'the CA'}: "
+                           "make it with streamglobe certs init --topology FILE --out DIR")
+    if given is None and (not (keys / CA_KEY).exists() or missing):
+        init_backbone(keys, hosts)
+    if not (keys / TOKEN_KEY).exists():
+        return Credentials((keys / "ca.pem").read_bytes())
+    token = issue_token(keys, "admin", ["*"], subscribe=True, admin=True, expires_s=None)
+    path = state / ADMIN_TOKEN
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return Credentials((keys / "ca.pem").read_bytes(), token)
 
 
 def _launch(command: list[str], log_path: Path, append: bool = False) -> subprocess.Popen:
@@ -175,7 +222,7 @@ def _wait_healthy(network: LocalNetwork, pending: set[str], wait_s: float, progr
                     network.stop()
                 tail = (network.state_dir / f"{peer}.log").read_text()[-800:]
                 raise NetworkError(f"super-peer {peer} exited during start-up:\n{tail}")
-            if healthy(network.topology.addresses[peer]):
+            if healthy(network.topology.addresses[peer], credentials=network.credentials):
                 pending.discard(peer)
                 if progress:
                     progress(f"{peer} healthy at {network.topology.addresses[peer]}")
@@ -252,7 +299,8 @@ def start_peer(state_dir: str | Path, peer: str, wait_s: float = 60.0) -> str:
     entry["pid"] = proc.pid
     state.write_text(json.dumps(info, indent=2))
     deadline = time.monotonic() + wait_s
-    while not healthy(entry["address"]):
+    credentials = Credentials.resolve(info["ca"]) if info.get("ca") else Credentials()
+    while not healthy(entry["address"], credentials=credentials):
         if proc.poll() is not None:
             tail = (Path(state_dir) / f"{name}.log").read_text()[-800:]
             raise NetworkError(f"super-peer {name} exited during start-up:\n{tail}")

@@ -22,6 +22,7 @@ from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 from sharing.scenarios import example_query
 from superpeer import peer_state
+from superpeer.access import UserQuotas
 from thinpeer.certs import hosts_of, init_backbone
 from thinpeer.tokens import issue_token
 
@@ -146,6 +147,11 @@ def test_the_whole_attack_list_is_refused_and_the_genuine_subscription_still_ser
             stream=stream.id, items=["<vela/>"], sender=sender, end=True), timeout=5),
             grpc.StatusCode.PERMISSION_DENIED)
 
+    refused(lambda: net.backbone("SP1", wrong).Remove(pb.RemoveRequest(subscription=sid)),
+            grpc.StatusCode.PERMISSION_DENIED, "its own")
+    refused(lambda: net.backbone("SP1", wrong).Truncate(pb.TruncateRequest(stream=stream.id, peer=stream.route[0])),
+            grpc.StatusCode.PERMISSION_DENIED, "not on the route")
+
     # -- plans: loop-free routes on links, no forged originals, leases
     part = {"subscription": "SP7-feedbeef", "target": "SP7", "version": None}
     photons = net.peers["SP4"].node.state.table.get("photons")
@@ -213,6 +219,22 @@ def test_hostile_items_and_queries_are_refused_with_the_reason(net: Net) -> None
     refused(lambda: bob.Subscribe(pb.SubscribeRequest(query=huge)), grpc.StatusCode.INVALID_ARGUMENT, "query")
     nested = "<r>{ " + "(" * 100_000 + "1" + ")" * 100_000 + " }</r>"
     refused(lambda: bob.Subscribe(pb.SubscribeRequest(query=nested)), grpc.StatusCode.INVALID_ARGUMENT, "query:1:")
+
+
+def test_per_user_limits_on_subscriptions_and_publish_rate(tmp_path) -> None:
+    with running_network(tmp_path, keys=tmp_path / "keys", quotas=UserQuotas(2, 100.0)) as (topology, peers):
+        net = Net(topology, peers, tmp_path / "keys")
+        alice = net.thin("SP4", net.tokens["alice"])
+        alice.RegisterStream(pb.RegisterStreamRequest(name="photons", root="photons", item="photon"))
+        for _ in range(2):
+            subscribe(net, "SP1", "alice", example_query("q1"))
+        refused(lambda: subscribe(net, "SP1", "alice", example_query("q2")),
+                grpc.StatusCode.RESOURCE_EXHAUSTED, "the most allowed")
+        subscribe(net, "SP1", "bob", example_query("q2"))  # another user's own quota
+        batch = [p.encode() for p in PHOTONS[:150]]  # within the burst (2 s at 100/s)
+        assert alice.Publish(pb.PublishRequest(stream="photons", items=batch)).accepted == 150
+        refused(lambda: alice.Publish(pb.PublishRequest(stream="photons", items=batch)),
+                grpc.StatusCode.RESOURCE_EXHAUSTED, "100 items/s")
 
 
 def _stream(base, sid: str, route: list[str]) -> dict:

@@ -92,7 +92,7 @@ def _try(call) -> bool:
 
 
 @pytest.fixture
-def network(tmp_path):
+def network(tmp_path, monkeypatch):
     _engine_or_skip()
     deployed: list[tuple[str, str]] = []
 
@@ -100,6 +100,9 @@ def network(tmp_path):
         out = deploy("up", "--topology", topology, *heartbeats,
                      state=tmp_path, project=project, timeout=1500)
         deployed.append((project, topology))
+        # secure by default: the clients below use the deployment's CA and admin token
+        monkeypatch.setenv("STREAMGLOBE_CA", str(tmp_path / project / "tls" / "ca.pem"))
+        monkeypatch.setenv("STREAMGLOBE_TOKEN", (tmp_path / project / "admin.token").read_text().strip())
         return json.loads(out)
 
     yield up, tmp_path

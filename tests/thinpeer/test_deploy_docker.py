@@ -21,9 +21,11 @@ from network_harness import same
 from photons.generator import generate
 from sharing.analysis import analyze
 from sharing.scenarios import example_query
-from thinpeer.client import SuperPeerClient
+from thinpeer.client import SuperPeerClient, ThinPeerError
+from thinpeer.credentials import Credentials
 from thinpeer.deploy.compose import Deployment
 from thinpeer.deploy.images import DeployError
+from thinpeer.deploy.project import credentials
 from thinpeer.deploy.measure import link_rate
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
@@ -55,11 +57,27 @@ def deployed(tmp_path_factory):
         assert up.returncode == 0, up.stderr
         addresses = json.loads(up.stdout)
         assert sorted(addresses) == [f"SP{i}" for i in range(8)]
-        yield addresses, Deployment.load(state / PROJECT), state
+        with pytest.MonkeyPatch.context() as env:  # secure by default: the admin's CA and token
+            env.setenv("STREAMGLOBE_CA", str(state / PROJECT / "tls" / "ca.pem"))
+            env.setenv("STREAMGLOBE_TOKEN", (state / PROJECT / "admin.token").read_text().strip())
+            yield addresses, Deployment.load(state / PROJECT), state
     finally:
         down = subprocess.run([*CLI, "deploy", "down", "--project", PROJECT, "--state-dir", str(state)],
                               capture_output=True, text=True, timeout=120)
         assert down.returncode == 0, down.stderr
+
+
+def test_the_default_deployment_is_secure(deployed) -> None:
+    """TLS with the deployment's CA and a token, or nothing: plaintext and token-less calls fail."""
+    addresses, _, state = deployed
+    ca = state / PROJECT / "tls" / "ca.pem"
+    with pytest.raises(ThinPeerError) as plain:
+        SuperPeerClient(addresses["SP1"], credentials=Credentials()).status()
+    assert plain.value.code == "UNAVAILABLE"
+    with pytest.raises(ThinPeerError) as anonymous:
+        SuperPeerClient(addresses["SP1"], credentials=Credentials(ca.read_bytes())).status()
+    assert anonymous.value.code == "UNAUTHENTICATED"
+    assert "SP1" == SuperPeerClient(addresses["SP1"]).status()["superpeer"]  # the admin's (fixture)
 
 
 def _reference(query: str, items: list[str]) -> list[str]:
@@ -211,11 +229,13 @@ def test_spark_in_containers_gives_the_reference_results(tmp_path, workers: int)
                 {"spark-master": "healthy", "spark-worker-1": "healthy", "spark-worker-2": "healthy"}
         else:
             assert "spark_cluster" not in status
-        publisher = SuperPeerClient(addresses["A"])
+        admin = credentials(tmp_path / f"sgtestspark{workers}")  # its own CA and admin token
+        assert admin.secure
+        publisher = SuperPeerClient(addresses["A"], credentials=admin)
         publisher.register_stream("photons", "photons", "photon", rate=500)
         photons = [p.to_xml() for p in generate(1200, seed=29)]
         publisher.publish("photons", photons[:200])
-        subscriber = SuperPeerClient(addresses["B"])
+        subscriber = SuperPeerClient(addresses["B"], credentials=admin)
         replies = {name: subscriber.subscribe(example_query(name)) for name in ("q1", "q3")}
         publisher.publish("photons", photons[200:])
         publisher.close_stream("photons")

@@ -32,8 +32,15 @@ def run(*args: str, timeout: float = 120, cwd: Path = ROOT) -> subprocess.Comple
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
+def as_admin(monkeypatch, state: Path) -> None:
+    """A `network up` is secure by default: what it says to export, for the commands (and
+    clients) this test runs next."""
+    monkeypatch.setenv("STREAMGLOBE_CA", str(state / "tls" / "ca.pem"))
+    monkeypatch.setenv("STREAMGLOBE_TOKEN", (state / "admin.token").read_text().strip())
+
+
 @pytest.mark.parametrize("executor", ["inline", "spark"])
-def test_network_up_publish_subscribe_status_down(tmp_path, executor):
+def test_network_up_publish_subscribe_status_down(tmp_path, executor, monkeypatch):
     topology = with_free_ports(shipped_topology("paper-example"), tmp_path / "t.toml")
     state = tmp_path / "state"
     idle = "30" if executor == "inline" else "150"
@@ -50,6 +57,9 @@ def test_network_up_publish_subscribe_status_down(tmp_path, executor):
             peer, address = line.split()
             addresses[peer] = address
         assert len(addresses) == 8, launcher.stderr.read() if launcher.poll() is not None else "timeout"
+        plain = run("status", "--superpeer", addresses["SP1"], "--ca", "", "--token", "")
+        assert plain.returncode != 0 and "UNAVAILABLE" in plain.stderr  # TLS only
+        as_admin(monkeypatch, state)
         doc = tmp_path / "photons.xml"
         doc.write_text(photon_document(1500, seed=17))
         queries = {name: Path(str(EXAMPLE_QUERIES / f"{name}.wxq")) for name in ("q1", "q2")}
@@ -81,7 +91,7 @@ def test_network_up_publish_subscribe_status_down(tmp_path, executor):
     assert launcher.returncode == 0
 
 
-def test_subscribe_before_the_stream_exists_is_a_clear_error(tmp_path):
+def test_subscribe_before_the_stream_exists_is_a_clear_error(tmp_path, monkeypatch):
     topology = with_free_ports(shipped_topology("paper-example"), tmp_path / "t.toml")
     launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--state-dir",
                                  str(tmp_path / "s")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -90,6 +100,7 @@ def test_subscribe_before_the_stream_exists_is_a_clear_error(tmp_path):
         sp1 = launcher.stdout.readline().split()[1]
         for _ in range(7):
             launcher.stdout.readline()
+        as_admin(monkeypatch, tmp_path / "s")
         r = run("subscribe", "--superpeer", sp1, "--no-wait", "--query",
                 str(EXAMPLE_QUERIES / "q1.wxq"))
         assert r.returncode != 0 and 'NOT_FOUND: unknown stream "photons"' in r.stderr
@@ -213,7 +224,7 @@ def test_publish_resume_continues_after_the_items_the_superpeer_has(tmp_path):
         assert got == list(expected.serialized_items())
 
 
-def test_network_kill_and_start_a_publishers_superpeer_then_publish_resume(tmp_path):
+def test_network_kill_and_start_a_publishers_superpeer_then_publish_resume(tmp_path, monkeypatch):
     """`network kill SP4` (a crash) and `network start SP4` (its state directory): the stream is
     still registered where the publisher left it, `publish --resume` goes on from there, the
     subscription is fed again from the stream's log, and the subscriber gets exactly the
@@ -226,6 +237,7 @@ def test_network_kill_and_start_a_publishers_superpeer_then_publish_resume(tmp_p
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         addresses = dict(launcher.stdout.readline().split() for _ in range(8))
+        as_admin(monkeypatch, state)
         publisher = SuperPeerClient(addresses["SP4"])
         publisher.register_stream("photons", "photons", "photon")
         publisher.publish("photons", photons[:200], position=0)

@@ -41,17 +41,30 @@ def cmd_superpeer_serve(args: argparse.Namespace) -> int:
         heartbeats = HeartbeatSettings(args.heartbeat_s, args.heartbeat_misses)
     except ValueError as exc:
         raise CliError(f"error: {exc}") from None
+    from superpeer.access import UserQuotas
+    from superpeer.security import Security
+
     try:
         with topology_path(args.topology) as path:
             topology = load_topology(path)
+        if args.id not in topology.backbone.peers:  # (said before anything else)
+            raise CliError(f"error: {args.id} is not a super-peer of the topology")
+        if not args.tls_dir and not args.insecure:
+            raise CliError("error: give --tls-dir DIR (made by 'streamglobe certs init') to serve securely, "
+                           "or --insecure for plaintext without tokens (one trusted host only)")
+        security = Security.load(args.tls_dir, args.id) if args.tls_dir else None
         state_dir = None if args.in_memory else (args.state_dir or default_state_dir(args.id))
+        quotas = UserQuotas(args.max_subscriptions_per_user, args.max_publish_rate_per_user)
         running = start_superpeer(topology, args.id, args.port, args.retention, args.executor,
                                   spark_options(args), limits, listen=args.listen, heartbeats=heartbeats,
-                                  state_dir=state_dir, watermark_idle_s=args.watermark_idle_s)
+                                  state_dir=state_dir, watermark_idle_s=args.watermark_idle_s,
+                                  security=security, peer_listen=args.peer_listen, quotas=quotas)
     except (TopologyError, NodeError, OSError) as exc:
         raise CliError(f"error: {getattr(exc, 'message', exc)}") from None
     kept = f"state in {state_dir}" if state_dir else "state in memory only"
-    print(f"{args.id} serving on {running.address} ({kept})", file=sys.stderr, flush=True)
+    mode = "TLS, tokens" if security else "PLAINTEXT, no tokens (--insecure)"
+    print(f"{args.id} serving thin peers on {running.address}, super-peers on {running.peer_address} "
+          f"({mode}; {kept})", file=sys.stderr, flush=True)
     serve_forever(running)
     return EXIT_OK
 
@@ -73,11 +86,22 @@ def _run_network(args: argparse.Namespace, topology: Path) -> int:
 
     try:
         network = up(topology, args.executor, args.state_dir, spark=spark_options(args),
-                     progress=lambda m: print(m, file=sys.stderr, flush=True))
+                     progress=lambda m: print(m, file=sys.stderr, flush=True), secure=not args.insecure,
+                     keys=args.tls_dir)
     except (NetworkError, TopologyError) as exc:
         raise CliError(f"error: {exc}") from None
     for peer, address in network.addresses.items():
         print(f"{peer} {address}", flush=True)
+    if network.credentials.secure:
+        state = Path(args.state_dir).resolve()
+        keys = Path(args.tls_dir or state / "tls").resolve()
+        token = f" STREAMGLOBE_TOKEN=$(cat {state}/admin.token)" if network.credentials.token else ""
+        print(f"secure: TLS and tokens. As its admin:\n  export STREAMGLOBE_CA={keys}/ca.pem{token}\n"
+              f"other users: streamglobe token issue --keys {keys} --user NAME [--publish STREAM…] "
+              "[--subscribe]", file=sys.stderr, flush=True)
+    else:
+        print("INSECURE: plaintext, no tokens; anyone who reaches the ports may do anything",
+              file=sys.stderr, flush=True)
     print("network up; Ctrl-C or 'streamglobe network down' stops it", file=sys.stderr, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -136,7 +160,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, terminated)
-    return run_demo(photons=args.photons, executor=args.executor, spark=spark_options(args))
+    return run_demo(photons=args.photons, executor=args.executor, spark=spark_options(args),
+                    secure=not args.insecure)
 
 
 def add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -> None:
@@ -185,8 +210,20 @@ def register_superpeer(add_command: AddCommand) -> None:
     p.add_argument("--id", required=True, help="this super-peer's id in the topology")
     p.add_argument("--port", type=int, help="listen port (default: the topology's)")
     p.add_argument("--listen", metavar="HOST:PORT",
-                   help="listen address, when it differs from the address the topology advertises "
-                        "(e.g. 0.0.0.0:50051 in a container)")
+                   help="listen address for thin peers, when it differs from the address the topology "
+                        "advertises (e.g. 0.0.0.0:50051 in a container)")
+    p.add_argument("--peer-listen", metavar="HOST:PORT",
+                   help="listen address for the other super-peers, when it differs from the topology's "
+                        "peer_address (e.g. 0.0.0.0:50052 in a container)")
+    p.add_argument("--tls-dir", type=Path, metavar="DIR",
+                   help="the backbone directory ('streamglobe certs init'): TLS for thin peers, who need "
+                        "tokens, and mutual TLS between super-peers")
+    p.add_argument("--insecure", action="store_true",
+                   help="plaintext, no tokens: anyone who reaches the ports may do anything")
+    p.add_argument("--max-subscriptions-per-user", type=int, default=1000, metavar="N",
+                   help="subscriptions one user may have at this super-peer (default %(default)s)")
+    p.add_argument("--max-publish-rate-per-user", type=float, default=0.0, metavar="ITEMS_PER_S",
+                   help="items per second one user may publish at this super-peer (default 0: no limit)")
     add_executor_options(p, checkpoint=True)
     p.add_argument("--retention", type=int, default=500_000,
                    help="result items kept per subscription for disconnected readers")
@@ -225,7 +262,14 @@ def register_network_and_demo(add_command: AddCommand) -> None:
     p = net_commands.add_parser("up", help="start every super-peer of a topology, wait until healthy")
     p.add_argument("--topology", required=True, help=TOPOLOGY_HELP)
     add_executor_options(p)
-    p.add_argument("--state-dir", default=".streamglobe")
+    p.add_argument("--state-dir", default=".streamglobe",
+                   help="daemons' logs and state; the backbone's keys (tls/) and an admin token (admin.token)")
+    p.add_argument("--insecure", action="store_true",
+                   help="plaintext and no tokens (default: TLS between everyone, mutual between "
+                        "super-peers, and tokens for thin peers)")
+    p.add_argument("--tls-dir", type=Path, metavar="DIR",
+                   help="the backbone's keys from 'streamglobe certs init' (default: made in "
+                        "<state-dir>/tls)")
     p.set_defaults(func=cmd_network_up)
     p = net_commands.add_parser("down", help="stop the network started by 'network up'")
     p.add_argument("--state-dir", default=".streamglobe")
@@ -241,5 +285,6 @@ def register_network_and_demo(add_command: AddCommand) -> None:
 
     p = add_command("demo", help="the paper's example network, live: plans, results, traffic")
     p.add_argument("--photons", type=int, default=6000)
+    p.add_argument("--insecure", action="store_true", help="plaintext and no tokens (default: secure)")
     add_executor_options(p)
     p.set_defaults(func=cmd_demo)

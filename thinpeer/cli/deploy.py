@@ -76,8 +76,16 @@ def cmd_up(args: argparse.Namespace) -> int:
             raise CliError(f"error: {args.topology}: no such topology file or shipped topology")
         subnet = args.subnet or default_subnet(args.project)
         addresses = _guard(lambda: up(path, Path(args.state_dir), args.project, args.executor, serve,
-                                      subnet, _progress, args.timeout, args.spark_cluster))
+                                      subnet, _progress, args.timeout, args.spark_cluster,
+                                      secure=not args.insecure))
     print(json.dumps(addresses), flush=True)
+    state = (Path(args.state_dir) / args.project).resolve()
+    if args.insecure:
+        _progress("INSECURE: plaintext, no tokens; anyone who reaches the ports may do anything")
+    else:
+        _progress(f"secure: TLS and tokens. As its admin: export STREAMGLOBE_CA={state}/tls/ca.pem "
+                  f"STREAMGLOBE_TOKEN=$(cat {state}/admin.token); other users: streamglobe token issue "
+                  f"--keys {state}/tls --user NAME …")
     return EXIT_OK
 
 
@@ -172,6 +180,8 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--subnet", help="the containers' network (default: a 10.231-238.x.0/24 chosen "
                                     "by the project name)")
     p.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for health")
+    p.add_argument("--insecure", action="store_true",
+                   help="plaintext and no tokens (default: TLS, mutual between super-peers, tokens)")
     p.set_defaults(func=cmd_up)
     p = parser("down", "remove every container and network of the project")
     p.set_defaults(func=cmd_down)

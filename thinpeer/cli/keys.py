@@ -14,18 +14,10 @@ KEYS_ENV = "STREAMGLOBE_KEYS"
 DEFAULT_KEYS = ".streamglobe/tls"  # where ``network up`` (default state directory) keeps them
 
 
-def topology_hosts(topology) -> dict[str, list[str]]:
-    """Per super-peer, the hosts its two addresses name (certificates name them)."""
-    from thinpeer.certs import hosts_of
-
-    return {p: list(dict.fromkeys(hosts_of(topology.address(p)) + hosts_of(topology.peer_address(p))))
-            for p in topology.backbone.peers}
-
-
 def cmd_certs_init(args: argparse.Namespace) -> int:
     from sharing.backbone import TopologyError
     from superpeer.topology import load_topology
-    from thinpeer.certs import init_backbone
+    from thinpeer.certs import init_backbone, topology_hosts
     from thinpeer.topologies import topology_path
 
     try:

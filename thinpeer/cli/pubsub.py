@@ -31,10 +31,24 @@ if TYPE_CHECKING:
     from thinpeer.client import PublishSummary, SuperPeerClient
 
 
-def _client(address: str) -> SuperPeerClient:
+def _client(args: argparse.Namespace) -> SuperPeerClient:
     from thinpeer.client import SuperPeerClient
+    from thinpeer.credentials import Credentials, CredentialsError
 
-    return SuperPeerClient(address)
+    try:
+        return SuperPeerClient(args.superpeer, credentials=Credentials.resolve(args.ca, args.token))
+    except CredentialsError as exc:
+        raise CliError(f"error: {exc}") from None
+
+
+def add_connection_options(p: argparse.ArgumentParser) -> None:
+    """Where the super-peer is, and how to prove who we are (``thinpeer.credentials``)."""
+    p.add_argument("--superpeer", required=True, metavar="HOST:PORT")
+    p.add_argument("--ca", metavar="FILE",
+                   help="the backbone's CA certificate (default $STREAMGLOBE_CA; neither: plaintext, "
+                        "for a network started with --insecure)")
+    p.add_argument("--token", metavar="TOKEN",
+                   help="your token, or @FILE (default $STREAMGLOBE_TOKEN; streamglobe token issue)")
 
 
 class DocumentItems:
@@ -113,7 +127,8 @@ def _document_items(path: str, item: str | None = None) -> tuple[str, str, Docum
         # Only the first two start tags are read here, to name the stream's root and items.
         with opened() as f:
             root = first = None
-            for event, el in etree.iterparse(f, events=("start",)):
+            for event, el in etree.iterparse(f, events=("start",), resolve_entities=False, no_network=True,
+                                             load_dtd=False):
                 if root is None:
                     root = el.tag
                 elif first is None:
@@ -155,7 +170,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     registered = False
     try:
-        with _client(args.superpeer) as client:
+        with _client(args) as client:
             have = client.register_stream(args.stream, root, item, args.rate or 0.0,
                                           args.event_time or "", args.event_time_rate)
             registered = True
@@ -248,7 +263,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     if args.count is not None and args.count < 0:
         raise CliError(f"error: --count must be 0 or more, not {args.count}")
     try:
-        with _client(args.superpeer) as client:
+        with _client(args) as client:
             if args.resume:
                 sid = args.resume
                 offset = args.offset if args.offset is not None else _saved_offset(sid)
@@ -322,7 +337,7 @@ def cmd_unsubscribe(args: argparse.Namespace) -> int:
     from thinpeer.client import ThinPeerError
 
     try:
-        with _client(args.superpeer) as client:
+        with _client(args) as client:
             removed = client.unsubscribe(args.subscription)
     except ThinPeerError as exc:
         raise thin_error(exc) from None
@@ -334,7 +349,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from thinpeer.client import ThinPeerError
 
     try:
-        with _client(args.superpeer) as client:
+        with _client(args) as client:
             print(json.dumps(client.status(), indent=2))
     except ThinPeerError as exc:
         raise thin_error(exc) from None
@@ -343,7 +358,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def register(add_command: AddCommand) -> None:
     p = add_command("publish", help="register a stream at a super-peer and publish it")
-    p.add_argument("--superpeer", required=True, metavar="HOST:PORT")
+    add_connection_options(p)
     p.add_argument("--stream", required=True)
     p.add_argument("--input", metavar="DOC.xml", help="stream document ('-' for stdin)")
     p.add_argument("--synthetic", action="store_true", help="generated photons")
@@ -365,7 +380,7 @@ def register(add_command: AddCommand) -> None:
     p.set_defaults(func=cmd_publish)
 
     p = add_command("subscribe", help="register a subscription and print its results")
-    p.add_argument("--superpeer", required=True, metavar="HOST:PORT")
+    add_connection_options(p)
     p.add_argument("--query", metavar="FILE")
     p.add_argument("--count", type=int, help="stop after N result items (0: only subscribe)")
     p.add_argument("--timeout", type=float, help="stop after S seconds without results")
@@ -377,10 +392,10 @@ def register(add_command: AddCommand) -> None:
     p.set_defaults(func=cmd_subscribe)
 
     p = add_command("unsubscribe", help="remove a subscription")
-    p.add_argument("--superpeer", required=True, metavar="HOST:PORT")
+    add_connection_options(p)
     p.add_argument("subscription")
     p.set_defaults(func=cmd_unsubscribe)
 
     p = add_command("status", help="a super-peer's streams, operators, routes, traffic (JSON)")
-    p.add_argument("--superpeer", required=True, metavar="HOST:PORT")
+    add_connection_options(p)
     p.set_defaults(func=cmd_status)

@@ -1,9 +1,12 @@
 """A compose project for a topology: one container per super-peer on one bridge network.
 
 Every super-peer gets a fixed address on the network (so no name has to be resolved, and no
-gRPC channel caches an address that changed), **listens** on ``0.0.0.0:50051`` and is
-**advertised** to the other super-peers at its fixed address through a topology file written for
-the containers. The host reaches each one through a published loopback port.
+gRPC channel caches an address that changed), **listens** on ``0.0.0.0:50051`` for thin peers
+and ``0.0.0.0:50052`` for the other super-peers, and is **advertised** to them at its fixed
+address through a topology file written for the containers. The host reaches each one's thin-peer
+port through a published loopback port; the super-peer port stays on the backbone network.
+Secure by default: each container gets its own key, certificate, the CA certificate and the token
+key (``project.up``), and nothing else of the backbone's keys.
 
 Each backbone link is shaped at both ends: a container's egress towards a neighbour goes through
 an htb class at the link's bandwidth (``entrypoint.sh``), so each direction of the link carries at
@@ -25,7 +28,10 @@ from pathlib import Path
 
 from .spark_cluster import SparkNode, cluster_services, master_url
 
-PORT = 50051
+PORT = 50051  # thin peers (published on the host)
+PEER_PORT = 50052  # the other super-peers (on the backbone network only)
+KEYS_MOUNT = "/etc/streamglobe/tls"  # this peer's keys as mounted (read-only, owned by the host's user)
+KEYS_IN_CONTAINER = "/tmp/streamglobe-tls"  # where the entrypoint copies them for the daemon's user
 TOPOLOGY_IN_CONTAINER = "/etc/streamglobe/topology.toml"
 # in the container's own layer: kept across `deploy kill` and `deploy start`, gone with `deploy down`
 STATE_IN_CONTAINER = "/tmp/streamglobe-state"
@@ -98,12 +104,15 @@ def place(topology_file: Path, subnet: str) -> tuple[dict, dict[str, PeerPlaceme
 
 def container_topology(data: dict, placements: dict[str, PeerPlacement]) -> str:
     """The topology as the containers read it: every address is the peer's fixed address."""
-    peers = [{**p, "address": f"{placements[str(p['id'])].ip}:{PORT}"} for p in data.get("superpeer", [])]
+    peers = [{**p, "address": f"{placements[str(p['id'])].ip}:{PORT}",
+              "peer_address": f"{placements[str(p['id'])].ip}:{PEER_PORT}"} for p in data.get("superpeer", [])]
     return toml_tables({"superpeer": peers, "link": data.get("link", [])})
 
 
-def compose_file(deployment: Deployment, image: str, subnet: str, serve_args: list[str]) -> dict:
-    """The compose project (JSON is YAML, so it is written as JSON)."""
+def compose_file(deployment: Deployment, image: str, subnet: str, serve_args: list[str],
+                 keys: Path | None = None) -> dict:
+    """The compose project (JSON is YAML, so it is written as JSON). ``keys``: each peer's
+    directory of keys is ``keys/<id>`` (``peer_keys``), mounted read-only (None: --insecure)."""
     services = {}
     topology = str(Path(deployment.directory) / "topology.toml")
     for peer, placement in deployment.peers.items():
@@ -111,15 +120,19 @@ def compose_file(deployment: Deployment, image: str, subnet: str, serve_args: li
         shaping = ";".join(f"{cls} {ips[n]} {rate}" for n, (cls, rate) in placement.links.items())
         cluster = (["--spark-master", master_url(deployment.spark), "--spark-feed-host", placement.ip]
                    if deployment.spark else [])
+        security = ["--tls-dir", KEYS_IN_CONTAINER] if keys is not None else ["--insecure"]
+        volumes = [f"{topology}:{TOPOLOGY_IN_CONTAINER}:ro"]
+        if keys is not None:
+            volumes.append(f"{keys / peer}:{KEYS_MOUNT}:ro")
         services[placement.service] = {
             "image": image,
             "hostname": placement.service,
             "command": ["--topology", TOPOLOGY_IN_CONTAINER, "--id", peer,
-                        "--listen", f"0.0.0.0:{PORT}", "--state-dir", STATE_IN_CONTAINER,
-                        *serve_args, *cluster],
+                        "--listen", f"0.0.0.0:{PORT}", "--peer-listen", f"0.0.0.0:{PEER_PORT}",
+                        "--state-dir", STATE_IN_CONTAINER, *security, *serve_args, *cluster],
             "cap_add": ["NET_ADMIN"],
             "environment": {"SG_LINKS": shaping, "SG_PORT": str(PORT)},
-            "volumes": [f"{topology}:{TOPOLOGY_IN_CONTAINER}:ro"],
+            "volumes": volumes,
             "ports": [f"127.0.0.1::{PORT}"],
             "networks": {"backbone": {"ipv4_address": placement.ip}},
             "init": True,

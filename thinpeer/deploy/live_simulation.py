@@ -27,6 +27,8 @@ from sharing.planner import Strategy
 from sharing.scenarios import Scenario
 from sharing.simulator import STATISTICS_SAMPLE, compare_results
 from thinpeer.client import SuperPeerClient, ThinPeerError
+from thinpeer.credentials import Credentials
+from thinpeer.deploy.project import credentials
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
 
@@ -61,24 +63,24 @@ def run_strategy(scenario: Scenario, strategy: Strategy, photons: int, state: Pa
         raise DeployError(f"deploy up failed: {up.stderr.strip()}")
     address = json.loads(up.stdout)
     try:
-        return _measure(scenario, strategy, photons, address, progress)
+        return _measure(scenario, strategy, photons, address, progress, credentials(state / project))
     finally:
         _cli("deploy", "down", "--project", project, "--state-dir", str(state), timeout=300)
 
 
 def _measure(scenario: Scenario, strategy: Strategy, photons: int, address: dict[str, str],
-             progress: Progress) -> dict:
+             progress: Progress, creds: Credentials) -> dict:
     items = {s.name: [p.to_xml() for p in generate(STATISTICS_SAMPLE + photons, s.seed, rate=10.0)]
              for s in scenario.sources}
     publishers = {}
     for s in scenario.sources:
-        publishers[s.name] = SuperPeerClient(address[s.peer])
+        publishers[s.name] = SuperPeerClient(address[s.peer], credentials=creds)
         publishers[s.name].register_stream(s.name, "photons", "photon", rate=s.rate)
         publishers[s.name].publish(s.name, items[s.name][:STATISTICS_SAMPLE])
     time.sleep(1.5)  # a heartbeat round: every peer has the sources' statistics
     registered, rejected, registration_ms = {}, [], []
     for i, q in enumerate(scenario.queries):
-        client = SuperPeerClient(address[q.peer])
+        client = SuperPeerClient(address[q.peer], credentials=creds)
         start = time.perf_counter()
         try:
             reply = client.subscribe(q.text, strategy=strategy.value)
@@ -88,7 +90,7 @@ def _measure(scenario: Scenario, strategy: Strategy, photons: int, address: dict
         registration_ms.append((time.perf_counter() - start) * 1000)
         progress(f"{strategy.value}: registered {i + 1}/{len(scenario.queries)} "
                  f"({len(rejected)} rejected)")
-    before = {p: SuperPeerClient(a).status() for p, a in address.items()}
+    before = {p: SuperPeerClient(a, credentials=creds).status() for p, a in address.items()}
     for s in scenario.sources:
         publishers[s.name].publish(s.name, items[s.name][STATISTICS_SAMPLE:],
                                    progress=lambda summary, n=s.name: progress(
@@ -106,7 +108,7 @@ def _measure(scenario: Scenario, strategy: Strategy, photons: int, address: dict
         if problem:
             mismatches.append(f"{qid}: {problem}")
         progress(f"{strategy.value}: verified {checked}/{len(registered)}")
-    after = {p: SuperPeerClient(a).status() for p, a in address.items()}
+    after = {p: SuperPeerClient(a, credentials=creds).status() for p, a in address.items()}
     duration = max(photons / s.rate for s in scenario.sources)
     return _strategy_report(scenario, before, after, duration, registered, rejected, registration_ms,
                             checked, mismatches)

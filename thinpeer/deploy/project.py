@@ -7,16 +7,21 @@ containers' topology and ``deployment.json``; every later command reads them fro
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
 from typing import Callable
+
+from thinpeer.credentials import Credentials
 
 from .compose import FIRST_HOST, PORT, Deployment, compose_file, container_topology, place
 from .images import DeployError, build_images, run
 from .spark_cluster import MASTER_UI_PORT, place_cluster
 
 Progress = Callable[[str], None]
+ADMIN_TOKEN = "admin.token"
 
 
 def state_directory(root: Path, project: str) -> Path:
@@ -31,9 +36,12 @@ def compose(deployment: Deployment, *args: str, check: bool = True) -> subproces
 
 
 def up(topology_file: Path, root: Path, project: str, executor: str, serve_args: list[str],
-       subnet: str, progress: Progress, timeout: float = 240.0, spark_workers: int = 0) -> dict[str, str]:
+       subnet: str, progress: Progress, timeout: float = 240.0, spark_workers: int = 0,
+       secure: bool = False) -> dict[str, str]:
     """Start every super-peer in its container (and a Spark cluster of ``spark_workers``
-    workers, if any); wait until all are healthy; the super-peers' host addresses."""
+    workers, if any); wait until all are healthy; the super-peers' host addresses. ``secure``:
+    the backbone's keys in ``<state>/tls`` (made once), each container given its own, and an
+    admin token in ``<state>/admin.token`` (``credentials``)."""
     if spark_workers and executor != "spark":
         raise DeployError("--spark-cluster runs the Spark executor on a cluster: it needs --executor spark")
     directory = state_directory(root, project)
@@ -47,8 +55,11 @@ def up(topology_file: Path, root: Path, project: str, executor: str, serve_args:
     deployment = Deployment(project, str(directory), executor, placements, spark)
     image = build_images(progress)  # reuses the base and dependency layers; the app layer is seconds
     (directory / "topology.toml").write_text(container_topology(data, placements))
+    keys = secure_keys(directory, placements) if secure else None
+    if not secure:
+        (directory / ADMIN_TOKEN).unlink(missing_ok=True)
     deployment.compose_file.write_text(json.dumps(
-        compose_file(deployment, image, subnet, ["--executor", executor, *serve_args]), indent=2) + "\n")
+        compose_file(deployment, image, subnet, ["--executor", executor, *serve_args], keys), indent=2) + "\n")
     deployment.save()
     cluster = f" and a Spark master with {spark_workers} worker(s)" if spark else ""
     progress(f"starting {len(placements)} super-peer containers{cluster} (project {project})")
@@ -58,6 +69,36 @@ def up(topology_file: Path, root: Path, project: str, executor: str, serve_args:
         ui = compose(deployment, "port", "spark-master", str(MASTER_UI_PORT), check=False).stdout.strip()
         progress(f"Spark master web UI: http://{ui.replace('0.0.0.0:', '127.0.0.1:')}")
     return host_addresses(deployment)
+
+
+def secure_keys(directory: Path, placements: dict) -> Path:
+    """The backbone's keys in ``directory/tls`` (made once: tokens stay valid across ``up``),
+    one directory per peer under ``tls/peers`` with only what it needs, an admin token."""
+    from thinpeer.certs import CA_KEY, init_backbone
+    from thinpeer.tokens import issue_token
+
+    keys = directory / "tls"
+    hosts = {p: [v.ip, v.service, "localhost", "127.0.0.1"] for p, v in placements.items()}
+    if not (keys / CA_KEY).exists() or any(not (keys / f"{p}.pem").exists() for p in hosts):
+        init_backbone(keys, hosts)
+    per_peer = keys / "peers"
+    for peer in hosts:
+        (per_peer / peer).mkdir(parents=True, exist_ok=True)
+        for name in ("ca.pem", "token.pub", f"{peer}.pem", f"{peer}.key"):
+            shutil.copy2(keys / name, per_peer / peer / name)
+    token = issue_token(keys, "admin", ["*"], subscribe=True, admin=True, expires_s=None)
+    fd = os.open(directory / ADMIN_TOKEN, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    return per_peer
+
+
+def credentials(directory: Path) -> Credentials:
+    """An admin's credentials for a deployment (plaintext for an insecure one)."""
+    token = directory / ADMIN_TOKEN
+    if not token.exists():
+        return Credentials()
+    return Credentials((directory / "tls" / "ca.pem").read_bytes(), token.read_text().strip())
 
 
 def services(deployment: Deployment) -> dict[str, str]:

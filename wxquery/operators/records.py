@@ -15,6 +15,7 @@ from lxml import etree
 from .definitions import Partial
 from ..values import format_atomic
 from .aggregates import Number, PartialValue, final
+from ..xml_safety import parse_untrusted
 
 
 @dataclass
@@ -41,7 +42,7 @@ class WindowRecord:
 
     @classmethod
     def from_xml(cls, text: str) -> "WindowRecord":
-        el = etree.fromstring(text)
+        el = parse_untrusted(text)
         record = cls(int(el.get("k")))
         for p in el:
             fn, element = p.get("f"), p.get("e")

@@ -12,5 +12,10 @@ if [ -n "${SG_LINKS:-}" ]; then
         tc filter add dev eth0 parent 1: protocol ip prio 1 u32 match ip dst "$ip/32" flowid "1:$n"
     done
 fi
+# This peer's keys are mounted read-only and owned by the host's user: the daemon's user gets a copy.
+if [ -d /etc/streamglobe/tls ]; then
+    rm -rf /tmp/streamglobe-tls && cp -r /etc/streamglobe/tls /tmp/streamglobe-tls
+    chown -R streamglobe:streamglobe /tmp/streamglobe-tls && chmod 700 /tmp/streamglobe-tls
+fi
 exec setpriv --reuid=streamglobe --regid=streamglobe --init-groups \
     python3 -m thinpeer.cli superpeer serve "$@"
