@@ -42,6 +42,7 @@ class Access:
         self.security = security
         self.quotas = quotas or UserQuotas()
         self._buckets: dict[str, _Bucket] = {}
+        self._subscribing: dict[str, int] = {}  # user -> Subscribe calls in progress
         self._lock = threading.Lock()
 
     def grant(self, context, what: str) -> Grant:
@@ -89,7 +90,7 @@ class Access:
             bucket = self._buckets.setdefault(grant.user, _Bucket(rate * BURST_S, now))
             bucket.tokens = min(rate * BURST_S, bucket.tokens + (now - bucket.at) * rate)
             bucket.at = now
-            if items > bucket.tokens:
+            if items > bucket.tokens and bucket.tokens < rate * BURST_S:  # (a full bucket takes any batch)
                 raise deny(grant.user, f'publish {items} items to "{name}"',
                            f"user {grant.user} may publish {rate:g} items/s at {self.node.id} "
                            f"(bursts of {rate * BURST_S:g}): slow down and send the batch again",
@@ -103,10 +104,19 @@ class Access:
             raise deny(grant.user, "subscribe", f"user {grant.user} may not subscribe (its token does not allow it)")
         if grant is ANONYMOUS:
             return
-        mine = sum(1 for r in list(self.node.control.subscriptions.values()) if r.user == grant.user)
-        if mine >= self.quotas.max_subscriptions:
-            raise deny(grant.user, "subscribe", f"user {grant.user} has {mine} subscriptions at {self.node.id}, "
-                                                f"the most allowed: unsubscribe one first", "RESOURCE_EXHAUSTED")
+        with self._lock:  # (subscriptions being analysed and planned count too)
+            mine = sum(1 for r in list(self.node.control.subscriptions.values()) if r.user == grant.user)
+            mine += self._subscribing.get(grant.user, 0)
+            if mine >= self.quotas.max_subscriptions:
+                raise deny(grant.user, "subscribe", f"user {grant.user} has {mine} subscriptions at {self.node.id}, "
+                                                    f"the most allowed: unsubscribe one first", "RESOURCE_EXHAUSTED")
+            self._subscribing[grant.user] = self._subscribing.get(grant.user, 0) + 1
+
+    def subscribed(self, grant: Grant) -> None:
+        """A subscription call that passed ``subscribe`` has ended (registered or failed)."""
+        if grant is not ANONYMOUS:
+            with self._lock:
+                self._subscribing[grant.user] -= 1
 
     def subscription(self, grant: Grant, sid: str, what: str) -> None:
         """Whether the caller may read, resume or end subscription ``sid`` (unknown ones are

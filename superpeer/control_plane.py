@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import re
 import threading
 import time
 import uuid
@@ -63,6 +64,7 @@ STREAM_ID_BLOCK = 1000  # stream numbers reserved in the state store at a time
 ANALYSIS_DEADLINE_S = 10.0  # the longest a query's analysis may take, whatever the client allows
 
 log = logging.getLogger("streamglobe.superpeer")
+STREAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")  # never a derived stream's id (SP1.12)
 
 
 @dataclass
@@ -108,11 +110,17 @@ class ControlPlane:
         ``event_time_rate`` units per second while the stream is idle (``event_time``)."""
         if not name or not root or not item:
             raise NodeError("INVALID_ARGUMENT", "a stream needs a name, a root element and an item element")
+        if not STREAM_NAME.fullmatch(name):
+            raise NodeError("INVALID_ARGUMENT", f"stream name {name!r}: use letters, digits, '_' and '-' "
+                                                "(at most 128, starting with a letter or '_')")
         why = check_event_time(event_time, event_time_rate) if event_time else ""
         if why:
             raise NodeError("INVALID_ARGUMENT", why)
         here = self.state.id
         with self.state.lock:
+            taken = self.state.table.get(name)
+            if taken is not None and not taken.original:
+                raise NodeError("ALREADY_EXISTS", f"{name!r} names a stream of the network already")
             known = self.state.known_originals.get(name)
             if known is not None and known.origin != here:
                 raise NodeError("ALREADY_EXISTS", f'stream "{name}" is already registered at '

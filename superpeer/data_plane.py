@@ -32,6 +32,7 @@ from .items import PARSER, check_items
 from .link_receipts import LinkReceipts
 from .peer_state import PeerState
 from .positions import StreamPositions, kept_runs
+from .security import deny
 
 STATISTICS_FULL = 2000  # observe every item up to this many, then every 50th
 MAX_REJECTION_REASONS = 20
@@ -252,9 +253,9 @@ class DataPlane:
             previous = route[route.index(here) - 1] if here in route[1:] else None
             if sender != previous:
                 self.forged_transfers += 1
-                raise NodeError("PERMISSION_DENIED", f"{sender or 'a transfer naming no sender'} is not the peer "
-                                                     f"before {here} on the route of {stream} "
-                                                     f"({previous or 'the stream is made here'})")
+                raise deny(sender, f"Transfer of {stream}", f"{sender or 'a transfer naming no sender'} is not "
+                                                            f"the peer before {here} on the route of {stream} "
+                                                            f"({previous or 'the stream is made here'})")
             acknowledged, position = len(items), None
             if first is not None:
                 skip, acknowledged = self.receipts.admit((sender, epoch, stream), first, len(items))

@@ -29,6 +29,9 @@ BATCH = 1000
 BATCH_BYTES = 4 << 20
 MAX_ITEM_BYTES = MESSAGE_LIMIT - ENVELOPE
 MAX_QUEUED_ITEMS = 2_000_000
+# answers that retrying cannot change: the stream is given up on this link (counted, in status)
+REFUSED = frozenset({grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT,
+                     grpc.StatusCode.UNAUTHENTICATED})
 
 
 @dataclass
@@ -184,6 +187,11 @@ class Forwarder:
                 except grpc.RpcError as exc:
                     self.counters.errors += 1
                     self.counters.last_error = f"{exc.code().name}: {exc.details()}"
+                    if exc.code() in REFUSED:  # the neighbour will never take it: do not block the link
+                        with self.cond:
+                            self.counters.dropped += len(chunk.items)
+                            self.discarded.add(chunk.stream)
+                        break
                     time.sleep(delay)
                     delay = min(delay * 2, 2.0)
             self.sequence[chunk.stream] = seq + len(chunk.items)

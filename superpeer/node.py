@@ -37,7 +37,7 @@ from .errors import NodeError
 from .executors import Executor, make_executor
 from .failure_detector import HeartbeatSettings
 from .limits import DataLimits
-from .security import Security
+from .security import Security, deny, owner_of, stream_owner
 from .participant import Participant
 from .peer_channels import (GrpcPeerChannels, Waiting, commit_from_wire, input_from_wire,
                             part_from_wire, waiting_to_wire)
@@ -191,8 +191,9 @@ class Node:
         stream = stream_from_json(json.loads(stream_json))
         if (not stream.original or stream.parent is not None or stream.route != (stream.origin,)
                 or stream.origin not in self.state.backbone.peers or (caller is not None and stream.origin != caller)):
-            raise NodeError("PERMISSION_DENIED", f"{caller or 'a peer'} may announce only a stream registered "
-                                                 f"there, not {stream.id!r} at {stream.origin}")
+            raise deny(caller or "", f"AnnounceStream {stream.id!r}", f"{caller or 'a peer'} may announce only a "
+                                                                       f"stream registered there, not {stream.id!r} "
+                                                                       f"at {stream.origin}")
         return waiting_to_wire(self.control.announce(stream))
 
     def activate(self, sid: str) -> tuple[bool, str]:
@@ -203,19 +204,38 @@ class Node:
         None on an insecure network): it reserves for its own subscriptions, with stream ids
         from its own range."""
         streams, subscription, target, version = part_from_wire(part_json)
-        if caller is not None and (target != caller or not subscription.startswith(f"{caller}-")
-                                   or any(not s.id.startswith(f"{caller}.") for s in streams)):
-            raise NodeError("PERMISSION_DENIED", f"{caller} may reserve only for its own subscriptions "
-                                                 f"({caller}-…) and streams ({caller}.…)")
-        return self.participant.reserve(txn, streams, subscription, target, version)
+        if caller is not None and (target != caller or owner_of(subscription) != caller
+                                   or any(stream_owner(s.id) != caller for s in streams)):
+            raise deny(caller, f"Reserve for {subscription}", f"{caller} may reserve only for its own "
+                                                              f"subscriptions ({caller}-…) and streams ({caller}.…)")
+        ok, why = self.participant.reserve(txn, streams, subscription, target, version)
+        if ok:
+            self.state.reserved_by[txn] = (caller, subscription)
+        return ok, why
 
-    def commit(self, txn: str, commit_json: str) -> tuple[str, str]:
-        """(where the plan starts in the streams registered here, this process's incarnation)."""
-        return (json.dumps(self.participant.commit(txn, *commit_from_wire(commit_json))),
-                self.channels.epoch)
+    def commit(self, txn: str, commit_json: str, caller: str | None = None) -> tuple[str, str]:
+        """(where the plan starts in the streams registered here, this process's incarnation).
+        Only the peer that planned a subscription commits it (and what it reserved); a lease
+        that expired is refused, not committed empty."""
+        subscription, lineage, replay = commit_from_wire(commit_json)
+        self._check_txn(txn, caller, subscription, "Commit")
+        if txn in self.state.expired:
+            raise NodeError("FAILED_PRECONDITION", f"the reservation {txn} expired at {self.id} "
+                                                   "before it was committed: plan again")
+        return json.dumps(self.participant.commit(txn, subscription, lineage, replay)), self.channels.epoch
 
-    def abort(self, txn: str) -> None:
+    def abort(self, txn: str, caller: str | None = None) -> None:
+        held = self.state.reserved_by.get(txn)
+        self._check_txn(txn, caller, held[1] if held else f"{caller}-", "Abort")
         self.participant.abort(txn)
+
+    def _check_txn(self, txn: str, caller: str | None, subscription: str, what: str) -> None:
+        if caller is None:
+            return
+        held = self.state.reserved_by.get(txn)
+        if owner_of(subscription) != caller or (held is not None and held != (caller, subscription)):
+            raise deny(caller, f"{what} {txn} for {subscription}", f"{caller} may {what.lower()} only "
+                                                                   "its own subscriptions' transactions")
 
     def remove(self, sid: str) -> list[str]:
         return self.participant.remove(sid)

@@ -29,6 +29,7 @@ from .executors import Executor
 from .peer_channels import PeerLink
 from .peer_state import PeerState
 from .positions import StreamPositions
+from .security import deny
 from .subscription_record import replaced_by
 
 CONFLICT = "conflict: "  # how a refusal that calls for planning again (not a full peer) begins
@@ -87,7 +88,7 @@ class Participant:
         backbone = self.state.backbone
         why = self.malformed(streams)
         if why:
-            raise NodeError("INVALID_ARGUMENT", f"{here} refuses the plan of {subscription}: {why}")
+            raise deny(subscription, "Reserve", f"{here} refuses the plan of {subscription}: {why}", "INVALID_ARGUMENT")
         unknown = [s.input.stream for s in streams if s.input.stream not in self.state.known_originals]
         if unknown:  # (a peer that just started learns the others' streams at the next heartbeat)
             return False, f'{CONFLICT}{here} does not know stream "{unknown[0]}" yet'

@@ -70,6 +70,8 @@ class PeerState:
         # transaction -> streams reserved here by an installation not yet committed or aborted
         self.reserved: dict[str, list[NetworkStream]] = {}
         self._reserved_until: dict[str, float] = {}
+        self.reserved_by: dict[str, tuple[str | None, str]] = {}  # txn -> (planning peer, subscription)
+        self.expired: dict[str, float] = {}  # leases that ran out, kept a while to refuse their commit
         self.reservations = 0  # reservations granted here: each changes what planners read
 
     @property
@@ -89,6 +91,9 @@ class PeerState:
     def add_original(self, original: OriginalState) -> NetworkStream:
         """A stream registered here (by its publisher, or taken back after a restart): its
         state, and its entry in the stream table (called with the lock held)."""
+        existing = self.table.get(original.name)
+        if existing is not None and not existing.original:
+            raise ValueError(f"{original.name!r} is a derived stream here: it cannot be registered")
         inp = InputStream(original.name, (original.root, original.item))
         stream = NetworkStream(id=original.name, input=inp, properties=raw_properties(inp), kind="items",
                                origin=self.id, parent=None, operators=(), route=(self.id,),
@@ -113,6 +118,7 @@ class PeerState:
         """End a transaction's reservation here: the streams it held (none if unknown)."""
         with self.lock:
             self._reserved_until.pop(txn, None)
+            self.reserved_by.pop(txn, None)
             return self.reserved.pop(txn, [])
 
     def held(self) -> list[NetworkStream]:
@@ -122,6 +128,9 @@ class PeerState:
             now = time.monotonic()
             for txn in [t for t, until in self._reserved_until.items() if until < now]:
                 self.unhold(txn)
+                self.expired[txn] = now
+            for txn in [t for t, at in self.expired.items() if at < now - 10 * RESERVATION_TTL_S]:
+                del self.expired[txn]
             return [s for kept in self.reserved.values() for s in kept]
 
     def own_usage(self) -> PeerUsage:

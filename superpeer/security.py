@@ -33,7 +33,18 @@ TOKEN_PUBLIC = "token.pub"
 ISSUER = "streamglobe"
 TOKEN_ALGORITHM = "EdDSA"
 AUTHORIZATION = "authorization"  # gRPC metadata key: "Bearer <token>"
+LEEWAY_S = 60  # clocks of the issuing host and the super-peers may differ this much
 audit = logging.getLogger("streamglobe.audit")
+
+
+def owner_of(plan_id: str) -> str:
+    """The super-peer a subscription or plan id belongs to (``SP1-1a2b3c4d``, ``…~5e6f7a``)."""
+    return plan_id.split("~", 1)[0].rpartition("-")[0]
+
+
+def stream_owner(stream_id: str) -> str:
+    """The super-peer that planned a derived stream (``SP1.12``)."""
+    return stream_id.rpartition(".")[0]
 
 
 def peer_files(directory: str | Path, peer: str) -> tuple[Path, Path]:
@@ -85,7 +96,7 @@ class TokenVerifier:
             raise NodeError("UNAUTHENTICATED", "no token: give --token or STREAMGLOBE_TOKEN "
                                                "(streamglobe token issue --user NAME …)")
         try:
-            claims = jwt.decode(token, self.key, algorithms=[TOKEN_ALGORITHM], issuer=ISSUER,
+            claims = jwt.decode(token, self.key, algorithms=[TOKEN_ALGORITHM], issuer=ISSUER, leeway=LEEWAY_S,
                                 options={"require": ["sub", "iat", "iss"]})
         except jwt.ExpiredSignatureError:
             raise NodeError("UNAUTHENTICATED", "the token has expired: ask for a new one") from None
@@ -152,6 +163,6 @@ def peer_identity(context) -> str | None:
 
 def deny(who: str, what: str, why: str, code: str = "PERMISSION_DENIED") -> NodeError:
     """Log a refusal (who, what, when — never a token) and return the error to raise."""
-    audit.warning("denied %s: %s at %s (%s)", who or "an unknown caller", what,
+    audit.warning("denied %r: %r at %s (%r)", who or "an unknown caller", what,
                   time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), why)
     return NodeError(code, why)

@@ -26,7 +26,7 @@ from .limits import MESSAGE_LIMIT, DataLimits
 from .access import UserQuotas
 from .node import Node
 from .security import Security
-from .service import SuperPeerService, ThinPeerService
+from .service import SuperPeerService, ThinPeerService, refused_super_peer_calls
 from .topology import Topology
 
 
@@ -57,10 +57,13 @@ class RunningSuperPeer:
     server: grpc.Server
     address: str
     peer_address: str = ""
+    peer_server: grpc.Server | None = None
 
     def stop(self, grace: float = 0.5) -> None:
         self.node.stop()
-        self.server.stop(grace).wait(5)
+        stopping = [s.stop(grace) for s in (self.server, self.peer_server) if s is not None]
+        for done in stopping:
+            done.wait(5)
 
 
 def start_superpeer(topology: Topology, peer: str, port: int | None = None,
@@ -78,32 +81,40 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
     node = Node(peer, topology, retention=retention, executor=executor,
                 executor_options=executor_options, limits=limits, heartbeats=heartbeats,
                 state_dir=state_dir, watermark_idle_s=watermark_idle_s, security=security)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix=f"rpc-{peer}"),
-                         options=[("grpc.max_receive_message_length", MESSAGE_LIMIT),
-                                  ("grpc.max_send_message_length", MESSAGE_LIMIT)])
+    # Two servers, each with its own threads: thin peers (long reads, slow subscriptions) can
+    # never hold up the other super-peers' transfers and heartbeats.
+    server, peer_server = _server(f"rpc-{peer}"), _server(f"peer-rpc-{peer}")
     pb_grpc.add_ThinPeerServicer_to_server(ThinPeerService(node, security, quotas), server)
-    pb_grpc.add_SuperPeerServicer_to_server(SuperPeerService(node, security), server)
+    pb_grpc.add_SuperPeerServicer_to_server(SuperPeerService(node, security), peer_server)
+    server.add_generic_rpc_handlers((refused_super_peer_calls(peer),))
     health_servicer = health.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for s in (server, peer_server):
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, s)
     services = (pb.DESCRIPTOR.services_by_name["ThinPeer"].full_name,
                 pb.DESCRIPTOR.services_by_name["SuperPeer"].full_name,
                 health.SERVICE_NAME, reflection.SERVICE_NAME)
-    reflection.enable_server_reflection(services, server)
+    reflection.enable_server_reflection((services[0], *services[2:]), server)
     host, _, default_port = topology.address(peer).rpartition(":")
     address = listen or f"{host}:{port if port is not None else default_port}"
     peer_address = peer_listen or topology.peer_address(peer)
-    for where, credentials in ((address, security.client_credentials() if security else None),
-                               (peer_address, security.backbone_credentials() if security else None)):
-        bound = (server.add_secure_port(where, credentials) if credentials is not None
-                 else server.add_insecure_port(where))
+    for s, where, credentials in ((server, address, security.client_credentials() if security else None),
+                                  (peer_server, peer_address, security.backbone_credentials() if security else None)):
+        bound = s.add_secure_port(where, credentials) if credentials is not None else s.add_insecure_port(where)
         if bound == 0:
             raise OSError(f"cannot listen on {where} (port in use?)")
     server.start()
+    peer_server.start()
     node.start()
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
     for name in services[:2]:
         health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return RunningSuperPeer(node, server, address, peer_address)
+    return RunningSuperPeer(node, server, address, peer_address, peer_server)
+
+
+def _server(threads: str) -> grpc.Server:
+    return grpc.server(futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix=threads),
+                       options=[("grpc.max_receive_message_length", MESSAGE_LIMIT),
+                                ("grpc.max_send_message_length", MESSAGE_LIMIT)])
 
 
 def serve_forever(running: RunningSuperPeer) -> None:

@@ -15,9 +15,10 @@ from proto import streamglobe_pb2_grpc as pb_grpc
 
 from .access import Access, UserQuotas
 from .node import Node, NodeError
-from .security import Security, deny, peer_identity
+from .security import Security, deny, owner_of, peer_identity
 
 log = logging.getLogger("streamglobe.superpeer")
+MAX_WAIT_MS = 30_000  # a result read waits at most this long for new results
 
 
 def _handled(method):
@@ -73,9 +74,12 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
     def Subscribe(self, request, context):
         grant = self.access.grant(context, "Subscribe")
         self.access.subscribe(grant)
-        record = self.node.subscribe(request.query, request.strategy, request.wait_for_streams,
-                                     cancelled=lambda: not context.is_active(),
-                                     time_remaining=context.time_remaining(), user=grant.user)
+        try:
+            record = self.node.subscribe(request.query, request.strategy, request.wait_for_streams,
+                                         cancelled=lambda: not context.is_active(),
+                                         time_remaining=context.time_remaining(), user=grant.user)
+        finally:
+            self.access.subscribed(grant)
         return pb.SubscribeReply(subscription=record.runtime.id,
                                  plan_json=json.dumps(record.plan.to_json() if record.plan else {}),
                                  description=record.describe())
@@ -89,7 +93,7 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
     def ReadResults(self, request, context):
         self.access.subscription(self.access.grant(context, "ReadResults"), request.subscription, "read")
         buffer, (offset, items, closed, lost) = self.node.read_results(
-            request.subscription, request.offset, request.max_items, request.wait_ms / 1000)
+            request.subscription, request.offset, request.max_items, min(request.wait_ms, MAX_WAIT_MS) / 1000)
         if buffer.error and closed:
             raise NodeError(buffer.code or "INTERNAL",
                             f"subscription {request.subscription} failed: {buffer.error}")
@@ -158,19 +162,19 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def Commit(self, request, context, caller):
-        starts, incarnation = self.node.commit(request.transaction, request.commit_json)
+        starts, incarnation = self.node.commit(request.transaction, request.commit_json, caller)
         return pb.CommitReply(starts_json=starts, incarnation=incarnation)
 
     @_handled
     @_peers_only
     def Abort(self, request, context, caller):
-        self.node.abort(request.transaction)
+        self.node.abort(request.transaction, caller)
         return pb.AbortReply()
 
     @_handled
     @_peers_only
     def Remove(self, request, context, caller):
-        if caller is not None and not request.subscription.startswith(f"{caller}-"):
+        if caller is not None and owner_of(request.subscription) != caller:
             raise deny(caller, f"Remove {request.subscription}",
                        f"{caller} may remove only its own subscriptions' streams ({caller}-…)")
         return pb.RemoveReply(removed=self.node.remove(request.subscription))
@@ -179,7 +183,13 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_peers_only
     def Truncate(self, request, context, caller):
         entry = self.node.state.table.get(request.stream)
-        if caller is not None and entry is not None and caller not in entry.route:
+        if caller is not None and entry is not None and caller in entry.route[1:]:
+            previous = entry.route[entry.route.index(caller) - 1]
+            if request.peer != previous:  # a peer cuts the route only back to the one before it
+                raise deny(caller, f"Truncate {request.stream} to {request.peer}",
+                           f"{caller} may cut the route of {request.stream} only back to {previous}")
+        elif caller is not None and entry is not None and entry.route[-1] != request.peer:
+            # (a peer cut away already asks the others too: that is a no-op, and answered so)
             raise deny(caller, f"Truncate {request.stream}", f"{caller} is not on the route of {request.stream}")
         self.node.truncate(request.stream, request.peer)
         return pb.TruncateReply()
@@ -202,3 +212,19 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
         usage, originals, hears, incarnation = self.node.heartbeat_reply()
         return pb.HeartbeatReply(superpeer=self.node.id, usage_json=usage, originals_json=originals,
                                  hears=hears, incarnation=incarnation)
+
+
+def refused_super_peer_calls(peer: str) -> grpc.GenericRpcHandler:
+    """On the thin-peer address, every super-peer call is refused with PERMISSION_DENIED (and
+    logged): they are taken only on the peer address, from a backbone certificate."""
+    service = pb.DESCRIPTOR.services_by_name["SuperPeer"]
+
+    def refuse(name: str):
+        def handler(request: bytes, context):
+            err = deny("", f"{name} from {context.peer()} at {peer}'s thin-peer address",
+                       f"{name} is a super-peer call: it is taken only on the peer address, with a "
+                       "certificate of the backbone naming one of its super-peers")
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, err.message)
+        return grpc.unary_unary_rpc_method_handler(handler)
+
+    return grpc.method_handlers_generic_handler(service.full_name, {m.name: refuse(m.name) for m in service.methods})

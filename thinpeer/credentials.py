@@ -63,5 +63,6 @@ class Credentials:
         return grpc.secure_channel(address, creds, options=options)
 
     def metadata(self) -> list[tuple[str, str]] | None:
-        """The token for a plaintext channel (a secure one adds it itself)."""
-        return [("authorization", f"Bearer {self.token}")] if self.token and self.ca is None else None
+        """Nothing: a secure channel adds the token itself, and a plaintext one never sends it
+        (an insecure network takes no tokens; a token in clear would be anyone's)."""
+        return None

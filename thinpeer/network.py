@@ -27,7 +27,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from superpeer.topology import Topology, load_topology
 
 from .client import SuperPeerClient
-from .credentials import Credentials
+from .credentials import Credentials, CredentialsError
 
 STATE_FILE = "network.json"
 KEYS_DIR = "tls"
@@ -46,6 +46,7 @@ class LocalNetwork:
     commands: dict[str, list[str]] = field(default_factory=dict)  # how each daemon was started
     topology_path: str = ""
     credentials: Credentials = field(default_factory=Credentials)  # an admin's (plaintext if insecure)
+    keys: Path = Path()  # the backbone directory the daemons serve with (secure)
 
     def client(self, peer: str, timeout: float = 30.0) -> SuperPeerClient:
         return SuperPeerClient(self.topology.address(peer), timeout, self.credentials)
@@ -75,7 +76,7 @@ class LocalNetwork:
         topology = self.topology
         (self.state_dir / STATE_FILE).write_text(json.dumps({
             "launcher": os.getpid(), "topology": self.topology_path,
-            "ca": str((self.state_dir / KEYS_DIR / "ca.pem").resolve()) if self.credentials.secure else None,
+            "ca": str(self.keys / "ca.pem") if self.credentials.secure else None,
             "superpeers": {p: {"pid": proc.pid, "address": topology.addresses[p],
                                "command": self.commands.get(p, [])}
                            for p, proc in self.processes.items()}}, indent=2))
@@ -174,7 +175,7 @@ def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Pat
                           "--state-dir", str((state / peer).resolve()), *security_args, *extra, *serve_args]
         processes[peer] = _launch(commands[peer], state / f"{peer}.log")
     network = LocalNetwork(topology, processes, state, commands, str(Path(topology_path).resolve()),
-                           credentials)
+                           credentials, Path(keys or state / KEYS_DIR).resolve())
     network.record()
     _wait_healthy(network, set(processes), wait_s, progress)
     return network
@@ -295,11 +296,14 @@ def start_peer(state_dir: str | Path, peer: str, wait_s: float = 60.0) -> str:
     if not entry.get("command"):
         raise NetworkError(f"the state file {state} does not say how {peer} was started")
     name = next(p for p, e in info["superpeers"].items() if e is entry)
+    try:
+        credentials = Credentials.resolve(info["ca"]) if info.get("ca") else Credentials()
+    except CredentialsError as exc:
+        raise NetworkError(str(exc)) from None
     proc = _launch(entry["command"], Path(state_dir) / f"{name}.log", append=True)
     entry["pid"] = proc.pid
     state.write_text(json.dumps(info, indent=2))
     deadline = time.monotonic() + wait_s
-    credentials = Credentials.resolve(info["ca"]) if info.get("ca") else Credentials()
     while not healthy(entry["address"], credentials=credentials):
         if proc.poll() is not None:
             tail = (Path(state_dir) / f"{name}.log").read_text()[-800:]

@@ -214,7 +214,7 @@ def test_malformed_transfer_from_a_neighbour_is_dropped_and_counted(tmp_path, ex
         reply = client.subscribe(QUERIES["q1"])
         stream = __import__("json").loads(reply.plan_json)["parts"][0]["delivered_stream"]
         good = [p.to_xml() for p in generate(20, seed=8)]
-        stub = pb_grpc.SuperPeerStub(grpc.insecure_channel(topology.address("SP1")))
+        stub = pb_grpc.SuperPeerStub(grpc.insecure_channel(topology.peer_address("SP1")))
         ack = stub.Transfer(pb.TransferRequest(stream=stream, items=["<photon><en>1</photon>"] + good,
                                                sender="SP5"))
         assert ack.acknowledged == 21
@@ -236,7 +236,7 @@ def test_a_retried_transfer_is_taken_once(tmp_path, executor):
         reply = client.subscribe(QUERIES["q1"])
         stream = __import__("json").loads(reply.plan_json)["parts"][0]["delivered_stream"]
         items = [p.to_xml() for p in generate(30, seed=8)]
-        stub = pb_grpc.SuperPeerStub(grpc.insecure_channel(topology.address("SP1")))
+        stub = pb_grpc.SuperPeerStub(grpc.insecure_channel(topology.peer_address("SP1")))
 
         def send(first: int, batch: list[str], epoch: str = "e1") -> int:
             return stub.Transfer(pb.TransferRequest(stream=stream, items=batch, first_sequence=first,
