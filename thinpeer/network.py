@@ -186,7 +186,7 @@ def secure_backbone(topology: Topology, state: Path, given: Path | None = None) 
     token key, so tokens issued earlier stay valid), or ``given``; an admin's token in
     ``state/admin.token`` (when the token key is there to sign it)."""
     from .certs import CA_KEY, TOKEN_KEY, init_backbone, topology_hosts
-    from .tokens import issue_token
+    from .tokens import ADMIN_TOKEN_S, issue_token
 
     keys = Path(given) if given is not None else state / KEYS_DIR
     hosts = topology_hosts(topology)
@@ -198,7 +198,7 @@ def secure_backbone(topology: Topology, state: Path, given: Path | None = None) 
         init_backbone(keys, hosts)
     if not (keys / TOKEN_KEY).exists():
         return Credentials((keys / "ca.pem").read_bytes())
-    token = issue_token(keys, "admin", ["*"], subscribe=True, admin=True, expires_s=None)
+    token = issue_token(keys, "admin", ["*"], subscribe=True, admin=True, expires_s=ADMIN_TOKEN_S)
     path = state / ADMIN_TOKEN
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:

@@ -14,6 +14,7 @@ from superpeer.security import TOKEN_ALGORITHM, Grant, claims_of
 
 from .certs import TOKEN_KEY
 
+ADMIN_TOKEN_S = 7 * 86400  # the admin token a launcher writes at every start lasts a week
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 

@@ -75,7 +75,7 @@ def secure_keys(directory: Path, placements: dict) -> Path:
     """The backbone's keys in ``directory/tls`` (made once: tokens stay valid across ``up``),
     one directory per peer under ``tls/peers`` with only what it needs, an admin token."""
     from thinpeer.certs import CA_KEY, init_backbone
-    from thinpeer.tokens import issue_token
+    from thinpeer.tokens import ADMIN_TOKEN_S, issue_token
 
     keys = directory / "tls"
     hosts = {p: [v.ip, v.service, "localhost", "127.0.0.1"] for p, v in placements.items()}
@@ -86,7 +86,7 @@ def secure_keys(directory: Path, placements: dict) -> Path:
         (per_peer / peer).mkdir(parents=True, exist_ok=True)
         for name in ("ca.pem", "token.pub", f"{peer}.pem", f"{peer}.key"):
             shutil.copy2(keys / name, per_peer / peer / name)
-    token = issue_token(keys, "admin", ["*"], subscribe=True, admin=True, expires_s=None)
+    token = issue_token(keys, "admin", ["*"], subscribe=True, admin=True, expires_s=ADMIN_TOKEN_S)
     fd = os.open(directory / ADMIN_TOKEN, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")
