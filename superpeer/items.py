@@ -20,9 +20,11 @@ from dataclasses import dataclass
 
 from lxml import etree
 
-# The super-peer's one XML parser: no DTD, no entity expansion, no network, and libxml2's
-# default limits (nesting depth 256, text nodes of 10,000,000 bytes) kept, not lifted.
-PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
+from wxquery.xml_safety import SAFE_PARSER
+
+# The super-peer's one XML parser (``wxquery.xml_safety``): no DTD, no entity expansion, no
+# network, and libxml2's default limits (nesting depth 256, text nodes of 10,000,000 bytes) kept.
+PARSER = SAFE_PARSER
 
 _MARK = "sg-item-" + secrets.token_hex(16)  # unguessable: an item cannot forge a boundary
 _SEP = f"<?{_MARK}?>"

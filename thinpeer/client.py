@@ -77,8 +77,7 @@ class SuperPeerClient:
 
     def _call(self, method: str, request, timeout: float | None = None):
         try:
-            return getattr(self.stub, method)(request, timeout=timeout or self.timeout,
-                                              metadata=self.credentials.metadata())
+            return getattr(self.stub, method)(request, timeout=timeout or self.timeout)
         except grpc.RpcError as exc:
             code = exc.code().name if exc.code() else "UNKNOWN"
             details = exc.details() or ""

@@ -52,6 +52,8 @@ class Credentials:
         return self.ca is not None
 
     def channel(self, address: str) -> grpc.Channel:
+        """A secure channel sends the token with every call; a plaintext one never does (an
+        insecure network takes no tokens, and a token in clear would be anyone's)."""
         if self.ca is None:
             return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
         creds = grpc.ssl_channel_credentials(self.ca)
@@ -61,8 +63,3 @@ class Credentials:
         if self.server_name:
             options.append(("grpc.ssl_target_name_override", self.server_name))
         return grpc.secure_channel(address, creds, options=options)
-
-    def metadata(self) -> list[tuple[str, str]] | None:
-        """Nothing: a secure channel adds the token itself, and a plaintext one never sends it
-        (an insecure network takes no tokens; a token in clear would be anyone's)."""
-        return None
