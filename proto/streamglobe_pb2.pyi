@@ -73,14 +73,16 @@ class CloseStreamReply(_message.Message):
     def __init__(self, items: _Optional[int] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("query", "strategy", "wait_for_streams")
+    __slots__ = ("query", "strategy", "wait_for_streams", "from_start")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     WAIT_FOR_STREAMS_FIELD_NUMBER: _ClassVar[int]
+    FROM_START_FIELD_NUMBER: _ClassVar[int]
     query: str
     strategy: str
     wait_for_streams: bool
-    def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ..., wait_for_streams: _Optional[bool] = ...) -> None: ...
+    from_start: bool
+    def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ..., wait_for_streams: _Optional[bool] = ..., from_start: _Optional[bool] = ...) -> None: ...
 
 class SubscribeReply(_message.Message):
     __slots__ = ("subscription", "plan_json", "description")

@@ -172,7 +172,7 @@ class ControlPlane:
 
     def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False,
                   cancelled: Callable[[], bool] | None = None,
-                  time_remaining: float | None = None, user: str = "") -> SubscriptionRecord:
+                  time_remaining: float | None = None, user: str = "", from_start: bool = False) -> SubscriptionRecord:
         """``cancelled`` (has the client gone?) and ``time_remaining`` (the client's deadline)
         stop the query's analysis early, as does ``analysis_deadline_s``."""
         own = time_remaining is None or self.analysis_deadline_s < time_remaining
@@ -196,7 +196,8 @@ class ControlPlane:
             raise NodeError("NOT_FOUND", f'unknown stream "{missing[0]}": no super-peer has it registered')
         runtime = SubscriptionRuntime(sid, analysis, self.retention, self.state.limits,
                                       buffer=self.result_buffer(sid, analysis))
-        record = SubscriptionRecord(runtime, None, {}, strat, tuple(missing), query=query, user=user)
+        record = SubscriptionRecord(runtime, None, {}, strat, tuple(missing), query=query, user=user,
+                                    from_start=from_start)
         self.state.store.add_subscription(sid, query, strat.value, record.registered_at, user)
         runtime.start()
         with self.state.lock:
@@ -265,8 +266,9 @@ class ControlPlane:
                 time.sleep(random.uniform(0, min(most, first * 2 ** min(attempt, 10))))
             view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id)
             try:
-                plan = self.make_planner(view).subscribe(sid, analysis.properties, self.state.id,
-                                                         record.strategy)
+                planner = self.make_planner(view)
+                plan = (planner.replay_plan(sid, analysis.properties, self.state.id) if record.from_start
+                        else planner.subscribe(sid, analysis.properties, self.state.id, record.strategy))
             except RegistrationError as exc:
                 raise NodeError("NOT_FOUND", str(exc)) from None
             except KeyError as exc:
@@ -281,14 +283,16 @@ class ControlPlane:
             if refused >= REPLANS or time.monotonic() >= deadline:
                 raise NodeError("ABORTED", f"could not reserve the plan's resources: "
                                            f"{last_reason or reason}")
+        # from the start: a new copy of each original, filled from its log's first item, then live
+        replay = {p.new_streams[0].id: 0 for p in plan.parts} if record.from_start else None
         try:
             reads = self.take_inputs(record, plan)
-            commit = self.commit(txn, plan, view)
+            commit = self.commit(txn, plan, view, replay)
         except BaseException:
             self.release(record, txn)
             raise
-        record.starts = commit.logged
-        record.chains = replay_inputs(plan.parts, view.lineage, commit.anchors, reads)
+        record.starts = {p.reused: 0 for p in plan.parts} if record.from_start else commit.logged
+        record.chains = {} if record.from_start else replay_inputs(plan.parts, view.lineage, commit.anchors, reads)
         record.paths = data_paths(plan, view.lineage)
         record.incarnations = {p: commit.incarnations.get(p) or self.incarnation(p)
                                for path in record.paths for p in path}

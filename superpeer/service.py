@@ -77,7 +77,8 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
         try:
             record = self.node.subscribe(request.query, request.strategy, request.wait_for_streams,
                                          cancelled=lambda: not context.is_active(),
-                                         time_remaining=context.time_remaining(), user=grant.user)
+                                         time_remaining=context.time_remaining(), user=grant.user,
+                                         from_start=request.from_start)
         finally:
             self.access.subscribed(grant)
         return pb.SubscribeReply(subscription=record.runtime.id,

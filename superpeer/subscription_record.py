@@ -28,6 +28,7 @@ class SubscriptionRecord:
     degraded_since: float | None = None
     query: str = ""
     user: str = ""  # who created it: the only one (with admins) who may read or end it
+    from_start: bool = False  # over everything its streams' logs hold, then live (``subscribe --from-start``)
     # Planned again after a failure (``recovery``): each new plan installs its streams under a
     # new plan id ``sid~xxxxxx`` (``owner``); ``stale`` are earlier plan ids (and attempts) some
     # peer may still hold.

@@ -190,10 +190,12 @@ class SuperPeerClient:
 
     # ------------------------------------------------------------------ subscribing
 
-    def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False
-                  ) -> pb.SubscribeReply:
+    def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False,
+                  from_start: bool = False) -> pb.SubscribeReply:
+        """``from_start``: over every item its streams' super-peers have logged, then live."""
         return self._call("Subscribe", pb.SubscribeRequest(query=query, strategy=strategy,
-                                                           wait_for_streams=wait_for_streams))
+                                                           wait_for_streams=wait_for_streams,
+                                                           from_start=from_start))
 
     def unsubscribe(self, subscription: str) -> list[str]:
         return list(self._call("Unsubscribe", pb.UnsubscribeRequest(subscription=subscription)).removed_streams)

@@ -272,7 +272,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                 if not args.query:
                     raise CliError("error: give --query FILE (or --resume ID)")
                 reply = client.subscribe(read_query(args.query), args.strategy,
-                                         wait_for_streams=not args.no_wait)
+                                         wait_for_streams=not args.no_wait, from_start=args.from_start)
                 sid, offset = reply.subscription, 0
                 _save_offset(sid, 0)
                 print(f"subscription {sid}", file=sys.stderr)
@@ -387,6 +387,9 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--resume", metavar="ID", help="resume reading a subscription")
     p.add_argument("--offset", type=int, help="with --resume: the offset to read from")
     p.add_argument("--strategy", default="sharing", choices=["sharing", "data-shipping", "query-shipping"])
+    p.add_argument("--from-start", action="store_true",
+                   help="over every item its streams' super-peers have logged (from their first), "
+                        "then live: no gap and no duplicate at the seam")
     p.add_argument("--no-wait", action="store_true",
                    help="fail if a stream the query reads is not registered yet (default: wait for it)")
     p.set_defaults(func=cmd_subscribe)
