@@ -54,6 +54,23 @@ def init_backbone(out: str | Path, peers: dict[str, list[str]]) -> Path:
     return out
 
 
+def ensure_backbone(out: str | Path, peers: dict[str, list[str]]) -> Path:
+    """``init_backbone`` unless ``out`` already has a CA and a certificate for every peer
+    (kept: tokens issued with its token key stay valid)."""
+    out = Path(out)
+    if not (out / CA_KEY).exists() or any(not peer_files(out, p)[0].exists() for p in peers):
+        init_backbone(out, peers)
+    return out
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write a secret readable by its owner only (an existing file is narrowed too)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
 def hosts_of(address: str) -> list[str]:
     """The host part of ``host:port``, plus ``localhost`` for a loopback or unspecified one."""
     host = address.rpartition(":")[0].strip("[]")
@@ -114,8 +131,5 @@ def _issue(ca_key, ca_cert: x509.Certificate, peer: str, hosts: list[str], key) 
 
 
 def _write_key(path: Path, key) -> None:
-    data = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    write_private(path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))

@@ -27,7 +27,6 @@ class CredentialsError(ValueError):
 class Credentials:
     ca: bytes | None = None  # None: plaintext
     token: str | None = None
-    server_name: str | None = None  # the name to check the super-peer's certificate for
 
     @classmethod
     def resolve(cls, ca: str | Path | None = None, token: str | None = None) -> "Credentials":
@@ -59,7 +58,4 @@ class Credentials:
         creds = grpc.ssl_channel_credentials(self.ca)
         if self.token:
             creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(self.token))
-        options = list(CHANNEL_OPTIONS)
-        if self.server_name:
-            options.append(("grpc.ssl_target_name_override", self.server_name))
-        return grpc.secure_channel(address, creds, options=options)
+        return grpc.secure_channel(address, creds, options=CHANNEL_OPTIONS)

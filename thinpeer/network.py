@@ -185,8 +185,8 @@ def secure_backbone(topology: Topology, state: Path, given: Path | None = None) 
     """The backbone's keys in ``state/tls`` (made once: a restarted network keeps its CA and
     token key, so tokens issued earlier stay valid), or ``given``; an admin's token in
     ``state/admin.token`` (when the token key is there to sign it)."""
-    from .certs import CA_KEY, TOKEN_KEY, init_backbone, topology_hosts
-    from .tokens import ADMIN_TOKEN_S, issue_token
+    from .certs import TOKEN_KEY, ensure_backbone, topology_hosts
+    from .tokens import write_admin_token
 
     keys = Path(given) if given is not None else state / KEYS_DIR
     hosts = topology_hosts(topology)
@@ -194,16 +194,11 @@ def secure_backbone(topology: Topology, state: Path, given: Path | None = None) 
     if given is not None and (missing or not (keys / "ca.pem").exists()):
         raise NetworkError(f"{keys} has no certificate for {', '.join(missing) or 'the CA'}: "
                            "make it with streamglobe certs init --topology FILE --out DIR")
-    if given is None and (not (keys / CA_KEY).exists() or missing):
-        init_backbone(keys, hosts)
+    if given is None:
+        ensure_backbone(keys, hosts)
     if not (keys / TOKEN_KEY).exists():
         return Credentials((keys / "ca.pem").read_bytes())
-    token = issue_token(keys, "admin", ["*"], subscribe=True, admin=True, expires_s=ADMIN_TOKEN_S)
-    path = state / ADMIN_TOKEN
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    return Credentials((keys / "ca.pem").read_bytes(), token)
+    return Credentials((keys / "ca.pem").read_bytes(), write_admin_token(keys, state / ADMIN_TOKEN))
 
 
 def _launch(command: list[str], log_path: Path, append: bool = False) -> subprocess.Popen:

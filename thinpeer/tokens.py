@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives import serialization
 
 from superpeer.security import TOKEN_ALGORITHM, Grant, claims_of
 
-from .certs import TOKEN_KEY
+from .certs import TOKEN_KEY, write_private
 
 ADMIN_TOKEN_S = 7 * 86400  # the admin token a launcher writes at every start lasts a week
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
@@ -47,3 +47,11 @@ def issue_token(directory: str | Path, user: str, publish: list[str] | tuple[str
     grant = Grant(user.strip(), tuple(publish), subscribe, admin,
                   None if expires_s is None else issued + expires_s)
     return jwt.encode(claims_of(grant, issued), key, algorithm=TOKEN_ALGORITHM)
+
+
+def write_admin_token(keys: str | Path, path: Path) -> str:
+    """An admin token (valid ``ADMIN_TOKEN_S``) signed with ``keys``' token key, written to
+    ``path`` for its owner only: what a launcher gives the user who started it."""
+    token = issue_token(keys, "admin", ["*"], subscribe=True, admin=True, expires_s=ADMIN_TOKEN_S)
+    write_private(path, (token + "\n").encode())
+    return token

@@ -7,7 +7,6 @@ containers' topology and ``deployment.json``; every later command reads them fro
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -74,22 +73,17 @@ def up(topology_file: Path, root: Path, project: str, executor: str, serve_args:
 def secure_keys(directory: Path, placements: dict) -> Path:
     """The backbone's keys in ``directory/tls`` (made once: tokens stay valid across ``up``),
     one directory per peer under ``tls/peers`` with only what it needs, an admin token."""
-    from thinpeer.certs import CA_KEY, init_backbone
-    from thinpeer.tokens import ADMIN_TOKEN_S, issue_token
+    from thinpeer.certs import ensure_backbone
+    from thinpeer.tokens import write_admin_token
 
-    keys = directory / "tls"
     hosts = {p: [v.ip, v.service, "localhost", "127.0.0.1"] for p, v in placements.items()}
-    if not (keys / CA_KEY).exists() or any(not (keys / f"{p}.pem").exists() for p in hosts):
-        init_backbone(keys, hosts)
+    keys = ensure_backbone(directory / "tls", hosts)
     per_peer = keys / "peers"
     for peer in hosts:
         (per_peer / peer).mkdir(parents=True, exist_ok=True)
         for name in ("ca.pem", "token.pub", f"{peer}.pem", f"{peer}.key"):
             shutil.copy2(keys / name, per_peer / peer / name)
-    token = issue_token(keys, "admin", ["*"], subscribe=True, admin=True, expires_s=ADMIN_TOKEN_S)
-    fd = os.open(directory / ADMIN_TOKEN, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
+    write_admin_token(keys, directory / ADMIN_TOKEN)
     return per_peer
 
 
