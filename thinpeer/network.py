@@ -122,14 +122,20 @@ def with_free_ports(source: str | Path | Traversable, dest: str | Path) -> Path:
     import re
 
     text = (Path(source) if isinstance(source, str) else source).read_text(encoding="utf-8")
-    data = tomllib.loads(text)
-    peers = data["superpeer"]
+    peers = tomllib.loads(text)["superpeer"]
     ports = free_ports(2 * len(peers))
-    for peer, port, peer_port in zip(peers, ports[::2], ports[1::2]):
-        text = re.sub(rf'^(\s*)peer_address\s*=\s*"{re.escape(str(peer.get("peer_address", "")))}"\s*$\n?', "",
-                      text, flags=re.M) if "peer_address" in peer else text
-        text = re.sub(rf'^(\s*)address\s*=\s*"{re.escape(peer["address"])}"',
-                      rf'\1address = "127.0.0.1:{port}"\n\1peer_address = "127.0.0.1:{peer_port}"', text, flags=re.M)
+    new = {peer["address"]: (port, peer_port) for peer, port, peer_port in zip(peers, ports[::2], ports[1::2])}
+
+    # One pass over the address lines: substituting peer by peer would rewrite a line a former
+    # substitution wrote when a free port equals another peer's listed one (a duplicate key).
+    def moved(match: re.Match) -> str:
+        indent, key, value = match.groups()
+        if key == "peer_address":
+            return ""
+        port, peer_port = new[value]
+        return f'{indent}address = "127.0.0.1:{port}"\n{indent}peer_address = "127.0.0.1:{peer_port}"\n'
+
+    text = re.sub(r'^([ \t]*)(address|peer_address)\s*=\s*"([^"]*)"[ \t]*(?:#.*)?\n?', moved, text, flags=re.M)
     Path(dest).write_text(text)
     return Path(dest)
 
