@@ -7,32 +7,36 @@ from typing import ClassVar as _ClassVar, Optional as _Optional
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RegisterStreamRequest(_message.Message):
-    __slots__ = ("name", "root", "item", "rate", "event_time", "event_time_rate")
+    __slots__ = ("name", "root", "item", "rate", "event_time", "event_time_rate", "history")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROOT_FIELD_NUMBER: _ClassVar[int]
     ITEM_FIELD_NUMBER: _ClassVar[int]
     RATE_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_FIELD_NUMBER: _ClassVar[int]
     EVENT_TIME_RATE_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     name: str
     root: str
     item: str
     rate: float
     event_time: str
     event_time_rate: float
-    def __init__(self, name: _Optional[str] = ..., root: _Optional[str] = ..., item: _Optional[str] = ..., rate: _Optional[float] = ..., event_time: _Optional[str] = ..., event_time_rate: _Optional[float] = ...) -> None: ...
+    history: str
+    def __init__(self, name: _Optional[str] = ..., root: _Optional[str] = ..., item: _Optional[str] = ..., rate: _Optional[float] = ..., event_time: _Optional[str] = ..., event_time_rate: _Optional[float] = ..., history: _Optional[str] = ...) -> None: ...
 
 class RegisterStreamReply(_message.Message):
-    __slots__ = ("stream", "superpeer", "max_item_bytes", "next_position")
+    __slots__ = ("stream", "superpeer", "max_item_bytes", "next_position", "history")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     SUPERPEER_FIELD_NUMBER: _ClassVar[int]
     MAX_ITEM_BYTES_FIELD_NUMBER: _ClassVar[int]
     NEXT_POSITION_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
     stream: str
     superpeer: str
     max_item_bytes: int
     next_position: int
-    def __init__(self, stream: _Optional[str] = ..., superpeer: _Optional[str] = ..., max_item_bytes: _Optional[int] = ..., next_position: _Optional[int] = ...) -> None: ...
+    history: str
+    def __init__(self, stream: _Optional[str] = ..., superpeer: _Optional[str] = ..., max_item_bytes: _Optional[int] = ..., next_position: _Optional[int] = ..., history: _Optional[str] = ...) -> None: ...
 
 class PublishRequest(_message.Message):
     __slots__ = ("stream", "first_sequence", "items", "position")
@@ -73,26 +77,34 @@ class CloseStreamReply(_message.Message):
     def __init__(self, items: _Optional[int] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("query", "strategy", "wait_for_streams", "from_start")
+    __slots__ = ("query", "strategy", "wait_for_streams", "from_start", "since_s", "approximate")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     WAIT_FOR_STREAMS_FIELD_NUMBER: _ClassVar[int]
     FROM_START_FIELD_NUMBER: _ClassVar[int]
+    SINCE_S_FIELD_NUMBER: _ClassVar[int]
+    APPROXIMATE_FIELD_NUMBER: _ClassVar[int]
     query: str
     strategy: str
     wait_for_streams: bool
     from_start: bool
-    def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ..., wait_for_streams: _Optional[bool] = ..., from_start: _Optional[bool] = ...) -> None: ...
+    since_s: float
+    approximate: bool
+    def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ..., wait_for_streams: _Optional[bool] = ..., from_start: _Optional[bool] = ..., since_s: _Optional[float] = ..., approximate: _Optional[bool] = ...) -> None: ...
 
 class SubscribeReply(_message.Message):
-    __slots__ = ("subscription", "plan_json", "description")
+    __slots__ = ("subscription", "plan_json", "description", "history", "sample")
     SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     PLAN_JSON_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_FIELD_NUMBER: _ClassVar[int]
     subscription: str
     plan_json: str
     description: str
-    def __init__(self, subscription: _Optional[str] = ..., plan_json: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+    history: str
+    sample: int
+    def __init__(self, subscription: _Optional[str] = ..., plan_json: _Optional[str] = ..., description: _Optional[str] = ..., history: _Optional[str] = ..., sample: _Optional[int] = ...) -> None: ...
 
 class UnsubscribeRequest(_message.Message):
     __slots__ = ("subscription",)
@@ -297,15 +309,17 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, sender: _Optional[str] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("superpeer", "usage_json", "originals_json", "hears", "incarnation")
+    __slots__ = ("superpeer", "usage_json", "originals_json", "hears", "incarnation", "pins_json")
     SUPERPEER_FIELD_NUMBER: _ClassVar[int]
     USAGE_JSON_FIELD_NUMBER: _ClassVar[int]
     ORIGINALS_JSON_FIELD_NUMBER: _ClassVar[int]
     HEARS_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    PINS_JSON_FIELD_NUMBER: _ClassVar[int]
     superpeer: str
     usage_json: str
     originals_json: str
     hears: _containers.RepeatedScalarFieldContainer[str]
     incarnation: str
-    def __init__(self, superpeer: _Optional[str] = ..., usage_json: _Optional[str] = ..., originals_json: _Optional[str] = ..., hears: _Optional[_Iterable[str]] = ..., incarnation: _Optional[str] = ...) -> None: ...
+    pins_json: str
+    def __init__(self, superpeer: _Optional[str] = ..., usage_json: _Optional[str] = ..., originals_json: _Optional[str] = ..., hears: _Optional[_Iterable[str]] = ..., incarnation: _Optional[str] = ..., pins_json: _Optional[str] = ...) -> None: ...

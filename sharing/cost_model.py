@@ -42,6 +42,8 @@ class Calibration:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
     def operator(self, op: alg.Operator) -> float:
+        if isinstance(op, alg.Sample):  # a hash and a comparison per item
+            return self.select_base + self.select_atom
         if isinstance(op, alg.Select):
             return self.select_base + self.select_atom * len(op.atoms)
         if isinstance(op, alg.Project):

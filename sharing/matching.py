@@ -143,6 +143,8 @@ def match_properties(stream: InputProperties, sub: InputProperties,
     for op in stream.unknown:
         if op not in sub.unknown:
             return Match(False, f"unknown operator {op.name}{list(op.params)} is not in the subscription")
+    if stream.sample != sub.sample and (stream.sample > 1 or stream.window is not None):
+        return Match(False, f"the stream is {_sampled(stream.sample)}; the subscription needs {_sampled(sub.sample)}")
     if stream.window is not None:
         return _match_aggregate_stream(stream, sub)
     ok, reason = match_predicates(stream.selection, sub.selection, repeated)
@@ -151,7 +153,7 @@ def match_properties(stream: InputProperties, sub: InputProperties,
     lacking = sorted(e for e in sub.projection.referenced if not covers(stream.projection.output, e))
     if lacking:
         return Match(False, "the stream does not carry " + ", ".join(lacking))
-    residual: list[alg.Operator] = []
+    residual: list[alg.Operator] = [alg.Sample(sub.sample)] if sub.sample != stream.sample else []
     atoms = residual_selection(stream.selection, sub.selection)
     if atoms:
         residual.append(alg.Select(atoms))
@@ -163,6 +165,10 @@ def match_properties(stream: InputProperties, sub: InputProperties,
     if sub.projection.output != stream.projection.output:
         residual.append(alg.Project(sub.projection.output))
     return Match(True, reason, tuple(residual), "items")
+
+
+def _sampled(rate: int) -> str:
+    return "every item" if rate == 1 else f"a 1/{rate} sample"
 
 
 def _match_aggregate_stream(stream: InputProperties, sub: InputProperties) -> Match:

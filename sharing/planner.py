@@ -23,12 +23,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from wxquery.operators import definitions as alg
 
 from .cost_model import Calibration, CostModel, Overload, Usage
+from .estimates import SAMPLE_RATES
 from .matching import Match, match_properties
 from .network_state import NetworkState, NetworkStream
 from .planning_view import PlanningView
@@ -94,6 +95,7 @@ class Plan:
     usage: Usage
     cost: float
     overloads: list[Overload]
+    sample: int = 1  # admitted on a 1/sample sample of its input (``approximate``); 1: every item
 
     @property
     def admitted(self) -> bool:
@@ -102,13 +104,13 @@ class Plan:
     @property
     def reason(self) -> str:
         if self.admitted:
-            return "admitted"
+            return "admitted" if self.sample == 1 else f"admitted on a 1/{self.sample} sample (approximate)"
         return "rejected: " + "; ".join(map(str, self.overloads))
 
     def to_json(self) -> dict:
         return {"subscription": self.subscription, "target": self.target,
                 "strategy": self.strategy.value, "admitted": self.admitted,
-                "reason": self.reason, "cost": round(self.cost, 6),
+                "reason": self.reason, "cost": round(self.cost, 6), "sample": self.sample,
                 "parts": [p.to_json() for p in self.parts],
                 "post_processing_at": self.target}
 
@@ -130,8 +132,14 @@ class Planner:
     # ------------------------------------------------------------------ public
 
     def subscribe(self, subscription: str, properties: Properties, target: str,
-                  strategy: Strategy = Strategy.SHARING) -> Plan:
-        """Plan a subscription registered at ``target``; nothing is installed yet."""
+                  strategy: Strategy = Strategy.SHARING, approximate: bool = False) -> Plan:
+        """Plan a subscription registered at ``target``; nothing is installed yet.
+
+        ``approximate``: a subscription whose plans all overload the network is planned on a
+        sample of its input instead — the finest of 1/2 … 1/64 the network can carry (OSCAR's
+        multiple resolutions, chosen by the resources available), its window aggregates scaled
+        at the subscriber (``Plan.sample``). Not for several inputs (a join of samples is not a
+        sample of the join) nor count windows (a count window over a sample is another window)."""
         if target not in self.state.backbone.peers:
             raise RegistrationError(f"unknown super-peer {target}")
         if strategy is Strategy.SHARING:
@@ -140,7 +148,15 @@ class Planner:
             part_for = self._data_shipping
         else:
             part_for = self._query_shipping
-        return self._plan(subscription, properties, target, strategy, part_for)
+        plan = self._plan(subscription, properties, target, strategy, part_for)
+        if plan.admitted or not approximate or not samplable(properties):
+            return plan
+        for rate in SAMPLE_RATES:
+            sampled = self._plan(subscription, with_sample(properties, rate), target, strategy, part_for)
+            if sampled.admitted:
+                sampled.sample = rate
+                return sampled
+        return plan
 
     def replay_plan(self, subscription: str, properties: Properties, target: str,
                     chains: Mapping[str, ReplayInput] | None = None) -> Plan:
@@ -330,7 +346,8 @@ class Planner:
         cached = self._estimate_cache.get(key)
         if cached is None or cached[0] is not props:
             stats = self.state.statistics[props.input.stream]
-            cached = (props, stats.estimate(props), stats.frequency * stats.selectivity(props.selection))
+            cached = (props, stats.estimate(props),
+                      stats.frequency * stats.selectivity(props.selection) / props.sample)
             self._estimate_cache = {key: cached}
         return cached[1], cached[2]
 
@@ -353,7 +370,9 @@ class Planner:
         selected = self._estimates(props)[1] if stream.operators else freq
         for op in stream.operators:
             usage.add_peer(origin, self.calibration.operator(op) * peers[origin].pindex * freq)
-            if isinstance(op, alg.Select):
+            if isinstance(op, alg.Sample):
+                freq = freq / op.rate
+            elif isinstance(op, alg.Select):
                 freq = min(freq, selected)
             elif isinstance(op, (alg.WindowAggregate, alg.CombineWindows)):
                 freq = estimate.freq
@@ -385,3 +404,18 @@ class Planner:
     def _repeated(self, inp: InputProperties) -> frozenset[str]:
         stats = self.state.statistics.get(inp.input.stream)
         return stats.repeated_elements if stats is not None else frozenset()
+
+
+def samplable(properties: Properties) -> bool:
+    """Whether a sample of its input answers the subscription approximately: one input, and no
+    count window."""
+    return len(properties.inputs) == 1 and all(
+        i.window is None or i.window.kind != "count" for i in properties.inputs)
+
+
+def with_sample(properties: Properties, rate: int) -> Properties:
+    """The subscription over a 1/``rate`` sample of each input (1: the subscription itself)."""
+    if rate == 1:
+        return properties
+    return replace(properties, inputs=tuple(replace(i, sample=rate) for i in properties.inputs))
+

@@ -68,6 +68,7 @@ def properties_to_json(p: InputProperties) -> dict:
         "aggregate_selection": ([atom_to_json(a) for a in p.aggregate_selection.atoms]
                                 if p.aggregate_selection else None),
         "unknown": [[u.name, list(u.params)] for u in p.unknown],
+        "sample": p.sample,
     }
 
 
@@ -82,10 +83,13 @@ def properties_from_json(j: dict) -> InputProperties:
         aggregate_selection=(Selection(tuple(atom_from_json(a) for a in j["aggregate_selection"]))
                              if j["aggregate_selection"] else None),
         unknown=tuple(UnknownOperator(n, tuple(p)) for n, p in j["unknown"]),
+        sample=int(j.get("sample", 1)),
     )
 
 
 def operator_to_json(op: alg.Operator) -> dict:
+    if isinstance(op, alg.Sample):
+        return {"op": "sample", "rate": op.rate}
     if isinstance(op, alg.Select):
         return {"op": "select", "atoms": [atom_to_json(a) for a in op.atoms]}
     if isinstance(op, alg.Project):
@@ -103,6 +107,8 @@ def operator_to_json(op: alg.Operator) -> dict:
 
 def operator_from_json(j: dict) -> alg.Operator:
     kind = j["op"]
+    if kind == "sample":
+        return alg.Sample(int(j["rate"]))
     if kind == "select":
         return alg.Select(tuple(atom_from_json(a) for a in j["atoms"]))
     if kind == "project":

@@ -299,7 +299,7 @@ class StreamStatistics:
     def estimate(self, props: InputProperties) -> StreamEstimate:
         """Frequency and item size of the stream described by ``props`` over this original."""
         sel = self.selectivity(props.selection)
-        freq = self.frequency * sel
+        freq = self.frequency * sel / props.sample
         if props.window is None:
             return StreamEstimate(freq, self.projected_size(props.projection.output))
         window = props.window

@@ -109,9 +109,11 @@ class InputProperties:
     aggregates: tuple[Aggregation, ...] = ()
     aggregate_selection: Selection | None = None
     unknown: tuple[UnknownOperator, ...] = ()
+    # a 1/sample Bernoulli sample of the items, taken first (``--approximate`` under overload; 1: all)
+    sample: int = 1
 
     def operators(self) -> list[dict]:
-        ops: list[dict] = []
+        ops: list[dict] = [{"op": "sample", "rate": self.sample}] if self.sample > 1 else []
         if self.selection is not None:
             ops.append({"op": "selection", **self.selection.to_json()})
         ops.append({"op": "projection", **self.projection.to_json()})

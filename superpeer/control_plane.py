@@ -35,7 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sharing.analysis import analyze
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
@@ -45,7 +45,7 @@ from sharing.stream_table import NetworkStream
 from wxquery.errors import WXQueryError
 from wxquery.limits import DEFAULT_LIMITS, AnalysisInterrupted, Interruption, QueryLimits
 
-from .errors import NodeError
+from .errors import NodeError, as_node_error
 from .event_time import EventTime, check_event_time
 from .peer_channels import PeerLink, Waiting
 from .participant import CONFLICT
@@ -74,6 +74,8 @@ class PlanCommitted:
     logged: dict[str, int]  # original -> items logged when its peer committed
     anchors: dict[str, int]  # stream -> the first parent item it took (``positions``)
     incarnations: dict[str, str]  # peer -> the process that committed (a later one lost the plan)
+    replayed: dict[str, int] = field(default_factory=dict)  # original -> first log item replayed
+    history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history went
 
 
 class ControlPlane:
@@ -128,7 +130,9 @@ class ControlPlane:
             existing = self.state.originals.get(name)
             if existing is not None:
                 if (existing.root, existing.item) != (root, item):
-                    raise NodeError("ALREADY_EXISTS", registered_differently(existing, root, item))
+                    raise NodeError("ALREADY_EXISTS", f'stream "{name}" is already registered here as <{existing.root}> with '
+                                                      f'<{existing.item}> items, not <{root}> with <{item}> items: register '
+                                                      'the other stream under a new name')
                 if existing.closed:
                     raise NodeError("FAILED_PRECONDITION", f'stream "{name}" was closed; register it under a new name')
                 return  # a publisher reconnecting
@@ -172,9 +176,14 @@ class ControlPlane:
 
     def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False,
                   cancelled: Callable[[], bool] | None = None,
-                  time_remaining: float | None = None, user: str = "", from_start: bool = False) -> SubscriptionRecord:
+                  time_remaining: float | None = None, user: str = "", from_start: bool = False,
+                  since_s: float | None = None, approximate: bool = False) -> SubscriptionRecord:
         """``cancelled`` (has the client gone?) and ``time_remaining`` (the client's deadline)
-        stop the query's analysis early, as does ``analysis_deadline_s``."""
+        stop the query's analysis early, as does ``analysis_deadline_s``. ``from_start`` /
+        ``since_s``: over everything its streams' super-peers retain / the items that arrived
+        there in the last so many seconds, then live (``history``)."""
+        if since_s is not None and not (0 <= since_s < float("inf")):
+            raise NodeError("INVALID_ARGUMENT", f"since: {since_s} is not a duration in seconds")
         own = time_remaining is None or self.analysis_deadline_s < time_remaining
         interruption = Interruption(
             self.analysis_deadline_s if own else time_remaining, cancelled,
@@ -197,7 +206,8 @@ class ControlPlane:
         runtime = SubscriptionRuntime(sid, analysis, self.retention, self.state.limits,
                                       buffer=self.result_buffer(sid, analysis))
         record = SubscriptionRecord(runtime, None, {}, strat, tuple(missing), query=query, user=user,
-                                    from_start=from_start)
+                                    from_start=from_start or since_s is not None, since_s=since_s,
+                                    approximate=approximate)
         self.state.store.add_subscription(sid, query, strat.value, record.registered_at, user)
         runtime.start()
         with self.state.lock:
@@ -268,7 +278,8 @@ class ControlPlane:
             try:
                 planner = self.make_planner(view)
                 plan = (planner.replay_plan(sid, analysis.properties, self.state.id) if record.from_start
-                        else planner.subscribe(sid, analysis.properties, self.state.id, record.strategy))
+                        else planner.subscribe(sid, analysis.properties, self.state.id, record.strategy,
+                                               approximate=record.approximate))
             except RegistrationError as exc:
                 raise NodeError("NOT_FOUND", str(exc)) from None
             except KeyError as exc:
@@ -285,18 +296,23 @@ class ControlPlane:
                                            f"{last_reason or reason}")
         # from the start: a new copy of each original, filled from its log's first item, then live
         replay = {p.new_streams[0].id: 0 for p in plan.parts} if record.from_start else None
+        since = ({p.new_streams[0].id: record.since_s for p in plan.parts}
+                 if record.since_s is not None else None)
         try:
             reads = self.take_inputs(record, plan)
-            commit = self.commit(txn, plan, view, replay)
+            commit = self.commit(txn, plan, view, replay, since)
         except BaseException:
             self.release(record, txn)
             raise
-        record.starts = {p.reused: 0 for p in plan.parts} if record.from_start else commit.logged
+        record.starts = ({p.reused: commit.replayed.get(p.reused, 0) for p in plan.parts} if record.from_start
+                         else commit.logged)
+        record.history = "; ".join(commit.history[n] for n in sorted(commit.history))
+        record.sample = record.runtime.sample = plan.sample
         record.chains = {} if record.from_start else replay_inputs(plan.parts, view.lineage, commit.anchors, reads)
         record.paths = data_paths(plan, view.lineage)
         record.incarnations = {p: commit.incarnations.get(p) or self.incarnation(p)
                                for path in record.paths for p in path}
-        self.state.store.set_plan(sid, record.owner, record.stale, record.starts, record.chains)
+        self.state.store.set_plan(sid, record.owner, record.stale, record.starts, record.chains, record.sample)
 
     def take_inputs(self, record: SubscriptionRecord, plan: Plan) -> dict[str, int]:
         """Deliver the plan's result streams to the subscription here, before anything is
@@ -351,11 +367,12 @@ class ControlPlane:
         return txn, ""
 
     def commit(self, txn: str, plan: Plan, view: RemotePlanningView,
-               replay: dict[str, int] | None = None) -> PlanCommitted:
+               replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> PlanCommitted:
         """Commit on the peers the plan touches, downstream first: a peer starts sending a new
         stream only once every later peer of its route has installed it. ``replay``: new
         copies to fill from their stream's log (from the given item), streams to drop the
-        items of below a number. Returns where the plan starts (``PlanCommitted``)."""
+        items of below a number; ``since``: copies to fill from the items that arrived in the
+        last so many seconds instead. Returns where the plan starts (``PlanCommitted``)."""
         chains = [s for p in plan.parts for s in view.lineage(p.reused)]
         lineage = sorted({s.id for s in chains})
         # the originals' peers say where the subscription starts in each stream: required too
@@ -363,8 +380,10 @@ class ControlPlane:
         done = PlanCommitted({}, {}, {})
         for peer in self.commit_peers(self.affected(plan), lineage, view):
             committed = self.link.commit(peer, txn, plan.subscription, lineage,
-                                         required=peer in required, replay=replay)
+                                         required=peer in required, replay=replay, since=since)
             done.logged.update(committed.starts)
+            done.replayed.update(committed.replayed)
+            done.history.update(committed.history)
             done.anchors.update(committed.anchors)
             done.incarnations[peer] = committed.incarnation
         return done
@@ -419,27 +438,10 @@ class ControlPlane:
                       "replay_from": {v: {"log_item": c.start, "levels": [lv.first for lv in c.levels],
                                           "read": c.read} for v, c in r.chains.items()},
                       "plan": r.plan.to_json() if r.plan else None,
-                      "waiting_for": list(r.waiting_for), "plan_error": r.error,
+                      "waiting_for": list(r.waiting_for), "plan_error": r.error, "sample": r.sample,
                       **r.runtime.buffer.status()}
                 for sid, r in self.subscriptions.items()}
 
     def stop(self) -> None:
         for record in self.subscriptions.values():
             record.runtime.stop()
-
-
-def as_node_error(exc: BaseException, subscription: str) -> NodeError:
-    """A failure while installing a subscription, as the status its client sees: a
-    ``NodeError`` as it is, anything else (a bug) logged and reported as INTERNAL."""
-    if isinstance(exc, NodeError):
-        return exc
-    log.error("installing %s failed", subscription, exc_info=exc)
-    return NodeError("INTERNAL", f"installing subscription {subscription} failed: "
-                                 f"{type(exc).__name__}: {exc}")
-
-
-def registered_differently(existing: OriginalState, root: str, item: str) -> str:
-    """A second registration of a name must describe the same stream: say what differs."""
-    return (f'stream "{existing.name}" is already registered here as <{existing.root}> with '
-            f'<{existing.item}> items, not <{root}> with <{item}> items: register the other '
-            f'stream under a new name')

@@ -13,9 +13,7 @@ and the rest keeps flowing.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
@@ -29,6 +27,7 @@ from wxquery.operators.records import WindowRecord, serialize
 from .errors import NodeError
 from .executors import Executor
 from .items import PARSER, check_items
+from .log_replay import LogReplays
 from .link_receipts import LinkReceipts
 from .peer_state import PeerState
 from .positions import StreamPositions, kept_runs
@@ -37,8 +36,6 @@ from .security import deny
 STATISTICS_FULL = 2000  # observe every item up to this many, then every 50th
 MAX_REJECTION_REASONS = 20
 MIN_RATE_WINDOW_S = 10.0
-REPLAY_BATCH = 1000  # log items read and pushed at a time
-REPLAY_QUEUE_ITEMS = 50_000  # a replay waits while a next hop's queue holds more
 WINDOW_OPERATORS = (WindowAggregate, CombineWindows)
 log = logging.getLogger("streamglobe.superpeer")
 
@@ -62,14 +59,6 @@ class Published(NamedTuple):
     duplicates: int = 0  # items of the batch numbered below it: taken before, skipped
 
 
-@dataclass
-class Replay:
-    """A copy being filled from its stream's log (``DataPlane.replay``)."""
-
-    original: str
-    next: int  # the next log item to send
-
-
 class DataPlane:
     def __init__(self, state: PeerState, executor: Executor,
                  sender: Callable[[str], Sender]) -> None:
@@ -82,8 +71,8 @@ class DataPlane:
         self.bad_transfers = 0
         self.last_bad_transfer = ""
         self.receipts = LinkReceipts()
-        self.replays: dict[str, Replay] = {}  # copy -> its replay in progress
         self.positions = StreamPositions()  # the numbers of every stream's items here
+        self.replays = LogReplays(self)  # copies being filled from a stream's past
         executor.set_deliver(self.executor_output)
 
     # ------------------------------------------------------------------ publishers
@@ -121,7 +110,8 @@ class DataPlane:
             try:  # in the log before anything is taken or acknowledged: a restart loses nothing
                 self.state.store.append(name, state.logged, checked.texts, next_position,
                                         state.accepted + len(values),
-                                        state.rejected + len(checked.rejected), state.duplicates + skip)
+                                        state.rejected + len(checked.rejected), state.duplicates + skip,
+                                        at=time.time())
             except Exception as exc:  # noqa: BLE001 - the batch is refused whole, with the reason
                 raise NodeError("UNAVAILABLE", f'could not log the batch of stream "{name}": '
                                                f"{type(exc).__name__}: {exc}") from None
@@ -155,67 +145,11 @@ class DataPlane:
                 return Published(len(values), len(checked.rejected), reasons, state.next_position, skip)
 
     def replay(self, stream: str, start: int = 0) -> int:
-        """Called with the lock held when a copy of a stream registered here is installed for a
-        subscription planned again after a failure: the copy is fed the stream's log from item
-        ``start`` (where the subscription began), then its live items. The log is read and sent
-        by a thread of its own, a batch at a time and only while the next hop's queue has room,
-        so that a long log neither holds this peer's lock nor overflows a link; live items (and
-        the end) reach the copy only once the replay has caught up with the log, under the lock.
-        Returns the number of items logged so far from ``start``.
+        """Fill a new copy of a stream registered here from its past, then live (``log_replay``)."""
+        return self.replays.start(stream, start)
 
-        A stream computed here in such a plan instead drops its items numbered below ``start``:
-        the recomputation of a chain of streams the subscription read from there on."""
-        entry = self.state.table.get(stream)
-        original = self.state.originals.get(entry.parent) if entry is not None and entry.parent else None
-        if entry is not None and entry.operators:
-            self.positions.skip_below[stream] = start
-            return 0
-        if entry is None or original is None:
-            return 0
-        self.replays[stream] = Replay(original.name, start)
-        threading.Thread(target=self._replay, args=(stream,), name=f"replay-{stream}", daemon=True).start()
-        return max(original.logged - start, 0)
-
-    def _replay(self, stream: str) -> None:
-        try:
-            while True:
-                with self.state.lock:
-                    r, entry = self.replays.get(stream), self.state.table.get(stream)
-                    original = self.state.originals.get(r.original) if r is not None else None
-                    if r is None or entry is None or original is None:
-                        self.replays.pop(stream, None)
-                        return  # removed meanwhile
-                    stop = original.logged
-                    if r.next >= stop:  # caught up: live from now on (the lock holds new items back)
-                        del self.replays[stream]
-                        if self.state.table.has_ended(r.original):
-                            self.ingest(stream, [], True, [])
-                        return
-                end = min(r.next + REPLAY_BATCH, stop)
-                texts = self.state.store.read_log(r.original, r.next, end)
-                marks = self.state.store.read_watermarks(r.original, r.next, r.next + len(texts))
-                self._wait_for_room(entry)
-                with self.state.lock:
-                    if self.replays.get(stream) is not r:
-                        return
-                    first = r.next
-                    for after, path, value in [*marks, (first + len(texts), "", 0.0)]:
-                        if after > r.next:  # the items before the watermark, then the watermark
-                            self.ingest_text(entry, texts[r.next - first:after - first], False,
-                                             replaying=True, position=r.next)
-                            r.next = after
-                        if path:
-                            self.watermark(stream, path, value, replaying=True)
-        except Exception:  # noqa: BLE001 - never kills the daemon; the subscription stays degraded
-            log.exception("replaying the log into %s failed", stream)
-            with self.state.lock:
-                self.replays.pop(stream, None)
-
-    def _wait_for_room(self, entry: NetworkStream) -> None:
-        """Until every next hop of the stream has fewer than REPLAY_QUEUE_ITEMS queued."""
-        for n in entry.next_hops(self.state.id):
-            while getattr(self.sender(n), "queued_items", 0) > REPLAY_QUEUE_ITEMS:
-                time.sleep(0.02)
+    def replaying(self) -> dict[str, list[int]]:
+        return self.replays.needed()
 
     def next_position(self, name: str) -> int:
         """Where a stream registered here stands: the number its next new item gets."""
@@ -426,7 +360,7 @@ class DataPlane:
                 "last_malformed_transfer": self.last_bad_transfer,
                 "duplicate_transfer_items": self.receipts.duplicates,
                 "transfer_sequence_gaps": {"items": self.receipts.gaps, "last": self.receipts.last_gap},
-                "replays": {s: {"stream": r.original, "next_item": r.next} for s, r in self.replays.items()}}
+                "replays": self.replays.status()}
 
 
 def parse(entry: NetworkStream, text: str):

@@ -35,7 +35,10 @@ from .subscription_record import SubscriptionRecord
 from .data_plane import DataPlane, Published
 from .errors import NodeError
 from .executors import Executor, make_executor
+from .archive import ArchiveSettings, Archiver
 from .failure_detector import HeartbeatSettings
+from .history_source import HistorySource
+from .history import HistoryBound, parse_history, pins_of
 from .limits import DataLimits
 from .security import Security, deny, owner_of, stream_owner
 from .participant import Participant
@@ -44,6 +47,7 @@ from .peer_channels import (GrpcPeerChannels, Waiting, commit_from_wire, input_f
 from .peer_state import PeerState
 from .recovery import Recovery
 from .restore import restore_originals, restore_subscriptions
+from .retention import Retention, log_replayer
 from .state_store import StateStore
 from .subscriptions import ResultBuffer
 from .topology import Topology
@@ -51,6 +55,7 @@ from .topology import Topology
 __all__ = ["Node", "NodeError", "SubscriptionRecord"]
 
 LATE_ACTIVATION_S = 3.0
+LOCAL_COMMIT_PIN_S = 10.0  # a plan committed here by this peer: its record holds the pins by then
 WATERMARK_IDLE_S = 2.0  # a stream with an event time idle this long gets watermarks
 log = logging.getLogger("streamglobe.superpeer")
 
@@ -79,8 +84,8 @@ class LocalPeer:
         return self.participant.reserve(txn, streams, subscription, target, version)
 
     def commit(self, txn: str, subscription: str, lineage: list[str],
-               replay: dict[str, int] | None = None) -> dict[str, int]:
-        return self.participant.commit(txn, subscription, lineage, replay)
+               replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> dict[str, dict]:
+        return self.participant.commit(txn, subscription, lineage, replay, since)
 
     def abort(self, txn: str) -> None:
         self.participant.abort(txn)
@@ -97,9 +102,12 @@ class Node:
                  executor: str = "inline", executor_options: dict | None = None,
                  limits: DataLimits | None = None, heartbeats: HeartbeatSettings | None = None,
                  state_dir: str | Path | None = None, watermark_idle_s: float = WATERMARK_IDLE_S,
-                 security: Security | None = None) -> None:
+                 security: Security | None = None, history: HistoryBound | None = None,
+                 archive: ArchiveSettings | None = None) -> None:
         """``state_dir``: where this peer keeps what survives a restart (``state_store``);
-        None keeps it in memory."""
+        None keeps it in memory. ``history``: how much of its past a stream registered here
+        keeps unless registered with its own bound (``retention``); ``archive``: persist the
+        streams registered here as Parquet (``archive``)."""
         if peer not in topology.backbone.peers:
             raise NodeError("INVALID_ARGUMENT", f"{peer} is not a super-peer of the topology")
         try:
@@ -117,8 +125,12 @@ class Node:
         restored_streams = restore_originals(self.state)
         self.channels = GrpcPeerChannels(peer, topology, heartbeats=heartbeats, security=security)
         self.data = DataPlane(self.state, self.executor, self.channels.forwarder)
+        self.archiver = (Archiver(self.state, archive.directory, archive.span, archive.samples)
+                         if archive is not None else None)
+        self.data.replays.history = HistorySource(store, archive.directory if archive is not None else None)
+        self.retention = Retention(self.state, history, self.data.replays.history)
         self.participant = Participant(self.state, self.executor, self.channels, self.data.attach,
-                                       replay=self.data.replay, removed=self._removed,
+                                       replay=log_replayer(self.retention, self.data.replay), removed=self._removed,
                                        positions=self.data.positions)
         self.control = ControlPlane(self.state, self.channels, retention)
         self.control.positions = self.data.positions
@@ -139,6 +151,8 @@ class Node:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
+        if self.archiver is not None:
+            self.archiver.start()
         self.recovery.start()
         self._heartbeat.start()
 
@@ -147,12 +161,21 @@ class Node:
         self.channels.stop()
         self.control.stop()
         self.executor.stop()
+        if self.archiver is not None:
+            self.archiver.stop()
 
     # ------------------------------------------------------------------ thin peers
 
     def register_stream(self, name: str, root: str, item: str, rate: float, event_time: str = "",
-                        event_time_rate: float = 1.0, publisher: str = "") -> None:
+                        event_time_rate: float = 1.0, publisher: str = "", history: str = "") -> str:
+        """Returns the history bound the stream is kept with (``retention``)."""
+        try:
+            parse_history(history)
+        except ValueError as exc:
+            raise NodeError("INVALID_ARGUMENT", str(exc)) from None
         self.control.register_stream(name, root, item, rate, event_time, event_time_rate, publisher)
+        with self.state.lock:
+            return self.retention.set_bound(name, history)
 
     def publish(self, name: str, items: list[str] | list[bytes], first: int | None = None,
                 position: int | None = None) -> Published:
@@ -217,12 +240,12 @@ class Node:
         """(where the plan starts in the streams registered here, this process's incarnation).
         Only the peer that planned a subscription commits it (and what it reserved); a lease
         that expired is refused, not committed empty."""
-        subscription, lineage, replay = commit_from_wire(commit_json)
+        subscription, lineage, replay, since = commit_from_wire(commit_json)
         self._check_txn(txn, caller, subscription, "Commit")
         if txn in self.state.expired:
             raise NodeError("FAILED_PRECONDITION", f"the reservation {txn} expired at {self.id} "
                                                    "before it was committed: plan again")
-        return json.dumps(self.participant.commit(txn, subscription, lineage, replay)), self.channels.epoch
+        return json.dumps(self.participant.commit(txn, subscription, lineage, replay, since)), self.channels.epoch
 
     def abort(self, txn: str, caller: str | None = None) -> None:
         held = self.state.reserved_by.get(txn)
@@ -255,26 +278,62 @@ class Node:
     def heartbeat_once(self) -> None:
         """Hear from every peer (usage, originals registered there); then install the
         subscriptions whose announcement was missed (their stream's peer was down)."""
-        for peer, (usage, originals) in self.channels.heartbeat_round(list(self.state.backbone.peers)).items():
+        started = time.time()
+        for peer, (usage, originals, pins) in self.channels.heartbeat_round(list(self.state.backbone.peers)).items():
             if usage:
                 self.state.peer_usage[peer] = usage
+            self.state.peer_pins[peer] = pins
+            self.state.round_heard[peer] = started  # its pins are those of a reply made after this
             with self.state.lock:
                 for s in originals:  # (a peer speaks for the streams registered there only)
                     if s.origin == peer and s.original:
                         self.state.known_originals.setdefault(s.id, s)
         self.recovery.after_heartbeat()
         self.data.idle_watermarks(self.watermark_idle_s)
+        try:
+            self.trim_history()
+        except Exception:  # noqa: BLE001 - the late activations below must still run
+            log.exception("%s: trimming the history failed", self.id)
         for record in self.control.ready_waiting(older_than=time.time() - LATE_ACTIVATION_S):
             self.control.activate(record.runtime.id)
 
-    def heartbeat_reply(self) -> tuple[str, str, list[str], str]:
+    def trim_history(self) -> None:
+        """Trim the logs of the streams registered here to their history bounds, keeping what
+        any peer's subscriptions may still replay (``history``)."""
+        others = [p for p in self.state.backbone.peers if p != self.id]
+        trimmed = self.retention.trim(self._pins, {p: self.state.peer_pins.get(p) for p in others})
+        for name, n in trimmed.items():
+            log.info("%s: trimmed %d items of %s's log (history %s)", self.id, n, name,
+                     self.retention.bound(self.state.originals[name]))
+
+    def _pins(self) -> tuple[dict[str, int], dict[str, list[int]]]:
+        """(with the lock held) The first item of each stream registered here that something
+        here may still read: this peer's subscriptions, plans committed here whose subscriber's
+        peer has not been heard since, the archive's next item; and the copies being filled."""
+        own = pins_of(self.control.subscriptions.values())
+        now = time.time()
+        for sid, (at, pins) in list(self.state.commit_pins.items()):
+            peer = sid.split("~", 1)[0].rsplit("-", 1)[0]
+            if (self.state.round_heard.get(peer, 0.0) > at) or (peer == self.id and now - at > LOCAL_COMMIT_PIN_S):
+                del self.state.commit_pins[sid]
+                continue
+            for name, start in pins.items():
+                own[name] = min(own.get(name, start), start)
+        if self.archiver is not None:  # what is not archived yet stays in the log
+            for name in self.state.originals:
+                at = self.archiver.position(name)
+                own[name] = min(own.get(name, at), at)
+        return own, self.data.replaying()
+
+    def heartbeat_reply(self) -> tuple[str, str, list[str], str, str]:
         """(usage, originals registered here, the peers this one hears, this process's
-        incarnation)."""
+        incarnation, the first item of each stream the subscriptions here may replay)."""
         with self.state.lock:
             originals = [stream_to_json(s) for n in self.state.originals
                          if (s := self.state.table.get(n)) is not None]
+            pins = pins_of(self.control.subscriptions.values())
         return (json.dumps(self.state.own_usage().to_json(self.id)), json.dumps(originals),
-                self.channels.detector.hearing(), self.channels.epoch)
+                self.channels.detector.hearing(), self.channels.epoch, json.dumps(pins))
 
     # ------------------------------------------------------------------ status
 
@@ -289,6 +348,7 @@ class Node:
                     n: {"root": s.root, "item": s.item, "accepted": s.accepted,
                         "rejected": s.rejected, "closed": s.closed, "next_position": s.next_position,
                         "duplicates": s.duplicates, "logged": s.logged,
+                        "history": self.retention.status(s),
                         "event_time": s.event_time.status() if s.event_time else None,
                         "statistics": {"items_observed": s.statistics.items,
                                        "avg_item_size": round(s.statistics.avg_item_size, 1),
@@ -311,6 +371,7 @@ class Node:
                 "unreachable_peers": self.channels.status()["unreachable_peers"],
                 "peers_last_heard_s_ago": self.channels.status()["peers_last_heard_s_ago"],
                 "failure_detector": self.channels.status()["failure_detector"],
+                "archive": self.archiver.status() if self.archiver is not None else None,
                 **self.data.status(),
             }
 

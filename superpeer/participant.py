@@ -18,6 +18,7 @@ itself) plans and installs a subscription.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from sharing.properties import InputStream
@@ -38,7 +39,7 @@ CONFLICT = "conflict: "  # how a refusal that calls for planning again (not a fu
 class Participant:
     def __init__(self, state: PeerState, executor: Executor, link: PeerLink,
                  attach: Callable[[str], None], background: bool = True,
-                 replay: Callable[[str, int], int] | None = None,
+                 replay: Callable[[str, int, float | None], tuple[int, str]] | None = None,
                  removed: Callable[[str], None] | None = None,
                  positions: StreamPositions | None = None) -> None:
         self.state = state
@@ -116,9 +117,13 @@ class Participant:
         return True, ""
 
     def commit(self, txn: str, subscription: str, lineage: list[str],
-                 replay: dict[str, int] | None = None) -> dict[str, dict[str, int]]:
+               replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> dict[str, dict]:
         """``replay``: new copies of a stream registered here to fill from its log, from the
-        given item on, before any new item (a subscription planned again after a failure).
+        given item on, before any new item (a subscription over the past, or planned again
+        after a failure); ``since``: those of them to fill from the first item that arrived
+        that many seconds ago instead (``subscribe --since``). ``replayed``, in the answer: the
+        first log item each replay starts at, per stream registered here; ``history``: what a
+        subscriber asking for more than is retained should be told (``retention``).
 
         Returns where the subscription starts (what a later replay starts from): ``anchors``,
         the first parent item (``positions``) of each stream made here that the plan installs
@@ -141,9 +146,15 @@ class Participant:
                     installed.append(s.id)
             # A parent whose end already passed here will not end again: nor would the new
             # streams computed from it, unless they are ended now (the lock keeps items out).
+            replayed: dict[str, int] = {}
+            notes: dict[str, str] = {}
             for sid in installed:
                 if replay and sid in replay and self.replay is not None:
-                    self.replay(sid, replay[sid])
+                    parent = self.state.table.get(sid).parent
+                    start, note = self.replay(sid, replay[sid], (since or {}).get(sid))
+                    if parent in self.state.originals:  # (not a level of a recomputed chain)
+                        replayed[parent] = start
+                        notes.update({parent: note} if note else {})
                 self.attach(sid)
             # the reused streams and their ancestors present here gain the subscription as a user
             for sid in lineage:
@@ -151,8 +162,12 @@ class Participant:
                 if entry is not None:
                     entry.users.add(subscription)
             read = set(lineage) | {self.state.table.get(sid).parent for sid in installed}
-            return {"anchors": anchors,
-                    "logged": {name: o.logged for name, o in self.state.originals.items() if name in read}}
+            logged = {name: o.logged for name, o in self.state.originals.items() if name in read}
+            if logged:  # kept until the subscriber's peer reports its own pins (``history``)
+                self.state.commit_pins[subscription] = (  # (a replay starts at or before the log's end)
+                    time.time(), {n: min(at, replayed.get(n, at)) for n, at in logged.items()})
+            return {"anchors": anchors, "replayed": replayed, "history": notes,
+                    "logged": logged}
 
     def _anchors(self, streams: list[NetworkStream], lineage: list[str]) -> dict[str, int]:
         """Called with the lock held, before the new streams take any item."""
@@ -202,6 +217,7 @@ class Participant:
 
     def remove(self, subscription: str) -> list[str]:
         with self.state.lock:
+            self.state.commit_pins.pop(subscription, None)
             removed = self.state.table.release(subscription)
             for s in removed:
                 self.executor.remove(s.id)

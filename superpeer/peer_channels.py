@@ -53,11 +53,15 @@ class Committed:
     starts: dict[str, int]  # stream registered there -> items logged when the plan took it
     incarnation: str = ""  # the process that committed: a later new one has lost the plan
     anchors: dict[str, int] = field(default_factory=dict)  # original -> exact first item taken there
+    replayed: dict[str, int] = field(default_factory=dict)  # original -> first log item its replay sends
+    history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history goes
 
     @classmethod
     def of(cls, reply: dict, incarnation: str = "") -> "Committed":
         """From ``Participant.commit``'s answer."""
-        return cls(dict(reply.get("logged", {})), incarnation, dict(reply.get("anchors", {})))
+        return cls(dict(reply.get("logged", {})), incarnation, dict(reply.get("anchors", {})),
+                   {k: int(v) for k, v in reply.get("replayed", {}).items()},
+                   {k: str(v) for k, v in reply.get("history", {}).items()})
 
 
 class PeerHandler(Protocol):
@@ -75,7 +79,7 @@ class PeerHandler(Protocol):
                 target: str, version: int | None = None) -> tuple[bool, str]: ...
 
     def commit(self, txn: str, subscription: str, lineage: list[str],
-               replay: dict[str, int] | None = None) -> dict[str, dict[str, int]]: ...
+               replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> dict[str, dict]: ...
 
     def abort(self, txn: str) -> None: ...
 
@@ -100,7 +104,8 @@ class PeerLink(Protocol):
                 target: str, version: int | None = None) -> tuple[bool, str]: ...
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
-               required: bool, replay: dict[str, int] | None = None) -> Committed: ...
+               required: bool, replay: dict[str, int] | None = None,
+               since: dict[str, float] | None = None) -> Committed: ...
 
     def abort(self, peer: str, txn: str) -> None: ...
 
@@ -133,15 +138,18 @@ def part_from_wire(text: str) -> tuple[list[NetworkStream], str, str, int | None
             int(version) if version is not None else None)
 
 
-def commit_to_wire(subscription: str, lineage: list[str], replay: dict[str, int] | None = None) -> str:
-    return json.dumps({"subscription": subscription, "lineage": lineage, "replay": replay or {}})
+def commit_to_wire(subscription: str, lineage: list[str], replay: dict[str, int] | None = None,
+                   since: dict[str, float] | None = None) -> str:
+    return json.dumps({"subscription": subscription, "lineage": lineage, "replay": replay or {},
+                       "since": since or {}})
 
 
-def commit_from_wire(text: str) -> tuple[str, list[str], dict[str, int]]:
+def commit_from_wire(text: str) -> tuple[str, list[str], dict[str, int], dict[str, float]]:
     """(subscription, reused streams and ancestors, new copies to fill from their stream's log
-    and from which item)."""
+    and from which item, those of them to fill from the items of the last so many seconds)."""
     info = json.loads(text)
-    return info["subscription"], list(info["lineage"]), {k: int(v) for k, v in info.get("replay", {}).items()}
+    return (info["subscription"], list(info["lineage"]), {k: int(v) for k, v in info.get("replay", {}).items()},
+            {k: float(v) for k, v in info.get("since", {}).items()})
 
 
 def waiting_to_wire(waiting: list[Waiting]) -> str:
@@ -282,11 +290,12 @@ class GrpcPeerChannels:
         return got if got is not None else (False, f"{peer} is unreachable ({self.unreachable[peer]})")
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
-               required: bool, replay: dict[str, int] | None = None) -> Committed:
+               required: bool, replay: dict[str, int] | None = None,
+               since: dict[str, float] | None = None) -> Committed:
         if peer == self.id:
-            return Committed.of(self.local.commit(txn, subscription, lineage, replay), self.epoch)
+            return Committed.of(self.local.commit(txn, subscription, lineage, replay, since), self.epoch)
         got = self._call(peer, "Commit", pb.CommitRequest(
-            transaction=txn, commit_json=commit_to_wire(subscription, lineage, replay)),
+            transaction=txn, commit_json=commit_to_wire(subscription, lineage, replay, since)),
             lambda r: Committed.of(json.loads(r.starts_json or "{}"), r.incarnation), required=required)
         return got or Committed({})
 
@@ -311,9 +320,9 @@ class GrpcPeerChannels:
 
     # ------------------------------------------------------------------ heartbeats
 
-    def heartbeat_round(self, peers: list[str]) -> dict[str, tuple[dict, list[NetworkStream]]]:
+    def heartbeat_round(self, peers: list[str]) -> dict[str, tuple[dict, list[NetworkStream], dict[str, int]]]:
         """Ask every other peer at once how it is: (its usage report, the originals registered
-        there) per peer that answered. Answers and silences go to the failure detector; a
+        there, its subscriptions' pins: ``history``) per peer that answered. Answers and silences go to the failure detector; a
         round takes at most one heartbeat interval, however many peers are silent."""
         request = pb.HeartbeatRequest(sender=self.id)
         timeout = min(HEARTBEAT_TIMEOUT_S, self.detector.settings.interval_s)
@@ -325,7 +334,7 @@ class GrpcPeerChannels:
                 calls[peer] = self.stub(peer).Heartbeat.future(request, timeout=timeout)
             except ValueError:  # channel closed: stopping
                 return {}
-        replies: dict[str, tuple[dict, list[NetworkStream]]] = {}
+        replies: dict[str, tuple[dict, list[NetworkStream], dict[str, int]]] = {}
         for peer, call in calls.items():
             try:
                 reply = call.result()
@@ -345,7 +354,8 @@ class GrpcPeerChannels:
             self.detector.heard(peer, time.time(), frozenset(reply.hears), reply.incarnation)
             usage = json.loads(reply.usage_json) if reply.usage_json else {}
             originals = [stream_from_json(j) for j in json.loads(reply.originals_json or "[]")]
-            replies[peer] = (usage, originals)
+            pins = {str(k): int(v) for k, v in json.loads(reply.pins_json or "{}").items()}
+            replies[peer] = (usage, originals, pins)
         return replies
 
     def status(self) -> dict:

@@ -22,6 +22,7 @@ from sharing.stream_table import NetworkStream, PeerUsage, StreamTable
 
 from .errors import NodeError
 from .event_time import EventTime
+from .history import HistoryBound
 from .limits import DataLimits
 from .state_store import StateStore
 from .subscriptions import SubscriptionRuntime
@@ -51,6 +52,8 @@ class OriginalState:
     logged: int = 0  # accepted items in the stream's log (``state_store``), all taken here
     event_time: EventTime | None = None  # what watermarks advance while it is idle
     publisher: str = ""  # the user who registered it: the only one who may publish to it
+    history: HistoryBound | None = None  # how much of its log it keeps (None: the peer's default)
+    retained_from: int = 0  # the number of its first item still in the log (``retention``)
     publishing: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
 
@@ -67,6 +70,10 @@ class PeerState:
         self.known_originals: dict[str, NetworkStream] = {}  # registered anywhere, by name
         self.deliveries: dict[str, list[tuple[SubscriptionRuntime, str]]] = {}  # stream -> (sub, var)
         self.peer_usage: dict[str, dict] = {}  # what other peers last reported
+        self.peer_pins: dict[str, dict[str, int]] = {}  # the first item of each stream their subscriptions need
+        self.round_heard: dict[str, float] = {}  # peer -> start of the last heartbeat round it answered
+        # subscription -> (when its plan was committed here, the first item of each stream here it reads)
+        self.commit_pins: dict[str, tuple[float, dict[str, int]]] = {}
         # transaction -> streams reserved here by an installation not yet committed or aborted
         self.reserved: dict[str, list[NetworkStream]] = {}
         self._reserved_until: dict[str, float] = {}

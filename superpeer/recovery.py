@@ -29,9 +29,10 @@ import threading
 import time
 
 from sharing.backbone import TopologyError
-from sharing.planner import Plan, Planner, RegistrationError
+from sharing.planner import Plan, Planner, RegistrationError, with_sample
 
-from .control_plane import ControlPlane, as_node_error
+from .control_plane import ControlPlane
+from .errors import as_node_error
 from .subscription_record import SubscriptionRecord, replaced_by
 from .failure_detector import FailureDetector
 from .remote_view import fetch_planning_view
@@ -163,7 +164,9 @@ class Recovery:
             if record.replaced is not None:  # what the plan it replaces takes is freed with it
                 release_usage(view.snapshot, record.replaced, new_id)
             try:
-                plan = Planner(view.snapshot).replay_plan(new_id, analysis.properties, state.id, record.chains)
+                plan = Planner(view.snapshot).replay_plan(new_id, with_sample(analysis.properties, record.sample),
+                                                          state.id, record.chains)
+                plan.sample = record.sample
             except (RegistrationError, TopologyError, KeyError) as exc:
                 self._failed(record, f"no other path: {str(exc).strip(chr(39))}")
                 return False
@@ -172,7 +175,8 @@ class Recovery:
                 return False
             # the attempt's id is stored before anything is reserved: a crash now leaves nothing
             # a restart would not remove
-            state.store.set_plan(sid, record.owner, [*record.stale, new_id], record.starts, record.chains)
+            state.store.set_plan(sid, record.owner, [*record.stale, new_id], record.starts, record.chains,
+                                 record.sample)
             txn, reason = control.reserve(plan, view)
             if not txn:
                 self._failed(record, f"could not reserve a new path: {reason}")
@@ -202,7 +206,7 @@ class Recovery:
                 record.recovering, record.degraded, record.degraded_since = False, "", time.time()
                 record.replans += 1
                 record.replaced = None
-            state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains)
+            state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample)
             self.forget(old_ids)
         log.warning("subscription %s planned again as %s: %s", sid, new_id,
                     plan.describe().replace("\n", " | "))

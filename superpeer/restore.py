@@ -25,6 +25,7 @@ from wxquery.errors import WXQueryError
 from .control_plane import ControlPlane
 from .subscription_record import SubscriptionRecord
 from .event_time import EventTime
+from .history import parse_history
 from .peer_state import OriginalState, PeerState
 from .recovery import Recovery
 from .subscriptions import RELEASES, SubscriptionRuntime
@@ -41,7 +42,8 @@ def restore_originals(state: PeerState) -> int:
                 statistics=StreamStatistics(frequency=o.rate), rate=o.rate,
                 next_position=o.next_position, duplicates=o.duplicates, logged=o.logged,
                 event_time=EventTime(o.event_time, o.event_time_rate) if o.event_time else None,
-                publisher=o.publisher))
+                publisher=o.publisher, history=parse_history(o.history) if o.history else None,
+                retained_from=o.retained_from))
             if o.closed:
                 state.table.mark_ended(o.name)
     return len(stored)
@@ -61,7 +63,8 @@ def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
         runtime = SubscriptionRuntime(s.sid, analysis, control.retention, state.limits, buffer=buffer)
         record = SubscriptionRecord(runtime, None, {}, Strategy(s.strategy), (), query=s.query,
                                     registered_at=s.registered_at, owner=s.owner, starts=dict(s.starts),
-                                    chains=dict(s.chains), stale=list(s.stale), user=s.user)
+                                    chains=dict(s.chains), stale=list(s.stale), user=s.user, sample=s.sample)
+        runtime.sample = s.sample
         recovery.forget([*s.stale, s.owner or s.sid])  # every plan it had, wherever it is
         if s.closed:
             RELEASES.schedule(buffer, state.limits.finished_retention_s)

@@ -21,7 +21,9 @@ from grpc_reflection.v1alpha import reflection
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 
+from .archive import ArchiveSettings
 from .failure_detector import HeartbeatSettings
+from .history import HistoryBound
 from .limits import MESSAGE_LIMIT, DataLimits
 from .access import UserQuotas
 from .node import Node
@@ -73,14 +75,16 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     heartbeats: HeartbeatSettings | None = None,
                     state_dir: str | Path | None = None,
                     watermark_idle_s: float = 2.0, security: Security | None = None,
-                    peer_listen: str | None = None, quotas: UserQuotas | None = None) -> RunningSuperPeer:
+                    peer_listen: str | None = None, quotas: UserQuotas | None = None,
+                    history: HistoryBound | None = None, archive: ArchiveSettings | None = None) -> RunningSuperPeer:
     """Serve ``peer``. It listens on ``listen`` and ``peer_listen`` (e.g. ``0.0.0.0:50051`` and
     ``0.0.0.0:50052`` in a container) if given, else on its topology addresses; the other
     super-peers always reach it at its topology peer address. ``security``: TLS on both, mutual
     on the peer address, tokens for thin peers (None: plaintext, everyone trusted)."""
     node = Node(peer, topology, retention=retention, executor=executor,
                 executor_options=executor_options, limits=limits, heartbeats=heartbeats,
-                state_dir=state_dir, watermark_idle_s=watermark_idle_s, security=security)
+                state_dir=state_dir, watermark_idle_s=watermark_idle_s, security=security, history=history,
+                archive=archive)
     # Two servers, each with its own threads: thin peers (long reads, slow subscriptions) can
     # never hold up the other super-peers' transfers and heartbeats.
     server, peer_server = _server(f"rpc-{peer}"), _server(f"peer-rpc-{peer}")

@@ -50,9 +50,10 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
     def RegisterStream(self, request, context):
         grant = self.access.grant(context, "RegisterStream")
         self.access.register(grant, request.name)
-        self.node.register_stream(request.name, request.root, request.item, request.rate,
-                                  request.event_time, request.event_time_rate or 1.0, publisher=grant.user)
-        return pb.RegisterStreamReply(stream=request.name, superpeer=self.node.id,
+        history = self.node.register_stream(request.name, request.root, request.item, request.rate,
+                                            request.event_time, request.event_time_rate or 1.0,
+                                            publisher=grant.user, history=request.history)
+        return pb.RegisterStreamReply(stream=request.name, superpeer=self.node.id, history=history,
                                       max_item_bytes=self.node.state.limits.max_item_bytes,
                                       next_position=self.node.data.next_position(request.name))
 
@@ -78,12 +79,14 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
             record = self.node.subscribe(request.query, request.strategy, request.wait_for_streams,
                                          cancelled=lambda: not context.is_active(),
                                          time_remaining=context.time_remaining(), user=grant.user,
-                                         from_start=request.from_start)
+                                         from_start=request.from_start,
+                                         since_s=request.since_s if request.HasField("since_s") else None,
+                                         approximate=request.approximate)
         finally:
             self.access.subscribed(grant)
         return pb.SubscribeReply(subscription=record.runtime.id,
                                  plan_json=json.dumps(record.plan.to_json() if record.plan else {}),
-                                 description=record.describe())
+                                 description=record.describe(), history=record.history, sample=record.sample)
 
     @_handled
     def Unsubscribe(self, request, context):
@@ -210,9 +213,9 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def Heartbeat(self, request, context, caller):
-        usage, originals, hears, incarnation = self.node.heartbeat_reply()
+        usage, originals, hears, incarnation, pins = self.node.heartbeat_reply()
         return pb.HeartbeatReply(superpeer=self.node.id, usage_json=usage, originals_json=originals,
-                                 hears=hears, incarnation=incarnation)
+                                 hears=hears, incarnation=incarnation, pins_json=pins)
 
 
 def refused_super_peer_calls(peer: str) -> grpc.GenericRpcHandler:

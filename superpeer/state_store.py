@@ -22,10 +22,13 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from sharing.replay import ReplayInput
+
+from .items import utf8_size
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS originals (
@@ -34,10 +37,14 @@ CREATE TABLE IF NOT EXISTS originals (
     rejected INTEGER NOT NULL DEFAULT 0, duplicates INTEGER NOT NULL DEFAULT 0,
     closed INTEGER NOT NULL DEFAULT 0, registered_at REAL NOT NULL DEFAULT 0,
     event_time TEXT NOT NULL DEFAULT '', event_time_rate REAL NOT NULL DEFAULT 1.0,
-    publisher TEXT NOT NULL DEFAULT '');
+    publisher TEXT NOT NULL DEFAULT '', history TEXT NOT NULL DEFAULT '',
+    retained_from INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS log (
     stream TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
     PRIMARY KEY (stream, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS arrivals (
+    stream TEXT NOT NULL, first INTEGER NOT NULL, at REAL NOT NULL, bytes INTEGER NOT NULL,
+    PRIMARY KEY (stream, first)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS watermarks (
     stream TEXT NOT NULL, after INTEGER NOT NULL, path TEXT NOT NULL, value REAL NOT NULL,
     PRIMARY KEY (stream, after)) WITHOUT ROWID;
@@ -46,7 +53,8 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     registered_at REAL NOT NULL, owner TEXT NOT NULL DEFAULT '',
     closed INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '', code TEXT NOT NULL DEFAULT '',
     stale TEXT NOT NULL DEFAULT '[]', released INTEGER NOT NULL DEFAULT 0,
-    starts TEXT NOT NULL DEFAULT '{}', chains TEXT NOT NULL DEFAULT '{}', user TEXT NOT NULL DEFAULT '');
+    starts TEXT NOT NULL DEFAULT '{}', chains TEXT NOT NULL DEFAULT '{}', user TEXT NOT NULL DEFAULT '',
+    sample INTEGER NOT NULL DEFAULT 1);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
     sid TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
@@ -55,7 +63,10 @@ CREATE TABLE IF NOT EXISTS results (
 DB_FILE = "superpeer.sqlite3"
 ADDED_COLUMNS = [("subscriptions", "chains", "TEXT NOT NULL DEFAULT '{}'"),
                  ("subscriptions", "user", "TEXT NOT NULL DEFAULT ''"),
-                 ("originals", "publisher", "TEXT NOT NULL DEFAULT ''")]
+                 ("originals", "publisher", "TEXT NOT NULL DEFAULT ''"),
+                 ("originals", "history", "TEXT NOT NULL DEFAULT ''"),
+                 ("subscriptions", "sample", "INTEGER NOT NULL DEFAULT 1"),
+                 ("originals", "retained_from", "INTEGER NOT NULL DEFAULT 0")]
 
 
 @dataclass
@@ -69,10 +80,23 @@ class StoredOriginal:
     rejected: int
     duplicates: int
     closed: bool
-    logged: int  # items in the log
+    logged: int  # items logged (the first ``retained_from`` of them trimmed: ``history``)
     event_time: str
     event_time_rate: float
     publisher: str  # the user who registered it (``security``; "" on an insecure network)
+    history: str  # its history bound as registered ("": the daemon's)
+    retained_from: int  # the number of its first item still in the log
+
+
+@dataclass
+class HistoryExtent:
+    """What a stream's log holds now: items ``first`` up to ``stop``, the oldest arrived at
+    ``oldest_at`` (wall clock; None with nothing retained)."""
+
+    first: int
+    stop: int
+    oldest_at: float | None
+    bytes: int
 
 
 @dataclass
@@ -91,6 +115,7 @@ class StoredSubscription:
     starts: dict[str, int]  # original -> items logged when the subscription was installed
     chains: dict[str, ReplayInput]  # input variable -> the chain it read, exactly (``sharing.replay``)
     user: str  # who created it (``security``; "" on an insecure network)
+    sample: int = 1  # its plan reads a 1/sample sample of its input (``--approximate``)
 
 
 class StateStore:
@@ -113,6 +138,11 @@ class StateStore:
             for table, column, kind in ADDED_COLUMNS:  # a state directory of an earlier version
                 if column not in {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}:
                     self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            # a log written before arrivals were recorded: its items count as arrived now (a
+            # duration bound keeps them that long, --since counts them as recent)
+            self._db.execute("INSERT INTO arrivals (stream, first, at, bytes) "
+                             "SELECT stream, MIN(idx), ?, SUM(LENGTH(CAST(text AS BLOB))) FROM log "
+                             "WHERE stream NOT IN (SELECT stream FROM arrivals) GROUP BY stream", (time.time(),))
 
     @property
     def durable(self) -> bool:
@@ -149,20 +179,64 @@ class StateStore:
     # ------------------------------------------------------------------ streams registered here
 
     def add_original(self, name: str, root: str, item: str, rate: float, registered_at: float,
-                     event_time: str = "", event_time_rate: float = 1.0, publisher: str = "") -> None:
+                     event_time: str = "", event_time_rate: float = 1.0, publisher: str = "",
+                     history: str = "") -> None:
         self._write([("INSERT OR IGNORE INTO originals (name, root, item, rate, registered_at, event_time, "
-                      "event_time_rate, publisher) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                      (name, root, item, rate, registered_at, event_time, event_time_rate, publisher))])
+                      "event_time_rate, publisher, history) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                      (name, root, item, rate, registered_at, event_time, event_time_rate, publisher,
+                       history))])
+
+    def set_history(self, name: str, history: str) -> None:
+        self._write([("UPDATE originals SET history = ? WHERE name = ?", (history, name))])
 
     def append(self, name: str, first: int, texts: list[str], next_position: int, accepted: int,
-               rejected: int, duplicates: int) -> None:
-        """Log a batch's accepted items (numbered from ``first``) and where the stream stands,
-        in one transaction: the batch is taken entirely or not at all."""
+               rejected: int, duplicates: int, at: float = 0.0) -> None:
+        """Log a batch's accepted items (numbered from ``first``), when it arrived (``at``, wall
+        clock: what ``--since`` and a duration-bounded history read) and where the stream
+        stands, in one transaction: the batch is taken entirely or not at all."""
+        arrival = ([("INSERT OR REPLACE INTO arrivals (stream, first, at, bytes) VALUES (?, ?, ?, ?)",
+                     (name, first, at, sum(map(utf8_size, texts))))] if texts else [])
         self._write([
             ("INSERT INTO log (stream, idx, text) VALUES (?, ?, ?)",
              [(name, first + k, t) for k, t in enumerate(texts)]),
+            *arrival,
             ("UPDATE originals SET next_position = ?, accepted = ?, rejected = ?, duplicates = ? "
              "WHERE name = ?", (next_position, accepted, rejected, duplicates, name))])
+
+    def arrivals(self, name: str) -> list[tuple[int, float, int]]:
+        """(first item, arrival time, bytes) of every logged batch still (partly) retained, oldest first."""
+        with self._lock:
+            return [tuple(r) for r in self._db.execute(  # type: ignore[misc]
+                "SELECT first, at, bytes FROM arrivals WHERE stream = ? ORDER BY first", (name,)).fetchall()]
+
+    def item_sizes(self, name: str, start: int, stop: int) -> list[int]:
+        """The UTF-8 sizes of logged items ``start`` up to ``stop``."""
+        return [utf8_size(t) for t in self.read_log(name, start, stop)]
+
+    def extent(self, name: str) -> HistoryExtent:
+        with self._lock:
+            first, stop = self._db.execute(
+                "SELECT retained_from, COALESCE((SELECT MAX(idx) + 1 FROM log WHERE stream = ?), retained_from) "
+                "FROM originals WHERE name = ?", (name, name)).fetchone() or (0, 0)
+            oldest, size = self._db.execute("SELECT MIN(at), SUM(bytes) FROM arrivals WHERE stream = ?",
+                                            (name,)).fetchone()
+        return HistoryExtent(first, stop, oldest if stop > first else None, size or 0)
+
+    def trim(self, name: str, below: int) -> int:
+        """Drop the logged items numbered below ``below`` (and their watermarks and arrivals);
+        returns how many went."""
+        with self._lock:
+            first = self._db.execute("SELECT retained_from FROM originals WHERE name = ?", (name,)).fetchone()
+        if first is None or below <= first[0]:
+            return 0
+        self._write([
+            ("DELETE FROM log WHERE stream = ? AND idx < ?", (name, below)),
+            ("DELETE FROM watermarks WHERE stream = ? AND after < ?", (name, below)),
+            # the batch holding item ``below`` keeps its row: its arrival still dates that item
+            ("DELETE FROM arrivals WHERE stream = ? AND first < (SELECT MAX(first) FROM arrivals "
+             "WHERE stream = ? AND first <= ?)", (name, name, below)),
+            ("UPDATE originals SET retained_from = ? WHERE name = ?", (below, name))])
+        return below - first[0]
 
     def close_original(self, name: str) -> None:
         self._write([("UPDATE originals SET closed = 1 WHERE name = ?", (name,))])
@@ -189,11 +263,11 @@ class StateStore:
         with self._lock:
             rows = self._db.execute(
                 "SELECT o.name, root, item, rate, next_position, accepted, rejected, duplicates, closed, "
-                "(SELECT COUNT(*) FROM log WHERE stream = o.name), event_time, event_time_rate, publisher "
-                "FROM originals o "
+                "COALESCE((SELECT MAX(idx) + 1 FROM log WHERE stream = o.name), retained_from), event_time, "
+                "event_time_rate, publisher, history, retained_from FROM originals o "
                 "ORDER BY registered_at").fetchall()
         return [StoredOriginal(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], bool(r[8]), r[9], r[10], r[11],
-                               r[12]) for r in rows]
+                               r[12], r[13], r[14]) for r in rows]
 
     # ------------------------------------------------------------------ subscriptions registered here
 
@@ -202,13 +276,13 @@ class StateStore:
                       "VALUES (?, ?, ?, ?, ?)", (sid, query, strategy, registered_at, user))])
 
     def set_plan(self, sid: str, owner: str, stale: list[str], starts: dict[str, int],
-                 chains: dict[str, ReplayInput]) -> None:
+                 chains: dict[str, ReplayInput], sample: int = 1) -> None:
         """The subscription's installed plan: the id its streams are held under, the ids of
         earlier plans (and attempts) some peer may still hold, and where it starts in each
-        stream it reads (what a re-plan replays)."""
-        self._write([("UPDATE subscriptions SET owner = ?, stale = ?, starts = ?, chains = ? WHERE sid = ?",
-                      (owner, json.dumps(stale), json.dumps(starts),
-                       json.dumps({v: c.to_json() for v, c in chains.items()}), sid))])
+        stream it reads (what a re-plan replays), and the sample it reads (1: every item)."""
+        self._write([("UPDATE subscriptions SET owner = ?, stale = ?, starts = ?, chains = ?, sample = ? "
+                      "WHERE sid = ?", (owner, json.dumps(stale), json.dumps(starts),
+                                        json.dumps({v: c.to_json() for v, c in chains.items()}), sample, sid))])
 
     def end_subscription(self, sid: str, error: str, code: str) -> None:
         self._write([("UPDATE subscriptions SET closed = 1, error = ?, code = ? WHERE sid = ?",
@@ -230,7 +304,7 @@ class StateStore:
     def subscriptions(self) -> list[StoredSubscription]:
         with self._lock:
             rows = self._db.execute("SELECT sid, query, strategy, registered_at, owner, closed, "
-                                    "error, code, stale, released, starts, chains, user FROM subscriptions "
+                                    "error, code, stale, released, starts, chains, user, sample FROM subscriptions "
                                     "ORDER BY registered_at").fetchall()
             found = []
             for r in rows:
@@ -241,5 +315,5 @@ class StateStore:
                                                 json.loads(r[8]), [t for _, t in results], base,
                                                 json.loads(r[10]),
                                                 {v: ReplayInput.from_json(c) for v, c in json.loads(r[11]).items()},
-                                                r[12]))
+                                                r[12], r[13]))
         return found

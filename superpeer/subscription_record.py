@@ -28,7 +28,11 @@ class SubscriptionRecord:
     degraded_since: float | None = None
     query: str = ""
     user: str = ""  # who created it: the only one (with admins) who may read or end it
-    from_start: bool = False  # over everything its streams' logs hold, then live (``subscribe --from-start``)
+    from_start: bool = False  # over the past its streams' logs hold, then live (``subscribe --from-start``)
+    since_s: float | None = None  # ... of the last so many seconds only (``subscribe --since``)
+    history: str = ""  # what it was told of how far back its streams' histories went
+    approximate: bool = False  # may be planned on a sample when the network cannot carry it whole
+    sample: int = 1  # planned on a 1/sample sample of its input (``Planner.subscribe``)
     # Planned again after a failure (``recovery``): each new plan installs its streams under a
     # new plan id ``sid~xxxxxx`` (``owner``); ``stale`` are earlier plan ids (and attempts) some
     # peer may still hold.

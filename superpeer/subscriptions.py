@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from sharing.analysis import Analysis
+from sharing.estimates import scaled
+from wxquery.operators.records import WindowRecord
 from wxquery import ast
 from wxquery.evaluator import post_process
 
@@ -331,12 +333,15 @@ class SubscriptionRuntime:
             analysis.checked, {id(self.clauses[v]): f for v, f in self.feeds.items()},
             props.applied_upstream, props.aggregated_upstream)
         self._stopped = False
+        self.sample = 1  # its plan reads a 1/sample sample of its input (``--approximate``)
         self.thread = threading.Thread(target=self._run, name=f"post-{sid}", daemon=True)
 
     def start(self) -> None:
         self.thread.start()
 
     def feed(self, variable: str, values: list, end: bool) -> None:
+        if self.sample > 1:  # window records of a sample: the whole stream's estimates (copies: shared)
+            values = [scaled(v, self.sample) if isinstance(v, WindowRecord) else v for v in values]
         self.feeds[variable].feed(values, end)
 
     def stop(self) -> None:

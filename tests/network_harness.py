@@ -19,7 +19,7 @@ ATTEMPTS = 3  # a free port found first may be taken by another process before t
 
 
 def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None, keys: Path | None = None,
-           quotas=None):
+           quotas=None, peer_options: dict | None = None):
     for attempt in range(ATTEMPTS):
         path = with_free_ports(shipped_topology(name), tmp_path / name)
         topology = load_topology(path)
@@ -33,6 +33,7 @@ def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None
                     extra["security"] = Security.load(keys, peer)
                 if quotas is not None:
                     extra["quotas"] = quotas
+                extra.update((peer_options or {}).get(peer, {}))
                 peers[peer] = start_superpeer(topology, peer, retention=retention, executor=executor,
                                               **extra)
             return topology, peers
@@ -46,10 +47,12 @@ def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None
 
 @contextmanager
 def running_network(tmp_path: Path, name: str = "paper-example.toml", retention: int = 100_000,
-                    executor: str = "inline", limits=None, keys: Path | None = None, quotas=None):
+                    executor: str = "inline", limits=None, keys: Path | None = None, quotas=None,
+                    peer_options: dict | None = None):
     """``limits``: a ``superpeer.limits.DataLimits`` for every peer (default: the daemon's);
-    ``keys``: serve securely with a backbone directory made there (``thinpeer.certs``)."""
-    topology, peers = _start(tmp_path, name, retention, executor, limits, keys, quotas)
+    ``keys``: serve securely with a backbone directory made there (``thinpeer.certs``);
+    ``peer_options``: per peer, more ``start_superpeer`` arguments (``archive``, ``history``)."""
+    topology, peers = _start(tmp_path, name, retention, executor, limits, keys, quotas, peer_options)
     try:
         for running in peers.values():
             running.node.heartbeat_once()
@@ -68,10 +71,16 @@ def same(ours: list[str], theirs: list[str]) -> bool:
         if a == b:
             continue
         ta, tb = list(etree.fromstring(a).itertext()), list(etree.fromstring(b).itertext())
-        if len(ta) != len(tb) or not all(math.isclose(float(x), float(y), rel_tol=1e-12)
-                                         for x, y in zip(ta, tb)):
+        if len(ta) != len(tb) or not all(x == y or _close(x, y) for x, y in zip(ta, tb)):
             return False
     return True
+
+
+def _close(x: str, y: str) -> bool:
+    try:
+        return math.isclose(float(x), float(y), rel_tol=1e-12)
+    except ValueError:  # not numbers, and not equal
+        return False
 
 
 def reference_results(query: str, items: list[str], root: str = "photons") -> list[str]:

@@ -21,6 +21,7 @@ from superpeer.node import LocalPeer
 from superpeer.participant import Participant
 from superpeer.peer_channels import Committed, Waiting, copy_stream
 from superpeer.peer_state import PeerState
+from superpeer.retention import Retention, log_replayer
 
 
 @dataclass
@@ -99,13 +100,14 @@ class FakeLink:
         return h.reserve(txn, [copy_stream(s) for s in streams], subscription, target, version)
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
-               required: bool, replay: dict[str, int] | None = None) -> Committed:
+               required: bool, replay: dict[str, int] | None = None,
+               since: dict[str, float] | None = None) -> Committed:
         h = self._handler("commit", peer, txn, subscription)
         if h is None:
             if required:
                 raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable")
             return Committed({})
-        return Committed.of(h.commit(txn, subscription, lineage, replay))
+        return Committed.of(h.commit(txn, subscription, lineage, replay, since))
 
     def abort(self, peer: str, txn: str) -> None:
         h = self._handler("abort", peer, txn)
@@ -148,7 +150,8 @@ class InProcessPeer:
         self.senders: dict[str, DirectSender] = {}
         self.data = DataPlane(self.state, self.executor, self.sender)
         self.participant = Participant(self.state, self.executor, self.link, self.data.attach,
-                                       background=False, replay=self.data.replay,
+                                       background=False,
+                                       replay=log_replayer(Retention(self.state), self.data.replay),
                                        positions=self.data.positions)
         self.control = ControlPlane(self.state, self.link, retention)
         self.control.positions = self.data.positions

@@ -65,6 +65,7 @@ class SuperPeerClient:
         self.channel = self.credentials.channel(address)
         self.stub = pb_grpc.ThinPeerStub(self.channel)
         self.max_item_bytes: dict[str, int] = {}  # per stream, as its super-peer said
+        self.history_bounds: dict[str, str] = {}  # per stream registered, the history it keeps
 
     def close(self) -> None:
         self.channel.close()
@@ -90,14 +91,17 @@ class SuperPeerClient:
     # ------------------------------------------------------------------ publishing
 
     def register_stream(self, name: str, root: str, item: str, rate: float = 0.0,
-                        event_time: str = "", event_time_rate: float = 1.0) -> int:
+                        event_time: str = "", event_time_rate: float = 1.0, history: str = "") -> int:
         """Register a stream (again, for a publisher reconnecting); the stream-wide number its
         next new item gets: how many items the super-peer has taken so far. ``event_time``: the
         item's element time windows read (e.g. ``det_time``), advanced by watermarks at
-        ``event_time_rate`` units per second while the stream is idle."""
+        ``event_time_rate`` units per second while the stream is idle. ``history``: how much of
+        its past the super-peer keeps for subscriptions over it ("10m", "100000", "64MB"; "":
+        the super-peer's default); ``history_bounds`` records the bound in effect."""
         reply = self._call("RegisterStream", pb.RegisterStreamRequest(
             name=name, root=root, item=item, rate=rate, event_time=event_time,
-            event_time_rate=event_time_rate))
+            event_time_rate=event_time_rate, history=history))
+        self.history_bounds[name] = reply.history
         if reply.max_item_bytes:
             self.max_item_bytes[name] = reply.max_item_bytes
         return reply.next_position
@@ -191,11 +195,18 @@ class SuperPeerClient:
     # ------------------------------------------------------------------ subscribing
 
     def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False,
-                  from_start: bool = False) -> pb.SubscribeReply:
-        """``from_start``: over every item its streams' super-peers have logged, then live."""
+                  from_start: bool = False, since_s: float | None = None,
+                  approximate: bool = False) -> pb.SubscribeReply:
+        """``from_start``: over every item its streams' super-peers retain, then live;
+        ``since_s``: over the items that arrived there in the last so many seconds, then live.
+        The reply's ``history`` says how far back the history went when it did not reach as
+        far as asked ("" when it did). ``approximate``: when the network cannot carry the
+        subscription whole, plan it on a sample of its input instead of refusing it; the
+        reply's ``sample`` is R for a 1/R sample (1: every item)."""
         return self._call("Subscribe", pb.SubscribeRequest(query=query, strategy=strategy,
                                                            wait_for_streams=wait_for_streams,
-                                                           from_start=from_start))
+                                                           from_start=from_start, since_s=since_s,
+                                                           approximate=approximate))
 
     def unsubscribe(self, subscription: str) -> list[str]:
         return list(self._call("Unsubscribe", pb.UnsubscribeRequest(subscription=subscription)).removed_streams)

@@ -79,8 +79,8 @@ class RecordingPlanner:
     def __init__(self, view) -> None:
         self.planner = Planner(view.snapshot)
 
-    def subscribe(self, *args):
-        plan = self.planner.subscribe(*args)
+    def subscribe(self, *args, **kwargs):
+        plan = self.planner.subscribe(*args, **kwargs)
         RecordingPlanner.plans.append(plan)
         return plan
 

@@ -104,10 +104,10 @@ def test_the_planner_runs_without_calling_any_peer(network):
             self.planner = Planner(view.snapshot)
             real_planners.append(self.planner)
 
-        def subscribe(self, *args):
+        def subscribe(self, *args, **kwargs):
             network.forbidden = "planning"
             try:
-                return self.planner.subscribe(*args)
+                return self.planner.subscribe(*args, **kwargs)
             finally:
                 network.forbidden = ""
 

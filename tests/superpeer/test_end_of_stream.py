@@ -212,7 +212,7 @@ class BrokenPlanner:
     def __init__(self, view) -> None:
         pass
 
-    def subscribe(self, *args):
+    def subscribe(self, *args, **kwargs):
         raise ZeroDivisionError("a planner bug")
 
 

@@ -34,11 +34,16 @@ def cmd_superpeer_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.id} %(levelname)s %(message)s")
     limit_malloc_arenas()  # before the daemon's threads start
     from superpeer.failure_detector import HeartbeatSettings
+    from superpeer.archive import ArchiveSettings
+    from superpeer.history import parse_history
 
     try:
         limits = DataLimits(max_item_bytes=args.max_item_bytes, max_read_bytes=args.max_read_bytes,
                             finished_retention_s=args.finished_retention)
         heartbeats = HeartbeatSettings(args.heartbeat_s, args.heartbeat_misses)
+        history = parse_history(args.history)
+        archive = (ArchiveSettings(Path(args.archive), args.archive_bucket, args.archive_samples)
+                   if args.archive else None)
     except ValueError as exc:
         raise CliError(f"error: {exc}") from None
     from superpeer.access import UserQuotas
@@ -58,7 +63,8 @@ def cmd_superpeer_serve(args: argparse.Namespace) -> int:
         running = start_superpeer(topology, args.id, args.port, args.retention, args.executor,
                                   spark_options(args), limits, listen=args.listen, heartbeats=heartbeats,
                                   state_dir=state_dir, watermark_idle_s=args.watermark_idle_s,
-                                  security=security, peer_listen=args.peer_listen, quotas=quotas)
+                                  security=security, peer_listen=args.peer_listen, quotas=quotas,
+                                  history=history, archive=archive)
     except (TopologyError, NodeError, OSError) as exc:
         raise CliError(f"error: {getattr(exc, 'message', exc)}") from None
     kept = f"state in {state_dir}" if state_dir else "state in memory only"
@@ -85,9 +91,11 @@ def _run_network(args: argparse.Namespace, topology: Path) -> int:
     from thinpeer.network import NetworkError, up
 
     try:
+        past = ((("--history", args.history) if args.history else ())
+                + (("--archive", str(Path(args.archive).resolve())) if args.archive else ()))
         network = up(topology, args.executor, args.state_dir, spark=spark_options(args),
                      progress=lambda m: print(m, file=sys.stderr, flush=True), secure=not args.insecure,
-                     keys=args.tls_dir)
+                     keys=args.tls_dir, serve_args=past)
     except (NetworkError, TopologyError) as exc:
         raise CliError(f"error: {exc}") from None
     for peer, address in network.addresses.items():
@@ -242,6 +250,24 @@ def register_superpeer(add_command: AddCommand) -> None:
     p.add_argument("--heartbeat-misses", type=int, default=3, metavar="N",
                    help="missed heartbeats in a row before a peer (or the link to it) is declared "
                         "down (default %(default)s)")
+    p.add_argument("--history", default="", metavar="BOUND",
+                   help="how much of its past each stream registered here keeps on disk for "
+                        "subscriptions over it (subscribe --since/--from-start), unless registered "
+                        "with its own (publish --history): items ('100000'), bytes ('64MB'), a "
+                        "duration ('10m', '2h'), several with commas ('10m,1GB': whichever keeps "
+                        "less); default: everything. Items a running subscription may still replay "
+                        "are kept beyond it")
+    p.add_argument("--archive", metavar="DIR",
+                   help="persist every stream registered here as Parquet under DIR, partitioned by "
+                        "event time, for 'streamglobe archive query' and for subscribe --since "
+                        "reaching past the history")
+    p.add_argument("--archive-bucket", type=float, default=3600.0, metavar="SPAN",
+                   help="with --archive: the width of an event-time partition, in the stream's "
+                        "event-time units (seconds of arrival for a stream without one; default %(default)s)")
+    p.add_argument("--archive-samples", default="hybrid", choices=["eager", "lazy", "hybrid"],
+                   help="with --archive: build the 1/2 … 1/64 samples approximate queries read as "
+                        "items are archived (eager), by the first query that needs them (lazy), or "
+                        "the coarse ones eagerly and the fine ones lazily (hybrid, default)")
     p.add_argument("--watermark-idle-s", type=float, default=2.0, metavar="SECONDS",
                    help="a stream registered here with an event time (publish --event-time) that "
                         "gets no item this long is sent watermarks, so time windows downstream "
@@ -270,6 +296,9 @@ def register_network_and_demo(add_command: AddCommand) -> None:
     p.add_argument("--tls-dir", type=Path, metavar="DIR",
                    help="the backbone's keys from 'streamglobe certs init' (default: made in "
                         "<state-dir>/tls)")
+    p.add_argument("--history", metavar="BOUND", help="every super-peer's serve --history (default: everything)")
+    p.add_argument("--archive", metavar="DIR",
+                   help="every super-peer archives the streams registered there under DIR (serve --archive)")
     p.set_defaults(func=cmd_network_up)
     p = net_commands.add_parser("down", help="stop the network started by 'network up'")
     p.add_argument("--state-dir", default=".streamglobe")

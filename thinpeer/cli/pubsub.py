@@ -172,8 +172,11 @@ def cmd_publish(args: argparse.Namespace) -> int:
     try:
         with _client(args) as client:
             have = client.register_stream(args.stream, root, item, args.rate or 0.0,
-                                          args.event_time or "", args.event_time_rate)
+                                          args.event_time or "", args.event_time_rate, args.history or "")
             registered = True
+            if args.history:
+                print(f"{args.stream}: its super-peer keeps a history of "
+                      f"{client.history_bounds.get(args.stream) or args.history}", file=sys.stderr)
             # resuming, the input's item N is the stream's item N: what the super-peer has is
             # skipped, and the batches are numbered, so one whose reply is lost is sent again
             # safely; otherwise the items are appended, unnumbered
@@ -196,7 +199,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
                     except ThinPeerError:
                         pass
                 raise
-            client.close_stream(args.stream)
+            if not args.keep_open:
+                client.close_stream(args.stream)
     except ThinPeerError as exc:
         print(file=sys.stderr)
         error = thin_error(exc)
@@ -212,7 +216,9 @@ def cmd_publish(args: argparse.Namespace) -> int:
     if stray:
         print(f"warning: {args.input}: text outside the <{item}> items in {stray} place(s) of the "
               "document was not published", file=sys.stderr)
-    print(f"{args.stream}: {summary.accepted} items published and the stream closed; "
+    ended = ("the stream stays open (continue with --resume, or a new input)" if args.keep_open
+             else "the stream closed")
+    print(f"{args.stream}: {summary.accepted} items published and {ended}; "
           f"{summary.rejected} rejected", file=sys.stderr)
     return EXIT_OK if not summary.rejected and not stray else EXIT_ERROR
 
@@ -262,6 +268,18 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 
     if args.count is not None and args.count < 0:
         raise CliError(f"error: --count must be 0 or more, not {args.count}")
+    if args.resume and (args.since is not None or args.from_start or args.approximate):
+        raise CliError("error: --since, --from-start and --approximate are for a new subscription, not --resume")
+    since_s = None
+    if args.since is not None:
+        from superpeer.history import parse_duration
+
+        if args.from_start:
+            raise CliError("error: give --since or --from-start, not both")
+        try:
+            since_s = parse_duration(args.since)
+        except ValueError as exc:
+            raise CliError(f"error: --since: {exc}") from None
     try:
         with _client(args) as client:
             if args.resume:
@@ -272,10 +290,16 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                 if not args.query:
                     raise CliError("error: give --query FILE (or --resume ID)")
                 reply = client.subscribe(read_query(args.query), args.strategy,
-                                         wait_for_streams=not args.no_wait, from_start=args.from_start)
+                                         wait_for_streams=not args.no_wait, from_start=args.from_start,
+                                         since_s=since_s, approximate=args.approximate)
                 sid, offset = reply.subscription, 0
                 _save_offset(sid, 0)
                 print(f"subscription {sid}", file=sys.stderr)
+                if reply.history:
+                    print(f"note: {reply.history}", file=sys.stderr)
+                if reply.sample > 1:
+                    print(f"note: the network cannot carry this subscription whole: it reads a 1/{reply.sample} "
+                          f"sample of its stream; counts and sums are scaled estimates", file=sys.stderr)
                 print(reply.description, file=sys.stderr, flush=True)
             written, root, closed = _write_results(client, sid, offset, args.count, args.timeout)
             sys.stdout.write(f"</{root}>\n")
@@ -371,6 +395,13 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--event-time-rate", type=float, default=1.0, metavar="UNITS_PER_S",
                    help="with --event-time: how many of its units pass per second (default 1)")
     p.add_argument("--count", type=int, help="publish at most N items")
+    p.add_argument("--keep-open", action="store_true",
+                   help="do not end the stream after the last item: publish more later (e.g. the "
+                        "rest of the same input with --resume)")
+    p.add_argument("--history", metavar="BOUND",
+                   help="how much of the stream's past its super-peer keeps for subscriptions over "
+                        "it (subscribe --since): items ('100000'), bytes ('64MB'), a duration "
+                        "('10m'), several with commas; default: the super-peer's (serve --history)")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted publish of the same input: skip the items the "
                         "super-peer already has (the stream stays open after a lost connection or "
@@ -388,8 +419,16 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--offset", type=int, help="with --resume: the offset to read from")
     p.add_argument("--strategy", default="sharing", choices=["sharing", "data-shipping", "query-shipping"])
     p.add_argument("--from-start", action="store_true",
-                   help="over every item its streams' super-peers have logged (from their first), "
-                        "then live: no gap and no duplicate at the seam")
+                   help="over every item its streams' super-peers retain (their history), then "
+                        "live: no gap and no duplicate at the seam")
+    p.add_argument("--since", metavar="DURATION",
+                   help="over the items that arrived in the last DURATION ('90s', '10m', '2h'), "
+                        "then live; when the history does not reach that far, it starts at the "
+                        "oldest item retained and says so")
+    p.add_argument("--approximate", action="store_true",
+                   help="if the network cannot carry the subscription whole, plan it on the finest "
+                        "sample of its stream (1/2 … 1/64) that fits rather than refuse it; window "
+                        "counts and sums come back scaled (not for joins or count windows)")
     p.add_argument("--no-wait", action="store_true",
                    help="fail if a stream the query reads is not registered yet (default: wait for it)")
     p.set_defaults(func=cmd_subscribe)

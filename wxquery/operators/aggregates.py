@@ -112,8 +112,21 @@ class Extremum:
         return acc.tolist()
 
 
+class SumOfSquares(Sum):
+    """Σx²: no XQuery function, a partial an approximate answer's confidence interval needs
+    (``sharing.estimates``)."""
+
+    name = "sumsq"
+
+    def add(self, acc: PartialValue, value: float) -> PartialValue:
+        return super().add(acc, value * value)
+
+    def reduce(self, values: np.ndarray, groups: np.ndarray, k: int) -> list[PartialValue]:
+        return super().reduce(values * values, groups, k)
+
+
 AGGREGATES: dict[str, PartialAggregate] = {
-    "count": Count(), "sum": Sum(), "min": Extremum("min"), "max": Extremum("max")}
+    "count": Count(), "sum": Sum(), "min": Extremum("min"), "max": Extremum("max"), "sumsq": SumOfSquares()}
 
 
 def fold(function: str, values: Iterable[float]) -> PartialValue:

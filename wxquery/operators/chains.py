@@ -17,9 +17,10 @@ from typing import Iterable
 import numpy as np
 
 from .definitions import (WHOLE_ITEM, AggregateFilter, Atom, CombineWindows, Operator, Partial,
-                       Project, Select, WindowAggregate)
+                       Project, Sample, Select, WindowAggregate)
 from .aggregates import AGGREGATES, fold
 from .batch import Column, ItemBatch, selection_mask
+from .sampling import kept as sampled
 from .windows import WindowClock, assigner_for
 
 
@@ -41,6 +42,7 @@ class Chain:
     window: WindowAggregate | CombineWindows | None
     filters: tuple[Atom, ...]
     start: int
+    sample: int = 1  # keep 1/sample of the input items first (``Sample``; 1: all)
 
     @property
     def output_kind(self) -> str:
@@ -68,8 +70,11 @@ def normalise(cid: int, stream: str, parent: str, input_kind: str,
     filters: list[Atom] = []
     project = None
     window = None
-    for op in operators:
-        if isinstance(op, Select) and window is None and project is None and input_kind == "items":
+    sample = 1
+    for k, op in enumerate(operators):
+        if isinstance(op, Sample) and k == 0 and input_kind == "items":
+            sample = op.rate
+        elif isinstance(op, Select) and window is None and project is None and input_kind == "items":
             atoms.extend(op.atoms)
         elif isinstance(op, Project) and window is None and input_kind == "items":
             project = op.paths if project is None else project & op.paths
@@ -83,7 +88,7 @@ def normalise(cid: int, stream: str, parent: str, input_kind: str,
             raise ValueError(f"cannot run {op} at this position of {list(map(str, operators))}")
     if project is not None and WHOLE_ITEM in project:
         project = None
-    return Chain(cid, stream, parent, input_kind, tuple(atoms), project, window, tuple(filters), start)
+    return Chain(cid, stream, parent, input_kind, tuple(atoms), project, window, tuple(filters), start, sample)
 
 
 @dataclass
@@ -105,6 +110,9 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
         live = offsets >= chain.start
     if batch.valid is not None:  # items that do not parse are dropped (the batch counts them)
         live = batch.valid if live is None else live & batch.valid
+    if chain.sample > 1 and chain.input_kind == "items":
+        keep = sampled(batch.texts, chain.sample)
+        live = keep if live is None else live & keep
     if chain.input_kind == "records":
         out.records = [(int(o), batch.texts[i]) for i, o in enumerate(offsets.tolist())
                        if live is None or live[i]]

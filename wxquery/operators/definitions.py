@@ -149,7 +149,23 @@ class AggregateFilter:
         return "σagg[" + " and ".join(map(str, self.atoms)) + "]"
 
 
-Operator = Union[Select, Project, WindowAggregate, CombineWindows, AggregateFilter]
+@dataclass(frozen=True)
+class Sample:
+    """Keep an item with probability 1/``rate``, decided by a hash of its text (``sampling``):
+    a stream the network cannot carry whole, thinned for a subscription that accepts an
+    approximate answer (OSCAR). The same item is kept or dropped everywhere, every time."""
+
+    rate: int
+
+    def __post_init__(self) -> None:
+        if self.rate < 2:
+            raise ValueError(f"a sample keeps 1/rate of the items with rate >= 2, not {self.rate}")
+
+    def __str__(self) -> str:
+        return f"sample[1/{self.rate}]"
+
+
+Operator = Union[Sample, Select, Project, WindowAggregate, CombineWindows, AggregateFilter]
 
 
 def format_fraction(f: Fraction) -> str:

@@ -35,7 +35,7 @@ class WindowRecord:
         so ``from_xml`` gives back exactly the same values."""
         parts = [f'<w k="{self.index}">']
         for (fn, el), value in self.values.items():
-            head = f'<p f="{fn}" e="{_attribute(el)}"'
+            head = f'<p f="{fn}" e="{escape_attribute(el)}"'
             parts.append(head + "/>" if value is None else f"{head}>{format_atomic(value)}</p>")
         parts.append("</w>")
         return "".join(parts)
@@ -55,7 +55,7 @@ class WindowRecord:
         return record
 
 
-def _attribute(text: str) -> str:
+def escape_attribute(text: str) -> str:
     return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
 
 

@@ -1,0 +1,122 @@
+"""Aggregates estimated from a sample (OSCAR, issue 15), with confidence intervals.
+
+Every item is in a 1/R sample with probability p = 1/R, independently (``archive_layout``'s
+nested Bernoulli samples), so per window, over the sampled items x_i:
+
+* ``count``: N̂ = R·c, Var = N·p(1-p)/p² estimated by c(1-p)/p²;
+* ``sum``: Ŝ = R·Σx (Horvitz–Thompson), Var̂ = (1-p)/p² · Σx²;
+* ``avg``: Σx/c, unscaled (a ratio estimator), Var̂ ≈ (1-p)·s²/c with s² the sample variance;
+* ``min``/``max``: the sample's, with no interval — the true minimum is at most the sample's
+  (the true maximum at least): one-sided, said as such.
+
+Intervals are normal approximations at the requested confidence (two-sided); with few sampled
+items they are wide, and with none in a window the window is not seen at all (a sample cannot
+show a window nothing of which was sampled).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from wxquery.operators.definitions import WindowAggregate
+from wxquery.operators.records import WindowRecord, escape_attribute
+
+SUM_OF_SQUARES = "sumsq"
+SAMPLE_RATES = (2, 4, 8, 16, 32, 64)  # the resolutions: 1/2 … 1/64 of the items
+
+
+@dataclass(frozen=True)
+class Estimate:
+    window: int
+    function: str  # count, sum, avg, min, max
+    element: str
+    estimate: float | None
+    low: float | None  # None: no interval (min/max, or nothing sampled)
+    high: float | None
+
+
+def with_variance_partials(window: WindowAggregate) -> WindowAggregate:
+    """The window operator with what intervals need too: Σx² beside every sum, and the count
+    of every summed element."""
+    partials = list(window.partials)
+    for fn, element in window.partials:
+        if fn == "sum":
+            for extra in ((SUM_OF_SQUARES, element), ("count", element)):
+                if extra not in partials:
+                    partials.append(extra)
+    return WindowAggregate(window.window, tuple(partials))
+
+
+def estimate_record(record: WindowRecord, rate: int, confidence: float = 0.95,
+                    asked: tuple = ()) -> list[Estimate]:
+    """Scale ``record`` in place to the whole stream's estimates; the intervals of the
+    aggregates ``asked`` (the query's partials; all when empty: ``avg`` where its sum and count
+    are both asked). An interval needs two sampled values at least for an average."""
+    wanted = set(asked) or set(record.values)
+    p = 1.0 / rate
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    values = dict(record.values)
+    out: list[Estimate] = []
+    for (fn, element), value in values.items():
+        if fn == "count":
+            c = value or 0
+            half = z * math.sqrt(c * (1 - p)) / p
+            if (fn, element) in wanted:
+                out.append(Estimate(record.index, "count", element, c * rate, max(c * rate - half, 0.0),
+                                    c * rate + half))
+        elif fn == "sum":
+            q = values.get((SUM_OF_SQUARES, element)) or 0.0
+            s = value if value is not None else 0.0
+            half = z * math.sqrt(max(q, 0.0) * (1 - p)) / p
+            if (fn, element) in wanted:
+                out.append(Estimate(record.index, "sum", element, s * rate, s * rate - half, s * rate + half))
+            c = values.get(("count", element))
+            if c and ("count", element) in wanted and (fn, element) in wanted:
+                mean = s / c
+                if c < 2:
+                    out.append(Estimate(record.index, "avg", element, mean, None, None))
+                    continue
+                var = max(q / c - mean * mean, 0.0) * c / (c - 1)
+                half = z * math.sqrt((1 - p) * var / c)
+                out.append(Estimate(record.index, "avg", element, mean, mean - half, mean + half))
+        elif fn in ("min", "max") and (fn, element) in wanted:
+            out.append(Estimate(record.index, fn, element, value, None, None))
+    record.values = {k: v for k, v in scaled(record, rate).values.items() if k[0] != SUM_OF_SQUARES}
+    return out
+
+
+def scaled(record: WindowRecord, rate: int) -> WindowRecord:
+    """A copy of a window record of a 1/``rate`` sample with the whole stream's estimates:
+    counts and sums × rate (averages follow), minima and maxima as sampled."""
+    out = WindowRecord(record.index, dict(record.values))
+    for (fn, element), value in record.values.items():
+        if fn == "count":
+            out.values[(fn, element)] = int((value or 0) * rate)
+        elif fn in ("sum", SUM_OF_SQUARES) and value is not None:
+            out.values[(fn, element)] = value * rate
+    return out
+
+
+def estimate_xml(estimates: list[Estimate], rate: int, confidence: float, rows: int, ns: str) -> str:
+    """The ``<sg:approximation>`` element an approximate answer ends with (README)."""
+    by: dict[int, list[Estimate]] = {}
+    for e in estimates:
+        by.setdefault(e.window, []).append(e)
+    parts = [f'<sg:approximation xmlns:sg="{ns}" sampling-rate="{1 / rate:g}" sample="1/{rate}" '
+             f'confidence="{confidence:g}" rows-read="{rows}">']
+    for k in sorted(by):
+        parts.append(f'<sg:window k="{k}">')
+        for e in by[k]:
+            attrs = f'function="{e.function}" element="{escape_attribute(e.element)}"'
+            if e.estimate is not None:
+                attrs += f' estimate="{e.estimate!r}"'
+            if e.low is not None and e.high is not None:
+                attrs += f' low="{e.low!r}" high="{e.high!r}"'
+            elif e.function in ("min", "max") and e.estimate is not None:
+                attrs += ' bound="' + ("upper" if e.function == "min" else "lower") + '"'
+            parts.append(f"<sg:aggregate {attrs}/>")
+        parts.append("</sg:window>")
+    parts.append("</sg:approximation>")
+    return "".join(parts)
