@@ -119,16 +119,18 @@ class UnsubscribeReply(_message.Message):
     def __init__(self, removed_streams: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReadResultsRequest(_message.Message):
-    __slots__ = ("subscription", "offset", "max_items", "wait_ms")
+    __slots__ = ("subscription", "offset", "max_items", "wait_ms", "peek")
     SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     MAX_ITEMS_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    PEEK_FIELD_NUMBER: _ClassVar[int]
     subscription: str
     offset: int
     max_items: int
     wait_ms: int
-    def __init__(self, subscription: _Optional[str] = ..., offset: _Optional[int] = ..., max_items: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+    peek: bool
+    def __init__(self, subscription: _Optional[str] = ..., offset: _Optional[int] = ..., max_items: _Optional[int] = ..., wait_ms: _Optional[int] = ..., peek: _Optional[bool] = ...) -> None: ...
 
 class ReadResultsReply(_message.Message):
     __slots__ = ("offset", "items", "closed", "root", "dropped", "degraded")

@@ -38,10 +38,18 @@ from .replay import ReplayInput
 from .statistics import StreamEstimate
 
 
+MAX_ALTERNATIVES = 8  # the cheapest rejected alternatives a plan reports
+
+
 class Strategy(str, Enum):
     SHARING = "sharing"
     DATA_SHIPPING = "data-shipping"
     QUERY_SHIPPING = "query-shipping"
+
+
+def where(part: "PlanPart") -> tuple:
+    """What tells two priced plans of one input apart: the stream reused, where, and the route."""
+    return part.reused, part.reuse_peer, part.operator_peer, part.route
 
 
 class RegistrationError(Exception):
@@ -64,6 +72,14 @@ class PlanPart:
     cost: float = 0.0
     overloads: list[Overload] = field(default_factory=list)
     reason: str = ""
+    alternatives: list["PlanPart"] = field(default_factory=list, repr=False)  # priced, not chosen
+
+    def summary(self) -> dict:
+        """What a person comparing plans needs: where, which route, what it costs, why not."""
+        return {"reused_stream": self.reused, "reuse_peer": self.reuse_peer,
+                "operator_peer": self.operator_peer, "route": list(self.route),
+                "operators": [str(o) for o in self.operators], "cost": round(self.cost, 6),
+                "admitted": not self.overloads, "overloads": [str(o) for o in self.overloads]}
 
     def to_json(self) -> dict:
         return {
@@ -77,6 +93,8 @@ class PlanPart:
             "new_streams": [s.id for s in self.new_streams],
             "delivered_stream": self.result_stream,
             "match": self.reason,
+            "cost": round(self.cost, 6),
+            "alternatives": [a.summary() for a in sorted(self.alternatives, key=lambda a: a.cost)[:MAX_ALTERNATIVES]],
         }
 
     def describe(self) -> str:
@@ -241,6 +259,7 @@ class Planner:
         repeated = self._repeated(inp)
         best = self._data_shipping(inp, original, target)
         best_admissible = best if not best.overloads else None
+        priced = [best]  # every plan priced: the chosen one's alternatives
         queue = deque([original.origin])
         queued = {original.origin}
         matches: dict[int, Match] = {}  # by properties: equal properties, equal content
@@ -271,12 +290,16 @@ class Planner:
                             for p in dict.fromkeys(s.route)))[:2]
             for _, u, sid in pairs:
                 for candidate in self.generate_plans(streams[sid], u, target, inp, match):
+                    priced.append(candidate)
                     if candidate.cost < best.cost:
                         best = candidate
                     if not candidate.overloads and (best_admissible is None
                                                     or candidate.cost < best_admissible.cost):
                         best_admissible = candidate
-        return best_admissible or best
+        chosen = best_admissible or best
+        seen = {where(chosen)}  # the same plan may be priced twice (data shipping is a candidate too)
+        chosen.alternatives = [c for c in priced if where(c) not in seen and not seen.add(where(c))]
+        return chosen
 
     def _groups_at(self, peer: str, inp: InputProperties):
         return [(props, list(g.values())) for props, g in self.state.groups_at(peer, inp.input).items()]

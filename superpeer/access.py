@@ -136,6 +136,7 @@ class Access:
                 if sid in subs and subs[sid].user == grant.user}
         streams = {name: s for name, s in status.get("streams_registered_here", {}).items()
                    if name in self.node.state.originals and self.node.state.originals[name].publisher == grant.user}
+        # the backbone is no one's secret: a user's view draws their streams on it
         return {"superpeer": status.get("superpeer"), "user": grant.user, "subscriptions": mine,
-                "streams_registered_here": streams}
+                "streams_registered_here": streams, "backbone": status.get("backbone")}
 

@@ -423,16 +423,16 @@ class ControlPlane:
                 removed.extend(self.link.remove(peer, owner) or [])
         return sorted(set(removed))
 
-    def read_results(self, sid: str, offset: int, max_items: int, wait_s: float
+    def read_results(self, sid: str, offset: int, max_items: int, wait_s: float, peek: bool = False
                      ) -> tuple[ResultBuffer, tuple[int, list[str], bool, int]]:
         record = self.subscriptions.get(sid)
         if record is None:
             raise NodeError("NOT_FOUND", f"no subscription {sid} at {self.state.id} (unsubscribed, or "
                                          "registered at another super-peer)")
-        return record.runtime.buffer, record.runtime.buffer.read(offset, max_items or 1000, wait_s)
+        return record.runtime.buffer, record.runtime.buffer.read(offset, max_items or 1000, wait_s, peek)
 
     def status(self) -> dict:
-        return {sid: {"inputs": r.inputs,
+        return {sid: {"inputs": r.inputs, "query": r.query, "user": r.user, "strategy": r.strategy,
                       "health": health(r),
                       # where a re-plan recomputes it from (``sharing.replay``)
                       "replay_from": {v: {"log_item": c.start, "levels": [lv.first for lv in c.levels],

@@ -191,9 +191,9 @@ class Node:
     def unsubscribe(self, sid: str) -> list[str]:
         return self.control.unsubscribe(sid)
 
-    def read_results(self, sid: str, offset: int, max_items: int, wait_s: float
+    def read_results(self, sid: str, offset: int, max_items: int, wait_s: float, peek: bool = False
                      ) -> tuple[ResultBuffer, tuple[int, list[str], bool, int]]:
-        return self.control.read_results(sid, offset, max_items, wait_s)
+        return self.control.read_results(sid, offset, max_items, wait_s, peek)
 
     # ------------------------------------------------------------------ super-peers
 
@@ -344,6 +344,7 @@ class Node:
             return {
                 "superpeer": self.id,
                 "address": self.topology.address(self.id),
+                "backbone": self.topology.to_mapping(),
                 "streams_registered_here": {
                     n: {"root": s.root, "item": s.item, "accepted": s.accepted,
                         "rejected": s.rejected, "closed": s.closed, "next_position": s.next_position,
@@ -390,5 +391,9 @@ def stream_status(s: NetworkStream, here: str) -> dict:
             "next_hops": s.next_hops(here),
             "operators": [str(o) for o in s.operators],
             "selection": [str(a) for a in s.properties.selection.atoms] if s.properties.selection else [],
+            "projection": sorted(s.properties.projection.output),
             "window": str(s.properties.window) if s.properties.window else None,
+            "aggregates": [a.name for a in s.properties.aggregates],
+            "sample": s.properties.sample,
+            "bits_per_s": round(s.estimate.bits_per_second, 1),
             "users": sorted(s.users)}

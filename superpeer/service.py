@@ -97,7 +97,8 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
     def ReadResults(self, request, context):
         self.access.subscription(self.access.grant(context, "ReadResults"), request.subscription, "read")
         buffer, (offset, items, closed, lost) = self.node.read_results(
-            request.subscription, request.offset, request.max_items, min(request.wait_ms, MAX_WAIT_MS) / 1000)
+            request.subscription, request.offset, request.max_items, min(request.wait_ms, MAX_WAIT_MS) / 1000,
+            request.peek)
         if buffer.error and closed:
             raise NodeError(buffer.code or "INTERNAL",
                             f"subscription {request.subscription} failed: {buffer.error}")

@@ -155,6 +155,7 @@ class ResultBuffer:
     code: str = ""  # gRPC status code name of ``error``
     dropped: int = 0  # by the retention bound
     released: int = 0  # after the end, read or kept for the retention period
+    delivered: int = 0  # the subscriber's offset: every result before it was read
     cond: threading.Condition = field(default_factory=threading.Condition)
     # where the results survive a restart (``state_store``), and under which subscription;
     # stored in batches: results are a function of the replayed inputs, so those a crash loses
@@ -246,17 +247,20 @@ class ResultBuffer:
             self.store.add_results(self.sid, self.unstored)
             self.unstored = []
 
-    def read(self, offset: int, max_items: int, wait_s: float) -> tuple[int, list[str], bool, int]:
+    def read(self, offset: int, max_items: int, wait_s: float, peek: bool = False
+             ) -> tuple[int, list[str], bool, int]:
         """(offset of the first returned item, items, closed-and-drained, dropped before it).
         A read from the end of an ended subscription confirms everything was read: the
-        results are released."""
+        results are released. A ``peek`` (someone looking on) confirms nothing."""
         with self.cond:
+            if not peek:
+                self.delivered = max(self.delivered, offset)
             end = self.base + len(self.items)
             if offset >= end and not self.closed and wait_s > 0:
                 self.cond.wait_for(lambda: self.base + len(self.items) > offset or self.closed,
                                    timeout=wait_s)
                 end = self.base + len(self.items)
-            if self.closed and offset >= end and self.items:
+            if self.closed and offset >= end and self.items and not peek:
                 self.release()
             start = max(offset, self.base)
             lost = max(0, self.base - offset)
@@ -271,7 +275,8 @@ class ResultBuffer:
             return start, chunk, drained, lost
 
     def status(self) -> dict:
-        return {"results": self.base + len(self.items), "closed": self.closed, "error": self.error,
+        return {"results": self.base + len(self.items), "delivered": self.delivered,
+                "closed": self.closed, "error": self.error,
                 "held": len(self.items), "held_bytes": self.held_bytes,
                 "dropped_by_retention": self.dropped, "released_after_end": self.released}
 

@@ -22,6 +22,17 @@ class Topology:
     backbone: Backbone
     addresses: dict[str, str]  # for thin peers
     peer_addresses: dict[str, str] = field(default_factory=dict)  # for the other super-peers
+    positions: dict[str, tuple[float, float]] = field(default_factory=dict)  # where a drawing puts them
+
+    def to_mapping(self) -> dict:
+        """The backbone in a topology file's shape (``Backbone.from_mapping`` reads it back):
+        what a tool that reached one super-peer needs to find and draw all the others."""
+        return {"superpeer": [{"id": p.id, "address": self.addresses.get(p.id, ""),
+                               "load_capacity": p.load_capacity, "pindex": p.pindex,
+                               **({"position": list(self.positions[p.id])} if p.id in self.positions else {})}
+                              for p in self.backbone.peers.values()],
+                "link": [{"a": link.a, "b": link.b, "bandwidth": link.bandwidth}
+                         for link in self.backbone.links.values()]}
 
     def address(self, peer: str) -> str:
         try:
@@ -61,4 +72,19 @@ def load_topology(path: str | Path) -> Topology:
                 raise TopologyError(f"{p}: super-peer {entry.get('id')} needs {key} = \"host:port\" "
                                     f"(a port below {top}), not {address!r}")
             table[str(entry["id"])] = address
-    return Topology(backbone, addresses, peer_addresses)
+    return Topology(backbone, addresses, peer_addresses, positions_of(p, data))
+
+
+def positions_of(path: Path, data: dict) -> dict[str, tuple[float, float]]:
+    """Optional ``position = [x, y]`` of each super-peer (a drawing's layout, e.g. the paper's
+    figure); peers without one are placed by the drawing."""
+    positions = {}
+    for entry in data.get("superpeer", []):
+        if "position" not in entry:
+            continue
+        xy = entry["position"]
+        if not (isinstance(xy, list) and len(xy) == 2 and all(isinstance(v, (int, float)) for v in xy)):
+            raise TopologyError(f"{path}: super-peer {entry.get('id')} needs position = [x, y] (two numbers), "
+                                f"not {xy!r}")
+        positions[str(entry["id"])] = (float(xy[0]), float(xy[1]))
+    return positions

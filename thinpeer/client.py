@@ -212,9 +212,10 @@ class SuperPeerClient:
         return list(self._call("Unsubscribe", pb.UnsubscribeRequest(subscription=subscription)).removed_streams)
 
     def read(self, subscription: str, offset: int = 0, max_items: int = 1000,
-             wait_ms: int = 1000) -> pb.ReadResultsReply:
+             wait_ms: int = 1000, peek: bool = False) -> pb.ReadResultsReply:
+        """``peek``: look at results without confirming anything read (the web view)."""
         return self._call("ReadResults", pb.ReadResultsRequest(
-            subscription=subscription, offset=offset, max_items=max_items, wait_ms=wait_ms),
+            subscription=subscription, offset=offset, max_items=max_items, wait_ms=wait_ms, peek=peek),
             timeout=self.timeout + wait_ms / 1000)
 
     def confirm_read(self, subscription: str, offset: int) -> None:

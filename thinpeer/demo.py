@@ -30,7 +30,9 @@ def _say(message: str) -> None:
 
 
 def run_demo(photons: int = 6000, executor: str = "inline", spark: dict | None = None,
-             secure: bool = True) -> int:
+             secure: bool = True, ui_port: int | None = None) -> int:
+    """``ui_port``: serve the web view there too, and keep the network up for it after the
+    demo's queries are done, until Ctrl-C."""
     with tempfile.TemporaryDirectory(prefix="streamglobe-demo-") as tmp:
         topology_file = with_free_ports(shipped_topology("paper-example"),
                                         Path(tmp) / "paper-example.toml")
@@ -40,12 +42,23 @@ def run_demo(photons: int = 6000, executor: str = "inline", spark: dict | None =
         except NetworkError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
+        view = None
         try:
-            return _run(network, photons, idle_timeout=30 if executor == "inline" else 180)
+            if ui_port:
+                from thinpeer.cli.ui import start_in_background
+
+                view = start_in_background(network.addresses["SP1"], network.credentials, ui_port)
+            code = _run(network, photons, idle_timeout=30 if executor == "inline" else 180)
+            if view is not None:
+                _say(f"\nThe network stays up for the web view at {view.url}; Ctrl-C ends the demo.")
+                threading.Event().wait()
+            return code
         except ThinPeerError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         finally:
+            if view is not None:
+                view.stop()
             network.stop()
             _say("Network stopped.")
 

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from thinpeer.cli import archive, daemons, deploy, keys, photon_commands, pubsub, query, simulate
+from thinpeer.cli import archive, daemons, deploy, keys, photon_commands, pubsub, query, simulate, ui
 from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, CliError
 
 
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     deploy.register(commands.add_parser)
     keys.register(commands.add_parser)
     archive.register(commands.add_parser)
+    ui.register(commands.add_parser)
     return parser
 
 

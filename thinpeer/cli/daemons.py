@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
+from thinpeer.cli.ui import add_ui_port_option
 
 
 def default_state_dir(peer: str) -> Path:
@@ -110,6 +111,15 @@ def _run_network(args: argparse.Namespace, topology: Path) -> int:
     else:
         print("INSECURE: plaintext, no tokens; anyone who reaches the ports may do anything",
               file=sys.stderr, flush=True)
+    view = None
+    if args.ui_port:
+        from thinpeer.cli.ui import start_in_background
+
+        try:
+            view = start_in_background(next(iter(network.addresses.values())), network.credentials, args.ui_port)
+        except CliError:
+            network.stop()
+            raise
     print("network up; Ctrl-C or 'streamglobe network down' stops it", file=sys.stderr, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -121,6 +131,8 @@ def _run_network(args: argparse.Namespace, topology: Path) -> int:
                   file=sys.stderr, flush=True)
             for p in dead:
                 network.processes.pop(p)
+    if view is not None:
+        view.stop()
     network.stop()
     print("network stopped", file=sys.stderr)
     return EXIT_OK
@@ -169,7 +181,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, terminated)
     return run_demo(photons=args.photons, executor=args.executor, spark=spark_options(args),
-                    secure=not args.insecure)
+                    secure=not args.insecure, ui_port=args.ui_port)
 
 
 def add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -> None:
@@ -299,6 +311,7 @@ def register_network_and_demo(add_command: AddCommand) -> None:
     p.add_argument("--history", metavar="BOUND", help="every super-peer's serve --history (default: everything)")
     p.add_argument("--archive", metavar="DIR",
                    help="every super-peer archives the streams registered there under DIR (serve --archive)")
+    add_ui_port_option(p)
     p.set_defaults(func=cmd_network_up)
     p = net_commands.add_parser("down", help="stop the network started by 'network up'")
     p.add_argument("--state-dir", default=".streamglobe")
@@ -316,4 +329,5 @@ def register_network_and_demo(add_command: AddCommand) -> None:
     p.add_argument("--photons", type=int, default=6000)
     p.add_argument("--insecure", action="store_true", help="plaintext and no tokens (default: secure)")
     add_executor_options(p)
+    add_ui_port_option(p)
     p.set_defaults(func=cmd_demo)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
+from thinpeer.cli.ui import add_ui_port_option
 
 _RATE = re.compile(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([kmg]?)(bit|bps|b)?(?:/s)?\s*\Z", re.IGNORECASE)
 _SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
@@ -86,7 +87,22 @@ def cmd_up(args: argparse.Namespace) -> int:
         _progress(f"secure: TLS and tokens. As its admin: export STREAMGLOBE_CA={state}/tls/ca.pem "
                   f"STREAMGLOBE_TOKEN=$(cat {state}/admin.token); other users: streamglobe token issue "
                   f"--keys {state}/tls --user NAME …")
+    if args.ui_port:
+        _serve_web_view(args, addresses, state)
     return EXIT_OK
+
+
+def _serve_web_view(args: argparse.Namespace, addresses: dict[str, str], state: Path) -> None:
+    """The containers run on after ``up``; the web view runs here, in the foreground, reaching
+    the super-peers at their host addresses, until Ctrl-C (``deploy down`` removes them)."""
+    from thinpeer.cli.ui import web_view
+    from thinpeer.credentials import Credentials
+
+    credentials = (Credentials() if args.insecure else
+                   Credentials.resolve(state / "tls" / "ca.pem", (state / "admin.token").read_text().strip()))
+    view = web_view(next(iter(addresses.values())), credentials, args.ui_port, addresses=addresses)
+    _progress(f"web view: {view.url} (Ctrl-C stops the view; the containers run on)")
+    view.run()
 
 
 def cmd_down(args: argparse.Namespace) -> int:
@@ -182,6 +198,7 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for health")
     p.add_argument("--insecure", action="store_true",
                    help="plaintext and no tokens (default: TLS, mutual between super-peers, tokens)")
+    add_ui_port_option(p)
     p.set_defaults(func=cmd_up)
     p = parser("down", "remove every container and network of the project")
     p.set_defaults(func=cmd_down)
