@@ -57,8 +57,9 @@ def test_network_up_on_keys_made_beforehand(tmp_path) -> None:
         assert network.client("SP4").status()["superpeer"] == "SP4"  # the admin token it issued
         token = sg("token", "issue", "--keys", str(keys), "--user", "carol", "--subscribe").stdout.strip()
         carol = SuperPeerClient(network.addresses["SP4"], credentials=Credentials((keys / "ca.pem").read_bytes(), token))
-        assert carol.status() == {"superpeer": "SP4", "user": "carol", "subscriptions": {},
-                                  "streams_registered_here": {}}
+        seen = carol.status()
+        assert len(seen.pop("backbone")["superpeer"]) == 8  # no one's secret: the web view draws it
+        assert seen == {"superpeer": "SP4", "user": "carol", "subscriptions": {}, "streams_registered_here": {}}
         with pytest.raises(ThinPeerError) as denied:
             carol.register_stream("photons", "photons", "photon")
         assert denied.value.code == "PERMISSION_DENIED"

@@ -246,8 +246,13 @@ function plot() {
                {...layout("saved by sharing against data shipping"), yaxis: {tickformat: ".0%"}}, {displayModeBar: false});
 }
 
+// How fast the page renders (benchmarks/web_view.py reads it): when the first snapshot was
+// drawn, and each render's end and duration (ms since navigation started).
+window.sgStats = {firstRender: null, renders: []};
+
 function onSnapshot(snapshot) {
   if (!snapshot.superpeers) return;  // the first round is not done yet
+  const started = performance.now();
   view.snapshot = snapshot;
   SG.showError(snapshot.error);
   const up = snapshot.superpeers.filter(p => p.up).length;
@@ -263,6 +268,10 @@ function onSnapshot(snapshot) {
   if (view.series) { record({at: snapshot.at, links: Object.fromEntries(snapshot.links.map(l => [l.id, l.bytes_per_s])),
     utilisation: Object.fromEntries(snapshot.superpeers.map(p => [p.id, p.utilisation])), savings: snapshot.savings}); plot(); }
   document.body.dataset.rendered = String(Number(document.body.dataset.rendered || 0) + 1);
+  const ended = performance.now();
+  if (window.sgStats.firstRender === null) window.sgStats.firstRender = ended;
+  window.sgStats.renders.push([ended, ended - started]);
+  if (window.sgStats.renders.length > 1000) window.sgStats.renders.shift();
 }
 
 async function start() {
