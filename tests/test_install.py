@@ -118,3 +118,39 @@ def test_demo(installed: Installed):
     assert r.stdout.count("; route SP") >= 4  # the plans
     for text in ("reuse stream", "Traffic per link", "Network stopped."):
         assert text in r.stdout, r.stdout
+
+
+def test_web_view_serves_its_page_from_the_installed_package(installed: Installed):
+    """``streamglobe ui`` with no network behind it: the page, its script and Plotly's bundle
+    still come from the installed wheel, and the API says why there is nothing to show."""
+    import json
+    import time
+    import urllib.request
+
+    from thinpeer.network import free_ports
+
+    port, nobody = free_ports(2)
+    ui = subprocess.Popen([str(installed.venv / "bin" / "streamglobe"), "ui", "--superpeer",
+                           f"127.0.0.1:{nobody}", "--port", str(port), "--ca", "", "--token", ""],
+                          cwd=installed.workdir, env=installed.env, stderr=subprocess.PIPE, text=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                page = urllib.request.urlopen(base + "/", timeout=5).read().decode()
+                break
+            except OSError:
+                assert ui.poll() is None and time.monotonic() < deadline, ui.stderr.read() if ui.poll() else "timeout"
+                time.sleep(0.2)
+        assert "network.js" in page
+        for asset in ("/static/network.js", "/static/style.css", "/vendor/plotly.min.js"):
+            assert urllib.request.urlopen(base + asset, timeout=5).status == 200, asset
+        while "cannot read the backbone" not in (error := json.load(urllib.request.urlopen(base + "/api/network"))
+                                                 .get("error", "")):
+            assert time.monotonic() < deadline, error
+            time.sleep(0.2)
+        assert f"127.0.0.1:{nobody}" in error
+    finally:
+        ui.terminate()
+        ui.wait(10)

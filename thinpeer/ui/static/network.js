@@ -251,10 +251,10 @@ function plot() {
 window.sgStats = {firstRender: null, renders: []};
 
 function onSnapshot(snapshot) {
-  if (!snapshot.superpeers) return;  // the first round is not done yet
+  SG.showError(snapshot.error);
+  if (!snapshot.superpeers) return;  // no backbone read yet (the error says why)
   const started = performance.now();
   view.snapshot = snapshot;
-  SG.showError(snapshot.error);
   const up = snapshot.superpeers.filter(p => p.up).length;
   document.getElementById("summary").textContent =
     `${snapshot.superpeers.length} super-peers (${up} up) · ${snapshot.links.length} links · ` +
