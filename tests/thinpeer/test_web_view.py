@@ -199,3 +199,30 @@ def test_a_users_token_sees_only_its_own(network) -> None:
         assert refused.value.code == 404
     finally:
         view.stop()
+
+
+def test_network_up_serves_the_view_with_ui_port(tmp_path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    topology = with_free_ports(shipped_topology("paper-example"), tmp_path / "t.toml")
+    port = free_ports(1)[0]
+    launcher = subprocess.Popen([sys.executable, "-m", "thinpeer.cli", "network", "up", "--topology", str(topology),
+                                 "--state-dir", str(tmp_path / "state"), "--ui-port", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        def all_up():
+            assert launcher.poll() is None, launcher.stderr.read()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/network", timeout=5) as reply:
+                    snapshot = json.load(reply)
+            except OSError:
+                return None
+            return [p["id"] for p in snapshot.get("superpeers", []) if p["up"]]
+
+        assert len(until(lambda: len(all_up() or []) == 8 and all_up(), 90)) == 8
+    finally:
+        launcher.send_signal(signal.SIGINT)
+        _, err = launcher.communicate(timeout=60)
+    assert f"web view: http://127.0.0.1:{port}/" in err and "network stopped" in err, err
