@@ -95,6 +95,7 @@ class ControlPlane:
         self.subscriptions: dict[str, SubscriptionRecord] = {}
         self._ids = iter(())  # stream numbers, reserved in blocks (``new_stream_id``)
         self._installing = threading.Lock()  # one installation at a time from this peer
+        self.announced: dict[str, float] = {}  # waiting subscriptions the stream's peer activates, when told
 
     def new_stream_id(self) -> str:
         number = next(self._ids, None)
@@ -170,7 +171,9 @@ class ControlPlane:
             self.state.known_originals.setdefault(stream.id, stream)
             if self.state.id in stream.route and stream.id not in self.state.table:
                 self.state.table.add(stream)
-        return [Waiting(r.runtime.id, r.registered_at) for r in self.ready_waiting()]
+        ready = self.ready_waiting()
+        self.announced.update((r.runtime.id, time.time()) for r in ready)  # (activated in order there)
+        return [Waiting(r.runtime.id, r.registered_at) for r in ready]
 
     # ------------------------------------------------------------------ subscriptions
 
@@ -249,6 +252,7 @@ class ControlPlane:
             if self.state.missing_streams(record.runtime.analysis):
                 return False, "still waiting for a stream"
             record.waiting_for = ()
+            self.announced.pop(sid, None)
         try:
             self._activate(record)
             return True, ""

@@ -55,6 +55,9 @@ from .topology import Topology
 __all__ = ["Node", "NodeError", "SubscriptionRecord"]
 
 LATE_ACTIVATION_S = 3.0
+# A subscription the registering peer said it would activate (in registration order, so that
+# later ones reuse earlier ones' streams) is activated here only if that has not happened by then.
+ORDERED_ACTIVATION_S = 60.0
 LOCAL_COMMIT_PIN_S = 10.0  # a plan committed here by this peer: its record holds the pins by then
 WATERMARK_IDLE_S = 2.0  # a stream with an event time idle this long gets watermarks
 log = logging.getLogger("streamglobe.superpeer")
@@ -294,7 +297,10 @@ class Node:
             self.trim_history()
         except Exception:  # noqa: BLE001 - the late activations below must still run
             log.exception("%s: trimming the history failed", self.id)
-        for record in self.control.ready_waiting(older_than=time.time() - LATE_ACTIVATION_S):
+        now = time.time()
+        for record in self.control.ready_waiting(older_than=now - LATE_ACTIVATION_S):
+            if now - self.control.announced.get(record.runtime.id, 0.0) < ORDERED_ACTIVATION_S:
+                continue  # the stream's super-peer activates it, after those registered before it
             self.control.activate(record.runtime.id)
 
     def trim_history(self) -> None:
