@@ -24,7 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from local_network import ROOT, local_network, percentile, write_report  # noqa: E402
 
-sys.path.insert(0, str(ROOT / "tests" / "thinpeer"))
+sys.path.append(str(ROOT / "tests"))
+from browser import headless_chromium  # noqa: E402  (the tests' browser set-up)
 from photons.generator import generate  # noqa: E402
 from sharing.scenarios import paper_grid  # noqa: E402
 from thinpeer.client import ThinPeerError  # noqa: E402
@@ -39,8 +40,6 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=300.0, help="photons/s published at each source")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    from test_web_view import chromium  # the same browser set-up as the tests
-
     scenario = paper_grid(seed=1)
     with local_network("grid-4x4") as network:
         stop = threading.Event()
@@ -79,7 +78,7 @@ def main() -> int:
         assert view.wait_started()
         with urllib.request.urlopen(view.url + "api/network") as reply:
             snapshot_bytes = len(reply.read())
-        browser = chromium()
+        browser = headless_chromium()
         try:
             browser.get(view.url)
             deadline = time.monotonic() + 60
@@ -87,20 +86,32 @@ def main() -> int:
                 assert time.monotonic() < deadline, "the page never rendered"
                 time.sleep(0.05)
             first = browser.execute_script("return window.sgStats.firstRender")  # ms since navigation
+            startup = browser.execute_script(
+                "const s = window.sgStats, n = performance.getEntriesByType('navigation')[0];"
+                "return {script_start: s.scriptStart, first_event: s.firstEvent, "
+                "dom_content_loaded: n.domContentLoadedEventEnd, first_phases: {...s.phases}}")
             drawn = browser.execute_script("return [document.querySelectorAll('#graph g.superpeer').length, "
                                            "document.querySelectorAll('#graph path.stream').length]")
             begin = browser.execute_script("return performance.now()")
             time.sleep(args.seconds)
             end = browser.execute_script("return performance.now()")
             renders = browser.execute_script("return window.sgStats.renders")
+            phases = browser.execute_script("return window.sgStats.phases")
             window = [d for t, d in renders if begin <= t <= end]
             handle = browser.execute_script(
                 "const h = document.querySelector('#graph circle.stream-handle'); return h && h.dataset.stream")
+            t = time.perf_counter()
+            browser.execute_script("return 1")
+            roundtrip_ms = 1000 * (time.perf_counter() - t)  # what WebDriver itself takes, for comparison
             t = time.perf_counter()
             browser.find_element("css selector", f"#graph circle.stream-handle[data-stream=\"{handle}\"]").click()
             while browser.execute_script("return document.getElementById('details').dataset.id") != handle:
                 time.sleep(0.005)
             click_ms = 1000 * (time.perf_counter() - t)
+            handler_ms = browser.execute_script(
+                "const h = document.querySelector('#graph circle.stream-handle:not(.selected)');"
+                "const t = performance.now(); h.dispatchEvent(new MouseEvent('click', {bubbles: true}));"
+                "return performance.now() - t")
         finally:
             browser.quit()
             stop.set()
@@ -112,12 +123,16 @@ def main() -> int:
         "snapshot_bytes": snapshot_bytes,
         "collector_round_ms_median": 1000 * statistics.median(rounds),
         "first_render_ms": first,
+        "first_render_breakdown_ms": startup,
+        "render_phases_total_ms": phases,
         "updates_per_s": len(window) / ((end - begin) / 1000),
         "collector_rounds_per_s": 1.0,
         "render_ms_median": statistics.median(window) if window else None,
         "render_ms_p95": percentile(window, 0.95) if window else None,
         "render_ms_max": max(window) if window else None,
         "click_to_details_ms": click_ms,
+        "click_handler_ms": handler_ms,
+        "webdriver_roundtrip_ms": roundtrip_ms,
     }
     for k, v in report.items():
         print(f"{k}: {round(v, 1) if isinstance(v, float) else v}")

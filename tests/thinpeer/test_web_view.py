@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import threading
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from browser import BrowserMissing, headless_chromium
 from conftest import ROOT
 from network_harness import until
 from photons.generator import generate
@@ -37,22 +37,13 @@ PHOTONS = [p.to_xml() for p in generate(40_000, seed=16)]
 
 
 def chromium():
-    """Debian's Chromium and its driver (``.ci/run`` installs them); without them the test
-    skips here, and fails under CI."""
-    binary, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (binary and driver):
+    """The browser, or a skip here and a failure under CI (which installs it)."""
+    try:
+        return headless_chromium()
+    except BrowserMissing as exc:
         if os.environ.get("CI"):
-            pytest.fail("chromium and chromium-driver are not installed (.ci/run installs them)")
-        pytest.skip("needs Debian's chromium and chromium-driver")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1500,1900"):
-        options.add_argument(arg)
-    return webdriver.Chrome(service=Service(driver), options=options)
+            pytest.fail(f"{exc} (.ci/run installs them)")
+        pytest.skip(str(exc))
 
 
 @pytest.fixture
@@ -143,6 +134,7 @@ def test_the_page_draws_the_paper_example_live(network, browser) -> None:
         on_page(browser, "const r = document.querySelector('#links tr[data-link=\"SP4–SP5\"]');"
                          "return r && /[1-9]/.test(r.children[4].textContent.split(' ')[0])",
                 what="the measured traffic of SP4–SP5 stays zero")
+        browser.execute_script("document.querySelector('.plots').scrollIntoView()")  # drawn while on screen
         on_page(browser, "return document.querySelectorAll('#traffic-plot .scatterlayer .trace').length > 0")
         shot(browser, "3-publishing")
 

@@ -20,6 +20,8 @@ import anyio
 import plotly
 import uvicorn
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.gzip import GZipMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -94,7 +96,7 @@ def make_app(collector: Collector) -> Starlette:
     async def no_icon(request: Request) -> Response:
         return Response(status_code=204)
 
-    return Starlette(routes=[
+    return Starlette(middleware=[Middleware(GZipMiddleware, minimum_size=2048)], routes=[
         Route("/", page),
         Route("/favicon.ico", no_icon),
         Route("/subscription/{sid:path}", subscription_page),

@@ -35,6 +35,11 @@ const SG = {
   route(r) { return (r || []).join(" → "); },
   // A table from headers and rows (each row: {cells: [...], attrs: {...}}), replaced whole.
   table(node, headers, rows, empty = "none") {
+    // unchanged since the last update (by the cells' text): left alone, so that a big table
+    // costs nothing while it does not change
+    const key = JSON.stringify(rows.map(r => r.cells.map(c => c instanceof Node ? c.textContent : c)));
+    if (node.dataset.key === key) return;
+    node.dataset.key = key;
     const head = SG.el("thead", {}, SG.el("tr", {}, headers.map(h => SG.el("th", {}, h))));
     const body = SG.el("tbody", {}, rows.length ? rows.map(r => SG.el("tr", r.attrs || {}, r.cells.map(c => SG.el("td", {}, c))))
       : [SG.el("tr", {class: "none"}, SG.el("td", {colspan: headers.length}, empty))]);

@@ -65,18 +65,22 @@ function drawGraph(snapshot) {
     const key = [x, y].sort().join("|");
     lanes[key] = (lanes[key] || 0) + 1;
   }
-  const used = {};
+  const used = {}, local = {};
   const streamLayer = SG.el("g", {class: "streams"});
   const marks = SG.el("g", {class: "marks"});
   for (const s of streams) {
     const c = colour(streams, s.id);
     const title = `${s.id} (${s.input}): ${SG.route(s.route)}` + (s.subscriptions.length ? ` — serves ${s.subscriptions.join(", ")}` : "");
     const click = () => select("stream", s.id);
-    if (!s.hops.length) {
+    if (!s.hops.length) {  // computed and used at one peer: a ring, and a handle beside the peer
       const p = pos[s.route[0]];
       if (!p) continue;
-      streamLayer.append(SG.el("circle", {class: "stream stream-handle local", "data-stream": s.id,
+      const k = local[s.route[0]] = (local[s.route[0]] || 0) + 1;
+      const a = Math.PI * (0.75 + 0.22 * (k - 1));
+      streamLayer.append(SG.el("circle", {class: "stream local", "data-stream": s.id,
         "data-route": s.route.join(" "), cx: p[0], cy: p[1], r: 26, stroke: c, onclick: click}, SG.el("title", {}, title)));
+      marks.append(SG.el("circle", {class: "stream-handle", "data-stream": s.id, cx: p[0] + 32 * Math.cos(a),
+        cy: p[1] + 32 * Math.sin(a), r: 6, fill: c, onclick: click}, SG.el("title", {}, title)));
       continue;
     }
     const points = [];
@@ -215,6 +219,7 @@ function record(point) {
   const t = new Date(point.at * 1000);
   const series = view.series;
   series.t.push(t);
+  series.total += 1;
   for (const [name, key] of [["links", "links"], ["utilisation", "utilisation"]]) {
     for (const [id, v] of Object.entries(point[key] || {})) {
       (series[name][id] = series[name][id] || new Array(series.t.length - 1).fill(null)).push(v);
@@ -230,25 +235,56 @@ function record(point) {
   }
 }
 
-function plot() {
-  if (typeof Plotly === "undefined" || Date.now() - view.plotted < 2000) return;
+// Plotly (4.8 MB) is loaded after the first render, and the plots drawn only while on screen:
+// points are appended (extendTraces), whole plots redrawn only when their traces change.
+const PLOTS = {visible: false, loading: false, traces: {}, plotted: 0};
+
+function loadPlotly() {
+  if (PLOTS.loading) return;
+  PLOTS.loading = true;
+  document.head.append(SG.el("script", {src: "/vendor/plotly.min.js", async: true, onload: () => plot(true)}));
+  new IntersectionObserver(entries => {
+    PLOTS.visible = entries.some(e => e.isIntersecting);
+    if (PLOTS.visible) plot(true);
+  }).observe(document.querySelector(".plots"));
+}
+
+function plotData() {
+  const s = view.series;
+  const busy = Object.entries(s.links).filter(([, v]) => v.some(x => x));
+  return {
+    "traffic-plot": {title: "traffic per link (bytes/s)", traces: busy},
+    "load-plot": {title: "load per super-peer (u_l(v) / l(v))", traces: Object.entries(s.utilisation)},
+    "savings-plot": {title: "saved by sharing against data shipping", percent: true,
+                     traces: [["cost model", s.model], ["measured", s.measured]]},
+  };
+}
+
+function plot(force = false) {
+  if (typeof Plotly === "undefined" || !PLOTS.visible) return;
+  if (!force && Date.now() - view.plotted < 2000) return;
   view.plotted = Date.now();
   const s = view.series;
-  const layout = title => ({title: {text: title}, height: 260, margin: {l: 60, r: 10, t: 40, b: 40}, showlegend: true,
-                            legend: {font: {size: 10}}, xaxis: {type: "date"}});
-  const busy = Object.entries(s.links).filter(([, v]) => v.some(x => x));
-  Plotly.react("traffic-plot", busy.map(([id, v]) => ({x: s.t, y: v, name: id, mode: "lines"})),
-               {...layout("traffic per link (bytes/s)")}, {displayModeBar: false});
-  Plotly.react("load-plot", Object.entries(s.utilisation).map(([id, v]) => ({x: s.t, y: v, name: id, mode: "lines"})),
-               {...layout("load per super-peer (u_l(v) / l(v))")}, {displayModeBar: false});
-  Plotly.react("savings-plot", [{x: s.t, y: s.model, name: "cost model", mode: "lines"},
-                                {x: s.t, y: s.measured, name: "measured", mode: "lines"}],
-               {...layout("saved by sharing against data shipping"), yaxis: {tickformat: ".0%"}}, {displayModeBar: false});
+  const fresh = Math.min(s.total - PLOTS.plotted, s.t.length);
+  for (const [div, p] of Object.entries(plotData())) {
+    const names = p.traces.map(([name]) => name).join("|");
+    if (force || PLOTS.traces[div] !== names) {
+      PLOTS.traces[div] = names;
+      Plotly.react(div, p.traces.map(([name, v]) => ({x: s.t.slice(), y: v.slice(), name, mode: "lines"})),
+        {title: {text: p.title}, height: 260, margin: {l: 60, r: 10, t: 40, b: 40}, showlegend: true,
+         legend: {font: {size: 10}}, xaxis: {type: "date"}, ...(p.percent ? {yaxis: {tickformat: ".0%"}} : {})},
+        {displayModeBar: false});
+    } else if (fresh > 0 && p.traces.length) {
+      Plotly.extendTraces(div, {x: p.traces.map(() => s.t.slice(-fresh)), y: p.traces.map(([, v]) => v.slice(-fresh))},
+                          p.traces.map((_, i) => i), 600);
+    }
+  }
+  PLOTS.plotted = s.total;
 }
 
 // How fast the page renders (benchmarks/web_view.py reads it): when the first snapshot was
 // drawn, and each render's end and duration (ms since navigation started).
-window.sgStats = {firstRender: null, renders: []};
+window.sgStats = {scriptStart: performance.now(), firstEvent: null, firstRender: null, renders: [], phases: {}};
 
 function onSnapshot(snapshot) {
   SG.showError(snapshot.error);
@@ -260,22 +296,28 @@ function onSnapshot(snapshot) {
     `${snapshot.superpeers.length} super-peers (${up} up) · ${snapshot.links.length} links · ` +
     `${snapshot.streams.length} streams · ${snapshot.subscriptions.length} subscriptions` +
     (snapshot.user ? ` · as ${snapshot.user}` : "") + ` · ${new Date(snapshot.at * 1000).toLocaleTimeString()}`;
+  const phase = (name, f) => {
+    const t = performance.now(); f();
+    window.sgStats.phases[name] = (window.sgStats.phases[name] || 0) + performance.now() - t;
+  };
+  if (window.sgStats.firstEvent === null) window.sgStats.firstEvent = started;
   const sig = signature(snapshot);
-  if (sig !== view.signature) { drawGraph(snapshot); view.signature = sig; }
-  updateGraph(snapshot);
-  drawTables(snapshot);
-  if (view.selected) select(view.selected.kind, view.selected.id);
+  if (sig !== view.signature) { phase("graph", () => drawGraph(snapshot)); view.signature = sig; }
+  phase("labels", () => updateGraph(snapshot));
+  phase("tables", () => drawTables(snapshot));
+  if (view.selected) phase("select", () => select(view.selected.kind, view.selected.id));
   if (view.series) { record({at: snapshot.at, links: Object.fromEntries(snapshot.links.map(l => [l.id, l.bytes_per_s])),
-    utilisation: Object.fromEntries(snapshot.superpeers.map(p => [p.id, p.utilisation])), savings: snapshot.savings}); plot(); }
+    utilisation: Object.fromEntries(snapshot.superpeers.map(p => [p.id, p.utilisation])), savings: snapshot.savings});
+    phase("plots", plot); }
   document.body.dataset.rendered = String(Number(document.body.dataset.rendered || 0) + 1);
   const ended = performance.now();
-  if (window.sgStats.firstRender === null) window.sgStats.firstRender = ended;
+  if (window.sgStats.firstRender === null) { window.sgStats.firstRender = ended; loadPlotly(); }
   window.sgStats.renders.push([ended, ended - started]);
   if (window.sgStats.renders.length > 1000) window.sgStats.renders.shift();
 }
 
 async function start() {
-  view.series = {t: [], links: {}, utilisation: {}, model: [], measured: []};
+  view.series = {t: [], total: 0, links: {}, utilisation: {}, model: [], measured: []};
   try {
     const history = await (await fetch("/api/history")).json();
     history.forEach(record);
