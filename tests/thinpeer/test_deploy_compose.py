@@ -28,6 +28,7 @@ def test_every_link_is_shaped_at_both_ends_and_the_containers_topology_loads(tmp
     inside = load_topology(path)
     assert inside.addresses == {p: f"{placements[p].ip}:50051" for p in placements}
     assert inside.backbone.peers.keys() == source.backbone.peers.keys()
+    assert inside.positions == source.positions and len(source.positions) == 16  # the web view's layout
     assert {(l.a, l.b, l.bandwidth) for l in inside.backbone.links.values()} == \
         {(l.a, l.b, l.bandwidth) for l in source.backbone.links.values()}
 

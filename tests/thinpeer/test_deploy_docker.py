@@ -80,6 +80,22 @@ def test_the_default_deployment_is_secure(deployed) -> None:
     assert "SP1" == SuperPeerClient(addresses["SP1"]).status()["superpeer"]  # the admin's (fixture)
 
 
+def test_the_web_view_reads_the_containers_from_the_host(deployed) -> None:
+    """What ``deploy up --ui-port`` serves: the backbone read inside the containers, every
+    super-peer reached at its host address with the admin's credentials."""
+    from thinpeer.ui.collector import Collector
+
+    addresses, _, _ = deployed
+    collector = Collector(addresses["SP1"], Credentials.resolve(), addresses=addresses)
+    try:
+        snapshot = collector.round()
+    finally:
+        collector.stop()
+    assert not snapshot["error"], snapshot["error"]
+    assert sorted(p["id"] for p in snapshot["superpeers"] if p["up"]) == sorted(addresses)
+    assert len(snapshot["links"]) == 10 and snapshot["user"] is None  # an admin sees everything
+
+
 def _reference(query: str, items: list[str]) -> list[str]:
     doc = StreamDocument.from_text("<photons>" + "".join(items) + "</photons>")
     return list(evaluate(analyze(query).checked, doc).serialized_items())

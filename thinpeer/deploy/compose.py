@@ -163,4 +163,6 @@ def toml_value(v) -> str:
         return repr(v)
     if isinstance(v, str):
         return json.dumps(v)  # a JSON string is a TOML basic string
+    if isinstance(v, (list, tuple)):  # e.g. a super-peer's drawing position = [x, y]
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
     raise ValueError(f"cannot write {v!r} into a topology file")

@@ -55,7 +55,8 @@ class Collector:
         self._stop.set()
         with self._cond:
             self._cond.notify_all()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
         self._pool.shutdown(wait=False, cancel_futures=True)
         for client in self._clients.values():
             client.close()
