@@ -96,8 +96,17 @@ def main() -> int:
             time.sleep(args.seconds)
             end = browser.execute_script("return performance.now()")
             renders = browser.execute_script("return window.sgStats.renders")
-            phases = browser.execute_script("return window.sgStats.phases")
+            phases = browser.execute_script("return {...window.sgStats.phases}")
             window = [d for t, d in renders if begin <= t <= end]
+            # the same with the plots on screen (they are drawn only then)
+            browser.execute_script("document.querySelector('.plots').scrollIntoView()")
+            time.sleep(3)  # Plotly's first draw
+            begin_plots = browser.execute_script("return performance.now()")
+            time.sleep(args.seconds)
+            end_plots = browser.execute_script("return performance.now()")
+            with_plots = [d for t, d in browser.execute_script("return window.sgStats.renders")
+                          if begin_plots <= t <= end_plots]
+            browser.execute_script("window.scrollTo(0, 0)")
             handle = browser.execute_script(
                 "const h = document.querySelector('#graph circle.stream-handle'); return h && h.dataset.stream")
             t = time.perf_counter()
@@ -130,6 +139,9 @@ def main() -> int:
         "render_ms_median": statistics.median(window) if window else None,
         "render_ms_p95": percentile(window, 0.95) if window else None,
         "render_ms_max": max(window) if window else None,
+        "plots_on_screen": {"updates_per_s": len(with_plots) / ((end_plots - begin_plots) / 1000),
+                            "render_ms_median": statistics.median(with_plots) if with_plots else None,
+                            "render_ms_p95": percentile(with_plots, 0.95) if with_plots else None},
         "click_to_details_ms": click_ms,
         "click_handler_ms": handler_ms,
         "webdriver_roundtrip_ms": roundtrip_ms,

@@ -99,6 +99,35 @@ def _run_network(args: argparse.Namespace, topology: Path) -> int:
                      keys=args.tls_dir, serve_args=past)
     except (NetworkError, TopologyError) as exc:
         raise CliError(f"error: {exc}") from None
+    # from here on, Ctrl-C (or SIGTERM) stops the network: never a KeyboardInterrupt that leaves it running
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    view = None
+    try:
+        _say_network_up(args, network)
+        if args.ui_port:
+            from thinpeer.cli.ui import start_in_background
+
+            view = start_in_background(next(iter(network.addresses.values())), network.credentials, args.ui_port)
+        print("network up; Ctrl-C or 'streamglobe network down' stops it", file=sys.stderr, flush=True)
+        while not stop.wait(1.0):
+            dead = [p for p, proc in network.processes.items() if proc.poll() is not None]
+            if dead:
+                print(f"warning: super-peer(s) {', '.join(dead)} exited; see {args.state_dir}/<id>.log",
+                      file=sys.stderr, flush=True)
+                for p in dead:
+                    network.processes.pop(p)
+    finally:
+        if view is not None:
+            view.stop()
+        network.stop()
+    print("network stopped", file=sys.stderr)
+    return EXIT_OK
+
+
+def _say_network_up(args: argparse.Namespace, network) -> None:
+    """The addresses on stdout; on stderr, how to talk to the network (secure or not)."""
     for peer, address in network.addresses.items():
         print(f"{peer} {address}", flush=True)
     if network.credentials.secure:
@@ -111,31 +140,6 @@ def _run_network(args: argparse.Namespace, topology: Path) -> int:
     else:
         print("INSECURE: plaintext, no tokens; anyone who reaches the ports may do anything",
               file=sys.stderr, flush=True)
-    view = None
-    if args.ui_port:
-        from thinpeer.cli.ui import start_in_background
-
-        try:
-            view = start_in_background(next(iter(network.addresses.values())), network.credentials, args.ui_port)
-        except CliError:
-            network.stop()
-            raise
-    print("network up; Ctrl-C or 'streamglobe network down' stops it", file=sys.stderr, flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(1.0):
-        dead = [p for p, proc in network.processes.items() if proc.poll() is not None]
-        if dead:
-            print(f"warning: super-peer(s) {', '.join(dead)} exited; see {args.state_dir}/<id>.log",
-                  file=sys.stderr, flush=True)
-            for p in dead:
-                network.processes.pop(p)
-    if view is not None:
-        view.stop()
-    network.stop()
-    print("network stopped", file=sys.stderr)
-    return EXIT_OK
 
 
 def _network_action(action, says) -> int:

@@ -16,20 +16,15 @@ const SG = {
     }
     return node;
   },
-  bytes(v) {
+  // a value in its unit's thousands: 1234567 B -> "1.2 MB"
+  scaled(v, units) {
     if (v === null || v === undefined) return "–";
-    const units = ["B", "kB", "MB", "GB"];
     let i = 0;
     while (Math.abs(v) >= 1000 && i < units.length - 1) { v /= 1000; i++; }
     return `${v.toFixed(v < 10 && i ? 1 : 0)} ${units[i]}`;
   },
-  bits(v) {
-    if (v === null || v === undefined) return "–";
-    const units = ["bit/s", "kbit/s", "Mbit/s", "Gbit/s"];
-    let i = 0;
-    while (Math.abs(v) >= 1000 && i < units.length - 1) { v /= 1000; i++; }
-    return `${v.toFixed(v < 10 && i ? 1 : 0)} ${units[i]}`;
-  },
+  bytes(v) { return SG.scaled(v, ["B", "kB", "MB", "GB"]); },
+  bits(v) { return SG.scaled(v, ["bit/s", "kbit/s", "Mbit/s", "Gbit/s"]); },
   pct(v) { return v === null || v === undefined ? "–" : `${(100 * v).toFixed(v < 0.1 ? 2 : 1)} %`; },
   num(v, digits = 2) { return v === null || v === undefined ? "–" : Number(v).toFixed(digits); },
   route(r) { return (r || []).join(" → "); },
