@@ -1,10 +1,10 @@
-"""The Spark executor (one streaming query for all operators) against N independent queries.
+"""The Spark executor (one micro-batch loop for all operators) against N independent ones.
 
 For N = 1, 10, 30 installed operators (a mix of Q1-like selections with projection, Q3-like
 time-window aggregates and count-window aggregates, each with its own constants), in one run:
 
-* **shared** — one ``SparkExecutor`` with all N chains: one streaming query, one job per batch;
-* **baseline** — N ``SparkExecutor``s with one chain each: N independent streaming queries in the
+* **shared** — one ``SparkExecutor`` with all N chains: one Spark job per micro-batch;
+* **baseline** — N ``SparkExecutor``s with one chain each: N independent micro-batch loops in the
   same Spark session, one per subscription, each fed the whole stream.
 
 Throughput: photons pushed as fast as possible until every operator has processed them

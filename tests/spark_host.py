@@ -36,7 +36,7 @@ def main() -> int:
     ex.set_deliver(deliver)
     for name in RESTART_CHAINS:
         ex.install(name, tuple(CHAINS[name]), parent="photons")
-    while ex.query is None and ex.error is None:  # pace the input with the running query
+    while not ex.ready:  # pace the input with the running loop
         time.sleep(0.05)
     at = ex.accepted("photons")
     print(f"resuming input at item {at}", file=sys.stderr, flush=True)

@@ -174,6 +174,8 @@ def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Pat
                 "feed_host": "--spark-feed-host", "cores": "--spark-cores"}.get(option)
         if value is not None and flag is not None:
             extra += [flag, str(value)]
+        elif option == "warm" and value is False:
+            extra.append("--spark-cold-start")
     processes, commands = {}, {}
     for peer in topology.backbone.peers:
         commands[peer] = [sys.executable, "-m", "thinpeer.cli", "superpeer", "serve", "--topology",

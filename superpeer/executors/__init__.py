@@ -1,4 +1,4 @@
-"""Executors: ``inline`` (in-process) and ``spark`` (Structured Streaming), one interface.
+"""Executors: ``inline`` (in-process) and ``spark`` (a Spark job per micro-batch), one interface.
 
 ``spark`` is imported only when asked for, so a super-peer on the inline executor never loads
 pyspark.

@@ -4,7 +4,7 @@ The node hands each derived stream's operator chain to its executor (``install``
 parent stream's items into it once per batch (``push``), and receives each derived stream's
 output, in order and numbered, through the ``deliver`` callback. Both executors run the batch
 operators of ``wxquery.operators``: ``inline`` in the super-peer process, synchronously;
-``spark`` inside one Structured Streaming query's scan tasks and driver.
+``spark`` in the scan tasks of one Spark job per micro-batch and in its driver.
 """
 
 from __future__ import annotations

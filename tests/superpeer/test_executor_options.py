@@ -39,7 +39,7 @@ def test_spark_executor_takes_the_lateness_option(tmp_path) -> None:
     ex = make_executor("spark", "p", lateness=2.5, checkpoint_dir=str(tmp_path), trigger_ms=50, master=None)
     try:
         assert ex.lateness == 2.5 and ex.trigger == "50 milliseconds" and ex.master == "local[2]"
-        assert ex.query is None  # no operator installed: no JVM
+        assert ex.status()["state"] == "not started"  # not attached to a node: no JVM yet
     finally:
         ex.stop()
 

@@ -20,7 +20,7 @@ from superpeer.executors.spark.feed import FeedLog, FeedServer, reachable_host
 def server(tmp_path):
     log = FeedLog(tmp_path / "feed")
     log.append("photons", ["<photon><en>1.5</en></photon>"], end=False)
-    feed = FeedServer(log, lambda start, end: [], listen="0.0.0.0")
+    feed = FeedServer(log, listen="0.0.0.0")
     yield feed
     feed.stop()
     log.close()
@@ -30,8 +30,9 @@ def test_a_reader_with_the_secret_is_served_on_the_advertised_address(server) ->
     host, port = server.address
     assert host == reachable_host("0.0.0.0") and host != "0.0.0.0"
     with Client((host, port), authkey=server.authkey) as conn:
-        conn.send(("latest",))
-        assert conn.recv() == ("ok", 1)
+        conn.send(("read", 0, 0, 1))
+        status, got = conn.recv()
+        assert status == "ok" and got.joined == b"<photon><en>1.5</en></photon>" and not got.ended
 
 
 def test_a_wrong_secret_is_refused_and_a_silent_client_blocks_no_one(server, monkeypatch) -> None:
@@ -56,7 +57,7 @@ def test_a_wrong_secret_is_refused_and_a_silent_client_blocks_no_one(server, mon
 
 def test_a_loopback_feed_is_not_reachable_from_other_addresses(tmp_path) -> None:
     log = FeedLog(tmp_path / "feed")
-    feed = FeedServer(log, lambda start, end: [])
+    feed = FeedServer(log)
     try:
         assert feed.address[0] == "127.0.0.1"
         other = reachable_host("0.0.0.0")

@@ -8,7 +8,7 @@ from fractions import Fraction as F
 
 from wxquery.operators.chains import normalise
 from superpeer.executors.spark.feed import FeedLog
-from superpeer.executors.spark.source import CURSOR, EOS, evaluate_task, partition_tasks
+from superpeer.executors.spark.tasks import evaluate_task, partition_tasks
 from photons.generator import generate
 from wxquery.operators import definitions as alg
 
@@ -30,11 +30,15 @@ def run(log: FeedLog, chains, start: int, end: int, parallelism: int):
         by_src.setdefault(log.ids[c.parent], []).append(c)
     tasks = partition_tasks(log.plan(start, end), start, end, by_src, {}, 0.0, parallelism)
     rows = Counter()
+    ends = set()
     for task in tasks:
-        batch = evaluate_task(task, log.read(task.src, task.start, task.end))
-        if batch is not None:
-            rows.update(r for r in zip(*batch.to_pydict().values()) if r[1] not in (CURSOR, EOS))
-    ends = {t.src for t in tasks if log.read(t.src, t.start, t.end).ended}
+        result = evaluate_task(task, log.read(task.src, task.start, task.end))
+        for cid, out in result.outputs.items():
+            rows.update((cid, "item", o, x) for o, x in out.items)
+            rows.update((cid, "pane", p, repr(v)) for p, v in out.panes)
+            rows.update((cid, "record", o, x) for o, x in out.records)
+        if result.ended:
+            ends.add(result.src)
     return tasks, rows, ends
 
 

@@ -190,7 +190,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -> None:
     p.add_argument("--executor", choices=["inline", "spark"], default="inline",
-                   help="where operators run: in the daemon (inline) or on Spark Structured Streaming")
+                   help="where operators run: in the daemon (inline) or on Spark (one job per micro-batch)")
     p.add_argument("--spark-master", metavar="URL",
                    help="Spark master for --executor spark (default local[2]; a cluster URL scales out)")
     p.add_argument("--spark-feed-host", metavar="HOST",
@@ -201,6 +201,10 @@ def add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -
                         "per micro-batch (default: N of local[N], else 2)")
     p.add_argument("--trigger-ms", type=int, metavar="MS",
                    help="micro-batch trigger interval of the Spark executor (default 100)")
+    p.add_argument("--spark-cold-start", action="store_true",
+                   help="start a super-peer's Spark session with its first operator rather than with "
+                        "the daemon (saves a JVM where no operator ever runs; the first operator then "
+                        "waits for it)")
     p.add_argument("--lateness", type=float, metavar="UNITS",
                    help="how far (in reference units) items may arrive out of order in time windows "
                         "before they are dropped and counted (default 0)")
@@ -214,6 +218,7 @@ def spark_options(args: argparse.Namespace) -> dict:
     """The executor options as ``start_superpeer``, ``network.up`` and the demo take them."""
     return {"master": args.spark_master, "trigger_ms": args.trigger_ms, "lateness": args.lateness,
             "feed_host": args.spark_feed_host, "cores": args.spark_cores,
+            "warm": False if args.spark_cold_start else None,
             "checkpoint_dir": getattr(args, "checkpoint_dir", None)}
 
 

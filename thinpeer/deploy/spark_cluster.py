@@ -3,7 +3,7 @@
 They run from the super-peers' own image (the pyspark it installs ships the ``spark-class``
 launcher, Java 17 is in it, and the workers' Python processes import StreamGlobe's operators from
 it), each on a fixed address after the super-peers'. Every super-peer on ``--executor spark``
-runs its streaming query as one application on the cluster: its driver stays in the super-peer's
+runs its micro-batches as one application on the cluster: its driver stays in the super-peer's
 container, its executors on the workers fetch the items from the super-peer's feed over the
 network (authenticated by the feed's secret).
 

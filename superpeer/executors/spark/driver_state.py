@@ -19,6 +19,45 @@ class DriverState:
     states: dict[int, ChainState] = field(default_factory=dict)
     seqs: dict[str, int] = field(default_factory=dict)
     outputs: list[Output] = field(default_factory=list)
+    end: int = 0  # the feed offset the last applied batch ended at: the next batch starts there
+
+    def fold(self, batch_id: int, end: int, chains: dict[int, Chain], results: list,
+             ended: set[int], ids: dict[str, int], lateness: float) -> "DriverState":
+        """The state after one micro-batch: the tasks' ``results`` (``tasks.TaskResult``, in
+        task order, so a chain's items from ranges of one stream come in offset order) merged
+        into every chain's window state; ``outputs`` are the new texts to deliver, numbered
+        after the earlier ones. ``ended``: the streams (feed ids) whose end the batch holds."""
+        items: dict[int, list] = {}
+        panes: dict[int, list] = {}
+        records: dict[int, list] = {}
+        cursors: dict = {}
+        for result in results:
+            for cid, out in result.outputs.items():
+                if out.items:
+                    items.setdefault(cid, []).extend(x for _, x in out.items)
+                if out.panes:
+                    panes.setdefault(cid, []).extend(out.panes)
+                if out.records:
+                    records.setdefault(cid, []).extend(x for _, x in out.records)
+            cursors.update(result.cursors)
+        states = {cid: s for cid, s in self.states.items() if cid in chains}
+        seqs = dict(self.seqs)
+        outputs: list[Output] = []
+        for cid, chain in sorted(chains.items()):
+            st = states.get(cid)
+            if st is None:
+                st = states[cid] = ChainState(chain)
+            if st.ended:
+                continue
+            done = ids.get(chain.parent) in ended
+            texts = st.apply(items.get(cid, []), panes.get(cid, []), records.get(cid, []),
+                             cursors.get(cid), lateness, done)
+            st.ended = done
+            if texts or done:
+                seq = seqs.get(chain.stream, 0)
+                outputs.append((chain.stream, seq, texts, done))
+                seqs[chain.stream] = seq + len(texts)
+        return DriverState(batch_id, states, seqs, outputs, end)
 
     def advance(self, chains: dict[int, Chain], parent: str, path: str, value: float,
                 lateness: float) -> list[Output]:

@@ -1,32 +1,31 @@
-"""The Spark executor: one Structured Streaming query per super-peer runs all its operators.
+"""The Spark executor: one micro-batch loop per super-peer runs all its operators.
 
 DESIGN.md §6 measured that N streaming queries cost N times the scheduling and memory of one, so
-every operator chain a super-peer hosts is evaluated by a single query: the feed source
-(``source``) plans a micro-batch's partitions per input stream, and the scan task that fetches a
-partition's items evaluates every chain on them (``wxquery.operators.chains``); one ``toArrow``
-collects the result — one Spark job per micro-batch, whatever the number of chains. The driver
-(this process) merges per-pane partials into window state (``wxquery.operators.panes``) and hands
-the new items of every derived stream to the node.
+every operator chain a super-peer hosts is evaluated by one Spark job per micro-batch: the driver
+(this process) plans the batch's partitions per input stream (``tasks.partition_tasks``), and the
+scan task that fetches a partition's items from the feed evaluates every chain on them
+(``wxquery.operators.chains``); the tasks' results come back with the job (``jobs``). The driver
+merges per-pane partials into window state (``wxquery.operators.panes``) and hands the new items
+of every derived stream to the node. The session and its Python workers start with the daemon
+(``warm``), so installing an operator never waits for a JVM.
 
-Installing or removing a chain changes the registry the next micro-batch reads; the query keeps
+Installing or removing a chain changes the registry the next micro-batch reads; the loop keeps
 running. A chain sees the feed from the offset at which it was installed.
 
-**Exactly once.** The feed is durable (``feed``); after every micro-batch the driver writes
-its window state, the chains' output sequence numbers and the batch's outputs atomically to the
-checkpoint directory *before* handing them on, and skips a batch Spark replays that it already
-applied. After a restart with the same directory it re-hands the last batch's outputs with their
-sequence numbers (a consumer drops numbers it has seen) and Spark replays the uncommitted offsets
-from the feed: no output is lost or produced twice.
+**Exactly once.** The feed is durable (``feed``); after every micro-batch the driver writes its
+window state, the chains' output sequence numbers, the batch's outputs and the feed offset it
+ended at atomically to the checkpoint directory *before* handing the outputs on and letting the
+feed drop the batch's items. After a restart with the same directory it re-hands the last batch's
+outputs with their sequence numbers (a consumer drops numbers it has seen) and resumes at that
+offset: no output is lost or produced twice. A job that fails (a worker killed, the cluster
+gone) changes nothing and the same batch is run again.
 
-**Per-batch overhead.** Hadoop's local file system forks ``chmod`` for every checkpoint file
-unless it has native libraries; the raw local file system with the file-system-based checkpoint
-manager creates files without setting permissions, so no process is forked per batch. Python
-workers are started with this interpreter (no shell shims) and reused.
+**Pacing.** A batch starts when the feed has items, at most one per trigger interval (as
+Structured Streaming's processing-time trigger); a batch that overran is followed at once.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import pickle
@@ -45,33 +44,43 @@ from wxquery.operators.windows import WindowClock, WindowCounters
 from ..base import Deliver
 from .driver_state import DriverState, PendingWatermarks  # (pickled checkpoints name DriverState here)
 from .feed import FeedLog, FeedServer
-from .session import cores_of, first_line, is_cluster, spark_session
+from .jobs import SparkJobs, job_error
+from .session import cores_of, first_line, is_cluster
+from .tasks import FeedAddress, partition_tasks
 
 log = logging.getLogger(__name__)
 
 class SparkExecutor:
     name = "spark"
     wants_text = True
-    synchronous = False  # outputs come from the streaming query's micro-batches
+    synchronous = False  # outputs come from the micro-batches
 
     def __init__(self, peer: str, master: str = "local[2]", checkpoint_dir: str | Path | None = None,
                  trigger_ms: int = 100, lateness: float = 0.0, max_batch: int = 200_000,
-                 feed_host: str | None = None, cores: int | None = None) -> None:
+                 feed_host: str | None = None, cores: int | None = None, warm: bool = True) -> None:
         """``feed_host``: the address Spark's workers reach this super-peer at, for its feed
         and its driver (default: loopback for a local master, this host's address for a
-        cluster). ``cores``: task slots of a micro-batch (default: N of ``local[N]``, else 2)."""
+        cluster). ``cores``: task slots of a micro-batch (default: N of ``local[N]``, else 2).
+        ``warm``: start Spark when the node attaches (``set_deliver``), not with the first
+        operator."""
         self.peer = peer
         self.master = master
         self.trigger = f"{int(trigger_ms)} milliseconds"
+        self.interval = max(int(trigger_ms), 0) / 1000
         self.lateness = lateness
+        self.warm = warm
         self.parallelism = cores if cores and cores > 0 else cores_of(master)
         self.temporary = checkpoint_dir is None
         self.directory = Path(checkpoint_dir or tempfile.mkdtemp(prefix=f"streamglobe-{peer}-"))
         (self.directory / "driver").mkdir(parents=True, exist_ok=True)
-        self.feed = FeedLog(self.directory / "feed", max_batch)
+        self.feed = FeedLog(self.directory / "feed")
+        self.max_batch = max_batch
         if feed_host is None:
             feed_host = "0.0.0.0" if is_cluster(master) else "127.0.0.1"
-        self.server = FeedServer(self.feed, self._plan, listen=feed_host)
+        self.server = FeedServer(self.feed, listen=feed_host)
+        host, port = self.server.address
+        self.jobs = SparkJobs(master, host, self.parallelism, FeedAddress(host, port, self.server.authkey.hex()),
+                              peer)
         self.lock = threading.RLock()
         self.deliver: Deliver = lambda stream, seq, texts, end: None
         self.chains: dict[int, Chain] = {}
@@ -79,21 +88,24 @@ class SparkExecutor:
         self.copies: set[str] = set()
         self.next_chain = 0
         self.state = DriverState()
-        self.query = None
         self.error: str | None = None
         self.batches = 0
-        self.processed = 0
+        self.failed_batches = 0  # jobs that failed; the batch was run again
+        self.start_failures = 0
         self.last_batch_ms = 0.0
+        self.started_at = time.monotonic()
+        self.ready_after_s: float | None = None  # from construction until the first job ran
         # The driver's state (micro-batches, watermarks); outputs are delivered in order under
         # ``deliver_lock``, taken before ``driver_lock`` is let go and never held by a caller of
         # ``push``/``advance`` (the node's lock): deliveries take that lock.
         self.driver_lock = threading.Lock()
         self.deliver_lock = threading.Lock()
+        self.wake = threading.Condition()
         self.watermarks = PendingWatermarks()
-        self._starting = False
-        self.restarts = 0
+        self._loop: threading.Thread | None = None
         self._stopped = False
         self._load()
+        self.processed = self.state.end
 
     # ------------------------------------------------------------------ registry
 
@@ -106,6 +118,7 @@ class SparkExecutor:
         state = self.directory / "driver" / "state.pkl"
         if state.exists():
             self.state = pickle.loads(state.read_bytes())
+            self.feed.commit(self.state.end)  # dropped only after the state was written
 
     def _write(self, name: str, payload: object) -> None:
         path = self.directory / "driver" / name
@@ -118,13 +131,13 @@ class SparkExecutor:
 
     def set_deliver(self, deliver: Deliver) -> None:
         """Where outputs go; after a restart, the last checkpointed batch's outputs go there again
-        (with their sequence numbers) and the query resumes from Spark's checkpoint."""
+        (with their sequence numbers) and the loop resumes where that batch ended."""
         self.deliver = deliver
         with self.lock:
             for stream, seq, texts, end in self.state.outputs:
                 deliver(stream, seq, texts, end)
-            if self.chains:
-                self._start_async()
+            if self.chains or self.warm:
+                self._start()
 
     def install(self, stream: str, operators: tuple[alg.Operator, ...], parent: str | None = None,
                 parent_kind: str = "items") -> None:
@@ -140,7 +153,7 @@ class SparkExecutor:
             self.chains[chain.id] = chain
             self.by_stream[stream] = chain.id
             self._save_chains()
-            self._start_async()
+            self._start()
 
     def remove(self, stream: str) -> None:
         self.copies.discard(stream)
@@ -162,6 +175,8 @@ class SparkExecutor:
     def push(self, parent: str, values: list, texts: list[str] | None, end: bool) -> None:
         if texts or end:
             self.feed.append(parent, texts, end)
+            with self.wake:
+                self.wake.notify()
 
     def advance(self, parent: str, path: str, value: float) -> None:
         """A watermark on ``parent``: the driver applies it to the time windows over ``path``
@@ -193,69 +208,68 @@ class SparkExecutor:
     def accepted(self, parent: str) -> int:
         return self.feed.accepted(parent)
 
-    # ------------------------------------------------------------------ the streaming query
+    # ------------------------------------------------------------------ the micro-batch loop
 
-    def _start_async(self) -> None:
-        if self.query is not None or self._starting or self._stopped:
-            return
-        self._starting = True
-        threading.Thread(target=self._start, name=f"spark-start-{self.peer}", daemon=True).start()
+    @property
+    def ready(self) -> bool:
+        """Spark is up and has run a job: a micro-batch starts as soon as items come."""
+        return self.ready_after_s is not None
 
     def _start(self) -> None:
-        query = None
-        try:
-            host, port = self.server.address
-            spark = spark_session(self.master, host, self.parallelism)
-            reader = (spark.readStream.format("streamglobe_feed").option("host", host)
-                      .option("port", str(port)).option("authkey", self.server.authkey.hex()).load())
-            query = (reader.writeStream.foreachBatch(self._batch)
-                     .option("checkpointLocation", str(self.directory / "spark"))
-                     .queryName(f"streamglobe-{self.peer}-{id(self)}")
-                     .trigger(processingTime=self.trigger).start())
-            with self.lock:
-                self.query = query
-                if self._stopped:
-                    query.stop()
-        except Exception as exc:  # noqa: BLE001 — shown in status; items stay in the feed
-            self.error = f"Spark did not start: {first_line(exc)}"
-            log.exception("Spark executor of %s did not start", self.peer)
-        finally:
-            self._starting = False
-        threading.Thread(target=self._supervise, args=(query,), name=f"spark-watch-{self.peer}",
-                         daemon=True).start()
-
-    def _supervise(self, query) -> None:
-        """Restart a query that died (or never started), after a growing pause.
-
-        The feed is durable and the driver state is checkpointed with every batch, so a new
-        query on the same checkpoint resumes exactly where the dead one stopped; meanwhile
-        ``status`` shows why it died. (On a loaded machine Spark gives a new query's Python
-        source process 10 s to connect back, and a batch can fail for a worker that died.)
-        """
-        if query is not None:
-            try:
-                query.awaitTermination()
-                reason = "it stopped"
-            except Exception as exc:  # noqa: BLE001 — the reason is reported, then we restart
-                reason = first_line(exc)
-            with self.lock:
-                if self._stopped or self.query is not query:
-                    return
-                self.query = None
-                self.error = f"the streaming query died ({reason}); restarting"
-        log.warning("Spark executor of %s: %s", self.peer, self.error)
-        self.restarts += 1
-        time.sleep(min(30.0, 0.5 * 2 ** min(self.restarts, 6)))
         with self.lock:
-            if not self._stopped:
-                self._start_async()
+            if self._loop is not None or self._stopped:
+                return
+            self._loop = threading.Thread(target=self._run, name=f"spark-{self.peer}", daemon=True)
+            self._loop.start()
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stopped and self.ready_after_s is None:
+            try:
+                self.jobs.start()
+                self.ready_after_s = round(time.monotonic() - self.started_at, 2)
+                self.error = None
+            except Exception as exc:  # noqa: BLE001 — shown in status; items wait in the feed
+                if self._stopped:
+                    return
+                self.start_failures += 1
+                failures += 1
+                self.error = f"Spark did not start: {first_line(exc)}; trying again"
+                log.exception("Spark executor of %s did not start", self.peer)
+                self._pause(min(30.0, 0.5 * 2 ** min(failures, 6)))
+        last_start = 0.0
+        failures = 0
+        while not self._stopped:
+            with self.wake:
+                if self.feed.end <= self.state.end and not self._stopped:
+                    self.wake.wait(timeout=1.0)
+            if self._stopped:
+                return
+            if self.feed.end <= self.state.end:
+                self._keep_warm()
+                continue
+            self._pause(last_start + self.interval - time.monotonic())
+            last_start = time.monotonic()
+            if self._micro_batch():
+                failures = 0
+            elif not self._stopped:
+                failures += 1
+                self._pause(min(30.0, 0.2 * 2 ** min(failures, 7)))
+
+    def _pause(self, seconds: float) -> None:
+        if seconds > 0:
+            with self.wake:
+                self.wake.wait_for(lambda: self._stopped, timeout=seconds)
+
+    def _keep_warm(self) -> None:
+        try:
+            self.jobs.keep_warm()
+        except Exception as exc:  # noqa: BLE001 — the next micro-batch reports it if it lasts
+            log.warning("Spark executor of %s: keep-warm job failed: %s", self.peer, first_line(exc))
 
     def _plan(self, start: int, end: int) -> list:
-        """The next micro-batch's partitions (``source.partition_tasks``), each with its
-        chains and their cursors. Spark plans a batch after the previous one's ``foreachBatch``
-        returned, so the cursors are those of the last applied batch (also on a replay)."""
-        from .source import partition_tasks
-
+        """The micro-batch's partitions (``tasks.partition_tasks``), each with its chains and
+        their cursors: those the last applied batch left. Streams without chains are skipped."""
         with self.lock:
             chains = sorted(self.chains.values(), key=lambda c: c.id)
             cursors = {cid: s.clock for cid, s in self.state.states.items() if cid in self.chains}
@@ -263,74 +277,42 @@ class SparkExecutor:
         for c in chains:
             if c.parent in self.feed.ids:
                 by_src.setdefault(self.feed.ids[c.parent], []).append(c)
-        return partition_tasks(self.feed.plan(start, end), start, end, by_src, cursors, self.lateness,
-                               self.parallelism)
+        sources = [(src, n) for src, n in self.feed.plan(start, end) if src in by_src]
+        return partition_tasks(sources, start, end, by_src, cursors, self.lateness, self.parallelism)
 
-    def _batch(self, df, batch_id: int) -> None:
+    def _micro_batch(self) -> bool:
+        """Runs the next batch; False if its job failed (nothing changed: it runs again)."""
         started = time.perf_counter()
-        planned = self.feed.planned
+        start = self.state.end
+        end = min(self.feed.end, start + self.max_batch)
+        batch_id = self.state.last_batch + 1
+        tasks = self._plan(start, end)
         try:
-            with self.driver_lock:
-                outputs = self._apply(df, batch_id)
-                self.processed = planned
-                self.deliver_lock.acquire()
-            self._deliver(outputs)
-        except Exception as exc:
-            self.error = f"batch {batch_id}: {exc}"
-            log.exception("micro-batch %s at %s failed", batch_id, self.peer)
-            raise
+            results = self.jobs.run(tasks) if tasks else []
+        except Exception as exc:  # noqa: BLE001 — a worker died, the cluster went away, a stop
+            if self._stopped:
+                return False
+            self.failed_batches += 1
+            self.error = f"micro-batch {batch_id} failed ({job_error(exc)}); running it again"
+            log.warning("Spark executor of %s: %s", self.peer, self.error)
+            return False
+        with self.driver_lock:
+            with self.lock:
+                chains = dict(self.chains)
+            ended = {r.src for r in results if r.ended}
+            state = self.state.fold(batch_id, end, chains, results, ended, self.feed.ids, self.lateness)
+            self._write("state.pkl", state)
+            self.state = state
+            self.processed = end
+            self.deliver_lock.acquire()
+        self._deliver(state.outputs)
+        self.feed.commit(end)
         self.batches += 1
         if self.watermarks:
             self._due_watermarks()
         self.error = None
         self.last_batch_ms = 1000 * (time.perf_counter() - started)
-
-    def _apply(self, df, batch_id: int) -> list:
-        """Fold one micro-batch into the driver's state; the outputs to deliver, in order."""
-        from .source import CURSOR, EOS, ITEM, PANE, RECORD
-
-        if batch_id <= self.state.last_batch:
-            return []  # replayed after a restart: applied and checkpointed already
-        with self.lock:
-            chains = dict(self.chains)
-        table = df.toArrow()
-        columns = table.to_pydict()
-        items: dict[int, list] = {}
-        panes: dict[int, list] = {}
-        records: dict[int, list] = {}
-        new_cursors: dict[int, WindowClock] = {}
-        ended: set[int] = set()
-        for cid, kind, off, text in zip(columns["chain"], columns["kind"], columns["off"], columns["text"]):
-            if kind == ITEM:
-                items.setdefault(cid, []).append(text)
-            elif kind == PANE:
-                panes.setdefault(cid, []).append((off, json.loads(text)))
-            elif kind == RECORD:
-                records.setdefault(cid, []).append(text)
-            elif kind == CURSOR:
-                new_cursors[cid] = WindowClock.from_dict(json.loads(text))
-            elif kind == EOS:
-                ended.add(off)
-        state = self.state
-        states = {cid: s for cid, s in state.states.items() if cid in chains}
-        outputs = []
-        for cid, chain in sorted(chains.items()):
-            st = states.get(cid)
-            if st is None:
-                st = states[cid] = ChainState(chain)
-            if st.ended:
-                continue
-            end = self.feed.ids.get(chain.parent) in ended
-            texts = st.apply(items.get(cid, []), panes.get(cid, []), records.get(cid, []),
-                             new_cursors.get(cid), self.lateness, end)
-            st.ended = end
-            if texts or end:
-                seq = state.seqs.get(chain.stream, 0)
-                outputs.append((chain.stream, seq, texts, end))
-                state.seqs[chain.stream] = seq + len(texts)
-        self.state = DriverState(batch_id, states, state.seqs, outputs)
-        self._write("state.pkl", self.state)
-        return outputs
+        return True
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -342,19 +324,22 @@ class SparkExecutor:
                 for cid, chain in chains.items() if chain.window is not None}
 
     def status(self) -> dict:
-        return {"executor": "spark", "master": self.master, "running": self.query is not None,
-                "chains": len(self.chains), "micro_batches": self.batches,
+        state = "stopped" if self._stopped else "ready" if self.ready else \
+            "starting" if self._loop is not None else "not started"
+        return {"executor": "spark", "master": self.master, "state": state, "running": self.ready,
+                "ready_after_s": self.ready_after_s, "chains": len(self.chains), "micro_batches": self.batches,
+                "failed_batches": self.failed_batches, "start_failures": self.start_failures,
                 "last_batch_ms": round(self.last_batch_ms, 1), "backlog_items": self.feed.backlog(),
-                "checkpoint": str(self.directory), "restarts": self.restarts, "error": self.error,
+                "checkpoint": str(self.directory), "error": self.error,
                 "feed": "%s:%d" % self.server.address, "feed_rejected": self.server.rejected,
                 "watermarks": {"applied": self.watermarks.applied, "waiting": len(self.watermarks)},
                 **self._cluster_status()}
 
     def _cluster_status(self) -> dict:
-        """On a cluster: how many executors the application holds. None while the query is
+        """On a cluster: how many executors the application holds. None while the loop is
         running is the one thing a user must see: the master has no free cores or memory for
         this super-peer, and its items wait in the feed until it has."""
-        if not is_cluster(self.master) or self.query is None:
+        if not is_cluster(self.master) or self._loop is None:
             return {}
         try:
             from pyspark import SparkContext
@@ -382,12 +367,12 @@ class SparkExecutor:
     def stop(self) -> None:
         with self.lock:
             self._stopped = True
-            query = self.query
-        if query is not None:
-            try:
-                query.stop()
-            except Exception:  # noqa: BLE001 — the session may be going down already
-                pass
+            loop = self._loop
+        with self.wake:
+            self.wake.notify_all()
+        self.jobs.cancel()
+        if loop is not None and loop is not threading.current_thread():
+            loop.join(timeout=30)
         self.server.stop()
         self.feed.close()
         if self.temporary:

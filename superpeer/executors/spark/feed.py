@@ -5,8 +5,8 @@ the items a super-peer hands to its executor are appended here (one global offse
 end-of-stream marker, across all input streams) and fetched by the source's reader over a TCP
 connection that must prove it knows the feed's secret before anything is read from it. The log is written to
 segment files before ``append`` returns, so a super-peer killed and restarted with the same
-checkpoint directory replays every uncommitted offset; segments are deleted once Spark commits
-past them, and the in-memory buffer is trimmed at the same time.
+checkpoint directory replays every uncommitted offset; segments are deleted once the driver
+commits past them, and the in-memory buffer is trimmed at the same time.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, Listener, answer_challenge, deliver_challenge
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -42,12 +41,9 @@ class FeedSlice:
 
 
 class FeedLog:
-    def __init__(self, directory: Path, max_batch: int = 200_000) -> None:
+    def __init__(self, directory: Path) -> None:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
-        # after a restart the oldest kept segment starts at most one segment before Spark's
-        # committed offset, so a batch cap above a segment never points behind it
-        self.max_batch = max(max_batch, 2 * SEGMENT_ITEMS)
         self.lock = threading.Lock()
         self.names: list[str] = []
         self.ids: dict[str, int] = {}
@@ -56,7 +52,6 @@ class FeedLog:
         self.srcs: list[int] = []
         self.texts: list[bytes | None] = []  # UTF-8, as written to the segment and parsed by tasks
         self.committed = 0
-        self.planned = 0  # end offset of the newest batch Spark planned
         self._segment = None
         self._segment_first = 0
         self._load()
@@ -153,16 +148,10 @@ class FeedLog:
 
     # ------------------------------------------------------------------ reader side
 
-    def latest(self) -> int:
-        with self.lock:
-            return min(self.end, max(self.committed, self.planned) + self.max_batch)
-
     def plan(self, start: int, end: int) -> list[tuple[int, int]]:
-        """The sources with entries in ``[start, end)`` and how many each has; marks the range
-        as planned."""
+        """The sources with entries in ``[start, end)`` and how many each has."""
         with self.lock:
             lo, hi = max(start - self.base, 0), max(end - self.base, 0)
-            self.planned = max(self.planned, end)
             srcs = self.srcs[lo:hi]
             return [(src, srcs.count(src)) for src in sorted(set(srcs))]
 
@@ -245,22 +234,20 @@ def no_delay(conn: Connection) -> None:
 
 
 class FeedServer:
-    """Answers the data source's readers (other processes, possibly on other hosts).
+    """Answers the scan tasks' reads (other processes, possibly on other hosts).
 
     ``listen``: the address the socket binds (loopback for a local Spark master; the host's
     address, or ``0.0.0.0``, when Spark's workers are elsewhere). ``advertise``: the address the
     readers are told to connect to (default: ``listen``, or this host's address for a wildcard).
 
     Every connection first passes a mutual HMAC challenge on a random per-feed secret (the one
-    the readers receive in the query's options); a peer that does not know it is dropped before
+    the tasks receive with the job); a peer that does not know it is dropped before
     a single message is unpickled. The challenge runs on the connection's own thread, so a
     client that connects and stays silent holds up no one else.
     """
 
-    def __init__(self, log: FeedLog, plan: Callable[[int, int], list], listen: str = "127.0.0.1",
-                 advertise: str | None = None) -> None:
+    def __init__(self, log: FeedLog, listen: str = "127.0.0.1", advertise: str | None = None) -> None:
         self.log = log
-        self.plan = plan  # the executor's: the batch's partitions, each with what it runs
         self.authkey = secrets.token_bytes(32)
         self.listener = Listener((listen, 0))
         port = self.listener.address[1]
@@ -293,8 +280,7 @@ class FeedServer:
 
     def _serve(self, conn: Connection) -> None:
         no_delay(conn)
-        handlers = {"latest": self.log.latest, "plan": self.plan, "read": self.log.read,
-                    "commit": self.log.commit, "base": lambda: self.log.base}
+        handlers = {"read": self.log.read, "base": lambda: self.log.base}
         try:
             while True:
                 method, *args = conn.recv()

@@ -53,16 +53,9 @@ def spark_session(master: str, driver_host: str | None = None, cores: int = 2):
                    .config("spark.pyspark.driver.python", sys.executable)
                    .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
                    .config("spark.hadoop.fs.file.impl.disable.cache", "true")
-                   .config("spark.sql.streaming.checkpointFileManagerClass",
-                           "org.apache.spark.sql.execution.streaming.checkpointing."
-                           "FileSystemBasedCheckpointFileManager")
-                   .config("spark.sql.streaming.minBatchesToRetain", "10")
                    .config("spark.driver.memory", os.environ.get("STREAMGLOBE_SPARK_MEMORY", "1g")))
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-        from .source import FeedSource
-
-        spark.dataSource.register(FeedSource)
         return spark
 
 

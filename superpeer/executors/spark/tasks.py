@@ -1,13 +1,13 @@
-"""What runs inside Spark: the feed data source, whose scan tasks evaluate the operators.
+"""What runs inside Spark: the scan tasks of a micro-batch, which evaluate the operators.
 
-Both halves of a micro-batch's work run in Spark's Python worker processes, not in the
-super-peer. The reader fetches the super-peer's buffered items over the feed's loopback
-connection (``feed``), with real offsets so that Spark's checkpoint can replay a batch. The
-operators are pushed down into that scan: each partition carries the chains installed on its
-input stream and their cursors (planned by the driver right before the batch runs, after the
-previous batch was applied), so the task that fetched the items parses them once and evaluates
-every chain on them (``wxquery.operators.chains``). It returns items, per-pane partial aggregates, records
-and the chains' cursors as rows; the raw items never cross into the JVM and back.
+A micro-batch is one Spark job (``micro_batches``) whose tasks run in Spark's Python worker
+processes, not in the super-peer. Each task fetches its range of one input stream's buffered
+items from the super-peer's feed (``feed``; a connection per worker process, kept across tasks)
+and carries the chains installed on that stream with their cursors (planned by the driver right
+before the batch runs, after the previous batch was applied), so the task that fetched the items
+parses them once and evaluates every chain on them (``wxquery.operators.chains``). It returns
+items, per-pane partial aggregates, records and the chains' cursors as one picklable object;
+the raw items never cross into the JVM and back, and nothing is converted to rows.
 
 Every chain sees its stream's items in order inside one task, so count windows and lateness are
 exact; a large batch is still spread over the task slots, by ranges when a stream's chains are
@@ -16,24 +16,26 @@ all per-item, by groups of chains otherwise (``partition_tasks``).
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Client
-from typing import Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
-import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from wxquery.operators.batch import ItemBatch
-from wxquery.operators.chains import Chain, evaluate_chain
+from wxquery.operators.chains import Chain, ChainOutput, evaluate_chain
 from wxquery.operators.windows import WindowClock
 
 from .feed import FeedSlice, no_delay
 
-SOURCE_NAME = "streamglobe_feed"
-SOURCE_SCHEMA = "chain int, kind int, off long, text string"
-ITEM, PANE, RECORD, CURSOR, EOS = range(5)
+
+@dataclass(frozen=True)
+class FeedAddress:
+    """Where a task fetches its items: the feed's address and its secret (hex)."""
+
+    host: str
+    port: int
+    authkey: str
 
 
 @dataclass(frozen=True)
@@ -82,13 +84,13 @@ def partition_tasks(sources: list[tuple[int, int]], start: int, end: int,
     return tasks
 
 
-_CLIENTS: dict[tuple[str, str, str], "_FeedClient"] = {}
+_CLIENTS: dict[FeedAddress, "_FeedClient"] = {}
 
 
 class _FeedClient:
-    def __init__(self, options: dict) -> None:
-        self.address = (options["host"], int(options["port"]))
-        self.authkey = bytes.fromhex(options["authkey"])
+    def __init__(self, feed: FeedAddress) -> None:
+        self.address = (feed.host, feed.port)
+        self.authkey = bytes.fromhex(feed.authkey)
         self.conn = None
 
     def call(self, method: str, *args):
@@ -102,13 +104,12 @@ class _FeedClient:
         return value
 
     @classmethod
-    def shared(cls, options: dict) -> "_FeedClient":
+    def shared(cls, feed: FeedAddress) -> "_FeedClient":
         """This worker process's connection to the feed: Python workers are reused across tasks,
         and a connection per task would pay the connection and authentication round trips."""
-        key = (options["host"], options["port"], options["authkey"])
-        client = _CLIENTS.get(key)
+        client = _CLIENTS.get(feed)
         if client is None:
-            client = _CLIENTS[key] = cls(options)
+            client = _CLIENTS[feed] = cls(feed)
         return client
 
     def close(self) -> None:
@@ -117,72 +118,50 @@ class _FeedClient:
             self.conn = None
 
 
-class FeedReader(DataSourceStreamReader):
-    def __init__(self, options: dict) -> None:
-        self.options = dict(options)
-        self.client = _FeedClient(self.options)
+@dataclass
+class TaskResult:
+    """What one task hands back to the driver: per chain its output (``ChainOutput``), the
+    clocks of the chains whose windows keep state, and whether the stream ended in the range."""
 
-    def initialOffset(self) -> dict:
-        return {"offset": self.client.call("base")}
+    src: int
+    start: int
+    outputs: dict[int, ChainOutput] = field(default_factory=dict)
+    cursors: dict[int, WindowClock] = field(default_factory=dict)
+    ended: bool = False
 
-    def latestOffset(self) -> dict:
-        return {"offset": self.client.call("latest")}
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return [InputPartition(task) for task in self.client.call("plan", start["offset"], end["offset"])]
-
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        task: FeedTask = partition.value
-        client = _FeedClient.shared(self.options)
+def run_tasks(feed: FeedAddress, tasks: Iterable[FeedTask]) -> Iterator[TaskResult]:
+    """A Spark partition's work (one task per partition): fetch each task's items, evaluate."""
+    client = _FeedClient.shared(feed)
+    for task in tasks:
         try:
             items: FeedSlice = client.call("read", task.src, task.start, task.end)
         except BaseException:
             client.close()  # a broken connection is not reused
             raise
-        batch = evaluate_task(task, items)
-        if batch is not None:
-            yield batch
-
-    def commit(self, end: dict) -> None:
-        self.client.call("commit", end["offset"])
+        yield evaluate_task(task, items)
 
 
-class FeedSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return SOURCE_NAME
-
-    def schema(self) -> str:
-        return SOURCE_SCHEMA
-
-    def streamReader(self, schema) -> FeedReader:
-        return FeedReader(self.options)
+def warm_up(feed: FeedAddress, _: Iterable) -> Iterator[int]:
+    """A first job's task: imports the task code and opens the worker's feed connection, so that
+    the first micro-batch with operators pays neither."""
+    yield _FeedClient.shared(feed).call("base")
 
 
-def evaluate_task(task: FeedTask, items: FeedSlice) -> pa.RecordBatch | None:
+def evaluate_task(task: FeedTask, items: FeedSlice) -> TaskResult:
     """Every chain of the partition over its items."""
     local = {cid: WindowClock.from_dict(c.to_dict()) for cid, c in task.cursors.items()}
-    rows: list[tuple[int, int, int, str | None]] = []
+    result = TaskResult(task.src, task.start, ended=items.ended)
     if len(items.offsets) and task.chains:
         batch = ItemBatch(JoinedTexts(items.joined, items.lengths), items.joined)
         batch.prepare(p for chain in task.chains for p in chain.paths())
         for chain in task.chains:
-            out = evaluate_chain(chain, batch, items.offsets, local.setdefault(chain.id, WindowClock()), task.lateness)
-            rows.extend((chain.id, ITEM, o, x) for o, x in out.items)
-            rows.extend((chain.id, PANE, p, json.dumps(v)) for p, v in out.panes)
-            rows.extend((chain.id, RECORD, o, x) for o, x in out.records)
-    if items.ended:  # after the stream's last items
-        rows.append((-1, EOS, task.src, None))
+            result.outputs[chain.id] = evaluate_chain(chain, batch, items.offsets,
+                                                      local.setdefault(chain.id, WindowClock()), task.lateness)
     for chain in task.chains:
         if chain.id in local and chain.output_kind == "records":  # per-item chains keep no state
-            rows.append((chain.id, CURSOR, 0, json.dumps(local[chain.id].to_dict())))
-    if not rows:
-        return None
-    chain_ids, kinds, offs, out_texts = zip(*rows)
-    return pa.RecordBatch.from_arrays(
-        [pa.array(chain_ids, pa.int32()), pa.array(kinds, pa.int32()),
-         pa.array(offs, pa.int64()), pa.array(out_texts, pa.string())],
-        names=["chain", "kind", "off", "text"])
+            result.cursors[chain.id] = local[chain.id]
+    return result
 
 
 class JoinedTexts(Sequence[str]):
