@@ -43,8 +43,8 @@ class ItemBatch:
     """The parsed items of one batch of one input stream, with cached element columns.
 
     ``texts`` is any sequence of the items' wire texts (read only for items a chain passes on);
-    ``joined`` may give them already concatenated as UTF-8 (as the Spark feed hands them to a
-    task), which spares building one Python string per item just to join them again.
+    ``joined``, the same items concatenated as UTF-8, makes the batch a tree even where the
+    items have known shapes (the two ways agree; tests compare them).
     """
 
     valid: np.ndarray | None = None  # rows whose item parsed (None: all of them)
@@ -57,7 +57,6 @@ class ItemBatch:
         self._root: etree._Element | None = None
         self._items: list[etree._Element] | None = None
         # items of known shapes need no tree at all: their columns are read off their texts
-        # (the Spark feed hands over joined bytes, where a tree is cheaper than decoding them)
         self.shaped = match_shapes(texts) if joined is None and self.n else None
         if self.shaped is None:
             self._parse()
@@ -145,7 +144,7 @@ class ItemBatch:
         """
         found = self._projectors.get(paths)
         if found is None:
-            found = self._projectors[paths] = self._projector(projection_for(paths))
+            found = self._projectors[paths] = _memoised(self._projector(projection_for(paths)))
         return found
 
     def _projector(self, projection: Projection) -> Callable[[int], str]:
@@ -211,6 +210,19 @@ class ItemBatch:
         if isinstance(col, np.ndarray):
             return col
         return np.array([v[0] if v else math.nan for v in col], dtype=np.float64)
+
+
+def _memoised(project: Callable[[int], str]) -> Callable[[int], str]:
+    """A row's projection written once, however many chains with that projection pass it on."""
+    done: dict[int, str] = {}
+
+    def once(row: int) -> str:
+        text = done.get(row)
+        if text is None:
+            text = done[row] = project(row)
+        return text
+
+    return once
 
 
 def _doubles(texts: list[str]) -> np.ndarray:

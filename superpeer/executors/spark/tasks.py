@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from multiprocessing.connection import Client
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -153,7 +153,7 @@ def evaluate_task(task: FeedTask, items: FeedSlice) -> TaskResult:
     local = {cid: WindowClock.from_dict(c.to_dict()) for cid, c in task.cursors.items()}
     result = TaskResult(task.src, task.start, ended=items.ended)
     if len(items.offsets) and task.chains:
-        batch = ItemBatch(JoinedTexts(items.joined, items.lengths), items.joined)
+        batch = ItemBatch(item_texts(items.joined, items.lengths))
         batch.prepare(p for chain in task.chains for p in chain.paths())
         for chain in task.chains:
             result.outputs[chain.id] = evaluate_chain(chain, batch, items.offsets,
@@ -164,15 +164,12 @@ def evaluate_task(task: FeedTask, items: FeedSlice) -> TaskResult:
     return result
 
 
-class JoinedTexts(Sequence[str]):
-    """Items back to back in one UTF-8 buffer, decoded only where a chain passes one on."""
-
-    def __init__(self, joined: bytes, lengths: np.ndarray) -> None:
-        self.joined = joined
-        self.bounds = np.concatenate(([0], np.cumsum(lengths))).tolist()
-
-    def __len__(self) -> int:
-        return len(self.bounds) - 1
-
-    def __getitem__(self, i):  # type: ignore[override]
-        return self.joined[self.bounds[i]:self.bounds[i + 1]].decode("utf-8")
+def item_texts(joined: bytes, lengths: np.ndarray) -> list[str]:
+    """The items of a feed slice as strings. Decoding them is cheaper than what it buys: items of
+    a known shape have their columns and projections read off their text by one regular
+    expression, 3–4× faster than through a tree (``wxquery.operators.shapes``)."""
+    bounds = np.concatenate(([0], np.cumsum(lengths))).tolist()
+    whole = joined.decode("utf-8")
+    if len(whole) == len(joined):  # ASCII: byte and character offsets agree
+        return [whole[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [joined[a:b].decode("utf-8") for a, b in zip(bounds, bounds[1:])]

@@ -54,7 +54,7 @@ def _same(a, b) -> bool:
 def test_columns_of_shaped_items_equal_the_trees_columns(texts, paths) -> None:
     texts = [t.replace("\x01", "") for t in texts]  # a forbidden character: see the next test
     shaped = ItemBatch(texts)
-    tree = ItemBatch(texts, joined="".join(texts).encode("utf-8"))  # the Spark way: always a tree
+    tree = ItemBatch(texts, joined="".join(texts).encode("utf-8"))  # always a tree
     assert shaped.malformed == tree.malformed == 0
     for path in paths:
         assert _same(shaped.column(path), tree.column(path)), path
