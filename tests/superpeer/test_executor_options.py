@@ -65,3 +65,30 @@ def test_inline_executor_drops_and_counts_an_item_that_does_not_parse() -> None:
     assert got["project"] == ["<i><t>1</t></i>", "<i><t>3</t></i>"]
     assert got["count"] == ['<w k="0"><p f="count" e=".">2</p></w>']
     assert ex.status()["malformed_items_dropped"] == 1
+
+
+def test_spark_starts_with_the_node_unless_told_to_wait_for_the_first_operator(tmp_path) -> None:
+    """Warm (the default): attached to a node, the executor starts Spark and reports ready before
+    any operator is installed; cold: nothing starts until the first operator."""
+    from network_harness import until
+
+    warm = make_executor("spark", "warm", checkpoint_dir=str(tmp_path / "w"), trigger_ms=50)
+    cold = make_executor("spark", "cold", checkpoint_dir=str(tmp_path / "c"), trigger_ms=50, warm=False)
+    got: list[str] = []
+    try:
+        warm.set_deliver(lambda stream, seq, out, end: got.extend(out))
+        cold.set_deliver(lambda stream, seq, out, end: None)
+        until(lambda: warm.status()["state"] == "ready", seconds=300, pause=0.1)
+        status = warm.status()
+        assert status["ready_after_s"] > 0 and status["chains"] == 0 and status["error"] is None
+        assert cold.status()["state"] == "not started"
+        warm.install("w", WINDOW, parent="raw")
+        warm.push("raw", [], items([1, 12, 25]), True)
+        until(lambda: len(got) == 3, seconds=60, pause=0.02)
+        assert got[0] == '<w k="0"><p f="count" e=".">1</p></w>'
+        cold.install("w", WINDOW, parent="raw")
+        assert cold.status()["state"] in ("starting", "ready")
+    finally:
+        warm.stop()
+        cold.stop()
+    assert warm.status()["state"] == "stopped"

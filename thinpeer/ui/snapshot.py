@@ -89,9 +89,13 @@ def _peer(entry: dict, reading: Reading | None, before: Counters, now: Counters)
         return out
     now.at[pid] = reading.at
     load = (status.get("load") or {}).get("load")
+    executor = status.get("executor")
+    starting = (status.get("executor_status") or {}).get("state")
+    if executor and starting not in (None, "ready"):
+        executor = f"{executor} ({starting})"  # a Spark session still starting: operators wait
     out.update(error="", load=load,
                utilisation=None if load is None else load / max(out["capacity"], 1e-9),
-               executor=status.get("executor"), subscriptions=len(status.get("subscriptions") or {}),
+               executor=executor, subscriptions=len(status.get("subscriptions") or {}),
                operators=len(status.get("operators") or []))
     cpu = status.get("process_cpu_seconds")
     if cpu is not None:

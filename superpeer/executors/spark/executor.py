@@ -56,13 +56,15 @@ class SparkExecutor:
     synchronous = False  # outputs come from the micro-batches
 
     def __init__(self, peer: str, master: str = "local[2]", checkpoint_dir: str | Path | None = None,
-                 trigger_ms: int = 100, lateness: float = 0.0, max_batch: int = 200_000,
+                 trigger_ms: int = 100, lateness: float = 0.0, max_batch: int = 100_000,
                  feed_host: str | None = None, cores: int | None = None, warm: bool = True) -> None:
         """``feed_host``: the address Spark's workers reach this super-peer at, for its feed
         and its driver (default: loopback for a local master, this host's address for a
         cluster). ``cores``: task slots of a micro-batch (default: N of ``local[N]``, else 2).
         ``warm``: start Spark when the node attaches (``set_deliver``), not with the first
-        operator."""
+        operator. ``max_batch``: items per micro-batch at most — a backlog is worked off in
+        batches of this size, which bounds a task's memory (measured at 30 operators: 1.3 GB for
+        the whole process tree at 100,000, 2.2 GB at 200,000, for the same throughput)."""
         self.peer = peer
         self.master = master
         self.trigger = f"{int(trigger_ms)} milliseconds"
