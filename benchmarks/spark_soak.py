@@ -16,6 +16,7 @@ each super-peer's process tree (its JVM and Python workers).
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import random
 import re
 import threading
@@ -43,6 +44,48 @@ def statuses(address: dict[str, str]) -> dict[str, dict]:
     return out
 
 
+def publish(address: str, photons: list[str], rate: int, stop, published) -> None:
+    """Publishes ``rate`` photons/s in tenth-of-a-second batches until told to stop."""
+    source = SuperPeerClient(address)
+    chunk = max(rate // 10, 1)
+    start, k = time.monotonic(), 0
+    while not stop.is_set():
+        if published.value < int((time.monotonic() - start) * rate):
+            source.publish("photons", [photons[(k + i) % len(photons)] for i in range(chunk)])
+            published.value += chunk
+            k += chunk
+        else:
+            time.sleep(0.01)
+    source.close()
+
+
+def drain_all(subscriptions: list[tuple[str, str]], stop, delivered) -> None:
+    """Every subscriber reads its results as they come (a thread each) until told to stop."""
+
+    def drain(address: str, sid: str) -> None:
+        client = SuperPeerClient(address)
+        offset = 0
+        try:
+            while not stop.is_set():
+                for off, _, _ in client.results(sid, offset, idle_timeout=2.0):
+                    offset = off + 1
+                    with delivered.get_lock():
+                        delivered.value += 1
+                    if stop.is_set():
+                        break
+        except Exception:  # noqa: BLE001 — the network going down at the end
+            if not stop.is_set():
+                raise
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=drain, args=sub, daemon=True) for sub in subscriptions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10.0)
@@ -67,70 +110,52 @@ def main() -> int:
         time.sleep(1.2)  # one heartbeat: every peer has the stream's statistics
         rng = random.Random(7)
         queries = template_queries(rng, ["photons"], sorted(address), args.subscriptions)
-        stop = threading.Event()
-        delivered = [0]
-        rejected = []
-
-        def drain(peer: str, sid: str) -> None:
-            client = SuperPeerClient(address[peer])
-            offset = 0
-            try:
-                while not stop.is_set():
-                    for off, _, _ in client.results(sid, offset, idle_timeout=2.0):
-                        offset = off + 1
-                        delivered[0] += 1
-                        if stop.is_set():
-                            break
-            except Exception:  # noqa: BLE001 — the network going down at the end
-                if not stop.is_set():
-                    raise
-            finally:
-                client.close()
-
-        drains = []
+        subscribed, rejected = [], []
         for q in queries:
             client = SuperPeerClient(address[q.peer])
             try:
-                reply = client.subscribe(q.text)
+                subscribed.append((address[q.peer], client.subscribe(q.text).subscription))
             except Exception as exc:  # noqa: BLE001 — admission may refuse one; reported
                 rejected.append(f"{q.id}: {exc}")
-                continue
             finally:
                 client.close()
-            t = threading.Thread(target=drain, args=(q.peer, reply.subscription), daemon=True)
-            t.start()
-            drains.append(t)
         chains = sum(s["executor_status"].get("chains", 0) for s in statuses(address).values())
-        print(f"{len(drains)} subscriptions ({len(rejected)} rejected), {chains} operator chains "
+        print(f"{len(subscribed)} subscriptions ({len(rejected)} rejected), {chains} operator chains "
               f"installed; publishing {args.rate} photons/s for {args.minutes} min", flush=True)
+        # publisher and subscribers in processes of their own: in this one they competed for its
+        # interpreter with each other and with the sampling, and fell short of the rate
+        context = multiprocessing.get_context("spawn")
+        stop = context.Event()
+        published, delivered = context.Value("q", 0), context.Value("q", 0)
+        workers = [context.Process(target=publish, args=(address["SP4"], photons, args.rate, stop, published)),
+                   context.Process(target=drain_all, args=(subscribed, stop, delivered))]
+        for w in workers:
+            w.start()
         pids = {peer: p.pid for peer, p in network.processes.items()}
         peak = {peer: 0.0 for peer in pids}
         worst = {"backlog_items": 0, "last_batch_ms": 0.0}
-        published = 0
+        samples = []
         start = time.monotonic()
-        next_sample = start
-        k = 0
         while time.monotonic() - start < 60 * args.minutes:
-            due = int((time.monotonic() - start) * args.rate)
-            if published < due:  # one batch per turn: the samples are taken even when behind
-                batch = [photons[(k + i) % len(photons)] for i in range(chunk)]
-                source.publish("photons", batch)
-                published += chunk
-                k += chunk
-            if time.monotonic() >= next_sample:
-                next_sample += 10
-                for peer, s in statuses(address).items():
-                    ex = s["executor_status"]
-                    worst["backlog_items"] = max(worst["backlog_items"], ex.get("backlog_items", 0))
-                    worst["last_batch_ms"] = max(worst["last_batch_ms"], ex.get("last_batch_ms", 0.0))
-                    peak[peer] = max(peak[peer], tree_rss_mb_of(pids[peer]))
-                elapsed = time.monotonic() - start
-                print(f"  {elapsed:6.0f} s: {published / max(elapsed, 1e-9):7.0f} photons/s published, "
-                      f"{delivered[0]} results delivered, worst backlog {worst['backlog_items']}", flush=True)
-            time.sleep(0.02)
+            time.sleep(10 - (time.monotonic() - start) % 10)
+            backlog, batch_ms = 0, 0.0
+            for peer, s in statuses(address).items():
+                ex = s["executor_status"]
+                backlog = max(backlog, ex.get("backlog_items", 0))
+                batch_ms = max(batch_ms, ex.get("last_batch_ms", 0.0))
+                peak[peer] = max(peak[peer], tree_rss_mb_of(pids[peer]))
+            worst["backlog_items"] = max(worst["backlog_items"], backlog)
+            worst["last_batch_ms"] = max(worst["last_batch_ms"], batch_ms)
+            elapsed = time.monotonic() - start
+            samples.append({"s": round(elapsed), "backlog_items": backlog, "last_batch_ms": round(batch_ms)})
+            print(f"  {elapsed:6.0f} s: {published.value / elapsed:7.0f} photons/s published, "
+                  f"{delivered.value} results delivered, backlog {backlog} items, batch {batch_ms:.0f} ms",
+                  flush=True)
         elapsed = time.monotonic() - start
-        final = statuses(address)
         stop.set()
+        for w in workers:
+            w.join(timeout=30)
+        final = statuses(address)
         executors = {peer: s["executor_status"] for peer, s in final.items()}
         logs = {peer: Path(network.state_dir) / f"{peer}.log" for peer in address}
         trouble = {peer: len(TROUBLE.findall(path.read_text(errors="replace"))) if path.exists() else None
@@ -139,9 +164,9 @@ def main() -> int:
         "benchmark": "Spark soak, paper-example network, eight Spark super-peers",
         "args": vars(args) | {"out": str(args.out) if args.out else None},
         "all_executors_ready_s": round(ready_s, 1),
-        "subscriptions": len(drains), "rejected": rejected, "operator_chains": chains,
-        "seconds": round(elapsed, 1), "photons_published": published,
-        "published_per_s": round(published / elapsed), "results_delivered": delivered[0],
+        "subscriptions": len(subscribed), "rejected": rejected, "operator_chains": chains,
+        "seconds": round(elapsed, 1), "photons_published": published.value,
+        "published_per_s": round(published.value / elapsed), "results_delivered": delivered.value,
         "failed_batches": {p: e.get("failed_batches") for p, e in executors.items()},
         "start_failures": {p: e.get("start_failures") for p, e in executors.items()},
         "log_lines_connect_or_pipe_failures": trouble,
@@ -149,6 +174,7 @@ def main() -> int:
         "worst_backlog_items": worst["backlog_items"], "worst_batch_ms": worst["last_batch_ms"],
         "micro_batches": {p: e.get("micro_batches") for p, e in executors.items()},
         "peak_memory_mb": {p: round(v) for p, v in peak.items()},
+        "samples": samples,
     }
     print(f"\nfailed batches {sum(v or 0 for v in report['failed_batches'].values())}, start failures "
           f"{sum(v or 0 for v in report['start_failures'].values())}, connect/pipe failures in logs "

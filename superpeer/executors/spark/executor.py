@@ -121,6 +121,9 @@ class SparkExecutor:
         if state.exists():
             self.state = pickle.loads(state.read_bytes())
             self.feed.commit(self.state.end)  # dropped only after the state was written
+        # the feed keeps nothing before its base: what lies there was committed by an earlier run
+        # (a checkpoint from before the state recorded its offset, or a fresh state over old feed)
+        self.state.end = max(self.state.end, self.feed.base)
 
     def _write(self, name: str, payload: object) -> None:
         path = self.directory / "driver" / name
