@@ -377,7 +377,7 @@ class SparkExecutor:
             self.wake.notify_all()
         self.jobs.cancel()
         if loop is not None and loop is not threading.current_thread():
-            loop.join(timeout=30)
+            loop.join(timeout=10)  # a JVM still starting is left to the process exit
         self.server.stop()
         self.feed.close()
         if self.temporary:
