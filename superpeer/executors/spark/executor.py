@@ -38,8 +38,7 @@ from pathlib import Path
 from wxquery.operators import definitions as alg
 
 from wxquery.operators.chains import Chain, normalise
-from wxquery.operators.panes import ChainState
-from wxquery.operators.windows import WindowClock, WindowCounters
+from wxquery.operators.windows import WindowCounters
 
 from ..base import Deliver
 from .driver_state import DriverState, PendingWatermarks  # (pickled checkpoints name DriverState here)

@@ -1,6 +1,6 @@
 """What runs inside Spark: the scan tasks of a micro-batch, which evaluate the operators.
 
-A micro-batch is one Spark job (``micro_batches``) whose tasks run in Spark's Python worker
+A micro-batch is one Spark job (``jobs``) whose tasks run in Spark's Python worker
 processes, not in the super-peer. Each task fetches its range of one input stream's buffered
 items from the super-peer's feed (``feed``; a connection per worker process, kept across tasks)
 and carries the chains installed on that stream with their cursors (planned by the driver right
