@@ -98,17 +98,39 @@ class LocalNetwork:
 
 
 def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports free now, drawn below the kernel's ephemeral range: a port of
+    that range may go to any process's ``bind(0)`` or outgoing connection between this call and
+    the daemon's bind (eight Spark JVMs starting at once take dozens), which once made a
+    super-peer of a test's network fail to start (CI, issue 17's stop)."""
+    import random
     import socket
 
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+    low = _ephemeral_low()
+    candidates = random.sample(range(10000, low), min(low - 10000, 64 * n)) if low > 10000 + 64 * n else []
+    socks: list[socket.socket] = []
+    try:
+        for port in [*candidates, *[0] * n]:  # 0: the kernel's choice, if too few were free
+            if len(socks) == n:
+                break
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux; 32768, its default, elsewhere)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 def with_free_ports(source: str | Path | Traversable, dest: str | Path) -> Path:

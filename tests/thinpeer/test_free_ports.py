@@ -23,3 +23,15 @@ def test_free_ports_equal_to_listed_ones_give_each_peer_its_own(tmp_path, monkey
     assert [p["peer_address"] for p in peers] == [f"127.0.0.1:{port}" for port in chosen[1::2]]
     again = network.with_free_ports(path, tmp_path / "again.toml")  # a file with peer addresses
     assert len(tomllib.loads(again.read_text(encoding="utf-8"))["superpeer"]) == len(peers)
+
+
+def test_free_ports_are_distinct_bindable_and_outside_the_ephemeral_range() -> None:
+    """Outside the range no JVM's or client's ``bind(0)`` can take them before a daemon binds."""
+    import socket
+
+    ports = network.free_ports(40)
+    assert len(set(ports)) == 40
+    assert all(1024 <= port < network._ephemeral_low() for port in ports)
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))

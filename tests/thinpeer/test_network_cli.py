@@ -56,6 +56,8 @@ def test_network_up_publish_subscribe_status_down(tmp_path, executor, monkeypatc
                 break
             peer, address = line.split()
             addresses[peer] = address
+        if len(addresses) < 8 and not line:  # the launcher closed its output: it is exiting
+            launcher.wait(timeout=30)
         assert len(addresses) == 8, launcher.stderr.read() if launcher.poll() is not None else "timeout"
         plain = run("status", "--superpeer", addresses["SP1"], "--ca", "", "--token", "")
         assert plain.returncode != 0 and "UNAVAILABLE" in plain.stderr  # TLS only
