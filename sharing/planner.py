@@ -200,7 +200,11 @@ class Planner:
             return self._at_target(original, original.origin, target, inp,
                                    match_properties(original.properties, inp))
 
-        return self._plan(subscription, properties, target, Strategy.DATA_SHIPPING, fresh_copy)
+        plan = self._plan(subscription, properties, target, Strategy.DATA_SHIPPING, fresh_copy)
+        for part in plan.parts:
+            for stream in part.new_streams:
+                stream.past = True
+        return plan
 
     def _plan(self, subscription: str, properties: Properties, target: str, strategy: Strategy,
               part_for: Callable[[InputProperties, NetworkStream, str], PlanPart]) -> Plan:
@@ -302,7 +306,11 @@ class Planner:
         return chosen
 
     def _groups_at(self, peer: str, inp: InputProperties):
-        return [(props, list(g.values())) for props, g in self.state.groups_at(peer, inp.input).items()]
+        """The streams at ``peer`` a subscription may reuse, grouped by properties: not those
+        filled from the past (``NetworkStream.past``), whose items would reach it out of time."""
+        groups = ((props, [s for s in g.values() if not s.past])
+                  for props, g in self.state.groups_at(peer, inp.input).items())
+        return [(props, streams) for props, streams in groups if streams]
 
     def generate_plans(self, stream: NetworkStream, v: str, target: str, inp: InputProperties,
                        match: Match) -> list[PlanPart]:

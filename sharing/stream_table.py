@@ -48,6 +48,9 @@ class NetworkStream:
     usage: Usage = field(default_factory=Usage)
     users: set[str] = field(default_factory=set)
     original: bool = False
+    # filled from a log or an archive (a subscription over the past, or one re-planned after a
+    # failure): its items begin before it was installed, so no other subscription reuses it
+    past: bool = False
 
     def next_hops(self, peer: str) -> list[str]:
         route = self.route

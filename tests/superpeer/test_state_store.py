@@ -115,6 +115,29 @@ def test_a_replay_plan_ships_a_new_copy_from_the_origin_and_runs_every_operator_
         planner.replay_plan("s~2", props, "X")
 
 
+def test_a_live_subscription_never_reuses_a_stream_filled_from_the_past() -> None:
+    """A subscription over the past (``--from-start``, ``--since``, or one re-planned after a
+    failure) runs on new streams filled from the log: reused by a live subscription, they would
+    hand it items from before it was registered. Another subscription to the same query at the
+    same super-peer reuses the original instead."""
+    state = NetworkState(_line())
+    stats = StreamStatistics(frequency=100.0)
+    for item in StreamDocument.from_text(photon_document(300, seed=3)).items("photons", "photon"):
+        stats.observe(item)
+    photons = InputStream("photons", ("photons", "photon"))
+    state.register_original(photons, "A", raw_properties(photons), stats)
+    props = analyze(example_query("q1")).properties
+    past = Planner(state).replay_plan("s~1", props, "C")
+    Planner(state).install(past)
+    filled = {s.id for part in past.parts for s in part.new_streams}
+    assert filled and all(state.streams[sid].past for sid in filled)
+    live = Planner(state).subscribe("s~2", props, "C")
+    assert live.admitted and not {part.reused for part in live.parts} & filled
+    Planner(state).install(live)
+    later = Planner(state).subscribe("s~3", props, "C")  # the live one's streams are shared
+    assert {part.reused for part in later.parts} & {s.id for part in live.parts for s in part.new_streams}
+
+
 def test_a_state_directory_from_before_exact_replays_is_taken_as_it_is(tmp_path: Path) -> None:
     db = sqlite3.connect(tmp_path / "superpeer.sqlite3")
     db.execute("CREATE TABLE subscriptions (sid TEXT PRIMARY KEY, query TEXT NOT NULL, strategy TEXT NOT NULL, "
