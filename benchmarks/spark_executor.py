@@ -84,6 +84,42 @@ def tree_rss_mb_of(root: int) -> float:
     return total / 2**20
 
 
+def cpu_seconds() -> dict[str, float]:
+    """CPU seconds so far of this process (the driver), its Spark JVM and its Python workers,
+    and ``machine_busy``: the whole machine's busy jiffies over all (a ratio of differences
+    makes the share of the machine in use between two calls)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    used: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry))
+            used[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    out = {"driver": used.get(os.getpid(), 0.0), "jvm": 0.0, "python_workers": 0.0}
+    todo = list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, []))
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        program = argv.split(b"\0", 1)[0].rsplit(b"/", 1)[-1]
+        kind = "jvm" if program == b"java" else "python_workers" if b"pyspark." in argv else None
+        if kind:
+            out[kind] += used.get(pid, 0.0)
+    with open("/proc/stat") as f:
+        jiffies = [int(x) for x in f.readline().split()[1:]]
+    out["machine_busy"] = float(sum(jiffies) - jiffies[3] - jiffies[4])
+    out["machine_all"] = float(sum(jiffies))
+    return out
+
+
 class MemoryPeak:
     def __init__(self) -> None:
         self.peak = 0.0
@@ -156,6 +192,7 @@ def measure(mode: str, n: int, photons: list[str], args) -> dict:
             # throughput: everything at once, in the node's 1,000-item batches; --repeats times
             # (one run lasts about a second: the median of a few is steadier on a shared machine)
             rates, finished = [], True
+            cpu_before = cpu_seconds()
             for r in range(args.repeats):
                 body = photons[args.warmup + r * args.photons:args.warmup + (r + 1) * args.photons]
                 started = time.perf_counter()
@@ -163,6 +200,10 @@ def measure(mode: str, n: int, photons: list[str], args) -> dict:
                     setup.push(body[k:k + 1000])
                 finished = setup.wait(3600) and finished
                 rates.append(len(body) / (time.perf_counter() - started))
+            cpu_after = cpu_seconds()
+            cpu = {kind: round(cpu_after[kind] - cpu_before[kind], 2) for kind in ("driver", "jvm", "python_workers")}
+            cpu["machine_busy"] = round((cpu_after["machine_busy"] - cpu_before["machine_busy"])
+                                        / max(cpu_after["machine_all"] - cpu_before["machine_all"], 1.0), 2)
             # latency: a fixed offered rate in chunks; each chunk's push-to-delivery time
             chunk = max(1, args.rate // 100)
             pending: list[tuple[int, float]] = []
@@ -206,6 +247,9 @@ def measure(mode: str, n: int, photons: list[str], args) -> dict:
                                if len(latencies) >= 2 else None),
             "latency_chunks_unfinished": len(pending),
             "peak_memory_mb": round(memory.peak),
+            # CPU seconds of the throughput runs: where the work goes, and how busy the machine was
+            "throughput_cpu_s": {k: v for k, v in cpu.items() if k != "machine_busy"},
+            "throughput_machine_busy": cpu.get("machine_busy"),
             "micro_batches": sum(e.batches for e in setup.executors),
             "failed_batches": sum(e.failed_batches for e in setup.executors),
         }
@@ -242,10 +286,14 @@ def main() -> int:
                 results.append({"mode": mode, "operators": n, "failed": str(exc)[:500],
                                 "throughput_photons_per_s": 0, "latency_p50_ms": None,
                                 "latency_p99_ms": None, "peak_memory_mb": 0})
-    print(f"\n{'N':>3} {'mode':9} {'photons/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'memory MB':>10}")
+    print(f"\n{'N':>3} {'mode':9} {'photons/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'memory MB':>10}"
+          "  CPU s: driver / JVM / workers, machine busy")
     for r in results:
+        cpu = r.get("throughput_cpu_s") or {}
         print(f"{r['operators']:>3} {r['mode']:9} {r['throughput_photons_per_s']:>10,} "
-              f"{r['latency_p50_ms'] or '-':>8} {r['latency_p99_ms'] or '-':>8} {r['peak_memory_mb']:>10,}")
+              f"{r['latency_p50_ms'] or '-':>8} {r['latency_p99_ms'] or '-':>8} {r['peak_memory_mb']:>10,}  "
+              f"{cpu.get('driver', '-')} / {cpu.get('jvm', '-')} / {cpu.get('python_workers', '-')}, "
+              f"{round(100 * r['throughput_machine_busy']) if r.get('throughput_machine_busy') is not None else '-'} %")
     by = {(r["mode"], r["operators"]): r for r in results}
     for n in sorted({r["operators"] for r in results}):
         if ("shared", n) not in by or ("baseline", n) not in by:

@@ -1,14 +1,15 @@
 """A micro-batch spread over several tasks gives what one task gives (the feed, the planner of
-partitions and the scan task's evaluation; no Spark needed)."""
+partitions, the scan tasks' evaluation and the driver's fold; no Spark needed)."""
 
 from __future__ import annotations
 
-from collections import Counter
 from fractions import Fraction as F
 
 from wxquery.operators.chains import normalise
 from superpeer.executors.spark.feed import FeedLog
-from superpeer.executors.spark.tasks import evaluate_task, partition_tasks
+from superpeer.executors.spark.driver_state import DriverState
+from superpeer.executors.spark.tasks import evaluate_task, plan_batch, redo_piece
+from operator_cases import assert_same
 from photons.generator import generate
 from wxquery.operators import definitions as alg
 
@@ -25,24 +26,16 @@ def chain_ops(i: int):
 
 
 def run(log: FeedLog, chains, start: int, end: int, parallelism: int):
-    by_src = {}
-    for c in chains:
-        by_src.setdefault(log.ids[c.parent], []).append(c)
-    tasks = partition_tasks(log.plan(start, end), start, end, by_src, {}, 0.0, parallelism)
-    rows = Counter()
-    ends = set()
-    for task in tasks:
-        result = evaluate_task(task, log.read(task.src, task.start, task.end))
-        for cid, out in result.outputs.items():
-            rows.update((cid, "item", o, x) for o, x in out.items)
-            rows.update((cid, "pane", p, repr(v)) for p, v in out.panes)
-            rows.update((cid, "record", o, x) for o, x in out.records)
-        if result.ended:
-            ends.add(result.src)
-    return tasks, rows, ends
+    """The tasks of one micro-batch, and per stream the texts the driver hands on after it."""
+    tasks = plan_batch(log, chains, {}, start, end, 0.0, parallelism)
+    results = [evaluate_task(task, log.read(task.src, task.start, task.end)) for task in tasks]
+    ended = {r.src for r in results if r.ended}
+    state = DriverState().fold(0, end, {c.id: c for c in chains}, results, ended, log.ids, 0.0,
+                               lambda chain, piece, clock: redo_piece(log, chain, piece, clock, 0.0))
+    return tasks, {stream: texts for stream, _, texts, _ in state.outputs}, ended
 
 
-def test_tasks_split_by_range_or_by_chains_give_one_task_s_rows(tmp_path) -> None:
+def test_a_batch_cut_into_ranges_gives_what_one_task_gives(tmp_path) -> None:
     log = FeedLog(tmp_path / "feed")
     texts = [p.to_xml() for p in generate(12_000, seed=3, rate=100.0)]
     for k in range(0, 12_000, 1000):  # two interleaved streams; the second one ends
@@ -51,14 +44,18 @@ def test_tasks_split_by_range_or_by_chains_give_one_task_s_rows(tmp_path) -> Non
     items_only = [normalise(i, f"s{i}", "a", "items", chain_ops(0), 0) for i in range(3)]
     mixed = [normalise(10 + i, f"m{i}", "b", "items", chain_ops(i), 0) for i in range(6)]
     one_tasks, one, one_ends = run(log, items_only + mixed, 0, log.end, 1)
-    assert len(one_tasks) == 2 and sum(one.values()) > 0
-    two_tasks, two, two_ends = run(log, items_only + mixed, 0, log.end, 2)
-    assert len(two_tasks) == 4  # "a" cut in two ranges, "b"'s six chains dealt into two groups
-    assert {len(t.chains) for t in two_tasks if t.src == log.ids["b"]} == {3}
-    assert two == one and two_ends == one_ends == {log.ids["b"]}
+    assert len(one_tasks) == 2 and all(one.values())
+    for parallelism in (2, 3):
+        tasks, got, ends = run(log, items_only + mixed, 0, log.end, parallelism)
+        assert len(tasks) == 2 * parallelism  # each stream cut in ranges, every chain in each
+        assert {len(t.chains) for t in tasks if t.src == log.ids["b"]} == {6}
+        assert ends == one_ends == {log.ids["b"]}
+        assert got.keys() == one.keys()
+        for stream in one:
+            assert_same(one[stream], got[stream])
 
 
-def test_small_batches_and_few_chains_stay_in_one_task(tmp_path) -> None:
+def test_small_batches_stay_in_one_task(tmp_path) -> None:
     log = FeedLog(tmp_path / "feed")
     texts = [p.to_xml() for p in generate(3000, seed=4, rate=100.0)]
     log.append("a", texts, False)
@@ -67,7 +64,7 @@ def test_small_batches_and_few_chains_stay_in_one_task(tmp_path) -> None:
     assert len(tasks) == 1  # 3,000 items: two tasks of 1,500 would not pay
     log.append("a", [p.to_xml() for p in generate(9000, seed=5, rate=100.0)], False)
     tasks, _, _ = run(log, few, 0, log.end, 2)
-    assert len(tasks) == 1  # windows in only three chains: parsing twice would not pay
+    assert len(tasks) == 2
 
 
 def test_feed_slice_of_one_stream_among_others(tmp_path) -> None:

@@ -11,6 +11,7 @@ inline executor runs both halves in-process (``runner``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -96,12 +97,23 @@ class ChainOutput:
     items: list[tuple[int, str]] = field(default_factory=list)  # (offset, xml)
     panes: list[tuple[int, list]] = field(default_factory=list)  # (pane, partial values)
     records: list[tuple[int, str]] = field(default_factory=list)  # (offset, record xml)
+    low: float = math.inf  # time windows: the lowest reference admitted (``pieces`` checks it)
+    # count windows evaluated as one piece of a batch: the inputs of the partials of the rows
+    # that reached the window (one ``Column`` per partial), which panes they fall in being
+    # known only once the pieces before are counted
+    inputs: list[Column] | None = None
+    reached: int = 0  # count windows: rows that reached the window
 
 
 def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, clock: WindowClock,
-                   lateness: float) -> ChainOutput:
+                   lateness: float, piece: bool = False) -> ChainOutput:
     """One chain over one batch of its parent's items (``offsets`` ascending, one per item; None:
-    every item is new to the chain and outputs carry item positions). ``clock`` is advanced."""
+    every item is new to the chain and outputs carry item positions). ``clock`` is advanced.
+
+    ``piece``: the items are one piece of a batch cut into consecutive ranges evaluated apart
+    (``pieces.merge_pieces`` joins them), and ``clock`` holds only an admission threshold, not
+    where the chain stands: a count window then hands back its rows' partial inputs instead of
+    panes, which the driver numbers."""
     out = ChainOutput()
     if offsets is None:
         offsets = np.arange(batch.n if chain.input_kind == "items" else len(batch.texts))
@@ -131,40 +143,66 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
     assert isinstance(chain.window, WindowAggregate)
     spec = chain.window.window
     assigner = assigner_for(spec)
+    inputs = partial_inputs(batch, rows, chain.window.partials) if rows.size else []
     if spec.kind == "count":
-        panes = assigner.count_panes(clock.seen, int(rows.size))
-        clock.seen += int(rows.size)
+        out.reached = int(rows.size)
+        if piece:
+            out.inputs = inputs
+            clock.seen += out.reached
+            return out
+        panes = assigner.count_panes(clock.seen, out.reached)
+        clock.seen += out.reached
     else:
         assert spec.ref is not None
         refs = batch.first_values(spec.ref)[rows]
         admitted = clock.admit_batch(refs, lateness)
-        rows = rows[admitted]
+        if not admitted.all():
+            inputs = [column_rows(c, np.flatnonzero(admitted)) for c in inputs]
         panes = assigner.time_panes(refs[admitted])
-    out.panes = pane_partials(batch, rows, panes, chain.window.partials)
+        if panes.size:
+            out.low = float(refs[admitted].min())
+    out.panes = reduce_panes(inputs, panes, chain.window.partials)
     return out
 
 
-def pane_partials(batch: ItemBatch, rows: np.ndarray, panes: np.ndarray,
-                  partials: tuple[Partial, ...]) -> list[tuple[int, list]]:
-    """Per pane (ascending), the partial aggregates of the given rows, in row order."""
-    if rows.size == 0:
+def partial_inputs(batch: ItemBatch, rows: np.ndarray, partials: tuple[Partial, ...]) -> list[Column]:
+    """Per partial, the values its aggregate folds, of the given rows in row order (a whole-item
+    ``count`` counts rows: any column of their length)."""
+    return [rows if fn == "count" and element == WHOLE_ITEM else column_rows(batch.column(element), rows)
+            for fn, element in partials]
+
+
+def column_rows(col: Column, rows: np.ndarray) -> Column:
+    return col[rows] if isinstance(col, np.ndarray) else [col[r] for r in rows.tolist()]
+
+
+def concat_columns(parts: list[Column]) -> Column:
+    """Columns of consecutive pieces as one (a list of values per row if any piece has one)."""
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts) if parts else np.empty(0)
+    out: list = []
+    for p in parts:
+        out.extend([[v] for v in p.tolist()] if isinstance(p, np.ndarray) else p)
+    return out
+
+
+def reduce_panes(inputs: list[Column], panes: np.ndarray, partials: tuple[Partial, ...]) -> list[tuple[int, list]]:
+    """Per pane (ascending), the partial aggregates of rows that fall in the given ``panes``
+    (one per row), from their ``partial_inputs``."""
+    if panes.size == 0:
         return []
     uniq, inv = np.unique(panes, return_inverse=True)
     out: list[list] = [[] for _ in range(uniq.size)]
-    for fn, element in partials:
+    for (fn, element), col in zip(partials, inputs):
         if fn == "count" and element == WHOLE_ITEM:
-            values = AGGREGATES["count"].reduce(rows, inv, uniq.size)
+            values = AGGREGATES["count"].reduce(col, inv, uniq.size)
+        elif isinstance(col, np.ndarray):
+            values = AGGREGATES[fn].reduce(col, inv, uniq.size)
         else:
-            values = _reduce_column(fn, batch.column(element), rows, inv, uniq.size)
+            groups: list[list[float]] = [[] for _ in range(uniq.size)]
+            for vs, g in zip(col, inv.tolist()):
+                groups[g].extend(vs)
+            values = [fold(fn, g) for g in groups]
         for slot, value in zip(out, values):
             slot.append(value)
     return list(zip(uniq.tolist(), out))
-
-
-def _reduce_column(fn: str, col: Column, rows: np.ndarray, inv: np.ndarray, k: int) -> list:
-    if isinstance(col, np.ndarray):
-        return AGGREGATES[fn].reduce(col[rows], inv, k)
-    groups: list[list[float]] = [[] for _ in range(k)]
-    for r, g in zip(rows.tolist(), inv.tolist()):
-        groups[g].extend(col[r])
-    return [fold(fn, g) for g in groups]

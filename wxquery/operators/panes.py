@@ -210,6 +210,9 @@ class ChainState:
               clock: WindowClock | None, lateness: float, end: bool) -> list[str]:
         """Fold one batch's evaluation into the state; the chain's new output texts."""
         if clock is not None:
+            # the batch's clock: a watermark applied while the batch ran may have raised ours
+            # past it, and event time never goes back
+            clock.high = max(clock.high, self.clock.high)
             self.clock = clock
         if self.chain.output_kind == "items":
             return items

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import threading
+from typing import Callable
 from dataclasses import dataclass, field
 
-from wxquery.operators.chains import Chain
+from wxquery.operators.chains import Chain, ChainOutput
 from wxquery.operators.panes import ChainState
+from wxquery.operators.pieces import Piece, merge_pieces
+from wxquery.operators.windows import WindowClock
 
 Output = tuple[str, int, list, bool]  # (stream, first sequence number, texts, end)
 
@@ -22,24 +25,18 @@ class DriverState:
     end: int = 0  # the feed offset the last applied batch ended at: the next batch starts there
 
     def fold(self, batch_id: int, end: int, chains: dict[int, Chain], results: list,
-             ended: set[int], ids: dict[str, int], lateness: float) -> "DriverState":
+             ended: set[int], ids: dict[str, int], lateness: float,
+             redo: Callable[[Chain, Piece, WindowClock], tuple[ChainOutput, WindowClock]]) -> "DriverState":
         """The state after one micro-batch: the tasks' ``results`` (``tasks.TaskResult``, in
-        task order, so a chain's items from ranges of one stream come in offset order) merged
-        into every chain's window state; ``outputs`` are the new texts to deliver, numbered
-        after the earlier ones. ``ended``: the streams (feed ids) whose end the batch holds."""
-        items: dict[int, list] = {}
-        panes: dict[int, list] = {}
-        records: dict[int, list] = {}
-        cursors: dict = {}
+        task order: a stream's ranges in offset order) joined per chain (``merge_pieces``; ``redo``
+        evaluates a chain's piece again from a given clock) and merged into its window state;
+        ``outputs`` are the new texts to deliver, numbered after the earlier ones. ``ended``:
+        the streams (feed ids) whose end the batch holds."""
+        pieces: dict[int, list[Piece]] = {}
         for result in results:
-            for cid, out in result.outputs.items():
-                if out.items:
-                    items.setdefault(cid, []).extend(x for _, x in out.items)
-                if out.panes:
-                    panes.setdefault(cid, []).extend(out.panes)
-                if out.records:
-                    records.setdefault(cid, []).extend(x for _, x in out.records)
-            cursors.update(result.cursors)
+            for cid in set(result.outputs) | set(result.cursors):
+                output = result.outputs.get(cid) or ChainOutput()
+                pieces.setdefault(cid, []).append(Piece(result.start, result.end, output, result.cursors.get(cid)))
         states = {cid: s for cid, s in self.states.items() if cid in chains}
         seqs = dict(self.seqs)
         outputs: list[Output] = []
@@ -50,8 +47,13 @@ class DriverState:
             if st.ended:
                 continue
             done = ids.get(chain.parent) in ended
-            texts = st.apply(items.get(cid, []), panes.get(cid, []), records.get(cid, []),
-                             cursors.get(cid), lateness, done)
+            clock = None
+            merged = ChainOutput()
+            if cid in pieces:
+                merged, clock = merge_pieces(chain, st.clock, pieces[cid], lateness,
+                                             lambda piece, start, chain=chain: redo(chain, piece, start))
+            texts = st.apply([x for _, x in merged.items], merged.panes, [x for _, x in merged.records],
+                             clock if chain.output_kind == "records" else None, lateness, done)
             st.ended = done
             if texts or done:
                 seq = seqs.get(chain.stream, 0)

@@ -4,9 +4,11 @@ DESIGN.md §6 measured that N streaming queries cost N times the scheduling and 
 every operator chain a super-peer hosts is evaluated by one Spark job per micro-batch: the driver
 (this process) plans the batch's partitions per input stream (``tasks.partition_tasks``), and the
 scan task that fetches a partition's items from the feed evaluates every chain on them
-(``wxquery.operators.chains``); the tasks' results come back with the job (``jobs``). The driver
-merges per-pane partials into window state (``wxquery.operators.panes``) and hands the new items
-of every derived stream to the node. The session and its Python workers start with the daemon
+(``wxquery.operators.chains``); the tasks' results come back with the job (``jobs``). A large
+batch is cut into consecutive ranges, one per task slot, so every item is parsed once for all
+chains; the driver joins each chain's pieces (``wxquery.operators.pieces``), merges per-pane
+partials into window state (``wxquery.operators.panes``) and hands the new items of every
+derived stream to the node. The session and its Python workers start with the daemon
 (``warm``), so installing an operator never waits for a JVM.
 
 Installing or removing a chain changes the registry the next micro-batch reads; the loop keeps
@@ -21,14 +23,14 @@ offset: no output is lost or produced twice. A job that fails (a worker killed, 
 gone) changes nothing and the same batch is run again.
 
 **Pacing.** A batch starts when the feed has items, at most one per trigger interval (as
-Structured Streaming's processing-time trigger); a batch that overran is followed at once.
+Structured Streaming's processing-time trigger); a batch that overran is followed at once, its
+successor's job starting before it is merged, so that the workers compute while the driver
+merges and delivers (the successor's cursors are then a batch behind, which ``pieces`` allows).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import pickle
 import shutil
 import tempfile
 import threading
@@ -37,17 +39,20 @@ from pathlib import Path
 
 from wxquery.operators import definitions as alg
 
-from wxquery.operators.chains import Chain, normalise
-from wxquery.operators.windows import WindowCounters
+from wxquery.operators.chains import Chain, ChainOutput, normalise
+from wxquery.operators.pieces import Piece
+from wxquery.operators.windows import WindowClock, WindowCounters
 
 from ..base import Deliver
+from .checkpoint import DriverCheckpoint
 from .driver_state import DriverState, PendingWatermarks  # (pickled checkpoints name DriverState here)
 from .feed import FeedLog, FeedServer
-from .jobs import SparkJobs, job_error
-from .session import cores_of, first_line, is_cluster
-from .tasks import FeedAddress, partition_tasks
+from .jobs import Batch, SparkJobs, job_error
+from .session import cluster_status, cores_of, first_line, is_cluster
+from .tasks import FeedAddress, plan_batch, redo_piece
 
 log = logging.getLogger(__name__)
+
 
 class SparkExecutor:
     name = "spark"
@@ -73,7 +78,6 @@ class SparkExecutor:
         self.parallelism = cores if cores and cores > 0 else cores_of(master)
         self.temporary = checkpoint_dir is None
         self.directory = Path(checkpoint_dir or tempfile.mkdtemp(prefix=f"streamglobe-{peer}-"))
-        (self.directory / "driver").mkdir(parents=True, exist_ok=True)
         self.feed = FeedLog(self.directory / "feed")
         self.max_batch = max_batch
         if feed_host is None:
@@ -92,7 +96,11 @@ class SparkExecutor:
         self.error: str | None = None
         self.batches = 0
         self.failed_batches = 0  # jobs that failed; the batch was run again
+        self.redone_pieces = 0  # window pieces the driver evaluated again (``_redo``)
         self.start_failures = 0
+        self.spark_restarts = 0  # JVMs found dead and replaced
+        self.delivery_failures = 0  # outputs the node did not take (checkpointed: a restart resends)
+        self.delivery_error: str | None = None
         self.last_batch_ms = 0.0
         self.started_at = time.monotonic()
         self.ready_after_s: float | None = None  # from construction until the first job ran
@@ -105,33 +113,39 @@ class SparkExecutor:
         self.watermarks = PendingWatermarks()
         self._loop: threading.Thread | None = None
         self._stopped = False
+        self.checkpoint = DriverCheckpoint(self.directory, peer)
         self._load()
         self.processed = self.state.end
 
     # ------------------------------------------------------------------ registry
 
     def _load(self) -> None:
-        chains = self.directory / "driver" / "chains.pkl"
-        if chains.exists():
-            saved = pickle.loads(chains.read_bytes())
-            self.chains, self.next_chain = saved["chains"], saved["next"]
+        saved = self.checkpoint.chains()
+        if saved is not None:
+            self.chains, self.next_chain = saved
             self.by_stream = {c.stream: c.id for c in self.chains.values()}
-        state = self.directory / "driver" / "state.pkl"
-        if state.exists():
-            self.state = pickle.loads(state.read_bytes())
+        state = self.checkpoint.state()
+        if state is not None:
+            self.state = state
             self.feed.commit(self.state.end)  # dropped only after the state was written
         # the feed keeps nothing before its base: what lies there was committed by an earlier run
         # (a checkpoint from before the state recorded its offset, or a fresh state over old feed)
         self.state.end = max(self.state.end, self.feed.base)
+        self.checkpoint.remember(self.state)
 
-    def _write(self, name: str, payload: object) -> None:
-        path = self.directory / "driver" / name
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(pickle.dumps(payload))
-        os.replace(tmp, path)
+    def _write_state(self, state: DriverState) -> None:
+        """Checkpoints ``state`` (under ``driver_lock``); if that fails, the driver goes back to
+        the state last written — folds change window states in place, and a batch run again
+        over half-changed ones would count its items twice."""
+        try:
+            self.checkpoint.write_state(state)
+        except BaseException:
+            self.state = self.checkpoint.last_state()
+            raise
+        self.state = state
 
     def _save_chains(self) -> None:
-        self._write("chains.pkl", {"chains": self.chains, "next": self.next_chain})
+        self.checkpoint.write_chains(self.chains, self.next_chain)
 
     def set_deliver(self, deliver: Deliver) -> None:
         """Where outputs go; after a restart, the last checkpointed batch's outputs go there again
@@ -192,20 +206,39 @@ class SparkExecutor:
         threading.Thread(target=self._due_watermarks, name=f"watermark-{self.peer}", daemon=True).start()
 
     def _due_watermarks(self) -> None:
+        """Applies the watermarks now due; their outputs join the last batch's in the checkpoint,
+        so that a restart hands them on again like those."""
         outputs = []
         with self.driver_lock:
-            for _, parent, path, value in self.watermarks.due(self.processed):
-                outputs += self.state.advance(self.chains, parent, path, value, self.lateness)
-            if outputs:
-                self._write("state.pkl", self.state)
+            if self._stopped:
+                return
+            try:
+                with self.lock:
+                    chains = dict(self.chains)
+                for _, parent, path, value in self.watermarks.due(self.processed):
+                    outputs += self.state.advance(chains, parent, path, value, self.lateness)
+                if outputs:
+                    self.state.outputs = [*self.state.outputs, *outputs]
+                    self._write_state(self.state)
+            except Exception as exc:  # noqa: BLE001 — a daemon thread: say it, never die silently
+                self.error = f"a watermark could not be applied: {first_line(exc)}"
+                log.exception("Spark executor of %s: watermark", self.peer)
+                return
             self.deliver_lock.acquire()
         self._deliver(outputs)
 
     def _deliver(self, outputs: list) -> None:
-        """Called holding ``deliver_lock`` (taken under ``driver_lock``): in sequence order."""
+        """Called holding ``deliver_lock`` (taken under ``driver_lock``): in sequence order. The
+        outputs are checkpointed already; one the node cannot take is reported, and the others
+        still go (a restart would hand all of them on again)."""
         try:
             for stream, seq, texts, end in outputs:
-                self.deliver(stream, seq, texts, end)
+                try:
+                    self.deliver(stream, seq, texts, end)
+                except Exception as exc:  # noqa: BLE001 — the node's fault, not the batch's
+                    self.delivery_failures += 1
+                    self.delivery_error = f"outputs of {stream} could not be handed on: {first_line(exc)}"
+                    log.exception("Spark executor of %s: delivering %s", self.peer, stream)
         finally:
             self.deliver_lock.release()
 
@@ -238,23 +271,37 @@ class SparkExecutor:
                     return
                 self.start_failures += 1
                 failures += 1
-                self.error = f"Spark did not start: {first_line(exc)}; trying again"
+                self.error = f"Spark did not start: {job_error(exc)}; trying again"
                 log.exception("Spark executor of %s did not start", self.peer)
+                if self.jobs.revive():
+                    self.spark_restarts += 1
                 self._pause(min(30.0, 0.5 * 2 ** min(failures, 6)))
-        last_start = 0.0
         failures = 0
+        last_began = 0.0
+        ahead: Batch | None = None  # the batch whose job runs while the one before is merged
         while not self._stopped:
-            with self.wake:
-                if self.feed.end <= self.state.end and not self._stopped:
-                    self.wake.wait(timeout=1.0)
-            if self._stopped:
-                return
-            if self.feed.end <= self.state.end:
-                self._keep_warm()
-                continue
-            self._pause(last_start + self.interval - time.monotonic())
-            last_start = time.monotonic()
-            if self._micro_batch():
+            if ahead is None:
+                with self.wake:
+                    if self.feed.end <= self.state.end and not self._stopped:
+                        self.wake.wait(timeout=1.0)
+                if self._stopped:
+                    return
+                if self.feed.end <= self.state.end:
+                    self._keep_warm()
+                    continue
+                self._pause(last_began + self.interval - time.monotonic())
+                ahead = self._submit(self.state.end, self.state.last_batch + 1)
+            last_began = ahead.began
+            batch, ahead = ahead, None
+            try:
+                ran = self._finish(batch, lambda: self._next(batch))
+            except Exception as exc:  # noqa: BLE001 — a bug in the driver must not end the loop
+                ran = False
+                self.failed_batches += 1
+                self.error = f"a micro-batch failed in the driver ({first_line(exc)}); running it again"
+                log.exception("Spark executor of %s: micro-batch", self.peer)
+            ahead = batch.next if ran else None  # a batch after a failed one is planned again
+            if ran:
                 failures = 0
             elif not self._stopped:
                 failures += 1
@@ -270,53 +317,75 @@ class SparkExecutor:
             self.jobs.keep_warm()
         except Exception as exc:  # noqa: BLE001 — the next micro-batch reports it if it lasts
             log.warning("Spark executor of %s: keep-warm job failed: %s", self.peer, first_line(exc))
+            if self.jobs.revive():
+                self.spark_restarts += 1
 
     def _plan(self, start: int, end: int) -> list:
-        """The micro-batch's partitions (``tasks.partition_tasks``), each with its chains and
-        their cursors: those the last applied batch left. Streams without chains are skipped."""
         with self.lock:
-            chains = sorted(self.chains.values(), key=lambda c: c.id)
+            chains = list(self.chains.values())
             cursors = {cid: s.clock for cid, s in self.state.states.items() if cid in self.chains}
-        by_src: dict[int, list[Chain]] = {}
-        for c in chains:
-            if c.parent in self.feed.ids:
-                by_src.setdefault(self.feed.ids[c.parent], []).append(c)
-        sources = [(src, n) for src, n in self.feed.plan(start, end) if src in by_src]
-        return partition_tasks(sources, start, end, by_src, cursors, self.lateness, self.parallelism)
+        return plan_batch(self.feed, chains, cursors, start, end, self.lateness, self.parallelism)
 
-    def _micro_batch(self) -> bool:
-        """Runs the next batch; False if its job failed (nothing changed: it runs again)."""
-        started = time.perf_counter()
-        start = self.state.end
+    def _submit(self, start: int, batch_id: int) -> Batch:
+        """Plans the batch from ``start`` and starts its job (in the job thread). The chains'
+        cursors may be a batch behind: the driver corrects that when it merges (``pieces``)."""
         end = min(self.feed.end, start + self.max_batch)
-        batch_id = self.state.last_batch + 1
         tasks = self._plan(start, end)
+        return Batch(batch_id, start, end, self.jobs.submit(tasks), time.monotonic())
+
+    def _next(self, batch: Batch) -> None:
+        """Once ``batch``'s job is done: the next batch's job starts before ``batch`` is merged,
+        so Spark's workers compute while the driver merges and delivers — if items wait and the
+        trigger interval has passed (else the loop starts it after the merge, on time)."""
+        if (self.feed.end > batch.end and not self._stopped
+                and time.monotonic() >= batch.began + self.interval):
+            batch.next = self._submit(batch.end, batch.id + 1)
+
+    def _finish(self, batch: Batch, then) -> bool:
+        """Waits for the batch's job, calls ``then`` and merges the batch: its state written, its
+        outputs delivered, the feed committed. False if the job failed (nothing changed: the
+        batch runs again) or the executor stopped."""
         try:
-            results = self.jobs.run(tasks) if tasks else []
+            results = batch.future.result()
         except Exception as exc:  # noqa: BLE001 — a worker died, the cluster went away, a stop
             if self._stopped:
                 return False
             self.failed_batches += 1
-            self.error = f"micro-batch {batch_id} failed ({job_error(exc)}); running it again"
+            self.error = f"micro-batch {batch.id} failed ({job_error(exc)}); running it again"
+            if self.jobs.revive():
+                self.spark_restarts += 1
+                self.error += " on a new Spark JVM: the last one died"
             log.warning("Spark executor of %s: %s", self.peer, self.error)
             return False
+        then()
         with self.driver_lock:
+            if self._stopped:  # the checkpoint may be gone, or taken by the next executor
+                return False
+            assert batch.start == self.state.end and batch.id == self.state.last_batch + 1
             with self.lock:
                 chains = dict(self.chains)
             ended = {r.src for r in results if r.ended}
-            state = self.state.fold(batch_id, end, chains, results, ended, self.feed.ids, self.lateness)
-            self._write("state.pkl", state)
-            self.state = state
-            self.processed = end
+            try:
+                state = self.state.fold(batch.id, batch.end, chains, results, ended, self.feed.ids,
+                                        self.lateness, self._redo)
+            except BaseException:
+                self.state = self.checkpoint.last_state()
+                raise
+            self._write_state(state)
+            self.processed = batch.end
             self.deliver_lock.acquire()
         self._deliver(state.outputs)
-        self.feed.commit(end)
+        self.feed.commit(batch.end)
         self.batches += 1
         if self.watermarks:
             self._due_watermarks()
         self.error = None
-        self.last_batch_ms = 1000 * (time.perf_counter() - started)
+        self.last_batch_ms = 1000 * (time.monotonic() - batch.began)
         return True
+
+    def _redo(self, chain: Chain, piece: Piece, clock: WindowClock) -> tuple[ChainOutput, WindowClock]:
+        self.redone_pieces += 1
+        return redo_piece(self.feed, chain, piece, clock, self.lateness)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -332,32 +401,15 @@ class SparkExecutor:
             "starting" if self._loop is not None else "not started"
         return {"executor": "spark", "master": self.master, "state": state, "running": self.ready,
                 "ready_after_s": self.ready_after_s, "chains": len(self.chains), "micro_batches": self.batches,
+                "redone_pieces": self.redone_pieces,
                 "failed_batches": self.failed_batches, "start_failures": self.start_failures,
+                "spark_restarts": self.spark_restarts,
+                "delivery_failures": self.delivery_failures, "last_delivery_error": self.delivery_error,
                 "last_batch_ms": round(self.last_batch_ms, 1), "backlog_items": self.feed.backlog(),
                 "checkpoint": str(self.directory), "error": self.error,
                 "feed": "%s:%d" % self.server.address, "feed_rejected": self.server.rejected,
                 "watermarks": {"applied": self.watermarks.applied, "waiting": len(self.watermarks)},
-                **self._cluster_status()}
-
-    def _cluster_status(self) -> dict:
-        """On a cluster: how many executors the application holds. None while the loop is
-        running is the one thing a user must see: the master has no free cores or memory for
-        this super-peer, and its items wait in the feed until it has."""
-        if not is_cluster(self.master) or self._loop is None:
-            return {}
-        try:
-            from pyspark import SparkContext
-
-            context = SparkContext._active_spark_context
-            infos = context.statusTracker().getExecutorInfos() if context is not None else []
-        except Exception:  # noqa: BLE001 — the session is going down
-            return {}
-        executors = max(len(infos) - 1, 0)  # the driver is listed too
-        shown: dict = {"cluster_executors": executors}
-        if executors == 0:
-            shown["warning"] = (f"no executors from {self.master} yet: the cluster has no free cores or "
-                                "memory for this super-peer's application (items wait in the feed)")
-        return shown
+                **(cluster_status(self.master) if self._loop is not None else {})}
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Until every fed item is processed (tests and benchmarks)."""
@@ -374,10 +426,24 @@ class SparkExecutor:
             loop = self._loop
         with self.wake:
             self.wake.notify_all()
-        self.jobs.cancel()
-        if loop is not None and loop is not threading.current_thread():
-            loop.join(timeout=10)  # a JVM still starting is left to the process exit
+        # a job submitted just as the first cancel went is cancelled by the next one; a JVM still
+        # starting is left to the process exit (the loop writes nothing once it sees the stop)
+        deadline = time.monotonic() + 10
+        while True:
+            self.jobs.cancel()
+            if loop is None or loop is threading.current_thread() or not loop.is_alive():
+                break
+            loop.join(timeout=0.5)
+            if time.monotonic() > deadline:
+                log.warning("Spark executor of %s: its loop did not stop within 10 s", self.peer)
+                break
+        self.jobs.close()
         self.server.stop()
         self.feed.close()
         if self.temporary:
-            shutil.rmtree(self.directory, ignore_errors=True)
+            held = self.driver_lock.acquire(timeout=10)  # not while a batch writes its checkpoint
+            try:
+                shutil.rmtree(self.directory, ignore_errors=True)
+            finally:
+                if held:
+                    self.driver_lock.release()

@@ -52,6 +52,7 @@ class FeedLog:
         self.srcs: list[int] = []
         self.texts: list[bytes | None] = []  # UTF-8, as written to the segment and parsed by tasks
         self.committed = 0
+        self._end = 0  # base + len(texts), kept as one number: ``end`` is read without the lock
         self._segment = None
         self._segment_first = 0
         self._load()
@@ -93,6 +94,7 @@ class FeedLog:
                 with open(path, "r+b") as f:
                     f.truncate(at)
         self.ids = {n: i for i, n in enumerate(self.names)}
+        self._end = self.base + len(self.texts)
         self._segment_first = int(segments[-1].stem)
         self._segment = open(segments[-1], "ab")
 
@@ -112,7 +114,10 @@ class FeedLog:
 
     @property
     def end(self) -> int:
-        return self.base + len(self.texts)
+        """The offset the next entry gets. Readers without the lock (the executor's loop, an
+        install) see it move forward only: ``commit`` trims the lists and raises ``base`` in two
+        steps, and their sum would be too small between them."""
+        return self._end
 
     # ------------------------------------------------------------------ producer side
 
@@ -137,6 +142,7 @@ class FeedLog:
             self.texts.extend(encoded)
             if end:
                 self.texts.append(None)
+            self._end = self.base + len(self.texts)
             self.totals[src] = self.totals.get(src, 0) + len(texts)
 
     def accepted(self, source: str) -> int:

@@ -59,6 +59,36 @@ def spark_session(master: str, driver_host: str | None = None, cores: int = 2):
         return spark
 
 
+def jvm_alive() -> bool:
+    """Whether the process's Spark JVM (if it started one) still runs."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)  # the JVM pyspark launched (spark-submit execs it)
+    return gateway is not None and (proc is None or proc.poll() is None)
+
+
+def forget_dead_jvm() -> bool:
+    """If the process's JVM died (killed, out of memory), drop its session and gateway, so that
+    the next ``spark_session`` launches a new JVM; True if it had died. Every executor of the
+    process then finds its context stopped and takes the new one."""
+    import warnings
+
+    from pyspark import SparkContext
+
+    with _SESSION_LOCK:
+        if SparkContext._gateway is None or jvm_alive():
+            return False
+        context = SparkContext._active_spark_context
+        if context is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "unable to cleanly shut down": we know
+                context.stop()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        return True
+
+
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return (text.splitlines()[0] if text else type(exc).__name__)[:500]
@@ -71,3 +101,24 @@ def cores_of(master: str) -> int:
     if inside == "*":
         return os.cpu_count() or 2
     return int(inside) if inside.isdigit() and int(inside) > 0 else 2
+
+
+def cluster_status(master: str) -> dict:
+    """On a cluster: how many executors the process's application holds. None while the loop
+    runs is the one thing a user must see: the master has no free cores or memory for this
+    super-peer, and its items wait in the feed until it has."""
+    if not is_cluster(master):
+        return {}
+    try:
+        from pyspark import SparkContext
+
+        context = SparkContext._active_spark_context
+        infos = context.statusTracker().getExecutorInfos() if context is not None else []
+    except Exception:  # noqa: BLE001 — the session is going down
+        return {}
+    executors = max(len(infos) - 1, 0)  # the driver is listed too
+    shown: dict = {"cluster_executors": executors}
+    if executors == 0:
+        shown["warning"] = (f"no executors from {master} yet: the cluster has no free cores or "
+                            "memory for this super-peer's application (items wait in the feed)")
+    return shown

@@ -9,13 +9,16 @@ parses them once and evaluates every chain on them (``wxquery.operators.chains``
 items, per-pane partial aggregates, records and the chains' cursors as one picklable object;
 the raw items never cross into the JVM and back, and nothing is converted to rows.
 
-Every chain sees its stream's items in order inside one task, so count windows and lateness are
-exact; a large batch is still spread over the task slots, by ranges when a stream's chains are
-all per-item, by groups of chains otherwise (``partition_tasks``).
+A large batch of one stream is cut into consecutive ranges, one per task slot, each evaluated by
+every chain (``partition_tasks``): every item is parsed once for all chains. A window chain's
+piece starts from the clock the batch started with; the driver joins the pieces exactly
+(``wxquery.operators.pieces``).
 """
 
 from __future__ import annotations
 
+import pickle
+import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Client
 from typing import Iterable, Iterator
@@ -24,9 +27,10 @@ import numpy as np
 
 from wxquery.operators.batch import ItemBatch
 from wxquery.operators.chains import Chain, ChainOutput, evaluate_chain
+from wxquery.operators.pieces import Piece
 from wxquery.operators.windows import WindowClock
 
-from .feed import FeedSlice, no_delay
+from .feed import FeedLog, FeedSlice, no_delay
 
 
 @dataclass(frozen=True)
@@ -60,28 +64,43 @@ def partition_tasks(sources: list[tuple[int, int]], start: int, end: int,
                     parallelism: int) -> list[FeedTask]:
     """A micro-batch's partitions: per input stream, its range and the chains to run on it.
 
-    A large batch of one stream is spread over the task slots in one of two ways that keep every
-    chain's items in one task and in order: when all its chains are per-item (no state), the
-    range is cut into pieces with every chain; otherwise the chains are dealt into groups that
-    each see the whole range (the items are then parsed once per group, worth it only when there
-    are several chains per group).
+    A large batch of one stream is cut into up to ``parallelism`` consecutive ranges of at least
+    ``TASK_MIN_ITEMS`` items, each with every chain: each item is parsed once however many
+    chains there are (dealing the chains out in groups over the whole range instead parsed
+    every item once per group, and parsing is most of the work). Every range is a piece
+    (``wxquery.operators.pieces``): a chain's cursor gives only the admission threshold of its
+    time window, so the cursors may be a batch behind (the driver numbers count windows and
+    corrects late admissions when it merges).
     """
     tasks = []
     for src, count in sources:
-        mine = chains.get(src, [])
-        state = {c.id: cursors[c.id] for c in mine if c.id in cursors}
+        mine = tuple(chains.get(src, []))
+        state = {c.id: WindowClock(high=cursors[c.id].high) for c in mine if c.id in cursors}
         k = min(parallelism, max(count // TASK_MIN_ITEMS, 1))
-        if k > 1 and mine and all(c.output_kind == "items" and c.input_kind == "items" for c in mine):
-            bounds = [start + (end - start) * i // k for i in range(k + 1)]
-            tasks.extend(FeedTask(src, a, b, tuple(mine), state, lateness) for a, b in zip(bounds, bounds[1:]))
-        elif k > 1 and len(mine) >= 2 * k:
-            for g in range(k):
-                group = tuple(mine[g::k])
-                tasks.append(FeedTask(src, start, end, group, {c.id: state[c.id] for c in group if c.id in state},
-                                      lateness))
-        else:
-            tasks.append(FeedTask(src, start, end, tuple(mine), state, lateness))
+        bounds = [start + (end - start) * i // k for i in range(k + 1)]
+        tasks.extend(FeedTask(src, a, b, mine, state, lateness) for a, b in zip(bounds, bounds[1:]))
     return tasks
+
+
+def plan_batch(feed: FeedLog, chains: list[Chain], cursors: dict[int, WindowClock], start: int, end: int,
+               lateness: float, parallelism: int) -> list[FeedTask]:
+    """The partitions of the micro-batch over feed range ``[start, end)`` (``partition_tasks``);
+    streams without chains are skipped."""
+    by_src: dict[int, list[Chain]] = {}
+    for c in sorted(chains, key=lambda c: c.id):
+        if c.parent in feed.ids:
+            by_src.setdefault(feed.ids[c.parent], []).append(c)
+    sources = [(src, n) for src, n in feed.plan(start, end) if src in by_src]
+    return partition_tasks(sources, start, end, by_src, cursors, lateness, parallelism)
+
+
+def redo_piece(feed: FeedLog, chain: Chain, piece: Piece, clock: WindowClock,
+               lateness: float) -> tuple[ChainOutput, WindowClock]:
+    """A chain's piece of a batch evaluated again, in the driver, from the clock the pieces
+    before it left (``wxquery.operators.pieces``: rare — its first items were late against them)."""
+    task = FeedTask(feed.ids[chain.parent], piece.start, piece.end, (chain,), {chain.id: clock}, lateness)
+    result = evaluate_task(task, feed.read(task.src, task.start, task.end))
+    return result.outputs.get(chain.id) or ChainOutput(), result.cursors.get(chain.id, clock)
 
 
 _CLIENTS: dict[FeedAddress, "_FeedClient"] = {}
@@ -125,24 +144,33 @@ class TaskResult:
 
     src: int
     start: int
+    end: int
     outputs: dict[int, ChainOutput] = field(default_factory=dict)
     cursors: dict[int, WindowClock] = field(default_factory=dict)
     ended: bool = False
+    seconds: tuple[float, float, float] = (0.0, 0.0, 0.0)  # began, items fetched, done (``time.time``)
 
 
-def run_tasks(feed: FeedAddress, tasks: Iterable[FeedTask]) -> Iterator[TaskResult]:
-    """A Spark partition's work (one task per partition): fetch each task's items, evaluate."""
+def run_task(feed: FeedAddress, tasks: list[FeedTask], index: int, _: Iterable) -> Iterator[bytes]:
+    """Spark partition ``index`` of a micro-batch: fetch task ``index``'s items, evaluate. The
+    result goes back pickled by ``pickle`` itself: Spark's own serializer (cloudpickle) calls a
+    hook per object, which for tens of thousands of output items and panes took longer than the
+    chains that made them."""
+    task = tasks[index]
     client = _FeedClient.shared(feed)
-    for task in tasks:
-        try:
-            items: FeedSlice = client.call("read", task.src, task.start, task.end)
-        except BaseException:
-            client.close()  # a broken connection is not reused
-            raise
-        yield evaluate_task(task, items)
+    began = time.time()
+    try:
+        items: FeedSlice = client.call("read", task.src, task.start, task.end)
+    except BaseException:
+        client.close()  # a broken connection is not reused
+        raise
+    fetched = time.time()
+    result = evaluate_task(task, items)
+    result.seconds = (began, fetched, time.time())
+    yield pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def warm_up(feed: FeedAddress, _: Iterable) -> Iterator[int]:
+def warm_up(feed: FeedAddress, index: int, _: Iterable) -> Iterator[int]:
     """A first job's task: imports the task code and opens the worker's feed connection, so that
     the first micro-batch with operators pays neither."""
     yield _FeedClient.shared(feed).call("base")
@@ -151,13 +179,14 @@ def warm_up(feed: FeedAddress, _: Iterable) -> Iterator[int]:
 def evaluate_task(task: FeedTask, items: FeedSlice) -> TaskResult:
     """Every chain of the partition over its items."""
     local = {cid: WindowClock.from_dict(c.to_dict()) for cid, c in task.cursors.items()}
-    result = TaskResult(task.src, task.start, ended=items.ended)
+    result = TaskResult(task.src, task.start, task.end, ended=items.ended)
     if len(items.offsets) and task.chains:
         batch = ItemBatch(item_texts(items.joined, items.lengths))
         batch.prepare(p for chain in task.chains for p in chain.paths())
         for chain in task.chains:
             result.outputs[chain.id] = evaluate_chain(chain, batch, items.offsets,
-                                                      local.setdefault(chain.id, WindowClock()), task.lateness)
+                                                      local.setdefault(chain.id, WindowClock()), task.lateness,
+                                                      piece=True)
     for chain in task.chains:
         if chain.id in local and chain.output_kind == "records":  # per-item chains keep no state
             result.cursors[chain.id] = local[chain.id]
