@@ -184,6 +184,9 @@ class Recovery:
             old_ids = [*record.stale, record.plan_id]
             old = record.runtime
             runtime = SubscriptionRuntime(sid, analysis, control.retention, state.limits, buffer=old.buffer)
+            # its sample's rate (the re-plan keeps it: its window records are scaled as before),
+            # and its windows' intervals, given once
+            runtime.sample, runtime.estimates = old.sample, old.estimates
             with state.lock:
                 state.stop_delivering(old, record.inputs.values())
                 old.stop()
