@@ -133,20 +133,22 @@ class ReadResultsRequest(_message.Message):
     def __init__(self, subscription: _Optional[str] = ..., offset: _Optional[int] = ..., max_items: _Optional[int] = ..., wait_ms: _Optional[int] = ..., peek: _Optional[bool] = ...) -> None: ...
 
 class ReadResultsReply(_message.Message):
-    __slots__ = ("offset", "items", "closed", "root", "dropped", "degraded")
+    __slots__ = ("offset", "items", "closed", "root", "dropped", "degraded", "approximation")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     CLOSED_FIELD_NUMBER: _ClassVar[int]
     ROOT_FIELD_NUMBER: _ClassVar[int]
     DROPPED_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
+    APPROXIMATION_FIELD_NUMBER: _ClassVar[int]
     offset: int
     items: _containers.RepeatedScalarFieldContainer[str]
     closed: bool
     root: str
     dropped: int
     degraded: str
-    def __init__(self, offset: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., closed: _Optional[bool] = ..., root: _Optional[str] = ..., dropped: _Optional[int] = ..., degraded: _Optional[str] = ...) -> None: ...
+    approximation: str
+    def __init__(self, offset: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., closed: _Optional[bool] = ..., root: _Optional[str] = ..., dropped: _Optional[int] = ..., degraded: _Optional[str] = ..., approximation: _Optional[str] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()

@@ -17,11 +17,13 @@ show a window nothing of which was sampled).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 
-from wxquery.operators.definitions import WindowAggregate
+from wxquery.operators.definitions import Partial, WindowAggregate, partials_of
 from wxquery.operators.records import WindowRecord, escape_attribute
+
+from .stream_properties import Aggregation, InputProperties, Selection
 
 SUM_OF_SQUARES = "sumsq"
 SAMPLE_RATES = (2, 4, 8, 16, 32, 64)  # the resolutions: 1/2 … 1/64 of the items
@@ -47,6 +49,47 @@ def with_variance_partials(window: WindowAggregate) -> WindowAggregate:
                 if extra not in partials:
                     partials.append(extra)
     return WindowAggregate(window.window, tuple(partials))
+
+
+SCALED = ("count", "sum")  # aggregates whose sample value is the whole stream's divided by R
+
+
+def sampled_input(inp: InputProperties, rate: int) -> InputProperties:
+    """The input read from a 1/``rate`` sample: with the aggregates its intervals need too (as
+    ``with_variance_partials``: Σx² and the count of every summed element), and its filter on
+    aggregates — applied in the network to the sample's windows — comparing counts and sums
+    with the whole stream's constants divided by ``rate`` (``count > 100`` on the stream is
+    ``count > 100/R`` on the sample). Every approximate subscription over the same sample is
+    rewritten alike, so they share its streams."""
+    aggregates = list(inp.aggregates)
+    for agg in inp.aggregates:
+        if "sum" in agg.internal:
+            for extra in (Aggregation(SUM_OF_SQUARES, agg.element), Aggregation("count", agg.element)):
+                if extra not in aggregates:
+                    aggregates.append(extra)
+    selection = inp.aggregate_selection
+    if selection is not None:
+        selection = Selection(tuple(replace(a, constant=a.constant / rate) if _function(a.left) in SCALED else a
+                                    for a in selection.atoms))
+    return replace(inp, sample=rate, aggregates=tuple(aggregates), aggregate_selection=selection)
+
+
+def filter_samplable(inp: InputProperties) -> bool:
+    """Whether each comparison of its filter on aggregates compares aggregates a sample scales
+    alike (a count with a sum, an average with a maximum; not a count with an average)."""
+    atoms = inp.aggregate_selection.atoms if inp.aggregate_selection is not None else ()
+    return all(a.right is None or (_function(a.left) in SCALED) == (_function(a.right) in SCALED)
+               for a in atoms)
+
+
+def _function(name: str) -> str:
+    """``count`` of the aggregate name ``count(en)``."""
+    return name.split("(", 1)[0]
+
+
+def asked_partials(inp: InputProperties) -> tuple[Partial, ...]:
+    """The window partials a query's own aggregates need (not those added for intervals)."""
+    return tuple(dict.fromkeys(p for agg in inp.aggregates for p in partials_of(agg.function, agg.element)))
 
 
 def estimate_record(record: WindowRecord, rate: int, confidence: float = 0.95,
@@ -99,13 +142,14 @@ def scaled(record: WindowRecord, rate: int) -> WindowRecord:
     return out
 
 
-def estimate_xml(estimates: list[Estimate], rate: int, confidence: float, rows: int, ns: str) -> str:
-    """The ``<sg:approximation>`` element an approximate answer ends with (README)."""
+def estimate_xml(estimates: list[Estimate], rate: int, confidence: float, rows: int | None, ns: str) -> str:
+    """The ``<sg:approximation>`` element an approximate answer ends with (README); ``rows``:
+    the sampled items read (None: not known, as at a live subscriber, which sees only windows)."""
     by: dict[int, list[Estimate]] = {}
     for e in estimates:
         by.setdefault(e.window, []).append(e)
     parts = [f'<sg:approximation xmlns:sg="{ns}" sampling-rate="{1 / rate:g}" sample="1/{rate}" '
-             f'confidence="{confidence:g}" rows-read="{rows}">']
+             f'confidence="{confidence:g}"' + ("" if rows is None else f' rows-read="{rows}"') + ">"]
     for k in sorted(by):
         parts.append(f'<sg:window k="{k}">')
         for e in by[k]:

@@ -29,7 +29,7 @@ from enum import Enum
 from wxquery.operators import definitions as alg
 
 from .cost_model import Calibration, CostModel, Overload, Usage
-from .estimates import SAMPLE_RATES
+from .estimates import SAMPLE_RATES, filter_samplable, sampled_input
 from .matching import Match, match_properties
 from .network_state import NetworkState, NetworkStream
 from .planning_view import PlanningView
@@ -438,15 +438,16 @@ class Planner:
 
 
 def samplable(properties: Properties) -> bool:
-    """Whether a sample of its input answers the subscription approximately: one input, and no
-    count window."""
+    """Whether a sample of its input answers the subscription approximately: one input, no
+    count window, and no filter comparing a scaled aggregate with an unscaled one."""
     return len(properties.inputs) == 1 and all(
-        i.window is None or i.window.kind != "count" for i in properties.inputs)
+        (i.window is None or i.window.kind != "count") and filter_samplable(i) for i in properties.inputs)
 
 
 def with_sample(properties: Properties, rate: int) -> Properties:
-    """The subscription over a 1/``rate`` sample of each input (1: the subscription itself)."""
+    """The subscription over a 1/``rate`` sample of each input (1: the subscription itself):
+    ``sampled_input``."""
     if rate == 1:
         return properties
-    return replace(properties, inputs=tuple(replace(i, sample=rate) for i in properties.inputs))
+    return replace(properties, inputs=tuple(sampled_input(i, rate) for i in properties.inputs))
 

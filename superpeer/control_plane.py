@@ -443,6 +443,7 @@ class ControlPlane:
                                           "read": c.read} for v, c in r.chains.items()},
                       "plan": r.plan.to_json() if r.plan else None,
                       "waiting_for": list(r.waiting_for), "plan_error": r.error, "sample": r.sample,
+                      "intervals": r.runtime.estimates.status() if r.runtime.estimates else None,
                       **r.runtime.buffer.status()}
                 for sid, r in self.subscriptions.items()}
 

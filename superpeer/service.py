@@ -103,8 +103,10 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
             raise NodeError(buffer.code or "INTERNAL",
                             f"subscription {request.subscription} failed: {buffer.error}")
         record = self.node.control.subscriptions.get(request.subscription)
+        estimates = record.runtime.estimates if record is not None else None
         return pb.ReadResultsReply(offset=offset, items=items, closed=closed, root=buffer.root,
-                                   dropped=lost, degraded=record.degraded if record is not None else "")
+                                   dropped=lost, degraded=record.degraded if record is not None else "",
+                                   approximation=estimates.xml(offset, len(items), closed) if estimates else "")
 
     @_handled
     def Status(self, request, context):

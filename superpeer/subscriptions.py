@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from sharing.analysis import Analysis
-from sharing.estimates import scaled
-from wxquery.operators.records import WindowRecord
+from sharing.estimates import asked_partials
 from wxquery import ast
 from wxquery.evaluator import post_process
 
+from .approximation import LiveEstimates
 from .items import utf8_size
 from .limits import ENVELOPE, MESSAGE_LIMIT, DataLimits
 from .state_store import StateStore
@@ -339,14 +339,18 @@ class SubscriptionRuntime:
             props.applied_upstream, props.aggregated_upstream)
         self._stopped = False
         self.sample = 1  # its plan reads a 1/sample sample of its input (``--approximate``)
+        self.estimates: LiveEstimates | None = None  # the intervals of its windows when sampled
         self.thread = threading.Thread(target=self._run, name=f"post-{sid}", daemon=True)
 
     def start(self) -> None:
         self.thread.start()
 
     def feed(self, variable: str, values: list, end: bool) -> None:
-        if self.sample > 1:  # window records of a sample: the whole stream's estimates (copies: shared)
-            values = [scaled(v, self.sample) if isinstance(v, WindowRecord) else v for v in values]
+        if self.sample > 1:  # window records of a sample: the whole stream's estimates, intervals kept
+            if self.estimates is None or self.estimates.rate != self.sample:
+                self.estimates = LiveEstimates(self.sample, {i.variable: asked_partials(i)
+                                                             for i in self.analysis.properties.inputs})
+            values = self.estimates.scale(variable, values, self.buffer.end)
         self.feeds[variable].feed(values, end)
 
     def stop(self) -> None:

@@ -45,6 +45,8 @@ class ResultBatch:
     dropped: int
     closed: bool
     degraded: str = ""  # why its items cannot reach it now ("": they can)
+    # on a sample: the <sg:approximation> element of the windows that arrived with these items
+    approximation: str = ""
 
 
 @dataclass
@@ -242,7 +244,7 @@ class SuperPeerClient:
         while True:
             reply = self.read(subscription, offset, max_items=max_items, wait_ms=wait_ms)
             batch = ResultBatch(reply.offset, list(reply.items), reply.root, reply.dropped,
-                                reply.closed, reply.degraded)
+                                reply.closed, reply.degraded, reply.approximation)
             yield batch
             if batch.items:
                 offset = batch.offset + len(batch.items)

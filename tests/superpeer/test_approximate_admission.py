@@ -15,6 +15,7 @@ from network_harness import reference_results, running_network, same
 from photons.generator import generate
 from sharing.analysis import analyze
 from sharing.planner import samplable
+from thinpeer.approximation import merged
 from thinpeer.client import SuperPeerClient, ThinPeerError
 from wxquery.operators.sampling import kept
 
@@ -66,3 +67,98 @@ def test_joins_and_count_windows_are_not_sampled() -> None:
     count = '<r>{ for $w in stream("photons")/photons/photon |count 10| return <n>{ count($w/en) }</n> }</r>'
     assert not samplable(analyze(count).properties)
     assert samplable(analyze(WINDOWS).properties) and samplable(analyze(ITEMS).properties)
+
+
+FINE = """<photons>{ for $w in stream("photons")/photons/photon |det_time diff 20 step 20|
+    return <w><n>{ count($w/en) }</n><s>{ sum($w/en) }</s><a>{ avg($w/en) }</a></w> }</photons>"""
+
+
+def test_an_approximate_subscription_reads_its_windows_intervals_with_its_results(tmp_path) -> None:
+    """Each read carries the intervals of the windows that arrived with its items (each window's
+    once, over reads that follow one another), in the ``<sg:approximation>`` form of archive
+    answers; the true counts, sums and averages lie inside their 95 % intervals about as often
+    as that promises (checked loosely: ≥ 80 % of the windows, each aggregate)."""
+    photons = [p.to_xml() for p in generate(12_000, seed=11)]
+    with running_network(tmp_path) as (topology, _):
+        publisher = SuperPeerClient(topology.address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=100_000)
+        client = SuperPeerClient(topology.address("SP1"))
+        client.subscribe(ITEMS, approximate=True)  # the network's capacity goes to a sample of the items
+        reply = client.subscribe(FINE, approximate=True)
+        rate = reply.sample
+        assert rate > 1, reply.description
+        for k in range(0, len(photons), 1000):
+            publisher.publish("photons", photons[k:k + 1000])
+        publisher.close_stream("photons")
+        got, elements = [], []
+        for batch in client.result_batches(reply.subscription, idle_timeout=30, max_items=7):
+            got.extend(batch.items)
+            elements.append(batch.approximation)
+        assert batch.closed
+        sampled = [p for p, keep in zip(photons, kept(photons, rate)) if keep]
+        assert same(got, [_scaled_avg_kept(t, rate) for t in reference_results(FINE, sampled)])
+        whole = etree.fromstring(merged(elements))
+        ns = {"sg": "urn:streamglobe:approximation"}
+        assert whole.get("sample") == f"1/{rate}" and whole.get("confidence") == "0.95"
+        windows = whole.findall("sg:window", ns)
+        ks = [int(w.get("k")) for w in windows]
+        assert ks == sorted(set(ks)) and len(ks) == len(got)  # every window once, in order
+        truth: dict[int, dict[str, float]] = {}  # window k covers det_time [20k, 20k + 20)
+        for text in photons:
+            el = etree.fromstring(text)
+            w = truth.setdefault(math.floor(float(el.findtext("det_time")) / 20), {"count": 0.0, "sum": 0.0})
+            w["count"] += 1
+            w["sum"] += float(el.findtext("en"))
+        held = {"count": 0, "sum": 0, "avg": 0}
+        seen = {"count": 0, "sum": 0, "avg": 0}
+        for w in windows:
+            values = dict(truth[int(w.get("k"))])
+            values["avg"] = values["sum"] / values["count"]
+            for agg in w.findall("sg:aggregate", ns):
+                fn = agg.get("function")
+                if agg.get("low") is None:
+                    continue
+                seen[fn] += 1
+                held[fn] += float(agg.get("low")) <= values[fn] <= float(agg.get("high"))
+        assert all(seen[fn] >= 20 for fn in seen), seen
+        assert all(held[fn] >= 0.8 * seen[fn] for fn in seen), (held, seen)
+        status = client.status()["subscriptions"][reply.subscription]["intervals"]
+        assert status["rate"] == rate and status["windows"] == len(windows)
+
+
+def _scaled_avg_kept(text: str, rate: int) -> str:
+    """A window of the sample as the subscriber gets it: count and sum × rate, the average kept."""
+    el = etree.fromstring(text)
+    el.find("n").text = str(int(el.findtext("n")) * rate)
+    el.find("s").text = repr(float(el.findtext("s")) * rate)
+    return etree.tostring(el, encoding="unicode")
+
+
+
+def test_a_filter_on_aggregates_compares_the_scaled_estimates(tmp_path) -> None:
+    """``where $n >= C`` is about the whole stream: on a 1/R sample, the network keeps the
+    windows whose scaled count R·n reaches C (its constant divided by R), as an archive answer
+    does; a filter comparing a count with an average cannot be rewritten and is not sampled."""
+    filtered = """<photons>{ for $w in stream("photons")/photons/photon |det_time diff 20 step 20|
+        let $n := count($w/en) where $n >= 190 return <w><n>{ $n }</n></w> }</photons>"""
+    photons = [p.to_xml() for p in generate(8000, seed=13)]
+    with running_network(tmp_path) as (topology, _):
+        publisher = SuperPeerClient(topology.address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=100_000)
+        client = SuperPeerClient(topology.address("SP1"))
+        client.subscribe(ITEMS, approximate=True)
+        reply = client.subscribe(filtered, approximate=True)
+        rate = reply.sample
+        assert rate > 1, reply.description
+        publisher.publish("photons", photons)
+        publisher.close_stream("photons")
+        got = [item for _, item, _ in client.results(reply.subscription, idle_timeout=30)]
+        sampled = [p for p, keep in zip(photons, kept(photons, rate)) if keep]
+        every = reference_results(filtered.replace("where $n >= 190 ", ""), sampled)
+        expected = [f"<w><n>{int(etree.fromstring(t).findtext('n')) * rate}</n></w>" for t in every
+                    if int(etree.fromstring(t).findtext("n")) * rate >= 190]
+        assert expected and len(expected) < len(every) and got == expected
+    mixed = filtered.replace("where $n >= 190", "let $a := avg($w/en) where $n > $a")
+    assert not samplable(analyze(mixed).properties)
+    alike = filtered.replace("where $n >= 190", "let $s := sum($w/en) where $s > $n")
+    assert samplable(analyze(alike).properties)

@@ -264,6 +264,7 @@ def _saved_offset(subscription: str) -> int:
 
 
 def cmd_subscribe(args: argparse.Namespace) -> int:
+    from thinpeer.approximation import merged
     from thinpeer.client import ThinPeerError
 
     if args.count is not None and args.count < 0:
@@ -301,8 +302,9 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                     print(f"note: the network cannot carry this subscription whole: it reads a 1/{reply.sample} "
                           f"sample of its stream; counts and sums are scaled estimates", file=sys.stderr)
                 print(reply.description, file=sys.stderr, flush=True)
-            written, root, closed = _write_results(client, sid, offset, args.count, args.timeout)
-            sys.stdout.write(f"</{root}>\n")
+            approximations: list[str] = []
+            written, root, closed = _write_results(client, sid, offset, args.count, args.timeout, approximations)
+            sys.stdout.write(f"{merged(approximations)}</{root}>\n")
             why = "the stream closed" if closed else (
                 "count reached" if args.count is not None and written >= args.count else "timeout")
             print(f"{written} result item(s); stopped: {why}; resume with --resume {sid}",
@@ -313,9 +315,10 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
 
 
 def _write_results(client: SuperPeerClient, sid: str, offset: int, count: int | None,
-                   timeout: float | None) -> tuple[int, str, bool]:
+                   timeout: float | None, approximations: list[str] | None = None) -> tuple[int, str, bool]:
     """Stream results to stdout from ``offset`` until the stream closes, ``count`` items were
-    written or nothing came for ``timeout`` seconds; (items written, root, closed).
+    written or nothing came for ``timeout`` seconds; (items written, root, closed). The reads'
+    ``<sg:approximation>`` elements (a subscription on a sample) go to ``approximations``.
 
     The opening tag is written with the first read (even an empty one, or with ``count`` 0);
     the caller closes it. After every read that brought items, the next offset is saved for
@@ -343,6 +346,8 @@ def _write_results(client: SuperPeerClient, sid: str, offset: int, count: int | 
             root = batch.root or "results"
             sys.stdout.write(f"<{root}>")
         items = batch.items if count is None else batch.items[: count - written]
+        if approximations is not None and batch.approximation:
+            approximations.append(batch.approximation)
         for item in items:
             sys.stdout.write(item)
         sys.stdout.flush()

@@ -1,0 +1,92 @@
+"""Confidence intervals of a live approximate subscription (issue 15, OSCAR).
+
+A subscription admitted on a 1/R sample (``subscribe --approximate`` under overload) receives
+window records of the sample, with Σx² and the count of every summed element beside the
+query's own aggregates (``sharing.estimates.with_variance_aggregates``). At its super-peer each
+record is scaled to the whole stream's estimates before restructuring, and its intervals are
+kept here, numbered by the result offset at which the record arrived: its result items come at
+that offset or later (post-processing runs behind), so a read of results ``[o, o+n)`` carries
+the intervals of the windows that arrived while those results were being made — each window's
+exactly once over reads that follow one another, never after its results, and the same again
+when the same range is read again. The read that ends the stream carries every interval left.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Mapping
+
+from sharing.estimates import Estimate, estimate_record, estimate_xml
+from wxquery.operators.definitions import Partial
+from wxquery.operators.records import WindowRecord
+
+NAMESPACE = "urn:streamglobe:approximation"
+CONFIDENCE = 0.95
+# windows whose intervals are held for readers; the oldest go first (as results past retention)
+MAX_WINDOWS = 100_000
+
+
+class LiveEstimates:
+    """The intervals of one approximate subscription's windows, by result offset."""
+
+    def __init__(self, rate: int, asked: Mapping[str, tuple[Partial, ...]],
+                 confidence: float = CONFIDENCE) -> None:
+        """``asked``: per input variable, the partials of the query's own aggregates."""
+        self.rate = rate
+        self.asked = dict(asked)
+        self.confidence = confidence
+        self._positions: list[int] = []  # ascending
+        self._estimates: list[list[Estimate]] = []
+        # per variable, the last window estimated: a runtime planned again recomputes its inputs
+        # from the start (its results are skipped), and so are the windows' intervals
+        self._last: dict[str, int] = {}
+        self.dropped = 0  # windows whose intervals were let go (``MAX_WINDOWS``)
+        self._lock = threading.Lock()
+
+    def scale(self, variable: str, values: list, position: int) -> list:
+        """The values with every window record replaced by its scaled copy (the stream's
+        estimates, without Σx²); the records' intervals kept at result offset ``position``."""
+        out: list = []
+        found: list[list[Estimate]] = []
+        for value in values:
+            if isinstance(value, WindowRecord):
+                copy = WindowRecord(value.index, dict(value.values))  # the original may be shared
+                estimates = estimate_record(copy, self.rate, self.confidence, self.asked.get(variable, ()))
+                if value.index > self._last.get(variable, -1):
+                    self._last[variable] = value.index
+                    found.append(estimates)
+                value = copy
+            out.append(value)
+        with self._lock:
+            for estimates in found:
+                at = max(position, self._positions[-1]) if self._positions else position
+                self._positions.append(at)
+                self._estimates.append(estimates)
+            excess = len(self._positions) - MAX_WINDOWS
+            if excess > 0:
+                del self._positions[:excess]
+                del self._estimates[:excess]
+                self.dropped += excess
+        return out
+
+    def between(self, offset: int, count: int, last: bool) -> list[Estimate]:
+        """The intervals of the windows that arrived at result offsets ``[offset, offset+count)``
+        (``last``: the read ends the stream — from ``offset`` on)."""
+        with self._lock:
+            lo = bisect.bisect_left(self._positions, offset)
+            hi = len(self._positions) if last else bisect.bisect_left(self._positions, offset + count)
+            return [e for group in self._estimates[lo:hi] for e in group]
+
+    def xml(self, offset: int, count: int, last: bool) -> str:
+        """``between`` as the ``<sg:approximation>`` element of archive answers ("" if none)."""
+        estimates = self.between(offset, count, last)
+        return estimate_xml(estimates, self.rate, self.confidence, None, NAMESPACE) if estimates else ""
+
+    def status(self) -> dict:
+        with self._lock:
+            last = self._estimates[-1] if self._estimates else []
+            return {"rate": self.rate, "confidence": self.confidence, "windows": len(self._positions),
+                    "windows_let_go": self.dropped,
+                    "last_window": [{"window": e.window, "function": e.function, "element": e.element,
+                                     "estimate": e.estimate, "low": e.low, "high": e.high} for e in last]}
