@@ -22,10 +22,9 @@ outputs with their sequence numbers (a consumer drops numbers it has seen) and r
 offset: no output is lost or produced twice. A job that fails (a worker killed, the cluster
 gone) changes nothing and the same batch is run again.
 
-**Pacing.** A batch starts when the feed has items, at most one per trigger interval (as
-Structured Streaming's processing-time trigger); a batch that overran is followed at once, its
-successor's job starting before it is merged, so that the workers compute while the driver
-merges and delivers (the successor's cursors are then a batch behind, which ``pieces`` allows).
+**Pacing.** A batch starts when the feed has items, at most one per trigger interval; during a
+burst it waits for the burst, and the next batch's job is queued behind the running one, which
+``pieces`` allows (its cursors are a batch behind) — see ``pacing``.
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ import time
 from pathlib import Path
 
 from wxquery.operators import definitions as alg
-
 from wxquery.operators.chains import Chain, ChainOutput, normalise
 from wxquery.operators.pieces import Piece
 from wxquery.operators.windows import WindowClock, WindowCounters
@@ -47,6 +45,7 @@ from ..base import Deliver
 from .checkpoint import DriverCheckpoint
 from .driver_state import DriverState, PendingWatermarks  # (pickled checkpoints name DriverState here)
 from .feed import FeedLog, FeedServer
+from . import pacing
 from .jobs import Batch, SparkJobs, job_error
 from .session import cluster_status, cores_of, first_line, is_cluster
 from .tasks import FeedAddress, plan_batch, redo_piece
@@ -290,6 +289,8 @@ class SparkExecutor:
                     self._keep_warm()
                     continue
                 self._pause(last_began + self.interval - time.monotonic())
+                pacing.linger(lambda: self.feed.end, self.state.end, self.max_batch, self.interval,
+                              lambda: self._stopped)
                 ahead = self._submit(self.state.end, self.state.last_batch + 1)
             last_began = ahead.began
             batch, ahead = ahead, None
@@ -334,10 +335,9 @@ class SparkExecutor:
         return Batch(batch_id, start, end, self.jobs.submit(tasks), time.monotonic())
 
     def _next(self, batch: Batch) -> None:
-        """Once ``batch``'s job is done: the next batch's job starts before ``batch`` is merged,
-        so Spark's workers compute while the driver merges and delivers — if items wait and the
-        trigger interval has passed (else the loop starts it after the merge, on time)."""
-        if (self.feed.end > batch.end and not self._stopped
+        """Once ``batch``'s job is done, the next one's starts before ``batch`` is merged if items
+        wait and the trigger interval has passed (else the loop starts it on time)."""
+        if (batch.next is None and self.feed.end > batch.end and not self._stopped
                 and time.monotonic() >= batch.began + self.interval):
             batch.next = self._submit(batch.end, batch.id + 1)
 
@@ -346,6 +346,8 @@ class SparkExecutor:
         outputs delivered, the feed committed. False if the job failed (nothing changed: the
         batch runs again) or the executor stopped."""
         try:
+            pacing.ahead(batch, self.interval, lambda end: self.feed.end > end,
+                         lambda: self._submit(batch.end, batch.id + 1), lambda: self._stopped)
             results = batch.future.result()
         except Exception as exc:  # noqa: BLE001 — a worker died, the cluster went away, a stop
             if self._stopped:

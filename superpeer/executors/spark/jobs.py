@@ -52,8 +52,9 @@ class SparkJobs:
         self.group = f"streamglobe-{peer}-{next(_GROUPS)}"  # cancels this executor's jobs only
         self.context = None
         self.last_job = 0.0
-        # micro-batch jobs run here, so that the driver merges one batch while the next one runs
-        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"spark-jobs-{peer}")
+        # micro-batch jobs run here, so that the driver merges one batch while the next one runs;
+        # two at a time: the next one's job queued behind the running one (``pacing``)
+        self._thread = ThreadPoolExecutor(2, thread_name_prefix=f"spark-jobs-{peer}")
 
     def start(self) -> float:
         """Starts (or joins) the process's Spark session and runs a first job on every task slot;
