@@ -6,13 +6,14 @@ batches. This is what lets the Spark executor spread one stream's batch over its
 from __future__ import annotations
 
 import math
+import pickle
 import random
 from fractions import Fraction as F
 
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from operator_cases import CHAINS, assert_same, photons
+from operator_cases import CHAINS, EN, RA, assert_same, atom, photons
 from wxquery.operators import definitions as alg
 from wxquery.operators.batch import ItemBatch
 from wxquery.operators.chains import evaluate_chain, normalise
@@ -24,6 +25,9 @@ CASES = {
     **CHAINS,
     "count-repeated": [alg.WindowAggregate(alg.WindowSpec("count", F(5), F(2)),
                                            (("sum", "phc"), ("min", "phc"), ("count", ".")))],
+    # few rows reach it (their own values cross, not whole columns); phc repeated in some items
+    "count-sparse": [alg.Select((atom("phc", "=", "7"),)),
+                     alg.WindowAggregate(alg.WindowSpec("count", F(3), F(1)), (("sum", "phc"), ("count", ".")))],
     "time-late": [alg.WindowAggregate(alg.WindowSpec("diff", F(4), F(2), "det_time"),
                                       (("sum", "en"), ("count", "."), ("max", "phc")))],
 }
@@ -56,7 +60,7 @@ def in_pieces(state: ChainState, texts: list[str], first: int, cuts: list[int], 
     def evaluate(a: int, b: int, clock):
         out = evaluate_chain(state.chain, ItemBatch(texts[a:b]), np.arange(first + a, first + b), clock,
                              lateness, piece=True)
-        return out, clock
+        return pickle.loads(pickle.dumps(out)), clock  # as a task's result reaches the driver
 
     def redo(piece: Piece, clock):
         redone.append(piece.start)
@@ -99,3 +103,20 @@ def test_a_piece_whose_first_item_is_late_against_an_earlier_piece_is_evaluated_
     got = in_pieces(two, texts, 0, [3], 0.0) + two.apply([], [], [], None, 0.0, True)
     assert_same(expected, got)
     assert one.clock.late_items == two.clock.late_items == 1  # 3 came after 9: late in both
+
+
+def test_count_windows_of_one_piece_send_a_shared_column_once() -> None:
+    """Ten count-window chains over the same element, most rows reaching each: the piece's
+    column crosses to the driver once, not once per chain (a task's result is one pickle)."""
+    texts = photons(5000, seed=3, messy=False)
+    batch = ItemBatch(texts)
+
+    def chain(i: int):
+        return normalise(i, "s", "p", "items", (
+            alg.Select((atom(RA, ">", str(120 + i / 100)),)),
+            alg.WindowAggregate(alg.WindowSpec("count", F(10), F(5)), (("sum", EN), ("count", EN)))), 0)
+
+    outputs = [evaluate_chain(chain(i), batch, np.arange(5000), WindowClock(), 0.0, piece=True) for i in range(10)]
+    assert all(o.reached > 4000 for o in outputs)
+    one, ten = len(pickle.dumps(outputs[:1])), len(pickle.dumps(outputs))
+    assert ten < 1.5 * one, (one, ten)
