@@ -161,15 +161,15 @@ class ChainState:
         return [r for r in records if keep(r)]
 
     def _record(self, k: int, members: list[int]) -> WindowRecord:
+        """Window ``k``'s record from the partials of its panes ``members`` (in pane order; the
+        driver closes thousands per batch, so the first pane is taken as it is, not merged)."""
         assert isinstance(self.chain.window, WindowAggregate)
         partials = self.chain.window.partials
-        merged: list = [None] * len(partials)
-        for p in members:
+        merged: list = list(self.panes[members[0]]) if members else [None] * len(partials)
+        for p in members[1:]:
             merged = [merge(fn, a, b) for (fn, _), a, b in zip(partials, merged, self.panes[p])]
-        record = WindowRecord(k)
-        for (fn, element), value in zip(partials, merged):
-            record.values[(fn, element)] = (value or 0) if fn == "count" else value
-        return record
+        return WindowRecord(k, {(fn, element): (value or 0) if fn == "count" else value
+                                for (fn, element), value in zip(partials, merged)})
 
     def _close_count(self, spec: WindowSpec) -> list[WindowRecord]:
         assigner = assigner_for(spec)

@@ -9,6 +9,7 @@ text form round-trips exactly (doubles in shortest round-trip form).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from lxml import etree
 
@@ -34,8 +35,8 @@ class WindowRecord:
         """``<w k="3"><p f="sum" e="en">12.5</p>…</w>``; doubles print in shortest round-trip form,
         so ``from_xml`` gives back exactly the same values."""
         parts = [f'<w k="{self.index}">']
-        for (fn, el), value in self.values.items():
-            head = f'<p f="{fn}" e="{escape_attribute(el)}"'
+        for partial, value in self.values.items():
+            head = _head(partial)
             parts.append(head + "/>" if value is None else f"{head}>{format_atomic(value)}</p>")
         parts.append("</w>")
         return "".join(parts)
@@ -53,6 +54,13 @@ class WindowRecord:
             else:
                 record.values[(fn, element)] = float(p.text)
         return record
+
+
+@lru_cache(maxsize=4096)
+def _head(partial: Partial) -> str:
+    """A partial's element start, written for thousands of records per batch."""
+    fn, element = partial
+    return f'<p f="{fn}" e="{escape_attribute(element)}"'
 
 
 def escape_attribute(text: str) -> str:
