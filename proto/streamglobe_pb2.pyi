@@ -77,20 +77,22 @@ class CloseStreamReply(_message.Message):
     def __init__(self, items: _Optional[int] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("query", "strategy", "wait_for_streams", "from_start", "since_s", "approximate")
+    __slots__ = ("query", "strategy", "wait_for_streams", "from_start", "since_s", "approximate", "confidence")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     WAIT_FOR_STREAMS_FIELD_NUMBER: _ClassVar[int]
     FROM_START_FIELD_NUMBER: _ClassVar[int]
     SINCE_S_FIELD_NUMBER: _ClassVar[int]
     APPROXIMATE_FIELD_NUMBER: _ClassVar[int]
+    CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     query: str
     strategy: str
     wait_for_streams: bool
     from_start: bool
     since_s: float
     approximate: bool
-    def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ..., wait_for_streams: _Optional[bool] = ..., from_start: _Optional[bool] = ..., since_s: _Optional[float] = ..., approximate: _Optional[bool] = ...) -> None: ...
+    confidence: float
+    def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ..., wait_for_streams: _Optional[bool] = ..., from_start: _Optional[bool] = ..., since_s: _Optional[float] = ..., approximate: _Optional[bool] = ..., confidence: _Optional[float] = ...) -> None: ...
 
 class SubscribeReply(_message.Message):
     __slots__ = ("subscription", "plan_json", "description", "history", "sample")

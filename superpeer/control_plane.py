@@ -45,6 +45,7 @@ from sharing.stream_table import NetworkStream
 from wxquery.errors import WXQueryError
 from wxquery.limits import DEFAULT_LIMITS, AnalysisInterrupted, Interruption, QueryLimits
 
+from .approximation import CONFIDENCE
 from .errors import NodeError, as_node_error
 from .event_time import EventTime, check_event_time
 from .peer_channels import PeerLink, Waiting
@@ -180,13 +181,17 @@ class ControlPlane:
     def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False,
                   cancelled: Callable[[], bool] | None = None,
                   time_remaining: float | None = None, user: str = "", from_start: bool = False,
-                  since_s: float | None = None, approximate: bool = False) -> SubscriptionRecord:
+                  since_s: float | None = None, approximate: bool = False,
+                  confidence: float = CONFIDENCE) -> SubscriptionRecord:
         """``cancelled`` (has the client gone?) and ``time_remaining`` (the client's deadline)
         stop the query's analysis early, as does ``analysis_deadline_s``. ``from_start`` /
         ``since_s``: over everything its streams' super-peers retain / the items that arrived
-        there in the last so many seconds, then live (``history``)."""
+        there in the last so many seconds, then live (``history``). ``confidence``: of the
+        intervals of an approximate subscription's windows."""
         if since_s is not None and not (0 <= since_s < float("inf")):
             raise NodeError("INVALID_ARGUMENT", f"since: {since_s} is not a duration in seconds")
+        if not 0 < confidence < 1:
+            raise NodeError("INVALID_ARGUMENT", f"confidence: {confidence} is not between 0 and 1")
         own = time_remaining is None or self.analysis_deadline_s < time_remaining
         interruption = Interruption(
             self.analysis_deadline_s if own else time_remaining, cancelled,
@@ -211,7 +216,8 @@ class ControlPlane:
         record = SubscriptionRecord(runtime, None, {}, strat, tuple(missing), query=query, user=user,
                                     from_start=from_start or since_s is not None, since_s=since_s,
                                     approximate=approximate)
-        self.state.store.add_subscription(sid, query, strat.value, record.registered_at, user)
+        runtime.confidence = confidence
+        self.state.store.add_subscription(sid, query, strat.value, record.registered_at, user, confidence)
         runtime.start()
         with self.state.lock:
             self.subscriptions[sid] = record

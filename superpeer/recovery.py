@@ -186,7 +186,7 @@ class Recovery:
             runtime = SubscriptionRuntime(sid, analysis, control.retention, state.limits, buffer=old.buffer)
             # its sample's rate (the re-plan keeps it: its window records are scaled as before),
             # and its windows' intervals, given once
-            runtime.sample, runtime.estimates = old.sample, old.estimates
+            runtime.sample, runtime.estimates, runtime.confidence = old.sample, old.estimates, old.confidence
             with state.lock:
                 state.stop_delivering(old, record.inputs.values())
                 old.stop()

@@ -64,7 +64,7 @@ def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
         record = SubscriptionRecord(runtime, None, {}, Strategy(s.strategy), (), query=s.query,
                                     registered_at=s.registered_at, owner=s.owner, starts=dict(s.starts),
                                     chains=dict(s.chains), stale=list(s.stale), user=s.user, sample=s.sample)
-        runtime.sample = s.sample
+        runtime.sample, runtime.confidence = s.sample, s.confidence
         recovery.forget([*s.stale, s.owner or s.sid])  # every plan it had, wherever it is
         if s.closed:
             RELEASES.schedule(buffer, state.limits.finished_retention_s)

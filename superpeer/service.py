@@ -14,6 +14,7 @@ from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 
 from .access import Access, UserQuotas
+from .approximation import CONFIDENCE
 from .node import Node, NodeError
 from .security import Security, deny, owner_of, peer_identity
 
@@ -81,7 +82,8 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
                                          time_remaining=context.time_remaining(), user=grant.user,
                                          from_start=request.from_start,
                                          since_s=request.since_s if request.HasField("since_s") else None,
-                                         approximate=request.approximate)
+                                         approximate=request.approximate,
+                                         confidence=request.confidence if request.HasField("confidence") else CONFIDENCE)
         finally:
             self.access.subscribed(grant)
         return pb.SubscribeReply(subscription=record.runtime.id,

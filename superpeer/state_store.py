@@ -54,7 +54,7 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     closed INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '', code TEXT NOT NULL DEFAULT '',
     stale TEXT NOT NULL DEFAULT '[]', released INTEGER NOT NULL DEFAULT 0,
     starts TEXT NOT NULL DEFAULT '{}', chains TEXT NOT NULL DEFAULT '{}', user TEXT NOT NULL DEFAULT '',
-    sample INTEGER NOT NULL DEFAULT 1);
+    sample INTEGER NOT NULL DEFAULT 1, confidence REAL NOT NULL DEFAULT 0.95);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
     sid TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
@@ -66,7 +66,8 @@ ADDED_COLUMNS = [("subscriptions", "chains", "TEXT NOT NULL DEFAULT '{}'"),
                  ("originals", "publisher", "TEXT NOT NULL DEFAULT ''"),
                  ("originals", "history", "TEXT NOT NULL DEFAULT ''"),
                  ("subscriptions", "sample", "INTEGER NOT NULL DEFAULT 1"),
-                 ("originals", "retained_from", "INTEGER NOT NULL DEFAULT 0")]
+                 ("originals", "retained_from", "INTEGER NOT NULL DEFAULT 0"),
+                 ("subscriptions", "confidence", "REAL NOT NULL DEFAULT 0.95")]
 
 
 @dataclass
@@ -116,6 +117,7 @@ class StoredSubscription:
     chains: dict[str, ReplayInput]  # input variable -> the chain it read, exactly (``sharing.replay``)
     user: str  # who created it (``security``; "" on an insecure network)
     sample: int = 1  # its plan reads a 1/sample sample of its input (``--approximate``)
+    confidence: float = 0.95  # of its intervals when sampled (``subscribe --confidence``)
 
 
 class StateStore:
@@ -271,9 +273,10 @@ class StateStore:
 
     # ------------------------------------------------------------------ subscriptions registered here
 
-    def add_subscription(self, sid: str, query: str, strategy: str, registered_at: float, user: str = "") -> None:
-        self._write([("INSERT OR REPLACE INTO subscriptions (sid, query, strategy, registered_at, user) "
-                      "VALUES (?, ?, ?, ?, ?)", (sid, query, strategy, registered_at, user))])
+    def add_subscription(self, sid: str, query: str, strategy: str, registered_at: float, user: str = "",
+                         confidence: float = 0.95) -> None:
+        self._write([("INSERT OR REPLACE INTO subscriptions (sid, query, strategy, registered_at, user, confidence) "
+                      "VALUES (?, ?, ?, ?, ?, ?)", (sid, query, strategy, registered_at, user, confidence))])
 
     def set_plan(self, sid: str, owner: str, stale: list[str], starts: dict[str, int],
                  chains: dict[str, ReplayInput], sample: int = 1) -> None:
@@ -304,7 +307,7 @@ class StateStore:
     def subscriptions(self) -> list[StoredSubscription]:
         with self._lock:
             rows = self._db.execute("SELECT sid, query, strategy, registered_at, owner, closed, "
-                                    "error, code, stale, released, starts, chains, user, sample FROM subscriptions "
+                                    "error, code, stale, released, starts, chains, user, sample, confidence FROM subscriptions "
                                     "ORDER BY registered_at").fetchall()
             found = []
             for r in rows:
@@ -315,5 +318,5 @@ class StateStore:
                                                 json.loads(r[8]), [t for _, t in results], base,
                                                 json.loads(r[10]),
                                                 {v: ReplayInput.from_json(c) for v, c in json.loads(r[11]).items()},
-                                                r[12], r[13]))
+                                                r[12], r[13], r[14]))
         return found

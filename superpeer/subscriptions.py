@@ -27,7 +27,7 @@ from sharing.estimates import asked_partials
 from wxquery import ast
 from wxquery.evaluator import post_process
 
-from .approximation import LiveEstimates
+from .approximation import CONFIDENCE, LiveEstimates
 from .items import utf8_size
 from .limits import ENVELOPE, MESSAGE_LIMIT, DataLimits
 from .state_store import StateStore
@@ -340,6 +340,7 @@ class SubscriptionRuntime:
         self._stopped = False
         self.sample = 1  # its plan reads a 1/sample sample of its input (``--approximate``)
         self.estimates: LiveEstimates | None = None  # the intervals of its windows when sampled
+        self.confidence = CONFIDENCE  # of those intervals (``subscribe --confidence``)
         self.thread = threading.Thread(target=self._run, name=f"post-{sid}", daemon=True)
 
     def start(self) -> None:
@@ -349,7 +350,8 @@ class SubscriptionRuntime:
         if self.sample > 1:  # window records of a sample: the whole stream's estimates, intervals kept
             if self.estimates is None or self.estimates.rate != self.sample:
                 self.estimates = LiveEstimates(self.sample, {i.variable: asked_partials(i)
-                                                             for i in self.analysis.properties.inputs})
+                                                             for i in self.analysis.properties.inputs},
+                                               self.confidence)
             values = self.estimates.scale(variable, values, self.buffer.end)
         self.feeds[variable].feed(values, end)
 

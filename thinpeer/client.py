@@ -198,17 +198,18 @@ class SuperPeerClient:
 
     def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False,
                   from_start: bool = False, since_s: float | None = None,
-                  approximate: bool = False) -> pb.SubscribeReply:
+                  approximate: bool = False, confidence: float | None = None) -> pb.SubscribeReply:
         """``from_start``: over every item its streams' super-peers retain, then live;
         ``since_s``: over the items that arrived there in the last so many seconds, then live.
         The reply's ``history`` says how far back the history went when it did not reach as
         far as asked ("" when it did). ``approximate``: when the network cannot carry the
         subscription whole, plan it on a sample of its input instead of refusing it; the
-        reply's ``sample`` is R for a 1/R sample (1: every item)."""
+        reply's ``sample`` is R for a 1/R sample (1: every item), and its windows come with
+        intervals at ``confidence`` (None: the super-peer's default, 0.95)."""
         return self._call("Subscribe", pb.SubscribeRequest(query=query, strategy=strategy,
                                                            wait_for_streams=wait_for_streams,
                                                            from_start=from_start, since_s=since_s,
-                                                           approximate=approximate))
+                                                           approximate=approximate, confidence=confidence))
 
     def unsubscribe(self, subscription: str) -> list[str]:
         return list(self._call("Unsubscribe", pb.UnsubscribeRequest(subscription=subscription)).removed_streams)

@@ -7,6 +7,7 @@ stream. The sample is the one ``wxquery.operators.sampling`` defines (a hash of 
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 import pytest
 from lxml import etree
@@ -124,6 +125,40 @@ def test_an_approximate_subscription_reads_its_windows_intervals_with_its_result
         assert all(held[fn] >= 0.8 * seen[fn] for fn in seen), (held, seen)
         status = client.status()["subscriptions"][reply.subscription]["intervals"]
         assert status["rate"] == rate and status["windows"] == len(windows)
+
+
+def test_intervals_come_at_the_confidence_the_subscription_asked(tmp_path) -> None:
+    """``subscribe --approximate --confidence 0.8``: the same windows as at 0.95, intervals
+    narrower by z(0.8)/z(0.95); a confidence outside (0, 1) is refused with the reason."""
+    with running_network(tmp_path) as (topology, _):
+        publisher = SuperPeerClient(topology.address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=100_000)
+        client = SuperPeerClient(topology.address("SP1"))
+        with pytest.raises(ThinPeerError, match="confidence: 1.5 is not between 0 and 1"):
+            client.subscribe(FINE, approximate=True, confidence=1.5)
+        client.subscribe(ITEMS, approximate=True)
+        wide = client.subscribe(FINE, approximate=True)
+        narrow = client.subscribe(FINE, approximate=True, confidence=0.8)
+        assert wide.sample == narrow.sample > 1
+        for k in range(0, len(PHOTONS), 1000):
+            publisher.publish("photons", PHOTONS[k:k + 1000])
+        publisher.close_stream("photons")
+        answers = {}
+        for reply in (wide, narrow):
+            elements = [b.approximation for b in client.result_batches(reply.subscription, idle_timeout=30)]
+            answers[reply.subscription] = etree.fromstring(merged(elements))
+        wide, narrow = answers[wide.subscription], answers[narrow.subscription]
+        assert narrow.get("confidence") == "0.8"
+        ns = {"sg": "urn:streamglobe:approximation"}
+
+        def widths(answer) -> list[float]:
+            return [float(a.get("high")) - float(a.get("low")) for a in answer.iterfind("sg:window/sg:aggregate", ns)
+                    if a.get("low") is not None]
+
+        assert len(widths(wide)) == len(widths(narrow)) > 10
+        z = NormalDist().inv_cdf
+        for w, n in zip(widths(wide), widths(narrow)):
+            assert n == pytest.approx(w * z(0.9) / z(0.975), rel=1e-9, abs=1e-12)
 
 
 def _scaled_avg_kept(text: str, rate: int) -> str:

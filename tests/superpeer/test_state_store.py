@@ -49,7 +49,7 @@ def test_a_batch_is_logged_whole_or_not_at_all(tmp_path: Path) -> None:
 
 def test_subscriptions_keep_their_results_plan_ids_and_starts(tmp_path: Path) -> None:
     store = StateStore(tmp_path)
-    store.add_subscription("SP1-a", "<q/>", "sharing", 5.0)
+    store.add_subscription("SP1-a", "<q/>", "sharing", 5.0, confidence=0.9)
     raw = raw_properties(InputStream("photons", ("photons", "photon")))
     chains = {"p": ReplayInput((ReplayLevel(raw, "items", (alg.Project(frozenset({"en"})),), 180),), 7)}
     store.set_plan("SP1-a", "SP1-a~1f2e3d", ["SP1-a"], {"photons": 200}, chains)
@@ -64,6 +64,7 @@ def test_subscriptions_keep_their_results_plan_ids_and_starts(tmp_path: Path) ->
     [s] = StateStore(tmp_path).subscriptions()
     assert (s.owner, s.stale, s.starts, s.closed) == ("SP1-a~1f2e3d", ["SP1-a"], {"photons": 200}, True)
     assert s.chains == chains and s.chains["p"].start == 180
+    assert s.confidence == 0.9  # of its intervals, if it is ever planned on a sample
     assert (s.base, s.results) == (3, ["<x>3</x>"])
     store.remove_subscription("SP1-a")
     assert StateStore(tmp_path).subscriptions() == []

@@ -161,3 +161,12 @@ def test_resume_without_a_saved_offset_is_refused(thin_peer_state):
     assert r.returncode == 1 and "is not a subscription id" in r.stderr
     r = sg("subscribe", "--superpeer", "127.0.0.1:1", "--query", "q.wxq", "--count", "-1")
     assert r.returncode == 1 and r.stderr.strip() == "error: --count must be 0 or more, not -1"
+
+
+def test_subscribe_confidence_needs_approximate_and_a_probability():
+    """Refused before any super-peer is asked (none runs at this address)."""
+    q = str(Q / "q1.wxq")
+    r = sg("subscribe", "--superpeer", "127.0.0.1:9", "--query", q, "--confidence", "0.8")
+    assert r.returncode != 0 and "--confidence is for --approximate" in r.stderr and "Traceback" not in r.stderr
+    r = sg("subscribe", "--superpeer", "127.0.0.1:9", "--query", q, "--approximate", "--confidence", "95")
+    assert r.returncode != 0 and "between 0 and 1, not 95.0" in r.stderr

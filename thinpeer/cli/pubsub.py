@@ -271,6 +271,9 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
         raise CliError(f"error: --count must be 0 or more, not {args.count}")
     if args.resume and (args.since is not None or args.from_start or args.approximate):
         raise CliError("error: --since, --from-start and --approximate are for a new subscription, not --resume")
+    if args.confidence is not None and not (args.approximate and 0 < args.confidence < 1):
+        raise CliError("error: --confidence is for --approximate, between 0 and 1"
+                       + (f", not {args.confidence}" if args.approximate else ""))
     since_s = None
     if args.since is not None:
         from superpeer.history import parse_duration
@@ -292,7 +295,8 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                     raise CliError("error: give --query FILE (or --resume ID)")
                 reply = client.subscribe(read_query(args.query), args.strategy,
                                          wait_for_streams=not args.no_wait, from_start=args.from_start,
-                                         since_s=since_s, approximate=args.approximate)
+                                         since_s=since_s, approximate=args.approximate,
+                                         confidence=args.confidence)
                 sid, offset = reply.subscription, 0
                 _save_offset(sid, 0)
                 print(f"subscription {sid}", file=sys.stderr)
@@ -434,6 +438,8 @@ def register(add_command: AddCommand) -> None:
                    help="if the network cannot carry the subscription whole, plan it on the finest "
                         "sample of its stream (1/2 … 1/64) that fits rather than refuse it; window "
                         "counts and sums come back scaled (not for joins or count windows)")
+    p.add_argument("--confidence", type=float, metavar="C",
+                   help="with --approximate: of the intervals written in <sg:approximation> (default 0.95)")
     p.add_argument("--no-wait", action="store_true",
                    help="fail if a stream the query reads is not registered yet (default: wait for it)")
     p.set_defaults(func=cmd_subscribe)
