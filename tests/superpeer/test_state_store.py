@@ -98,13 +98,19 @@ def test_the_backbone_around_a_failure_routes_the_other_way() -> None:
         square.without(peers=["B", "D"]).route("A", "C")
 
 
-def test_a_replay_plan_ships_a_new_copy_from_the_origin_and_runs_every_operator_at_the_target() -> None:
+def _line_with_photons() -> NetworkState:
+    """The line A–B–C with photons registered at A."""
     state = NetworkState(_line())
     stats = StreamStatistics(frequency=100.0)
     for item in StreamDocument.from_text(photon_document(300, seed=3)).items("photons", "photon"):
         stats.observe(item)
     photons = InputStream("photons", ("photons", "photon"))
     state.register_original(photons, "A", raw_properties(photons), stats)
+    return state
+
+
+def test_a_replay_plan_ships_a_new_copy_from_the_origin_and_runs_every_operator_at_the_target() -> None:
+    state = _line_with_photons()
     props = analyze(example_query("q3")).properties
     planner = Planner(state)
     plan = planner.replay_plan("s~1", props, "C")
@@ -121,12 +127,7 @@ def test_a_live_subscription_never_reuses_a_stream_filled_from_the_past() -> Non
     failure) runs on new streams filled from the log: reused by a live subscription, they would
     hand it items from before it was registered. Another subscription to the same query at the
     same super-peer reuses the original instead."""
-    state = NetworkState(_line())
-    stats = StreamStatistics(frequency=100.0)
-    for item in StreamDocument.from_text(photon_document(300, seed=3)).items("photons", "photon"):
-        stats.observe(item)
-    photons = InputStream("photons", ("photons", "photon"))
-    state.register_original(photons, "A", raw_properties(photons), stats)
+    state = _line_with_photons()
     props = analyze(example_query("q1")).properties
     past = Planner(state).replay_plan("s~1", props, "C")
     Planner(state).install(past)
