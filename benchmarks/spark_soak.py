@@ -169,6 +169,9 @@ def main() -> int:
         "published_per_s": round(published.value / elapsed), "results_delivered": delivered.value,
         "failed_batches": {p: e.get("failed_batches") for p, e in executors.items()},
         "start_failures": {p: e.get("start_failures") for p, e in executors.items()},
+        "start_failure_reasons": {p: e["last_start_failure"] for p, e in executors.items()
+                                  if e.get("last_start_failure")},
+        "spark_restarts": {p: e.get("spark_restarts") for p, e in executors.items()},
         "log_lines_connect_or_pipe_failures": trouble,
         "errors": {p: e.get("error") for p, e in executors.items() if e.get("error")},
         "worst_backlog_items": worst["backlog_items"], "worst_batch_ms": worst["last_batch_ms"],
@@ -180,6 +183,8 @@ def main() -> int:
           f"{sum(v or 0 for v in report['start_failures'].values())}, connect/pipe failures in logs "
           f"{sum(v or 0 for v in trouble.values())}; worst backlog {worst['backlog_items']} items, worst batch "
           f"{worst['last_batch_ms']:.0f} ms; peak memory per super-peer {max(peak.values()):.0f} MB")
+    for peer, reason in report["start_failure_reasons"].items():
+        print(f"{peer}: {reason}")
     write_report("spark_soak", report, args.out)
     return 0
 

@@ -9,7 +9,7 @@ import time
 from concurrent.futures import Future
 
 from superpeer.executors.spark.jobs import Batch
-from superpeer.executors.spark.pacing import ahead, linger
+from superpeer.executors.spark.pacing import AHEAD_ITEMS, ahead, linger
 
 
 class Feed:
@@ -61,15 +61,25 @@ def test_a_stop_ends_the_lingering() -> None:
 def test_the_next_job_is_queued_once_the_interval_has_passed_and_items_wait() -> None:
     running: Future = Future()
     batch = Batch(3, 100, 200, running, time.monotonic())
-    queued = Batch(4, 200, 250, Future(), time.monotonic())
-    ahead(batch, 0.01, lambda end: end == 200, lambda: queued, lambda: False)
+    queued = Batch(4, 200, 200 + AHEAD_ITEMS, Future(), time.monotonic())
+    ahead(batch, 0.01, lambda end: AHEAD_ITEMS if end == 200 else 0, lambda: queued, lambda: False)
     assert batch.next is queued and not running.done()
+
+
+def test_a_trickle_waits_for_the_running_job() -> None:
+    """A few items waiting do not get a job of their own beside the running one."""
+    done: Future = Future()
+    batch = Batch(3, 100, 200, done, time.monotonic())
+    threading.Timer(0.05, lambda: done.set_result([])).start()
+    ahead(batch, 0.0, lambda end: AHEAD_ITEMS - 1, lambda: (_ for _ in ()).throw(AssertionError("submitted")),
+          lambda: False)
+    assert batch.next is None and done.done()
 
 
 def test_a_job_done_before_items_wait_queues_nothing() -> None:
     done: Future = Future()
     batch = Batch(3, 100, 200, done, time.monotonic())
     threading.Timer(0.05, lambda: done.set_result([])).start()
-    ahead(batch, 0.0, lambda end: False, lambda: (_ for _ in ()).throw(AssertionError("submitted")),
+    ahead(batch, 0.0, lambda end: 0, lambda: (_ for _ in ()).throw(AssertionError("submitted")),
           lambda: False)
     assert batch.next is None and done.done()

@@ -96,7 +96,7 @@ class SparkExecutor:
         self.batches = 0
         self.failed_batches = 0  # jobs that failed; the batch was run again
         self.redone_pieces = 0  # window pieces the driver evaluated again (``_redo``)
-        self.start_failures = 0
+        self.start_failures, self.last_start_failure = 0, ""  # the reason stays after a success
         self.spark_restarts = 0  # JVMs found dead and replaced
         self.delivery_failures = 0  # outputs the node did not take (checkpointed: a restart resends)
         self.delivery_error: str | None = None
@@ -270,7 +270,7 @@ class SparkExecutor:
                     return
                 self.start_failures += 1
                 failures += 1
-                self.error = f"Spark did not start: {job_error(exc)}; trying again"
+                self.error = self.last_start_failure = f"Spark did not start: {job_error(exc)}; trying again"
                 log.exception("Spark executor of %s did not start", self.peer)
                 if self.jobs.revive():
                     self.spark_restarts += 1
@@ -346,7 +346,7 @@ class SparkExecutor:
         outputs delivered, the feed committed. False if the job failed (nothing changed: the
         batch runs again) or the executor stopped."""
         try:
-            pacing.ahead(batch, self.interval, lambda end: self.feed.end > end,
+            pacing.ahead(batch, self.interval, lambda end: self.feed.end - end,
                          lambda: self._submit(batch.end, batch.id + 1), lambda: self._stopped)
             results = batch.future.result()
         except Exception as exc:  # noqa: BLE001 — a worker died, the cluster went away, a stop
@@ -405,7 +405,7 @@ class SparkExecutor:
                 "ready_after_s": self.ready_after_s, "chains": len(self.chains), "micro_batches": self.batches,
                 "redone_pieces": self.redone_pieces,
                 "failed_batches": self.failed_batches, "start_failures": self.start_failures,
-                "spark_restarts": self.spark_restarts,
+                "last_start_failure": self.last_start_failure, "spark_restarts": self.spark_restarts,
                 "delivery_failures": self.delivery_failures, "last_delivery_error": self.delivery_error,
                 "last_batch_ms": round(self.last_batch_ms, 1), "backlog_items": self.feed.backlog(),
                 "checkpoint": str(self.directory), "error": self.error,

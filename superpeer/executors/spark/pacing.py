@@ -11,8 +11,11 @@ chains (``benchmarks/spark_executor.py``):
   trigger interval — an item alone, or a steady trickle, starts a batch as soon as it did before
   (2 ms later at most).
 * **two jobs in flight**: the next batch's job is queued behind the running one as soon as the
-  trigger interval allows, so that Spark's fixed cost per job overlaps with the other's tasks
-  instead of leaving the task slots idle (``ahead``).
+  trigger interval allows and enough items wait (``AHEAD_ITEMS``), so that Spark's fixed cost per
+  job overlaps with the other's tasks instead of leaving the task slots idle (``ahead``). Not for
+  a few items: two jobs share the task slots, and under a steady load that outruns the machine
+  (eight super-peers on two cores) a job started early for a trickle made many small batches,
+  each paying the fixed cost.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Callable
 from .jobs import Batch
 
 QUIET_S = 0.002  # no item for this long: the burst is over, the batch starts
+AHEAD_ITEMS = 4000  # items that must wait before a job is started ahead (two full tasks' worth)
 
 
 def linger(end: Callable[[], int], start: int, most_items: int, most_s: float,
@@ -43,14 +47,14 @@ def linger(end: Callable[[], int], start: int, most_items: int, most_s: float,
         last = now
 
 
-def ahead(batch: Batch, interval: float, waiting: Callable[[int], bool], submit: Callable[[], Batch],
+def ahead(batch: Batch, interval: float, waiting: Callable[[int], int], submit: Callable[[], Batch],
           stopped: Callable[[], bool]) -> None:
-    """While ``batch``'s job runs: once ``interval`` has passed since it began and items wait
-    after it (``waiting(batch.end)``), the next batch's job (``submit``) is queued behind it
-    (``batch.next``). Returns when that is done, or when ``batch``'s job is."""
+    """While ``batch``'s job runs: once ``interval`` has passed since it began and
+    ``AHEAD_ITEMS`` wait after it (``waiting(batch.end)``), the next batch's job (``submit``) is
+    queued behind it (``batch.next``). Returns when that is done, or when ``batch``'s job is."""
     while batch.next is None and not stopped():
         left = batch.began + interval - time.monotonic()
-        if left <= 0 and waiting(batch.end):
+        if left <= 0 and waiting(batch.end) >= AHEAD_ITEMS:
             batch.next = submit()
             return
         if wait([batch.future], timeout=max(left, QUIET_S)).done:
