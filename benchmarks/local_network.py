@@ -55,5 +55,5 @@ def percentile(values: list[float], q: float) -> float:
 def write_report(name: str, report: dict, out: Path | None) -> None:
     out = out or ROOT / "benchmarks" / "results" / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    out.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print(f"wrote {out}")
