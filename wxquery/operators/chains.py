@@ -108,10 +108,10 @@ class PieceInputs:
     n: int = 0  # the piece's rows (``bits`` given)
 
     def values(self, reached: int) -> list[Column]:
-        rows = (np.arange(reached) if self.bits is None
-                else np.flatnonzero(np.unpackbits(np.frombuffer(self.bits, np.uint8), count=self.n)))
+        """Per partial, the values of the ``reached`` rows, in row order."""
         if self.bits is None:
-            return [rows if c is None else c for c in self.columns]
+            return [np.arange(reached) if c is None else c for c in self.columns]
+        rows = np.flatnonzero(np.unpackbits(np.frombuffer(self.bits, np.uint8), count=self.n))
         return [rows if c is None else column_rows(c, rows) for c in self.columns]
 
     @classmethod
