@@ -45,7 +45,7 @@ def format_double(x: float) -> str:
         return "-0" if math.copysign(1.0, x) < 0 else "0"
     ax = abs(x)
     if 1e-4 <= ax < 1e6:  # repr is already the shortest round-trip digits, without exponent
-        text = repr(x)
+        text = repr(float(x))  # (a numpy double's repr names its type)
         return text[:-2] if text.endswith(".0") else text
     if 1e-6 <= ax < 1e6:
         d = Decimal(repr(x))

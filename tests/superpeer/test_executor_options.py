@@ -38,7 +38,7 @@ def test_inline_executor_drops_only_items_later_than_its_lateness() -> None:
 def test_spark_executor_takes_the_lateness_option(tmp_path) -> None:
     ex = make_executor("spark", "p", lateness=2.5, checkpoint_dir=str(tmp_path), trigger_ms=50, master=None)
     try:
-        assert ex.lateness == 2.5 and ex.trigger == "50 milliseconds" and ex.master == "local[2]"
+        assert ex.lateness == 2.5 and ex.interval == 0.05 and ex.master == "local[2]"
         assert ex.status()["state"] == "not started"  # not attached to a node: no JVM yet
     finally:
         ex.stop()

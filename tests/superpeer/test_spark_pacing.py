@@ -83,3 +83,14 @@ def test_a_job_done_before_items_wait_queues_nothing() -> None:
     ahead(batch, 0.0, lambda end: 0, lambda: (_ for _ in ()).throw(AssertionError("submitted")),
           lambda: False)
     assert batch.next is None and done.done()
+
+
+def test_a_batch_that_cannot_be_planned_ahead_is_left_to_the_loop() -> None:
+    """Planning the next batch fails (a driver bug, a stop): not this batch's failure."""
+    running: Future = Future()
+    batch = Batch(3, 100, 200, running, time.monotonic())
+
+    def broken() -> Batch:
+        raise RuntimeError("cannot schedule new futures after shutdown")
+    ahead(batch, 0.0, lambda end: AHEAD_ITEMS, broken, lambda: False)
+    assert batch.next is None and not running.done()

@@ -22,9 +22,8 @@ outputs with their sequence numbers (a consumer drops numbers it has seen) and r
 offset: no output is lost or produced twice. A job that fails (a worker killed, the cluster
 gone) changes nothing and the same batch is run again.
 
-**Pacing.** A batch starts when the feed has items, at most one per trigger interval; during a
-burst it waits for the burst, and the next batch's job is queued behind the running one, which
-``pieces`` allows (its cursors are a batch behind) — see ``pacing``.
+**Pacing.** A batch starts when the feed has items, at most one per trigger interval (``pacing``:
+a burst is waited for; the next job may be queued behind the running one, as ``pieces`` allows).
 """
 
 from __future__ import annotations
@@ -68,9 +67,7 @@ class SparkExecutor:
         operator. ``max_batch``: items per micro-batch at most — a backlog is worked off in
         batches of this size, which bounds a task's memory (measured at 30 operators: 1.3 GB for
         the whole process tree at 100,000, 2.2 GB at 200,000, for the same throughput)."""
-        self.peer = peer
-        self.master = master
-        self.trigger = f"{int(trigger_ms)} milliseconds"
+        self.peer, self.master = peer, master
         self.interval = max(int(trigger_ms), 0) / 1000
         self.lateness = lateness
         self.warm = warm
@@ -288,9 +285,9 @@ class SparkExecutor:
                 if self.feed.end <= self.state.end:
                     self._keep_warm()
                     continue
-                self._pause(last_began + self.interval - time.monotonic())
-                pacing.linger(lambda: self.feed.end, self.state.end, self.max_batch, self.interval,
-                              lambda: self._stopped)
+                if not self._pause(last_began + self.interval - time.monotonic()):  # else items gathered
+                    pacing.linger(lambda: self.feed.end, self.state.end, self.max_batch, self.interval,
+                                  lambda: self._stopped)
                 ahead = self._submit(self.state.end, self.state.last_batch + 1)
             last_began = ahead.began
             batch, ahead = ahead, None
@@ -302,16 +299,20 @@ class SparkExecutor:
                 self.error = f"a micro-batch failed in the driver ({first_line(exc)}); running it again"
                 log.exception("Spark executor of %s: micro-batch", self.peer)
             ahead = batch.next if ran else None  # a batch after a failed one is planned again
+            if not ran and batch.next is not None:
+                batch.next.future.cancel()  # if still queued, not run for nothing
             if ran:
                 failures = 0
             elif not self._stopped:
                 failures += 1
                 self._pause(min(30.0, 0.2 * 2 ** min(failures, 7)))
 
-    def _pause(self, seconds: float) -> None:
+    def _pause(self, seconds: float) -> bool:
+        """Waits ``seconds`` unless stopped; whether there was anything to wait."""
         if seconds > 0:
             with self.wake:
                 self.wake.wait_for(lambda: self._stopped, timeout=seconds)
+        return seconds > 0
 
     def _keep_warm(self) -> None:
         try:
