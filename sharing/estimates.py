@@ -23,7 +23,7 @@ from statistics import NormalDist
 from wxquery.operators.definitions import Partial, WindowAggregate, partials_of
 from wxquery.operators.records import WindowRecord, escape_attribute
 
-from .stream_properties import Aggregation, InputProperties, Selection
+from .stream_properties import Aggregation, InputProperties, Properties, Selection
 
 SUM_OF_SQUARES = "sumsq"
 SAMPLE_RATES = (2, 4, 8, 16, 32, 64)  # the resolutions: 1/2 … 1/64 of the items
@@ -85,6 +85,21 @@ def filter_samplable(inp: InputProperties) -> bool:
 def _function(name: str) -> str:
     """``count`` of the aggregate name ``count(en)``."""
     return name.split("(", 1)[0]
+
+
+def samplable(properties: Properties) -> bool:
+    """Whether a sample of its input answers the subscription approximately: one input, no
+    count window, and no filter comparing a scaled aggregate with an unscaled one."""
+    return len(properties.inputs) == 1 and all(
+        (i.window is None or i.window.kind != "count") and filter_samplable(i) for i in properties.inputs)
+
+
+def with_sample(properties: Properties, rate: int) -> Properties:
+    """The subscription over a 1/``rate`` sample of each input (1: the subscription itself):
+    ``sampled_input``."""
+    if rate == 1:
+        return properties
+    return replace(properties, inputs=tuple(sampled_input(i, rate) for i in properties.inputs))
 
 
 def asked_partials(inp: InputProperties) -> tuple[Partial, ...]:

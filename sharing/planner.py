@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
 
 from wxquery.operators import definitions as alg
 
 from .cost_model import Calibration, CostModel, Overload, Usage
-from .estimates import SAMPLE_RATES, filter_samplable, sampled_input
+from .estimates import SAMPLE_RATES, samplable, with_sample
 from .matching import Match, match_properties
 from .network_state import NetworkState, NetworkStream
 from .planning_view import PlanningView
@@ -435,19 +435,3 @@ class Planner:
     def _repeated(self, inp: InputProperties) -> frozenset[str]:
         stats = self.state.statistics.get(inp.input.stream)
         return stats.repeated_elements if stats is not None else frozenset()
-
-
-def samplable(properties: Properties) -> bool:
-    """Whether a sample of its input answers the subscription approximately: one input, no
-    count window, and no filter comparing a scaled aggregate with an unscaled one."""
-    return len(properties.inputs) == 1 and all(
-        (i.window is None or i.window.kind != "count") and filter_samplable(i) for i in properties.inputs)
-
-
-def with_sample(properties: Properties, rate: int) -> Properties:
-    """The subscription over a 1/``rate`` sample of each input (1: the subscription itself):
-    ``sampled_input``."""
-    if rate == 1:
-        return properties
-    return replace(properties, inputs=tuple(sampled_input(i, rate) for i in properties.inputs))
-

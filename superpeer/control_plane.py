@@ -54,7 +54,7 @@ from .peer_state import OriginalState, PeerState
 from .positions import StreamPositions
 from .remote_view import RemotePlanningView, fetch_planning_view
 from .route_health import data_paths
-from .subscription_record import SubscriptionRecord, health
+from .subscription_record import SubscriptionRecord
 from .subscriptions import ResultBuffer, SubscriptionRuntime
 
 REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
@@ -442,16 +442,7 @@ class ControlPlane:
         return record.runtime.buffer, record.runtime.buffer.read(offset, max_items or 1000, wait_s, peek)
 
     def status(self) -> dict:
-        return {sid: {"inputs": r.inputs, "query": r.query, "user": r.user, "strategy": r.strategy,
-                      "health": health(r),
-                      # where a re-plan recomputes it from (``sharing.replay``)
-                      "replay_from": {v: {"log_item": c.start, "levels": [lv.first for lv in c.levels],
-                                          "read": c.read} for v, c in r.chains.items()},
-                      "plan": r.plan.to_json() if r.plan else None,
-                      "waiting_for": list(r.waiting_for), "plan_error": r.error, "sample": r.sample,
-                      "intervals": r.runtime.estimates.status() if r.runtime.estimates else None,
-                      **r.runtime.buffer.status()}
-                for sid, r in self.subscriptions.items()}
+        return {sid: r.status() for sid, r in self.subscriptions.items()}
 
     def stop(self) -> None:
         for record in self.subscriptions.values():

@@ -29,7 +29,8 @@ import threading
 import time
 
 from sharing.backbone import TopologyError
-from sharing.planner import Plan, Planner, RegistrationError, with_sample
+from sharing.estimates import with_sample
+from sharing.planner import Plan, Planner, RegistrationError
 
 from .control_plane import ControlPlane
 from .errors import as_node_error

@@ -61,6 +61,18 @@ class SubscriptionRecord:
         return (f"{self.runtime.id}: waiting for stream {names} to be registered (no super-peer "
                 "has it yet); it is planned and installed before the first item is published")
 
+    def status(self) -> dict:
+        """What ``status`` shows of it."""
+        return {"inputs": self.inputs, "query": self.query, "user": self.user, "strategy": self.strategy,
+                "health": health(self),
+                # where a re-plan recomputes it from (``sharing.replay``)
+                "replay_from": {v: {"log_item": c.start, "levels": [lv.first for lv in c.levels],
+                                    "read": c.read} for v, c in self.chains.items()},
+                "plan": self.plan.to_json() if self.plan else None,
+                "waiting_for": list(self.waiting_for), "plan_error": self.error, "sample": self.sample,
+                "intervals": self.runtime.estimates.status() if self.runtime.estimates else None,
+                **self.runtime.buffer.status()}
+
 
 def health(record: SubscriptionRecord) -> dict:
     since = (None if record.degraded_since is None else

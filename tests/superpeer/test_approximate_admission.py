@@ -15,7 +15,7 @@ from lxml import etree
 from network_harness import reference_results, running_network, same
 from photons.generator import generate
 from sharing.analysis import analyze
-from sharing.planner import samplable
+from sharing.estimates import samplable
 from thinpeer.approximation import merged
 from thinpeer.client import SuperPeerClient, ThinPeerError
 from wxquery.operators.sampling import kept

@@ -17,14 +17,12 @@ import argparse
 import io
 import itertools
 import json
-import os
-import re
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Iterator
 
 from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, AddCommand, CliError, thin_error
+from thinpeer.cli.offsets import save_offset, saved_offset
 from thinpeer.cli.query import read_query
 
 if TYPE_CHECKING:
@@ -223,46 +221,6 @@ def cmd_publish(args: argparse.Namespace) -> int:
     return EXIT_OK if not summary.rejected and not stray else EXIT_ERROR
 
 
-SUBSCRIPTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-def state_dir() -> Path:
-    """Where this user's thin-peer state lives, whatever the working directory."""
-    explicit = os.environ.get("STREAMGLOBE_STATE_DIR")
-    if explicit:
-        if not Path(explicit).is_absolute():
-            raise CliError(f"error: STREAMGLOBE_STATE_DIR must be an absolute path, not {explicit!r}")
-        return Path(explicit)
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "streamglobe"
-
-
-def _offset_file(subscription: str) -> Path:
-    if not SUBSCRIPTION_ID.fullmatch(subscription):
-        raise CliError(f"error: {subscription!r} is not a subscription id")
-    return state_dir() / "offsets" / f"{subscription}.offset"
-
-
-def _save_offset(subscription: str, offset: int) -> None:
-    path = _offset_file(subscription)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    partial.write_text(str(offset))
-    partial.replace(path)  # never a half-written offset
-
-
-def _saved_offset(subscription: str) -> int:
-    path = _offset_file(subscription)
-    try:
-        return int(path.read_text())
-    except FileNotFoundError:
-        raise CliError(f"error: no saved offset for subscription {subscription} in {path.parent} "
-                       "(saved there by 'streamglobe subscribe' for this user); give --offset N, "
-                       "the number of result items already read") from None
-    except ValueError:
-        raise CliError(f"error: {path} does not hold an offset; give --offset N") from None
-
-
 def cmd_subscribe(args: argparse.Namespace) -> int:
     from thinpeer.approximation import merged
     from thinpeer.client import ThinPeerError
@@ -288,7 +246,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
         with _client(args) as client:
             if args.resume:
                 sid = args.resume
-                offset = args.offset if args.offset is not None else _saved_offset(sid)
+                offset = args.offset if args.offset is not None else saved_offset(sid)
                 print(f"resuming subscription {sid} at offset {offset}", file=sys.stderr)
             else:
                 if not args.query:
@@ -298,7 +256,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                                          since_s=since_s, approximate=args.approximate,
                                          confidence=args.confidence)
                 sid, offset = reply.subscription, 0
-                _save_offset(sid, 0)
+                save_offset(sid, 0)
                 print(f"subscription {sid}", file=sys.stderr)
                 if reply.history:
                     print(f"note: {reply.history}", file=sys.stderr)
@@ -357,7 +315,7 @@ def _write_results(client: SuperPeerClient, sid: str, offset: int, count: int | 
         sys.stdout.flush()
         written += len(items)
         if items:
-            _save_offset(sid, batch.offset + len(items))
+            save_offset(sid, batch.offset + len(items))
         if batch.closed and len(items) == len(batch.items):
             client.confirm_read(sid, batch.offset + len(items))
             return written, root, True

@@ -332,8 +332,7 @@ class SparkExecutor:
         """Plans the batch from ``start`` and starts its job (in the job thread). The chains'
         cursors may be a batch behind: the driver corrects that when it merges (``pieces``)."""
         end = min(self.feed.end, start + self.max_batch)
-        tasks = self._plan(start, end)
-        return Batch(batch_id, start, end, self.jobs.submit(tasks), time.monotonic())
+        return Batch(batch_id, start, end, self.jobs.submit(self._plan(start, end)), time.monotonic())
 
     def _next(self, batch: Batch) -> None:
         """Once ``batch``'s job is done, the next one's starts before ``batch`` is merged if items
@@ -404,12 +403,11 @@ class SparkExecutor:
             "starting" if self._loop is not None else "not started"
         return {"executor": "spark", "master": self.master, "state": state, "running": self.ready,
                 "ready_after_s": self.ready_after_s, "chains": len(self.chains), "micro_batches": self.batches,
-                "redone_pieces": self.redone_pieces,
-                "failed_batches": self.failed_batches, "start_failures": self.start_failures,
-                "last_start_failure": self.last_start_failure, "spark_restarts": self.spark_restarts,
-                "delivery_failures": self.delivery_failures, "last_delivery_error": self.delivery_error,
-                "last_batch_ms": round(self.last_batch_ms, 1), "backlog_items": self.feed.backlog(),
-                "checkpoint": str(self.directory), "error": self.error,
+                "redone_pieces": self.redone_pieces, "failed_batches": self.failed_batches,
+                "start_failures": self.start_failures, "last_start_failure": self.last_start_failure,
+                "spark_restarts": self.spark_restarts, "delivery_failures": self.delivery_failures,
+                "last_delivery_error": self.delivery_error, "last_batch_ms": round(self.last_batch_ms, 1),
+                "backlog_items": self.feed.backlog(), "checkpoint": str(self.directory), "error": self.error,
                 "feed": "%s:%d" % self.server.address, "feed_rejected": self.server.rejected,
                 "watermarks": {"applied": self.watermarks.applied, "waiting": len(self.watermarks)},
                 **(cluster_status(self.master) if self._loop is not None else {})}
