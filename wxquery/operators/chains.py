@@ -103,23 +103,23 @@ class PieceInputs:
     and not once per chain (10 count-window chains over 100,000 photons sent 8 MB per job as
     per-chain copies). Sparse rows are sent as their own values (``bits`` None)."""
 
-    columns: list[Column | None]  # None: a whole-item count, which needs only how many rows
+    columns: list[Column | None]  # with ``bits``, None: a whole-item count (needs only the rows)
     bits: bytes | None = None
     n: int = 0  # the piece's rows (``bits`` given)
 
-    def values(self, reached: int) -> list[Column]:
-        """Per partial, the values of the ``reached`` rows, in row order."""
+    def values(self) -> list[Column]:
+        """Per partial, the values of the rows that reached the window, in row order."""
         if self.bits is None:
-            return [np.arange(reached) if c is None else c for c in self.columns]
+            return list(self.columns)
         rows = np.flatnonzero(np.unpackbits(np.frombuffer(self.bits, np.uint8), count=self.n))
         return [rows if c is None else column_rows(c, rows) for c in self.columns]
 
     @classmethod
     def of(cls, batch: ItemBatch, rows: np.ndarray, partials: tuple[Partial, ...]) -> "PieceInputs":
+        if rows.size * SHARED_DENSITY < batch.n:
+            return cls(partial_inputs(batch, rows, partials))
         whole = [None if fn == "count" and element == WHOLE_ITEM else batch.column(element)
                  for fn, element in partials]
-        if rows.size * SHARED_DENSITY < batch.n:
-            return cls([None if c is None else column_rows(c, rows) for c in whole])
         mask = np.zeros(batch.n, bool)
         mask[rows] = True
         return cls(whole, np.packbits(mask).tobytes(), batch.n)

@@ -62,7 +62,7 @@ def merge_pieces(chain: Chain, start: WindowClock, pieces: list[Piece], lateness
         return out, clock
     spec = window.window
     if spec.kind == "count":
-        inputs = [p.output.inputs.values(p.output.reached) for p in pieces
+        inputs = [p.output.inputs.values() for p in pieces
                   if p.output.reached and p.output.inputs is not None]
         if inputs:
             columns = [concat_columns([p[k] for p in inputs]) for k in range(len(window.partials))]

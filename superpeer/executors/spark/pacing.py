@@ -31,6 +31,7 @@ from .jobs import Batch
 log = logging.getLogger(__name__)
 QUIET_S = 0.002  # no item for this long: the burst is over, the batch starts
 AHEAD_ITEMS = 4000  # items that must wait before a job is started ahead (two full tasks' worth)
+AHEAD_POLL_S = 0.01  # how often ``ahead`` looks again for them (the driver's thread, mid-job)
 
 
 def linger(end: Callable[[], int], start: int, most_items: int, most_s: float,
@@ -63,5 +64,5 @@ def ahead(batch: Batch, interval: float, waiting: Callable[[int], int], submit: 
             except Exception:  # noqa: BLE001 — not this batch's failure: planned after its merge
                 log.exception("planning a micro-batch ahead failed")
             return
-        if wait([batch.future], timeout=max(left, QUIET_S)).done:
+        if wait([batch.future], timeout=max(left, AHEAD_POLL_S)).done:
             return
