@@ -197,10 +197,15 @@ class Archiver:
                 write_atomically(part.filter(pa.array(in_sample(part.column("position").to_numpy(), rate))),
                                  self.layout.file(name, rate, b, start, end - 1))
             self.sample_write_s += time.perf_counter() - sampled
+        # The watermarks sent among these items (and the one right before them, which may have
+        # been logged after the previous chunk was written): a replay from the archive closes
+        # time windows, and drops late items, as the first run did.
+        marks = store.read_watermarks(name, start - 1, end)
         # last: the chunk now exists (every event time is finite: arrival stands in for a missing one)
         write_text_atomically(self.layout.commit_path(name, start, end - 1), json.dumps(
             {"first": start, "last": end - 1, "rows": rows_per_bucket, "samples": list(meta.eager_rates()),
-             "events": [float(event.min()), float(event.max())]}))
+             "events": [float(event.min()), float(event.max())],
+             "watermarks": [list(m) for m in marks]}))
         self.write_s += time.perf_counter() - began
         self.upto[name] = end
         self.written_items[name] = self.written_items.get(name, 0) + (end - start)

@@ -151,6 +151,18 @@ class ArchiveLayout:
             out[(first, last)] = tuple(events) if events else None
         return out
 
+    def watermarks(self, stream: str, start: int, stop: int) -> list[tuple[int, str, float]]:
+        """(after, element, value) of the archived watermarks sent after item ``start`` up to
+        ``stop`` (``StateStore.read_watermarks``' form), from the chunks that may hold them."""
+        found: dict[int, tuple[int, str, float]] = {}
+        for first, last in sorted(self.committed(stream)):
+            if last + 1 >= start and first <= stop:
+                record = json.loads(self.commit_path(stream, first, last).read_text())
+                for after, path, value in record.get("watermarks", ()):
+                    if start < after <= stop:
+                        found[int(after)] = (int(after), str(path), float(value))
+        return [found[a] for a in sorted(found)]
+
     def files(self, stream: str, rate: int = 1, uncommitted: bool = False) -> list[ChunkFile]:
         """Every data file of a tree's committed chunks (``uncommitted``: of the others), in
         position order."""

@@ -86,6 +86,14 @@ class HistorySource:
             texts.extend(self._log(name, retained_from, stop))
         return texts
 
+    def watermarks(self, name: str, start: int, stop: int, retained_from: int) -> list[tuple[int, str, float]]:
+        """The watermarks sent after item ``start`` up to ``stop`` of a stream's past: the
+        archive's below the log, the log's (which win where both have one) above."""
+        marks = {m[0]: m for m in self.layout.watermarks(name, start, min(stop, retained_from))} \
+            if self.layout is not None and start < retained_from else {}
+        marks.update((m[0], m) for m in self.store.read_watermarks(name, start, stop))
+        return [marks[a] for a in sorted(marks)]
+
     def _log(self, name: str, start: int, stop: int) -> list[str]:
         texts = self.store.read_log(name, start, stop)
         if len(texts) != stop - start:  # trimmed: never while a replay pins it; never sent misnumbered

@@ -95,7 +95,7 @@ class LogReplays:
                         return
                 end = min(r.next + REPLAY_BATCH, stop)
                 texts = self.history.read(r.original, r.next, end, original.retained_from)
-                marks = self.plane.state.store.read_watermarks(r.original, r.next, r.next + len(texts))
+                marks = self.history.watermarks(r.original, r.next, r.next + len(texts), original.retained_from)
                 self._wait_for_room(entry)
                 with self.plane.state.lock:
                     if self.active.get(stream) is not r:

@@ -49,9 +49,9 @@ def spark():
     return spark_session("local[2]")
 
 
-def archived_network(tmp_path, samples: str = "eager", history: str = ""):
+def archived_network(tmp_path, samples: str = "eager", history: str = "", **options):
     settings = ArchiveSettings(tmp_path / "archive", span=60.0, samples=samples)
-    options = {"SP4": {"archive": settings, **({"history": parse_history(history)} if history else {})}}
+    options = {"SP4": {"archive": settings, **({"history": parse_history(history)} if history else {}), **options}}
     return running_network(tmp_path, peer_options=options), settings
 
 
@@ -114,7 +114,8 @@ def test_archive_query_errors_say_what_is_wrong(tmp_path, spark) -> None:
 
 
 def test_since_reaches_into_the_archive_then_the_log_then_live(tmp_path) -> None:
-    network, settings = archived_network(tmp_path, history="500")
+    # no idle watermark in the pause: the items after it are not late (that case: the next test)
+    network, settings = archived_network(tmp_path, history="500", watermark_idle_s=60.0)
     with network as (topology, peers):
         publisher = publish_in_chunks(topology, peers, [PHOTONS[:1200]], close=False)
         time.sleep(4.0)  # the input: an old part, then a recent one
@@ -135,6 +136,39 @@ def test_since_reaches_into_the_archive_then_the_log_then_live(tmp_path) -> None
             got = [item for _, item, _ in client.results(sub.subscription, idle_timeout=30)]
             expected = reference_results(example_query("q3"), PHOTONS[expected_from:])
             assert expected and same(got, expected), (expected_from, len(got), len(expected))
+
+
+def test_a_replay_from_the_archive_sends_the_watermarks_where_they_were_sent(tmp_path) -> None:
+    """An idle watermark closed a time window and made an item published after it late (dropped);
+    once only the archive holds them, a subscription from the start drops that item too."""
+    def item(t: float) -> str:
+        return f"<photon><en>{1 + t % 7}</en><det_time>{t}</det_time></photon>"
+
+    early, late, later = [item(t) for t in range(600)], item(620.5), [item(1000 + t) for t in range(600)]
+    network, settings = archived_network(tmp_path, history="500")
+    with network as (topology, peers):
+        publisher = SuperPeerClient(topology.address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=500, event_time="det_time",
+                                  event_time_rate=100.0)
+        publisher.publish("photons", early)
+        time.sleep(0.6)
+        peers["SP4"].node.data.idle_watermarks(0.5)  # event time 599 + ~60: past the next item's
+        watermark = publisher.status()["streams_registered_here"]["photons"]["event_time"]["last_watermark"]
+        assert watermark is not None and watermark > 621
+        publisher.publish("photons", [late, *later])
+        peers["SP4"].node.archiver.drain()
+
+        def retained() -> int:
+            return publisher.status()["streams_registered_here"]["photons"]["history"]["retained_from"]
+
+        until(lambda: retained() >= 700, what=lambda: str(retained()))  # the watermark's place: archived only
+        client = SuperPeerClient(topology.address("SP7"))
+        everything = client.subscribe(TIME_AGGREGATES, from_start=True)
+        publisher.close_stream("photons")
+        got = [x for _, x, _ in client.results(everything.subscription, idle_timeout=30)]
+        expected = reference_results(TIME_AGGREGATES, early + later)  # without the late item
+        assert not same(expected, reference_results(TIME_AGGREGATES, early + [late] + later))
+        assert expected and same(got, expected), (len(got), len(expected))
 
 
 def write_archive(directory, items: list[str], samples: str, chunk: int = 1500) -> None:
