@@ -28,6 +28,7 @@ from enum import Enum
 
 from wxquery.operators import definitions as alg
 
+from . import replay_plans
 from .cost_model import Calibration, CostModel, Overload, Usage
 from .estimates import SAMPLE_RATES, samplable, with_sample
 from .matching import Match, match_properties
@@ -178,33 +179,16 @@ class Planner:
 
     def replay_plan(self, subscription: str, properties: Properties, target: str,
                     chains: Mapping[str, ReplayInput] | None = None) -> Plan:
-        """A plan whose every input is a *new* copy of its original stream, routed from the
-        original's super-peer to ``target``, with all the input's operators at ``target``:
-        the chain of computed streams the input read (``chains``, by variable: one stream at
-        ``target`` per level, ``sharing.replay``), else the input's own operators.
+        """A plan whose every input is a *new* copy of its original stream from the original's
+        super-peer, and the input's operators — the chain of computed streams it read
+        (``chains``, by variable: one stream per level, ``sharing.replay``), else its own
+        operators — at ``target``, or at the origin if only that fits (``replay_plans``).
 
         This is how a subscription is planned again after a failure cut its route: only a
         stream nobody else reads can be replayed from the original's log (the subscriber's
         results are then recomputed and what it already has is skipped), and a copy is the
         one stream the origin can fill from its log without running operators."""
-        if target not in self.state.backbone.peers:
-            raise RegistrationError(f"{target} is not in the backbone that remains")
-
-        def fresh_copy(inp: InputProperties, original: NetworkStream, target: str) -> PlanPart:
-            if original.origin not in self.state.backbone.peers:
-                raise RegistrationError(f"{original.origin}, where stream \"{inp.input.stream}\" "
-                                        f"is registered, is down")
-            chain = (chains or {}).get(inp.variable)
-            if chain is not None:
-                return self._replay_part(original, target, inp, chain)
-            return self._at_target(original, original.origin, target, inp,
-                                   match_properties(original.properties, inp))
-
-        plan = self._plan(subscription, properties, target, Strategy.DATA_SHIPPING, fresh_copy)
-        for part in plan.parts:
-            for stream in part.new_streams:
-                stream.past = True
-        return plan
+        return replay_plans.replay_plan(self, subscription, properties, target, chains)
 
     def _plan(self, subscription: str, properties: Properties, target: str, strategy: Strategy,
               part_for: Callable[[InputProperties, NetworkStream, str], PlanPart]) -> Plan:
@@ -354,21 +338,6 @@ class Planner:
         usage = copy.usage.merge(result.usage)
         return self._finish(PlanPart(inp, stream.id, v, target, match.residual, route,
                                      [copy, result], result.id, usage, reason=match.reason))
-
-    def _replay_part(self, original: NetworkStream, target: str, inp: InputProperties,
-                     chain: ReplayInput) -> PlanPart:
-        """A copy of the original to ``target``, then each level of ``chain`` there."""
-        route = self.state.backbone.route(original.origin, target)
-        streams = [self._new_stream(original.properties, original.kind, original.origin, original, (), route)]
-        for level in chain.levels:
-            streams.append(self._new_stream(level.properties, level.kind, target, streams[-1],
-                                            level.operators, (target,)))
-        usage = Usage()
-        for s in streams:
-            usage = usage.merge(s.usage)
-        operators = tuple(op for level in chain.levels for op in level.operators)
-        return self._finish(PlanPart(inp, original.id, original.origin, target, operators, route,
-                                     streams, streams[-1].id, usage))
 
     def _estimates(self, props: InputProperties) -> tuple[StreamEstimate, float]:
         """(estimate of the stream ``props`` describes, items/s its selection keeps), memoized

@@ -9,13 +9,19 @@ that offset or later (post-processing runs behind), so a read of results ``[o, o
 the intervals of the windows that arrived while those results were being made — each window's
 exactly once over reads that follow one another, never after its results, and the same again
 when the same range is read again. The read that ends the stream carries every interval left.
+
+Where results survive a restart (``state_store``), so do the intervals: the super-peer started
+again recomputes the windows from the stream's log, and those already estimated keep the offset
+they arrived at (a reader who had them does not get them again).
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import asdict
 
 from sharing.estimates import Estimate, estimate_record, estimate_xml
 from wxquery.operators.definitions import Partial
@@ -31,8 +37,10 @@ class LiveEstimates:
     """The intervals of one approximate subscription's windows, by result offset."""
 
     def __init__(self, rate: int, asked: Mapping[str, tuple[Partial, ...]],
-                 confidence: float = CONFIDENCE) -> None:
-        """``asked``: per input variable, the partials of the query's own aggregates."""
+                 confidence: float = CONFIDENCE,
+                 persist: Callable[[list[tuple[str, int, int, str]]], None] | None = None) -> None:
+        """``asked``: per input variable, the partials of the query's own aggregates;
+        ``persist``: where each window's intervals are written as they arrive (``restore``)."""
         self.rate = rate
         self.asked = dict(asked)
         self.confidence = confidence
@@ -42,32 +50,46 @@ class LiveEstimates:
         # from the start (its results are skipped), and so are the windows' intervals
         self._last: dict[str, int] = {}
         self.dropped = 0  # windows whose intervals were let go (``MAX_WINDOWS``)
+        self.persist = persist
         self._lock = threading.Lock()
+
+    def restore(self, rows: list[tuple[str, int, int, str]]) -> None:
+        """The windows estimated before a restart (``persist``'s rows, in arrival order): kept at
+        their offsets, and not estimated again when the recomputation reaches them."""
+        with self._lock:
+            for variable, window, position, estimates in rows[-MAX_WINDOWS:]:
+                self._positions.append(max(position, self._positions[-1]) if self._positions else position)
+                self._estimates.append([Estimate(**e) for e in json.loads(estimates)])
+                self._last[variable] = max(window, self._last.get(variable, -1))
 
     def scale(self, variable: str, values: list, position: int) -> list:
         """The values with every window record replaced by its scaled copy (the stream's
         estimates, without Σx²); the records' intervals kept at result offset ``position``."""
         out: list = []
-        found: list[list[Estimate]] = []
+        found: list[tuple[int, list[Estimate]]] = []
         for value in values:
             if isinstance(value, WindowRecord):
                 copy = WindowRecord(value.index, dict(value.values))  # the original may be shared
                 estimates = estimate_record(copy, self.rate, self.confidence, self.asked.get(variable, ()))
                 if value.index > self._last.get(variable, -1):
                     self._last[variable] = value.index
-                    found.append(estimates)
+                    found.append((value.index, estimates))
                 value = copy
             out.append(value)
+        rows = []
         with self._lock:
-            for estimates in found:
+            for window, estimates in found:
                 at = max(position, self._positions[-1]) if self._positions else position
                 self._positions.append(at)
                 self._estimates.append(estimates)
+                rows.append((variable, window, at, json.dumps([asdict(e) for e in estimates])))
             excess = len(self._positions) - MAX_WINDOWS
             if excess > 0:
                 del self._positions[:excess]
                 del self._estimates[:excess]
                 self.dropped += excess
+        if rows and self.persist is not None:
+            self.persist(rows)
         return out
 
     def between(self, offset: int, count: int, last: bool) -> list[Estimate]:

@@ -118,7 +118,17 @@ class LogReplays:
                     r.error = f"{type(exc).__name__}: {exc}"
 
     def _wait_for_room(self, entry: NetworkStream) -> None:
-        """Until every next hop of the stream has fewer than REPLAY_QUEUE_ITEMS queued."""
-        for n in entry.next_hops(self.plane.state.id):
+        """Until every next hop of the stream, and of the streams computed here from it (a copy
+        that crosses no link, its operators here: ``replay_plans``), has fewer than
+        REPLAY_QUEUE_ITEMS queued."""
+        here = self.plane.state.id
+        table, hops, todo = self.plane.state.table, set(), [entry.id]
+        with self.plane.state.lock:
+            while todo:
+                s = table.get(todo.pop())
+                if s is not None:
+                    hops.update(s.next_hops(here))
+                    todo.extend(table.derived(s.id, here))
+        for n in sorted(hops):
             while getattr(self.plane.sender(n), "queued_items", 0) > REPLAY_QUEUE_ITEMS:
                 time.sleep(0.02)

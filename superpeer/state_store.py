@@ -56,6 +56,9 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     starts TEXT NOT NULL DEFAULT '{}', chains TEXT NOT NULL DEFAULT '{}', user TEXT NOT NULL DEFAULT '',
     sample INTEGER NOT NULL DEFAULT 1, confidence REAL NOT NULL DEFAULT 0.95);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS intervals (
+    sid TEXT NOT NULL, variable TEXT NOT NULL, window INTEGER NOT NULL, position INTEGER NOT NULL,
+    estimates TEXT NOT NULL, PRIMARY KEY (sid, variable, window)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS results (
     sid TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
     PRIMARY KEY (sid, idx)) WITHOUT ROWID;
@@ -293,7 +296,8 @@ class StateStore:
 
     def remove_subscription(self, sid: str) -> None:
         self._write([("DELETE FROM subscriptions WHERE sid = ?", (sid,)),
-                     ("DELETE FROM results WHERE sid = ?", (sid,))])
+                     ("DELETE FROM results WHERE sid = ?", (sid,)),
+                     ("DELETE FROM intervals WHERE sid = ?", (sid,))])
 
     def add_results(self, sid: str, rows: list[tuple[int, str]]) -> None:
         self._write([("INSERT OR IGNORE INTO results (sid, idx, text) VALUES (?, ?, ?)",
@@ -302,7 +306,21 @@ class StateStore:
     def forget_results(self, sid: str, below: int) -> None:
         """Results before ``below`` were released: they need not survive a restart."""
         self._write([("DELETE FROM results WHERE sid = ? AND idx < ?", (sid, below)),
+                     ("DELETE FROM intervals WHERE sid = ? AND position < ?", (sid, below)),
                      ("UPDATE subscriptions SET released = MAX(released, ?) WHERE sid = ?", (below, sid))])
+
+    def add_intervals(self, sid: str, rows: list[tuple[str, int, int, str]]) -> None:
+        """The intervals of an approximate subscription's windows (``approximation``):
+        (variable, window, result offset it arrived at, estimates as JSON)."""
+        self._write([("INSERT OR REPLACE INTO intervals (sid, variable, window, position, estimates) "
+                      "VALUES (?, ?, ?, ?, ?)", [(sid, *r) for r in rows])])
+
+    def intervals(self, sid: str) -> list[tuple[str, int, int, str]]:
+        """``add_intervals``' rows of a subscription, in the order they arrived."""
+        with self._lock:
+            return [tuple(r) for r in self._db.execute(  # type: ignore[misc]
+                "SELECT variable, window, position, estimates FROM intervals WHERE sid = ? "
+                "ORDER BY position, variable, window", (sid,)).fetchall()]
 
     def subscriptions(self) -> list[StoredSubscription]:
         with self._lock:

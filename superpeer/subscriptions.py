@@ -18,6 +18,7 @@ import itertools
 import threading
 import time
 import weakref
+from functools import partial
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -271,6 +272,10 @@ class ResultBuffer:
                 if chunk and size > self.max_read_bytes:
                     break
                 chunk.append(self.items[i])
+            if chunk and self.unstored and self.unstored[0][0] < start + len(chunk):
+                # what a reader has is stored first: a super-peer started again resumes past it
+                # (an approximate subscription's later windows come with the reader's next read)
+                self._store()
             drained = self.closed and start + len(chunk) >= end
             return start, chunk, drained, lost
 
@@ -349,9 +354,12 @@ class SubscriptionRuntime:
     def feed(self, variable: str, values: list, end: bool) -> None:
         if self.sample > 1:  # window records of a sample: the whole stream's estimates, intervals kept
             if self.estimates is None or self.estimates.rate != self.sample:
+                store = self.buffer.store
                 self.estimates = LiveEstimates(self.sample, {i.variable: asked_partials(i)
                                                              for i in self.analysis.properties.inputs},
-                                               self.confidence)
+                                               self.confidence, store and partial(store.add_intervals, self.id))
+                if store is not None:  # a restart: the windows already estimated keep their offsets
+                    self.estimates.restore(store.intervals(self.id))
             values = self.estimates.scale(variable, values, self.buffer.end)
         self.feeds[variable].feed(values, end)
 

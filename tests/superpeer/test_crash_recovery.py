@@ -24,9 +24,12 @@ from lxml import etree
 from network_harness import reference_results, same, until
 from photons.generator import generate
 from sharing.scenarios import example_query
+from test_approximate_admission import WINDOWS as APPROX_WINDOWS, scaled
+from thinpeer.approximation import merged
 from thinpeer.client import SuperPeerClient
 from thinpeer.network import LocalNetwork, up, with_free_ports
 from thinpeer.topologies import shipped_topology
+from wxquery.operators.sampling import kept
 
 pytestmark = pytest.mark.slow
 
@@ -186,6 +189,55 @@ def test_the_subscribers_own_superpeer_restarted(tmp_path: Path) -> None:
         expected = reference_results(example_query("q1"), run.photons[200:])
         assert same(got, expected), (len(got), len(expected))
         run.check(("q3",))  # (q1's results were all read: released)
+    finally:
+        network.stop()
+
+
+def test_an_approximate_subscriptions_superpeer_restarted(tmp_path: Path) -> None:
+    """Admitted on a sample under overload: planned again after its super-peer restarts, it
+    samples the replay at the stream's super-peer (shipping the log whole would overload the
+    link again), and its results and its windows' intervals go on where they were — each
+    window's interval once over the reads before and after the restart."""
+    network = start(tmp_path, "paper-example")
+    try:
+        address = network.addresses
+        publisher = SuperPeerClient(address["SP4"])
+        publisher.register_stream("photons", "photons", "photon", rate=120_000)  # whole: SP4 overloads
+        photons = [p.to_xml() for p in generate(8000, seed=21)]
+        reply = SuperPeerClient(address["SP1"]).subscribe(APPROX_WINDOWS, approximate=True)
+        rate = reply.sample
+        assert rate > 1, reply.description
+        publisher.publish("photons", photons[:5000], position=0)
+        got, elements = [], []
+        for batch in SuperPeerClient(address["SP1"]).result_batches(reply.subscription, idle_timeout=30,
+                                                                     max_items=5):
+            got.extend(batch.items)
+            elements.append(batch.approximation)
+            if len(got) >= 6:  # (the first part's windows are not all read: some come after)
+                break
+        network.kill("SP1")
+        network.start("SP1")
+
+        def health() -> dict:
+            return (_status(address["SP1"]) or {}).get("subscriptions", {}).get(reply.subscription, {}).get("health", {})
+
+        # planned again (the whole log to SP1 would not fit: sampled at SP4), not left degraded
+        until(lambda: health().get("state") == "ok" and health().get("replans", 0) >= 1, seconds=60,
+              what=lambda: str(health()))
+        publisher.publish("photons", photons[5000:], position=5000)
+        until(lambda: _close(publisher), seconds=60)
+        reader = SuperPeerClient(address["SP1"])
+        for batch in reader.result_batches(reply.subscription, offset=len(got), idle_timeout=60, max_items=5):
+            got.extend(batch.items)
+            elements.append(batch.approximation)
+        sampled = [p for p, keep in zip(photons, kept(photons, rate)) if keep]
+        expected = scaled(reference_results(APPROX_WINDOWS, sampled), rate)
+        assert expected and same(got, expected), (len(got), len(expected))
+        ks = [int(w.get("k")) for w in etree.fromstring(merged(elements)).iterfind(
+            "{urn:streamglobe:approximation}window")]
+        assert ks == sorted(set(ks)) and len(ks) == len(got), ks  # every window once, in order
+        status = reader.status()["subscriptions"][reply.subscription]
+        assert status["health"]["replans"] >= 1 and status["sample"] == rate, status
     finally:
         network.stop()
 

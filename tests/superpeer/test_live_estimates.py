@@ -6,9 +6,12 @@ merges the reads' elements into one."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from lxml import etree
 
 from superpeer.approximation import LiveEstimates
+from superpeer.state_store import StateStore
 from thinpeer.approximation import merged
 from wxquery.operators.records import WindowRecord
 
@@ -47,3 +50,23 @@ def test_the_reads_elements_merge_into_one_in_order() -> None:
     assert whole.get("sample") == "1/8" and whole.get("rows-read") is None
     assert [w.get("k") for w in whole.findall("sg:window", ns)] == ["0", "5"]
     assert merged(["", ""]) == "" and live.xml(2, 5, last=False) == ""
+
+
+def test_intervals_stored_with_the_results_are_not_given_again_after_a_restart(tmp_path) -> None:
+    """A super-peer started again recomputes its subscription's windows from the log: those it
+    had estimated keep the offsets they arrived at; only later windows are new."""
+    store = StateStore(tmp_path)
+    before = LiveEstimates(4, ASKED, persist=partial(store.add_intervals, "s1"))
+    before.scale("w", [record(0)], position=0)
+    before.scale("w", [record(1), record(2)], position=5)
+    store.close()
+    store = StateStore(tmp_path)
+    after = LiveEstimates(4, ASKED, persist=partial(store.add_intervals, "s1"))
+    after.restore(store.intervals("s1"))
+    assert after.between(5, 3, last=False) == before.between(5, 3, last=False)
+    after.scale("w", [record(0), record(1), record(2), record(3)], position=7)  # recomputed
+    assert {e.window for e in after.between(7, 3, last=True)} == {3}
+    assert {e.window for e in after.between(0, 7, last=False)} == {0, 1, 2}
+    assert store.intervals("other") == [] and len(store.intervals("s1")) == 4
+    store.forget_results("s1", 5)  # released results: their intervals go too
+    assert [r[1] for r in store.intervals("s1")] == [1, 2, 3]

@@ -122,6 +122,33 @@ def test_a_replay_plan_ships_a_new_copy_from_the_origin_and_runs_every_operator_
         planner.replay_plan("s~2", props, "X")
 
 
+def _line_with_photons_at(frequency: float) -> NetworkState:
+    """The line A–B–C of 10 Mbit/s links, photons at A arriving ``frequency`` a second."""
+    state = NetworkState(Backbone([Peer("A"), Peer("B"), Peer("C")], [Link("A", "B", 1e7), Link("B", "C", 1e7)]))
+    stats = StreamStatistics(frequency=frequency)
+    for item in StreamDocument.from_text(photon_document(300, seed=3)).items("photons", "photon"):
+        stats.observe(item)
+    photons = InputStream("photons", ("photons", "photon"))
+    state.register_original(photons, "A", raw_properties(photons), stats)
+    return state
+
+
+def test_a_replay_plan_runs_the_operators_at_the_origin_when_the_whole_stream_would_not_fit() -> None:
+    """The copy the log fills stays at the origin, the operators run there, and only their
+    result crosses the links — as a subscription admitted on a sample needs after a failure."""
+    props = analyze(example_query("q3")).properties
+    for frequency in (100.0, 20_000.0):
+        plan = Planner(_line_with_photons_at(frequency)).replay_plan("s~1", props, "C")
+        [part] = plan.parts
+        copy, result = part.new_streams
+        assert plan.admitted and copy.parent == "photons" and not copy.operators and result.operators
+        if frequency == 100.0:  # fits whole: the copy to the subscriber, the operators there
+            assert copy.route == ("A", "B", "C") and result.route == ("C",)
+        else:
+            assert copy.route == ("A",) and result.origin == "A" and result.route == ("A", "B", "C")
+            assert plan.usage.links[frozenset(("A", "B"))] < 1e7
+
+
 def test_a_live_subscription_never_reuses_a_stream_filled_from_the_past() -> None:
     """A subscription over the past (``--from-start``, ``--since``, or one re-planned after a
     failure) runs on new streams filled from the log: reused by a live subscription, they would

@@ -1,0 +1,84 @@
+"""Plans that fill a subscription's inputs from the past (issues 13 and 15): after a failure cut
+its route, or over ``subscribe --since`` / ``--from-start``.
+
+Only a copy can be filled from a stream's log (its origin sends it logged items without running
+operators), so every input gets a *new* copy of its original at the original's super-peer.
+The operators the input read — the chain of computed streams (``sharing.replay``) or its own
+operators — run either at the subscriber's super-peer, the copy carrying the whole stream
+there, or at the origin over a copy that crosses no link, only their result travelling. The
+first is preferred (it is how the subscription was computed before, and it adds no load to the
+origin); the second is taken when the first would overload the network: a subscription
+admitted on a sample (``--approximate``) samples the replay at the origin instead of shipping
+every item of the log to sample them at its super-peer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .cost_model import Usage
+from .matching import match_properties
+from .network_state import NetworkStream
+from .properties import InputProperties, Properties
+from .replay import ReplayInput
+
+if TYPE_CHECKING:
+    from .planner import Plan, PlanPart, Planner
+
+
+def replay_plan(planner: "Planner", subscription: str, properties: Properties, target: str,
+                chains: Mapping[str, ReplayInput] | None = None) -> "Plan":
+    """``Planner.replay_plan``."""
+    from .planner import RegistrationError, Strategy
+
+    if target not in planner.state.backbone.peers:
+        raise RegistrationError(f"{target} is not in the backbone that remains")
+
+    def part_for(at_origin: bool):
+        def fresh_copy(inp: InputProperties, original: NetworkStream, target: str) -> "PlanPart":
+            if original.origin not in planner.state.backbone.peers:
+                raise RegistrationError(f"{original.origin}, where stream \"{inp.input.stream}\" "
+                                        f"is registered, is down")
+            chain = (chains or {}).get(inp.variable)
+            if chain is None:
+                match = match_properties(original.properties, inp)
+                levels = [(inp, match.kind, match.residual)]
+            else:
+                levels = [(level.properties, level.kind, level.operators) for level in chain.levels]
+            return replay_part(planner, original, target, inp, levels, at_origin)
+        return fresh_copy
+
+    plan = planner._plan(subscription, properties, target, Strategy.DATA_SHIPPING, part_for(False))
+    if not plan.admitted:
+        at_origin = planner._plan(subscription, properties, target, Strategy.DATA_SHIPPING, part_for(True))
+        if at_origin.admitted:
+            plan = at_origin
+    for part in plan.parts:
+        for stream in part.new_streams:
+            stream.past = True
+    return plan
+
+
+def replay_part(planner: "Planner", original: NetworkStream, target: str, inp: InputProperties,
+                levels: list[tuple[InputProperties, str, tuple]], at_origin: bool) -> "PlanPart":
+    """A new copy of the original, then one computed stream per level (properties, kind,
+    operators): the copy routed to ``target`` and the levels there, or (``at_origin``) the copy
+    and the levels at the origin and the last level routed to ``target``."""
+    from .planner import PlanPart
+
+    origin = original.origin
+    route = planner.state.backbone.route(origin, target)
+    here = origin if at_origin and any(ops for _, _, ops in levels) else target
+    streams = [planner._new_stream(original.properties, original.kind, origin, original, (),
+                                   (origin,) if here == origin else route)]
+    for i, (props, kind, operators) in enumerate(levels):
+        last = i == len(levels) - 1
+        streams.append(planner._new_stream(props, kind, here, streams[-1], operators,
+                                           route if here == origin and last else (here,)))
+    usage = Usage()
+    for s in streams:
+        usage = usage.merge(s.usage)
+    operators = tuple(op for _, _, ops in levels for op in ops)
+    return planner._finish(PlanPart(inp, original.id, origin, here, operators, route, streams,
+                                    streams[-1].id, usage))
