@@ -91,6 +91,9 @@ class NetworkState:
     def new_stream_id(self) -> str:
         return f"s{next(self._ids)}"
 
+    def reached(self, peer: str, stream_id: str) -> int | None:
+        return None  # no items flow in process: a stream filled from the past stays past
+
     # ------------------------------------------------------------------ changes
 
     def register_original(self, input_stream: InputStream, peer: str, properties: InputProperties,

@@ -33,6 +33,7 @@ from .cost_model import Calibration, CostModel, Overload, Usage
 from .estimates import SAMPLE_RATES, samplable, with_sample
 from .matching import Match, match_properties
 from .network_state import NetworkState, NetworkStream
+from .stream_table import lineage
 from .planning_view import PlanningView
 from .properties import InputProperties, PostProcessing, Properties
 from .replay import ReplayInput
@@ -51,6 +52,20 @@ class Strategy(str, Enum):
 def where(part: "PlanPart") -> tuple:
     """What tells two priced plans of one input apart: the stream reused, where, and the route."""
     return part.reused, part.reuse_peer, part.operator_peer, part.route
+
+
+def live_at(view: PlanningView, peer: str, stream: NetworkStream) -> bool:
+    """Whether a stream filled from the past carries only live items at ``peer`` from now on:
+    the copy its lineage begins with (the stream the log fills) has caught up with the log, and
+    its items up to there have all passed ``peer`` — what a subscription reusing it there
+    takes is then what it would take from a stream that was always live."""
+    chain = lineage(view.streams, stream.id)
+    copy = next((s for s in chain if s.past and not s.operators and s.parent is not None
+                 and s.parent in view.streams and view.streams[s.parent].original), None)
+    if copy is None or copy.live_from is None:
+        return False
+    reached = view.reached(peer, copy.id)
+    return reached is not None and reached >= copy.live_from
 
 
 class RegistrationError(Exception):
@@ -291,8 +306,9 @@ class Planner:
 
     def _groups_at(self, peer: str, inp: InputProperties):
         """The streams at ``peer`` a subscription may reuse, grouped by properties: not those
-        filled from the past (``NetworkStream.past``), whose items would reach it out of time."""
-        groups = ((props, [s for s in g.values() if not s.past])
+        filled from the past (``NetworkStream.past``), whose items would reach it out of time,
+        unless every replayed item has passed ``peer`` (``live_at``)."""
+        groups = ((props, [s for s in g.values() if not s.past or live_at(self.state, peer, s)])
                   for props, g in self.state.groups_at(peer, inp.input).items())
         return [(props, streams) for props, streams in groups if streams]
 

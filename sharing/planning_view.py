@@ -62,6 +62,11 @@ class PlanningView(Protocol):
         """An id for a stream a plan creates, unique in the network."""
         ...
 
+    def reached(self, peer: str, stream_id: str) -> int | None:
+        """The number of the next item of a stream filled from the past to pass ``peer``
+        (None: not known), to tell whether every replayed item has passed there."""
+        ...
+
 
 @dataclass
 class PlanningSnapshot:
@@ -75,10 +80,24 @@ class PlanningSnapshot:
     originals: dict[str, NetworkStream] = field(default_factory=dict)  # by stream name
     tables: dict[tuple[str, InputStream], list[NetworkStream]] = field(default_factory=dict)
     streams: dict[str, NetworkStream] = field(default_factory=dict)
+    positions: dict[tuple[str, str], int] = field(default_factory=dict)  # (peer, stream) -> ``reached``
 
-    def add_table(self, peer: str, input_stream: InputStream, found: list[NetworkStream]) -> None:
-        """Record a peer's table for an input; a stream seen at several peers is one object."""
-        self.tables[(peer, input_stream)] = [self.streams.setdefault(s.id, s) for s in found]
+    def add_table(self, peer: str, input_stream: InputStream, found: list[NetworkStream],
+                  reached: Mapping[str, int] | None = None) -> None:
+        """Record a peer's table for an input; a stream seen at several peers is one object
+        (whether a copy filled from the past has caught up is what the peer filling it says).
+        ``reached``: per stream filled from the past there, the number of its next item."""
+        kept = []
+        for s in found:
+            merged = self.streams.setdefault(s.id, s)
+            if s.origin == peer and s.live_from is not None:
+                merged.live_from = s.live_from
+            kept.append(merged)
+        self.tables[(peer, input_stream)] = kept
+        self.positions.update({(peer, sid): n for sid, n in (reached or {}).items()})
+
+    def reached(self, peer: str, stream_id: str) -> int | None:
+        return self.positions.get((peer, stream_id))
 
     def original(self, input_stream: InputStream) -> NetworkStream:
         s = self.originals.get(input_stream.stream)

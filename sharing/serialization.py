@@ -138,7 +138,7 @@ def stream_to_json(s: NetworkStream) -> dict:
         "kind": s.kind, "origin": s.origin, "parent": s.parent,
         "operators": [operator_to_json(o) for o in s.operators], "route": list(s.route),
         "estimate": [s.estimate.freq, s.estimate.size], "usage": usage_to_json(s.usage),
-        "users": sorted(s.users), "original": s.original, "past": s.past,
+        "users": sorted(s.users), "original": s.original, "past": s.past, "live_from": s.live_from,
     }
 
 
@@ -148,7 +148,8 @@ def stream_from_json(j: dict) -> NetworkStream:
         kind=j["kind"], origin=j["origin"], parent=j["parent"],
         operators=tuple(operator_from_json(o) for o in j["operators"]), route=tuple(j["route"]),
         estimate=StreamEstimate(*j["estimate"]), usage=usage_from_json(j["usage"]),
-        users=set(j["users"]), original=j["original"], past=j.get("past", False))
+        users=set(j["users"]), original=j["original"], past=j.get("past", False),
+        live_from=j.get("live_from"))
 
 
 def statistics_to_json(s: StreamStatistics, sample: int = 512) -> dict:

@@ -49,8 +49,11 @@ class NetworkStream:
     users: set[str] = field(default_factory=set)
     original: bool = False
     # filled from a log or an archive (a subscription over the past, or one re-planned after a
-    # failure): its items begin before it was installed, so no other subscription reuses it
+    # failure): its items begin before it was installed, so no other subscription reuses it —
+    # until the replay has caught up with the log: a copy's ``live_from``, set by the peer that
+    # fills it, is the number of its first item that was not replayed (``live_at``)
     past: bool = False
+    live_from: int | None = None
 
     def next_hops(self, peer: str) -> list[str]:
         route = self.route

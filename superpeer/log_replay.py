@@ -90,6 +90,7 @@ class LogReplays:
                     stop = original.logged
                     if r.next >= stop:  # caught up: live from now on (the lock holds new items back)
                         del self.active[stream]
+                        entry.live_from = stop  # others may share it where these items have passed
                         if self.plane.state.table.has_ended(r.original):
                             self.plane.ingest(stream, [], True, [])
                         return

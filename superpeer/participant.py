@@ -61,11 +61,16 @@ class Participant:
     def lookup(self, input_stream: InputStream) -> tuple[list[NetworkStream], dict]:
         """The streams of an input here and this peer's usage (reservations included), with
         the version they were read at: a reservation for a plan made over an older version
-        is refused as stale."""
+        is refused as stale; and the number of the next item here of each copy filled from the
+        past (``reached``: whether its replayed items have all passed, ``planner.live_at``)."""
         with self.state.lock:
             usage = self.state.own_usage().to_json(self.state.id)
             usage["version"] = self.state.version
-            return self.state.local_streams(input_stream), usage
+            streams = self.state.local_streams(input_stream)
+            if self.positions is not None:  # where the copies filled from the past stand here
+                usage["reached"] = {s.id: self.positions.next[s.id] for s in streams
+                                    if s.past and not s.operators and s.id in self.positions.next}
+            return streams, usage
 
     def statistics(self, name: str) -> dict:
         state = self.state.originals.get(name)

@@ -84,11 +84,12 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
             if answer is None:
                 continue  # unreachable: nothing to reuse there
             found, usage = answer
+            reached = usage.pop("reached", None)
             if peer != state.id:
                 state.peer_usage[peer] = usage
             if "version" in usage:  # the oldest read of a peer decides whether a plan is stale
                 view.versions[peer] = min(view.versions.get(peer, usage["version"]), usage["version"])
-            snapshot.add_table(peer, inp, found)
+            snapshot.add_table(peer, inp, found, reached)
             for s in found:
                 view.holders.setdefault(s.id, set()).add(peer)
     snapshot.link_used, snapshot.peer_used = state.usage_view()

@@ -41,3 +41,33 @@ def test_the_cli_takes_from_start() -> None:
     r = subprocess.run([sys.executable, "-m", "thinpeer.cli", "subscribe", "--help"], capture_output=True,
                        text=True, cwd=ROOT, timeout=60)
     assert "--from-start" in r.stdout
+
+
+def test_a_stream_filled_from_the_past_is_shared_once_its_replay_has_passed(tmp_path) -> None:
+    """The copy a ``--from-start`` subscription's replay fills is reused by a later live
+    subscription once every replayed item has passed where it would reuse it: the live one
+    gets only what follows its registration, the first one everything, and the stream is
+    shipped once."""
+    with running_network(tmp_path) as (topology, _):
+        publisher = SuperPeerClient(topology.address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=500)
+        publisher.publish("photons", PHOTONS[:700])
+        client = SuperPeerClient(topology.address("SP1"))
+        past = client.subscribe(example_query("q1"), from_start=True).subscription
+        expected_first = reference_results(example_query("q1"), PHOTONS[:700])
+        got_first = []
+        for _, item, _ in client.results(past, idle_timeout=30):  # the replay has passed SP1
+            got_first.append(item)
+            if len(got_first) == len(expected_first):
+                break
+        plan = client.status()["subscriptions"][past]["plan"]
+        filled = {s for part in plan["parts"] for s in part["new_streams"]}
+        live = client.subscribe(example_query("q1"))
+        [part] = client.status()["subscriptions"][live.subscription]["plan"]["parts"]
+        assert part["reused_stream"] in filled and not part["new_streams"], live.description
+        publisher.publish("photons", PHOTONS[700:])
+        publisher.close_stream("photons")
+        got_first += [item for _, item, _ in client.results(past, offset=len(got_first), idle_timeout=30)]
+        assert same(got_first, reference_results(example_query("q1"), PHOTONS))
+        got = [item for _, item, _ in client.results(live.subscription, idle_timeout=30)]
+        assert same(got, reference_results(example_query("q1"), PHOTONS[700:]))

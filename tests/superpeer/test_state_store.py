@@ -15,6 +15,8 @@ from sharing.backbone import Backbone, Link, Peer, TopologyError
 from sharing.matching import raw_properties
 from sharing.network_state import NetworkState
 from sharing.planner import Planner, RegistrationError
+from sharing.planning_view import PlanningSnapshot
+from sharing.serialization import stream_from_json, stream_to_json
 from sharing.properties import InputStream
 from sharing.replay import ReplayInput, ReplayLevel
 from sharing.statistics import StreamStatistics
@@ -179,3 +181,34 @@ def test_a_state_directory_from_before_exact_replays_is_taken_as_it_is(tmp_path:
     db.close()
     [s] = StateStore(tmp_path).subscriptions()
     assert (s.sid, s.starts, s.chains) == ("SP1-a", {"photons": 5}, {})
+
+
+def test_a_stream_filled_from_the_past_is_reused_only_where_its_replayed_items_have_passed() -> None:
+    """In the planning view of a daemon: the peer filling the copy says it caught up with the log
+    at item 700 (``live_from``); a live subscription at C reuses it only once the peers of its
+    route report the copy's next item there at 700 or beyond."""
+    state = _line_with_photons()
+    props = analyze(example_query("q1")).properties
+    past = Planner(state).replay_plan("s~1", props, "C")
+    Planner(state).install(past)
+    copy = past.parts[0].new_streams[0]
+    photons = InputStream("photons", ("photons", "photon"))
+
+    def snapshot(live_from: int | None, reached: int | None) -> PlanningSnapshot:
+        snap = PlanningSnapshot(state.backbone, state.new_stream_id, dict(state.link_used), dict(state.peer_used),
+                                dict(state.statistics))
+        snap.originals["photons"] = snap.streams["photons"] = state.original(photons)
+        for peer in state.backbone.peers:
+            found = [stream_from_json(stream_to_json(x)) for g in state.groups_at(peer, photons).values()
+                     for x in g.values()]
+            for x in found:
+                if x.id == copy.id and peer == copy.origin:
+                    x.live_from = live_from
+            snap.add_table(peer, photons, found,
+                           {copy.id: reached} if peer in copy.route and reached is not None else {})
+        return snap
+
+    filled = {s.id for s in past.parts[0].new_streams}
+    for live_from, reached, reused in ((None, 900, False), (700, 650, False), (700, None, False), (700, 700, True)):
+        plan = Planner(snapshot(live_from, reached)).subscribe("s~2", props, "C")
+        assert plan.admitted and (plan.parts[0].reused in filled) == reused, (live_from, reached, plan.parts[0].reused)
