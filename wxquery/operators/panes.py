@@ -23,8 +23,12 @@ from .definitions import Atom, CombineWindows, WindowAggregate, WindowSpec
 from ..values import compare
 from .aggregates import merge
 from .chains import Chain
+from .pane_folds import FOLDED, fold_count_windows
 from .records import WindowRecord
 from .windows import WindowClock, assigner_for
+
+
+FOLD_AT_LEAST = 16  # count windows closed at once from arrays (``pane_folds``); fewer one by one
 
 
 class CombineWindowRecords:
@@ -175,7 +179,16 @@ class ChainState:
         assigner = assigner_for(spec)
         size, step = int(spec.size), int(spec.step)
         k = self.next_k or 0
+        closing = max(0, (self.clock.seen - size) // step + 1 - k)
+        partials = self.chain.window.partials  # type: ignore[union-attr]
         out = []
+        if closing >= FOLD_AT_LEAST and all(fn in FOLDED for fn, _ in partials):
+            rows = fold_count_windows(self.panes, [fn for fn, _ in partials], k, closing,
+                                      assigner.panes_per_window, assigner.panes_per_step)
+            for i, row in enumerate(rows):
+                out.append(WindowRecord(k + i, {(fn, e): (v or 0) if fn == "count" else v
+                                                for (fn, e), v in zip(partials, row)}))
+            k += closing
         while k * step + size <= self.clock.seen:
             out.append(self._record(k, [p for p in assigner.panes_of_window(k) if p in self.panes]))
             k += 1
