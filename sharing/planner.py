@@ -289,8 +289,9 @@ class Planner:
             # streams of equal properties carry the same content: per group, only the two
             # (stream, peer) pairs nearest the target are priced (the second in case the nearest
             # is loaded).
+            # (a stream filled from the past: only where its replayed items have all passed)
             pairs = sorted(((distance[p], p, s.id) for s in streams.values()
-                            for p in dict.fromkeys(s.route)))[:2]
+                            for p in dict.fromkeys(s.route) if not s.past or live_at(self.state, p, s)))[:2]
             for _, u, sid in pairs:
                 for candidate in self.generate_plans(streams[sid], u, target, inp, match):
                     priced.append(candidate)
@@ -307,7 +308,8 @@ class Planner:
     def _groups_at(self, peer: str, inp: InputProperties):
         """The streams at ``peer`` a subscription may reuse, grouped by properties: not those
         filled from the past (``NetworkStream.past``), whose items would reach it out of time,
-        unless every replayed item has passed ``peer`` (``live_at``)."""
+        unless every replayed item has passed ``peer`` (``live_at``; the search goes on from
+        there, and a stream is reused only at peers of its route where that holds too)."""
         groups = ((props, [s for s in g.values() if not s.past or live_at(self.state, peer, s)])
                   for props, g in self.state.groups_at(peer, inp.input).items())
         return [(props, streams) for props, streams in groups if streams]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
@@ -27,6 +28,7 @@ from sharing.estimates import Estimate, estimate_record, estimate_xml
 from wxquery.operators.definitions import Partial
 from wxquery.operators.records import WindowRecord
 
+log = logging.getLogger("streamglobe.superpeer")
 NAMESPACE = "urn:streamglobe:approximation"
 CONFIDENCE = 0.95
 # windows whose intervals are held for readers; the oldest go first (as results past retention)
@@ -76,20 +78,24 @@ class LiveEstimates:
                     found.append((value.index, estimates))
                 value = copy
             out.append(value)
-        rows = []
+        if not found:
+            return out
         with self._lock:
-            for window, estimates in found:
-                at = max(position, self._positions[-1]) if self._positions else position
+            at = max(position, self._positions[-1]) if self._positions else position
+            if self.persist is not None:  # stored before any reader can be handed them
+                try:
+                    self.persist([(variable, window, at, json.dumps([asdict(e) for e in estimates]))
+                                  for window, estimates in found])
+                except Exception:  # noqa: BLE001 - the data path goes on; a restart may repeat these
+                    log.exception("could not store the intervals of windows %s", [w for w, _ in found])
+            for _, estimates in found:
                 self._positions.append(at)
                 self._estimates.append(estimates)
-                rows.append((variable, window, at, json.dumps([asdict(e) for e in estimates])))
             excess = len(self._positions) - MAX_WINDOWS
             if excess > 0:
                 del self._positions[:excess]
                 del self._estimates[:excess]
                 self.dropped += excess
-        if rows and self.persist is not None:
-            self.persist(rows)
         return out
 
     def between(self, offset: int, count: int, last: bool) -> list[Estimate]:

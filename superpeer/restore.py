@@ -65,6 +65,7 @@ def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
                                     registered_at=s.registered_at, owner=s.owner, starts=dict(s.starts),
                                     chains=dict(s.chains), stale=list(s.stale), user=s.user, sample=s.sample)
         runtime.sample, runtime.confidence = s.sample, s.confidence
+        runtime.ensure_estimates()  # results read back before its re-plan carry their intervals
         recovery.forget([*s.stale, s.owner or s.sid])  # every plan it had, wherever it is
         if s.closed:
             RELEASES.schedule(buffer, state.limits.finished_retention_s)

@@ -306,7 +306,10 @@ class StateStore:
     def forget_results(self, sid: str, below: int) -> None:
         """Results before ``below`` were released: they need not survive a restart."""
         self._write([("DELETE FROM results WHERE sid = ? AND idx < ?", (sid, below)),
-                     ("DELETE FROM intervals WHERE sid = ? AND position < ?", (sid, below)),
+                     # (the last window of each input stays: which windows a restart need not estimate again)
+                     ("DELETE FROM intervals WHERE sid = ? AND position < ? AND window < (SELECT MAX(i.window) "
+                      "FROM intervals i WHERE i.sid = intervals.sid AND i.variable = intervals.variable)",
+                      (sid, below)),
                      ("UPDATE subscriptions SET released = MAX(released, ?) WHERE sid = ?", (below, sid))])
 
     def add_intervals(self, sid: str, rows: list[tuple[str, int, int, str]]) -> None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import threading
 import time
 import weakref
-from functools import partial
 from collections import deque
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -35,6 +36,7 @@ from .state_store import StateStore
 
 MAX_RESULT_ITEM_BYTES = MESSAGE_LIMIT - ENVELOPE  # what one ReadResults reply can carry
 FORGET_EVERY = 1000  # stored results dropped by retention are deleted in steps of this many
+log = logging.getLogger("streamglobe.superpeer")
 STORE_EVERY = 256  # results stored in one transaction
 
 
@@ -164,6 +166,7 @@ class ResultBuffer:
     store: StateStore | None = None
     sid: str = ""
     unstored: list = field(default_factory=list)  # (index, item) not stored yet
+    store_on_read: bool = False  # results handed to a reader are stored first (approximate ones)
 
     @property
     def end(self) -> int:
@@ -272,7 +275,7 @@ class ResultBuffer:
                 if chunk and size > self.max_read_bytes:
                     break
                 chunk.append(self.items[i])
-            if chunk and self.unstored and self.unstored[0][0] < start + len(chunk):
+            if self.store_on_read and chunk and self.unstored and self.unstored[0][0] < start + len(chunk):
                 # what a reader has is stored first: a super-peer started again resumes past it
                 # (an approximate subscription's later windows come with the reader's next read)
                 self._store()
@@ -351,16 +354,27 @@ class SubscriptionRuntime:
     def start(self) -> None:
         self.thread.start()
 
-    def feed(self, variable: str, values: list, end: bool) -> None:
-        if self.sample > 1:  # window records of a sample: the whole stream's estimates, intervals kept
-            if self.estimates is None or self.estimates.rate != self.sample:
-                store = self.buffer.store
-                self.estimates = LiveEstimates(self.sample, {i.variable: asked_partials(i)
-                                                             for i in self.analysis.properties.inputs},
-                                               self.confidence, store and partial(store.add_intervals, self.id))
-                if store is not None:  # a restart: the windows already estimated keep their offsets
+    def ensure_estimates(self) -> LiveEstimates | None:
+        """The intervals of a subscription on a sample (``sample`` > 1), with those stored
+        before a restart: made as soon as the rate is known, so that results read back after a
+        restart come with their windows' intervals before anything new is fed."""
+        if self.sample > 1 and (self.estimates is None or self.estimates.rate != self.sample):
+            store = self.buffer.store
+            self.estimates = LiveEstimates(self.sample, {i.variable: asked_partials(i)
+                                                         for i in self.analysis.properties.inputs},
+                                           self.confidence, store and partial(store.add_intervals, self.id))
+            if store is not None:
+                self.buffer.store_on_read = True  # (a reader's next intervals come after what it has)
+                try:
                     self.estimates.restore(store.intervals(self.id))
-            values = self.estimates.scale(variable, values, self.buffer.end)
+                except Exception:  # noqa: BLE001 - intervals lost are said in the log, results go on
+                    log.exception("the stored intervals of %s could not be read", self.id)
+        return self.estimates
+
+    def feed(self, variable: str, values: list, end: bool) -> None:
+        estimates = self.ensure_estimates()
+        if estimates is not None:  # window records of a sample: the whole stream's estimates, intervals kept
+            values = estimates.scale(variable, values, self.buffer.end)
         self.feeds[variable].feed(values, end)
 
     def stop(self) -> None:

@@ -238,6 +238,8 @@ def test_an_approximate_subscriptions_superpeer_restarted(tmp_path: Path) -> Non
         assert ks == sorted(set(ks)) and len(ks) == len(got), ks  # every window once, in order
         status = reader.status()["subscriptions"][reply.subscription]
         assert status["health"]["replans"] >= 1 and status["sample"] == rate, status
+        [part] = status["plan"]["parts"]  # the sample and the windows run where the stream is
+        assert part["operator_peer"] == "SP4" and part["route"] == ["SP4", "SP5", "SP1"], part
     finally:
         network.stop()
 

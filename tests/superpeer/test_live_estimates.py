@@ -10,8 +10,11 @@ from functools import partial
 
 from lxml import etree
 
+from sharing.analysis import analyze
 from superpeer.approximation import LiveEstimates
+from superpeer.limits import DataLimits
 from superpeer.state_store import StateStore
+from superpeer.subscriptions import ResultBuffer, SubscriptionRuntime
 from thinpeer.approximation import merged
 from wxquery.operators.records import WindowRecord
 
@@ -70,3 +73,26 @@ def test_intervals_stored_with_the_results_are_not_given_again_after_a_restart(t
     assert store.intervals("other") == [] and len(store.intervals("s1")) == 4
     store.forget_results("s1", 5)  # released results: their intervals go too
     assert [r[1] for r in store.intervals("s1")] == [1, 2, 3]
+    store.forget_results("s1", 100)  # (but for the last window: which ones were estimated)
+    assert [r[1] for r in store.intervals("s1")] == [3]
+
+
+def test_a_restored_subscription_has_its_intervals_before_anything_is_fed(tmp_path) -> None:
+    """Results read back after a restart, before the re-plan feeds anything, carry their
+    windows' intervals; retention trimming keeps the record of the last window estimated."""
+    store = StateStore(tmp_path)
+    before = LiveEstimates(4, ASKED, persist=partial(store.add_intervals, "s1"))
+    before.scale("w", [record(0), record(1)], position=0)
+    before.scale("w", [record(2)], position=2)
+    store.forget_results("s1", 100)  # every result released: the last window's row stays
+    assert [r[1] for r in store.intervals("s1")] == [2]
+    query = '<r>{ for $w in stream("photons")/photons/photon |count 10 step 10| return <n>{ sum($w/en) }</n> }</r>'
+    buffer = ResultBuffer(100, "r", 1 << 20)
+    buffer.store, buffer.sid = store, "s1"
+    runtime = SubscriptionRuntime("s1", analyze(query), 100, DataLimits(), buffer=buffer)
+    runtime.sample = 4
+    estimates = runtime.ensure_estimates()
+    assert estimates is not None and buffer.store_on_read
+    assert {e.window for e in estimates.between(2, 1, last=False)} == {2}
+    estimates.scale("w", [record(1), record(2), record(3)], position=3)  # recomputed: only 3 is new
+    assert {e.window for e in estimates.between(3, 1, last=True)} == {3}

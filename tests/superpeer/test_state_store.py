@@ -185,8 +185,8 @@ def test_a_state_directory_from_before_exact_replays_is_taken_as_it_is(tmp_path:
 
 def test_a_stream_filled_from_the_past_is_reused_only_where_its_replayed_items_have_passed() -> None:
     """In the planning view of a daemon: the peer filling the copy says it caught up with the log
-    at item 700 (``live_from``); a live subscription at C reuses it only once the peers of its
-    route report the copy's next item there at 700 or beyond."""
+    at item 700 (``live_from``); a live subscription at C reuses it only at peers that report
+    the copy's next item there at 700 or beyond (items may still be queued towards C)."""
     state = _line_with_photons()
     props = analyze(example_query("q1")).properties
     past = Planner(state).replay_plan("s~1", props, "C")
@@ -194,7 +194,7 @@ def test_a_stream_filled_from_the_past_is_reused_only_where_its_replayed_items_h
     copy = past.parts[0].new_streams[0]
     photons = InputStream("photons", ("photons", "photon"))
 
-    def snapshot(live_from: int | None, reached: int | None) -> PlanningSnapshot:
+    def snapshot(live_from: int | None, reached: dict[str, int]) -> PlanningSnapshot:
         snap = PlanningSnapshot(state.backbone, state.new_stream_id, dict(state.link_used), dict(state.peer_used),
                                 dict(state.statistics))
         snap.originals["photons"] = snap.streams["photons"] = state.original(photons)
@@ -204,11 +204,16 @@ def test_a_stream_filled_from_the_past_is_reused_only_where_its_replayed_items_h
             for x in found:
                 if x.id == copy.id and peer == copy.origin:
                     x.live_from = live_from
-            snap.add_table(peer, photons, found,
-                           {copy.id: reached} if peer in copy.route and reached is not None else {})
+            snap.add_table(peer, photons, found, {copy.id: reached[peer]} if peer in reached else {})
         return snap
 
     filled = {s.id for s in past.parts[0].new_streams}
-    for live_from, reached, reused in ((None, 900, False), (700, 650, False), (700, None, False), (700, 700, True)):
+    everywhere = {"A": 900, "B": 900, "C": 900}
+    for live_from, reached, allowed in ((None, everywhere, set()), (700, {"A": 900, "B": 650, "C": 650}, set()),
+                                        (700, {}, set()), (700, {"A": 700, "B": 700, "C": 700}, {"C"}),
+                                        (700, {"A": 900, "B": 900, "C": 650}, {"A", "B"})):
         plan = Planner(snapshot(live_from, reached)).subscribe("s~2", props, "C")
-        assert plan.admitted and (plan.parts[0].reused in filled) == reused, (live_from, reached, plan.parts[0].reused)
+        [part] = plan.parts
+        reused_past = part.reused in filled
+        assert plan.admitted and reused_past == bool(allowed), (live_from, reached, part.reused)
+        assert not reused_past or part.reuse_peer in allowed, (reached, part.reuse_peer)
