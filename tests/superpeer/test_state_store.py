@@ -100,10 +100,10 @@ def test_the_backbone_around_a_failure_routes_the_other_way() -> None:
         square.without(peers=["B", "D"]).route("A", "C")
 
 
-def _line_with_photons() -> NetworkState:
-    """The line A–B–C with photons registered at A."""
-    state = NetworkState(_line())
-    stats = StreamStatistics(frequency=100.0)
+def _line_with_photons(backbone: Backbone | None = None, frequency: float = 100.0) -> NetworkState:
+    """The square's line A–B–C (or ``backbone``) with photons registered at A."""
+    state = NetworkState(backbone or _line())
+    stats = StreamStatistics(frequency=frequency)
     for item in StreamDocument.from_text(photon_document(300, seed=3)).items("photons", "photon"):
         stats.observe(item)
     photons = InputStream("photons", ("photons", "photon"))
@@ -126,13 +126,8 @@ def test_a_replay_plan_ships_a_new_copy_from_the_origin_and_runs_every_operator_
 
 def _line_with_photons_at(frequency: float) -> NetworkState:
     """The line A–B–C of 10 Mbit/s links, photons at A arriving ``frequency`` a second."""
-    state = NetworkState(Backbone([Peer("A"), Peer("B"), Peer("C")], [Link("A", "B", 1e7), Link("B", "C", 1e7)]))
-    stats = StreamStatistics(frequency=frequency)
-    for item in StreamDocument.from_text(photon_document(300, seed=3)).items("photons", "photon"):
-        stats.observe(item)
-    photons = InputStream("photons", ("photons", "photon"))
-    state.register_original(photons, "A", raw_properties(photons), stats)
-    return state
+    return _line_with_photons(Backbone([Peer("A"), Peer("B"), Peer("C")],
+                                       [Link("A", "B", 1e7), Link("B", "C", 1e7)]), frequency)
 
 
 def test_a_replay_plan_runs_the_operators_at_the_origin_when_the_whole_stream_would_not_fit() -> None:
