@@ -33,11 +33,11 @@ from .cost_model import Calibration, CostModel, Overload, Usage
 from .estimates import SAMPLE_RATES, samplable, with_sample
 from .matching import Match, match_properties
 from .network_state import NetworkState, NetworkStream
-from .stream_table import lineage
 from .planning_view import PlanningView
 from .properties import InputProperties, PostProcessing, Properties
 from .replay import ReplayInput
 from .statistics import StreamEstimate
+from .stream_table import lineage
 
 
 MAX_ALTERNATIVES = 8  # the cheapest rejected alternatives a plan reports

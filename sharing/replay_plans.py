@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 def replay_plan(planner: "Planner", subscription: str, properties: Properties, target: str,
                 chains: Mapping[str, ReplayInput] | None = None) -> "Plan":
     """``Planner.replay_plan``."""
-    from .planner import RegistrationError, Strategy
+    from .planner import RegistrationError, Strategy  # (the planner calls this module)
 
     if target not in planner.state.backbone.peers:
         raise RegistrationError(f"{target} is not in the backbone that remains")
