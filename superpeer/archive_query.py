@@ -36,7 +36,7 @@ from wxquery.operators.records import WindowRecord
 from wxquery.operators.windows import WindowClock
 
 from .archive_layout import SAMPLE_RATES, ArchiveLayout, ArchiveMeta, chunks
-from .executors.spark.batch import Scan, Unit, run_units
+from .executors.spark.batch import Scan, Unit, run_units, watermarks_for
 
 NAMESPACE = "urn:streamglobe:approximation"
 
@@ -145,7 +145,7 @@ def units_for(layout: ArchiveLayout, meta: ArchiveMeta, rate: int, lo: float, hi
             have = [str(sampled[(f.first, f.bucket)].path) for f in files if (f.first, f.bucket) in sampled]
             missing = tuple((str(f.path), f.bucket) for f in files if (f.first, f.bucket) not in sampled)
         units.append(Unit(len(units), first, last, tuple(have), missing, meta.stream, str(layout.root), rate,
-                          events.get((first, last))))
+                          events.get((first, last)), tuple(layout.watermarks(meta.stream, first - 1, last + 1))))
     return units
 
 
@@ -209,7 +209,7 @@ def in_event_order(plan: InputPlan, units: list[Unit], lateness: float) -> bool:
     for u in units:
         if u.events is None or u.events[0] < high - lateness:
             return False
-        high = max(high, u.events[1])
+        high = max(high, u.events[1], *(value for _, value in watermarks_for(plan.chain, u.watermarks)))
     return True
 
 

@@ -138,9 +138,10 @@ def test_since_reaches_into_the_archive_then_the_log_then_live(tmp_path) -> None
             assert expected and same(got, expected), (expected_from, len(got), len(expected))
 
 
-def test_a_replay_from_the_archive_sends_the_watermarks_where_they_were_sent(tmp_path) -> None:
+def test_a_replay_from_the_archive_sends_the_watermarks_where_they_were_sent(tmp_path, spark) -> None:
     """An idle watermark closed a time window and made an item published after it late (dropped);
-    once only the archive holds them, a subscription from the start drops that item too."""
+    once only the archive holds them, a subscription from the start drops that item too, and so
+    does a query over the archive."""
     def item(t: float) -> str:
         return f"<photon><en>{1 + t % 7}</en><det_time>{t}</det_time></photon>"
 
@@ -169,6 +170,9 @@ def test_a_replay_from_the_archive_sends_the_watermarks_where_they_were_sent(tmp
         expected = reference_results(TIME_AGGREGATES, early + later)  # without the late item
         assert not same(expected, reference_results(TIME_AGGREGATES, early + [late] + later))
         assert expected and same(got, expected), (len(got), len(expected))
+        peers["SP4"].node.archiver.drain()
+    answer = query_archive(ArchiveRequest(TIME_AGGREGATES, settings.directory), spark)
+    assert same(answer.items, expected), (len(answer.items), len(expected))
 
 
 def write_archive(directory, items: list[str], samples: str, chunk: int = 1500) -> None:

@@ -31,6 +31,8 @@ class Unit:
     root: str = ""  # the archive directory (to build samples lazily)
     rate: int = 1
     events: tuple[float, float] | None = None  # the lowest and highest event time of the chunk's items
+    # (after, element, value): the watermarks sent among its items (and just before and after)
+    watermarks: tuple[tuple[int, str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,17 +83,36 @@ def run_unit(unit: Unit, scan: Scan, clock: dict | None) -> dict:
     began = time.perf_counter()
     positions, texts, built = read_unit(unit, scan)
     start = WindowClock.from_dict(clock) if clock else WindowClock()
-    out: dict = {"index": unit.index, "rows": len(texts), "built_s": built, "items": [], "panes": []}
-    if texts:
-        batch = ItemBatch(texts)
-        batch.prepare(scan.chain.paths())
-        result = evaluate_chain(scan.chain, batch, positions, start, scan.lateness)
-        out["malformed"] = batch.malformed
-        if clock is not None or scan.chain.window is None:
-            out["items"], out["panes"] = result.items, result.panes
+    out: dict = {"index": unit.index, "rows": len(texts), "built_s": built, "items": [], "panes": [],
+                 "malformed": 0}
+    marks = watermarks_for(scan.chain, unit.watermarks)
+    cuts = np.searchsorted(positions, [after for after, _ in marks], side="left") if marks else []
+    done = 0
+    for (_, value), cut in [*zip(marks, (int(c) for c in cuts)), ((None, None), len(texts))]:
+        if cut > done:  # the items before the watermark, then the watermark (as the replay sends it)
+            batch = ItemBatch(texts[done:cut])
+            batch.prepare(scan.chain.paths())
+            result = evaluate_chain(scan.chain, batch, positions[done:cut], start, scan.lateness)
+            out["malformed"] += batch.malformed
+            if clock is not None or scan.chain.window is None:
+                out["items"].extend(result.items)
+                out["panes"].extend(result.panes)
+            done = cut
+        if value is not None:
+            start.high = max(start.high, value)  # event time reached it: items below are late
     out["clock"] = start.to_dict()
     out["seconds"] = time.perf_counter() - began
     return out
+
+
+def watermarks_for(chain, marks: tuple[tuple[int, str, float], ...]) -> list[tuple[int, float]]:
+    """(after, value) of the watermarks a chain's time window over their element obeys, as a
+    live window would (``ChainState.advance``)."""
+    window = getattr(chain, "window", None)
+    spec = getattr(window, "window", None)
+    if spec is None or spec.kind != "diff":
+        return []
+    return sorted((after, value) for after, path, value in marks if path == spec.ref)
 
 
 def run_units(spark, units: list[Unit], scan: Scan, clocks: list[dict | None] | None) -> list[dict]:
