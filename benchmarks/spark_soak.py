@@ -31,6 +31,8 @@ from sharing.scenarios import template_queries
 from thinpeer.client import SuperPeerClient
 
 TROUBLE = re.compile(r"CANNOT_OPEN_SOCKET|connect back|BrokenPipeError|Broken pipe")
+# a JVM's own complaints (its start failures were seen but not their cause)
+JVM_TROUBLE = re.compile(r"Exception|Error:|error:|OutOfMemory|Could not|Killed|JAVA_GATEWAY|not start")
 
 
 def statuses(address: dict[str, str]) -> dict[str, dict]:
@@ -160,6 +162,10 @@ def main() -> int:
         logs = {peer: Path(network.state_dir) / f"{peer}.log" for peer in address}
         trouble = {peer: len(TROUBLE.findall(path.read_text(errors="replace"))) if path.exists() else None
                    for peer, path in logs.items()}
+        # where Spark failed to start, what its JVM wrote (spark-submit writes to the daemon's log)
+        jvm_lines = {peer: [line for line in logs[peer].read_text(errors="replace").splitlines()
+                            if JVM_TROUBLE.search(line)][:20]
+                     for peer, e in executors.items() if e.get("start_failures") and logs[peer].exists()}
     report = {
         "benchmark": "Spark soak, paper-example network, eight Spark super-peers",
         "args": vars(args) | {"out": str(args.out) if args.out else None},
@@ -171,6 +177,7 @@ def main() -> int:
         "start_failures": {p: e.get("start_failures") for p, e in executors.items()},
         "start_failure_reasons": {p: e["last_start_failure"] for p, e in executors.items()
                                   if e.get("last_start_failure")},
+        "start_failure_jvm_lines": jvm_lines,
         "spark_restarts": {p: e.get("spark_restarts") for p, e in executors.items()},
         "log_lines_connect_or_pipe_failures": trouble,
         "errors": {p: e.get("error") for p, e in executors.items() if e.get("error")},
@@ -185,6 +192,8 @@ def main() -> int:
           f"{worst['last_batch_ms']:.0f} ms; peak memory per super-peer {max(peak.values()):.0f} MB")
     for peer, reason in report["start_failure_reasons"].items():
         print(f"{peer}: {reason}")
+        for line in jvm_lines.get(peer, []):
+            print(f"  {line}")
     write_report("spark_soak", report, args.out)
     return 0
 
