@@ -32,7 +32,7 @@ from thinpeer.client import SuperPeerClient
 
 TROUBLE = re.compile(r"CANNOT_OPEN_SOCKET|connect back|BrokenPipeError|Broken pipe")
 # a JVM's own complaints (its start failures were seen but not their cause)
-JVM_TROUBLE = re.compile(r"Exception|Error:|error:|OutOfMemory|Could not|Killed|JAVA_GATEWAY|not start")
+JVM_TROUBLE = re.compile(r"Exception|Error:|error:|OutOfMemory|Could not|Killed|JAVA_GATEWAY|not start|bad array|spark-class")
 
 
 def statuses(address: dict[str, str]) -> dict[str, dict]:
