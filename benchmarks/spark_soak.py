@@ -164,7 +164,7 @@ def main() -> int:
                    for peer, path in logs.items()}
         # where Spark failed to start, what its JVM wrote (spark-submit writes to the daemon's log)
         jvm_lines = {peer: [line for line in logs[peer].read_text(errors="replace").splitlines()
-                            if JVM_TROUBLE.search(line)][:20]
+                            if JVM_TROUBLE.search(line) and not TROUBLE.search(line)][-20:]
                      for peer, e in executors.items() if e.get("start_failures") and logs[peer].exists()}
     report = {
         "benchmark": "Spark soak, paper-example network, eight Spark super-peers",

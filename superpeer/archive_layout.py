@@ -23,8 +23,10 @@ exactly 1/R, independently of the others (the basis of the confidence intervals)
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -111,6 +113,8 @@ def in_sample(positions: np.ndarray, rate: int) -> np.ndarray:
 class ArchiveLayout:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        # per stream: the chunks directory's mtime, its records, and their watermarks by position
+        self._records: dict[str, tuple[int, list[tuple[int, int, dict]], list[int], list[tuple[int, str, float]]]] = {}
 
     def stream_dir(self, stream: str) -> Path:
         return self.root / stream
@@ -145,23 +149,40 @@ class ArchiveLayout:
 
     def event_ranges(self, stream: str) -> dict[tuple[int, int], tuple[float, float] | None]:
         """Per committed chunk, the lowest and highest event time of its items (None: unknown)."""
-        out = {}
-        for first, last in self.committed(stream):
-            events = json.loads(self.commit_path(stream, first, last).read_text()).get("events")
-            out[(first, last)] = tuple(events) if events else None
-        return out
+        return {(first, last): tuple(r["events"]) if r.get("events") else None
+                for first, last, r in self._chunk_records(stream)[1]}
 
     def watermarks(self, stream: str, start: int, stop: int) -> list[tuple[int, str, float]]:
         """(after, element, value) of the archived watermarks sent after item ``start`` up to
-        ``stop`` (``StateStore.read_watermarks``' form), from the chunks that may hold them."""
-        found: dict[int, tuple[int, str, float]] = {}
-        for first, last in sorted(self.committed(stream)):
-            if last + 1 >= start and first <= stop:
-                record = json.loads(self.commit_path(stream, first, last).read_text())
-                for after, path, value in record.get("watermarks", ()):
-                    if start < after <= stop:
-                        found[int(after)] = (int(after), str(path), float(value))
-        return [found[a] for a in sorted(found)]
+        ``stop`` (``StateStore.read_watermarks``' form)."""
+        _, _, afters, marks = self._chunk_records(stream)
+        return marks[bisect.bisect_right(afters, start):bisect.bisect_right(afters, stop)]
+
+    def _chunk_records(self, stream: str):
+        """(the chunks directory's mtime, every committed chunk's (first, last, record) in
+        position order, the watermarks' positions, the watermarks): a chunk's record never
+        changes once committed, so the directory is read again only when it changed (replays
+        ask for every thousand items)."""
+        folder = self.stream_dir(stream) / "chunks"
+        try:
+            stamp = folder.stat().st_mtime_ns
+        except FileNotFoundError:
+            return 0, [], [], []
+        cached = self._records.get(stream)
+        if cached is not None and cached[0] == stamp:
+            return cached
+        known = {(first, last): r for first, last, r in cached[1]} if cached is not None else {}
+        records = [(first, last, known.get((first, last)) or json.loads(self.commit_path(stream, first, last).read_text()))
+                   for first, last in sorted(self.committed(stream))]
+        found: dict[int, tuple[int, str, float]] = {}  # (a chunk's first watermark may be its predecessor's last)
+        for _, _, r in records:
+            for after, path, value in r.get("watermarks", ()):
+                found[int(after)] = (int(after), str(path), float(value))
+        afters = sorted(found)
+        entry = (stamp, records, afters, [found[a] for a in afters])
+        if time.time_ns() - stamp > 2_000_000_000:  # (a coarse clock could hide a commit in the same tick)
+            self._records[stream] = entry
+        return entry
 
     def files(self, stream: str, rate: int = 1, uncommitted: bool = False) -> list[ChunkFile]:
         """Every data file of a tree's committed chunks (``uncommitted``: of the others), in

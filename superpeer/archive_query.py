@@ -134,7 +134,7 @@ def units_for(layout: ArchiveLayout, meta: ArchiveMeta, rate: int, lo: float, hi
     where they exist and building the missing ones from the full files."""
     sampled = {(f.first, f.bucket): f for f in layout.files(meta.stream, rate)} if rate > 1 else {}
     events = layout.event_ranges(meta.stream)
-    units = []
+    units, previous = [], -1
     for first, last, files in chunks(layout.files(meta.stream)):
         files = [f for f in files if (f.bucket + 1) * meta.span > lo and f.bucket * meta.span < hi]
         if not files:
@@ -144,8 +144,12 @@ def units_for(layout: ArchiveLayout, meta: ArchiveMeta, rate: int, lo: float, hi
         else:
             have = [str(sampled[(f.first, f.bucket)].path) for f in files if (f.first, f.bucket) in sampled]
             missing = tuple((str(f.path), f.bucket) for f in files if (f.first, f.bucket) not in sampled)
+        # the watermarks since the last unit (a chunk skipped for the range has its place too),
+        # those of event times in range: a watermark at or above the range's end is as an item there
+        marks = tuple(m for m in layout.watermarks(meta.stream, previous, last + 1) if m[2] < hi)
         units.append(Unit(len(units), first, last, tuple(have), missing, meta.stream, str(layout.root), rate,
-                          events.get((first, last)), tuple(layout.watermarks(meta.stream, first - 1, last + 1))))
+                          events.get((first, last)), marks))
+        previous = last
     return units
 
 

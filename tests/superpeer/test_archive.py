@@ -175,6 +175,35 @@ def test_a_replay_from_the_archive_sends_the_watermarks_where_they_were_sent(tmp
     assert same(answer.items, expected), (len(answer.items), len(expected))
 
 
+def test_an_archive_query_obeys_the_watermarks_of_its_range(tmp_path, spark) -> None:
+    """Three chunks with idle watermarks between them, the last making some items late: over
+    any range the answer is the query over the items the live run kept in that range (a
+    watermark at or beyond the range's end counts as an item there: not at all)."""
+    def item(t: float) -> str:
+        return f"<photon><en>{1 + t % 5}</en><det_time>{t}</det_time></photon>"
+
+    parts = [[item(t) for t in range(0, 90)], [item(t) for t in range(100, 190)],
+             [item(t) for t in range(270, 330)]]
+    marks = {90: 95.0, 180: 300.0}  # after the first part, after the second: 270–299 come late
+    state = PeerState("SP4", paper_example_backbone())
+    state.add_original(OriginalState("photons", "photons", "photon", event_time=EventTime("det_time")))
+    original, archiver, at = state.originals["photons"], Archiver(state, tmp_path / "a", span=60.0, samples="lazy"), 0
+    for part in parts:
+        state.store.append("photons", at, part, at + len(part), at + len(part), 0, 0, at=time.time())
+        if at + len(part) in marks:
+            state.store.add_watermark("photons", at + len(part), "det_time", marks[at + len(part)])
+        original.logged = at + len(part)
+        archiver.write_chunk(original, at, at + len(part))
+        at += len(part)
+    kept = [x for x in parts[0] + parts[1] + parts[2] if not 270 <= det_time(x) < 300]
+    for lo, hi in ((-math.inf, math.inf), (0.0, 250.0), (0.0, 290.0), (120.0, 400.0)):
+        answer = query_archive(ArchiveRequest(TIME_AGGREGATES, tmp_path / "a", lo, hi), spark)
+        expected = reference_results(TIME_AGGREGATES, [x for x in (kept if hi > 300 else
+                                                                   parts[0] + parts[1] + parts[2])
+                                                       if lo <= det_time(x) < hi])
+        assert expected and same(answer.items, expected), (lo, hi, len(answer.items), len(expected))
+
+
 def write_archive(directory, items: list[str], samples: str, chunk: int = 1500) -> None:
     """An archive written by the super-peer's writer from a log, without a network."""
     state = PeerState("SP4", paper_example_backbone())

@@ -31,7 +31,8 @@ class Unit:
     root: str = ""  # the archive directory (to build samples lazily)
     rate: int = 1
     events: tuple[float, float] | None = None  # the lowest and highest event time of the chunk's items
-    # (after, element, value): the watermarks sent among its items (and just before and after)
+    # (after, element, value): the watermarks sent since the previous unit's items (a chunk
+    # outside the query's range has none) up to just after its own
     watermarks: tuple[tuple[int, str, float], ...] = ()
 
 
