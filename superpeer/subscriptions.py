@@ -20,8 +20,8 @@ import threading
 import time
 import weakref
 from collections import deque
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Iterator
 
 from sharing.analysis import Analysis
@@ -34,9 +34,9 @@ from .items import utf8_size
 from .limits import ENVELOPE, MESSAGE_LIMIT, DataLimits
 from .state_store import StateStore
 
+log = logging.getLogger("streamglobe.superpeer")
 MAX_RESULT_ITEM_BYTES = MESSAGE_LIMIT - ENVELOPE  # what one ReadResults reply can carry
 FORGET_EVERY = 1000  # stored results dropped by retention are deleted in steps of this many
-log = logging.getLogger("streamglobe.superpeer")
 STORE_EVERY = 256  # results stored in one transaction
 
 

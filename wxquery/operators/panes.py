@@ -31,6 +31,14 @@ from .windows import WindowClock, assigner_for
 FOLD_AT_LEAST = 16  # count windows closed at once from arrays (``pane_folds``); fewer one by one
 
 
+def watermark_element(chain: Chain) -> str | None:
+    """The element whose watermarks a chain's window obeys: that of a time window over items."""
+    window = chain.window
+    if isinstance(window, WindowAggregate) and window.window.kind == "diff":
+        return window.window.ref
+    return None
+
+
 class CombineWindowRecords:
     """Coarser windows from finer window records that arrive in index order.
 
@@ -172,8 +180,13 @@ class ChainState:
         merged: list = list(self.panes[members[0]]) if members else [None] * len(partials)
         for p in members[1:]:
             merged = [merge(fn, a, b) for (fn, _), a, b in zip(partials, merged, self.panes[p])]
+        return self._window_record(k, merged)
+
+    def _window_record(self, k: int, values: list) -> WindowRecord:
+        """Window ``k``'s record from its merged partials (a count of no pane is 0)."""
+        partials = self.chain.window.partials  # type: ignore[union-attr]
         return WindowRecord(k, {(fn, element): (value or 0) if fn == "count" else value
-                                for (fn, element), value in zip(partials, merged)})
+                                for (fn, element), value in zip(partials, values)})
 
     def _close_count(self, spec: WindowSpec) -> list[WindowRecord]:
         assigner = assigner_for(spec)
@@ -185,9 +198,7 @@ class ChainState:
         if closing >= FOLD_AT_LEAST and all(fn in FOLDED for fn, _ in partials):
             rows = fold_count_windows(self.panes, [fn for fn, _ in partials], k, closing,
                                       assigner.panes_per_window, assigner.panes_per_step)
-            for i, row in enumerate(rows):
-                out.append(WindowRecord(k + i, {(fn, e): (v or 0) if fn == "count" else v
-                                                for (fn, e), v in zip(partials, row)}))
+            out.extend(self._window_record(k + i, row) for i, row in enumerate(rows))
             k += closing
         while k * step + size <= self.clock.seen:
             out.append(self._record(k, [p for p in assigner.panes_of_window(k) if p in self.panes]))
@@ -241,9 +252,7 @@ class ChainState:
         """A watermark: if this chain's time window is over element ``path``, event time
         ``value`` is taken as an item with it would be (no later item has less); the output
         texts of the windows it closes."""
-        window = self.chain.window
-        if (self.ended or self.chain.input_kind != "items" or not isinstance(window, WindowAggregate)
-                or window.window.kind != "diff" or window.window.ref != path):
+        if self.ended or self.chain.input_kind != "items" or watermark_element(self.chain) != path:
             return []
         self.clock.high = max(self.clock.high, value)
         return self.apply([], [], [], None, lateness, False)

@@ -109,11 +109,10 @@ def run_unit(unit: Unit, scan: Scan, clock: dict | None) -> dict:
 def watermarks_for(chain, marks: tuple[tuple[int, str, float], ...]) -> list[tuple[int, float]]:
     """(after, value) of the watermarks a chain's time window over their element obeys, as a
     live window would (``ChainState.advance``)."""
-    window = getattr(chain, "window", None)
-    spec = getattr(window, "window", None)
-    if spec is None or spec.kind != "diff":
-        return []
-    return sorted((after, value) for after, path, value in marks if path == spec.ref)
+    from wxquery.operators.panes import watermark_element
+
+    element = watermark_element(chain)
+    return sorted((after, value) for after, path, value in marks if element is not None and path == element)
 
 
 def run_units(spark, units: list[Unit], scan: Scan, clocks: list[dict | None] | None) -> list[dict]:
