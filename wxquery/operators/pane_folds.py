@@ -1,9 +1,9 @@
-"""Count windows closed by the thousand: each window's partials folded from its panes as arrays.
+"""Windows closed by the thousand: each window's partials folded from its panes as arrays.
 
-A count window ``|count Δ step μ|`` covers panes ``k·μ/w … k·μ/w + Δ/w − 1`` (``w`` the pane
-width), so every window closed in one batch takes its j-th pane at the same stride: the windows'
-partials are folded pane by pane (j = 0, 1, …) over all of them at once — the same
-operations, in the same order, as merging each window's panes one after the other
+Window ``k`` covers panes ``k·μ/w … k·μ/w + Δ/w − 1`` (``w`` the pane width, gcd(Δ, μ); for count
+and time windows alike), so every window closed in one batch takes its j-th pane at the same
+stride: the windows' partials are folded pane by pane (j = 0, 1, …) over all of them at once —
+the same operations, in the same order, as merging each window's panes one after the other
 (``aggregates.merge``), so the values are identical to the last bit. A driver closing ten
 thousand windows a batch (30 shared operators) spends its time in these folds otherwise.
 """
@@ -19,7 +19,7 @@ from .aggregates import PartialValue
 FOLDED = frozenset({"count", "sum", "sumsq", "min", "max"})
 
 
-def fold_count_windows(panes: Mapping[int, Sequence[PartialValue]], functions: Sequence[str],
+def fold_windows(panes: Mapping[int, Sequence[PartialValue]], functions: Sequence[str],
                        first_window: int, windows: int, per_window: int, per_step: int
                        ) -> list[list[PartialValue]]:
     """Per window ``first_window …`` (``windows`` of them), its partials (``functions``, in

@@ -23,7 +23,7 @@ from .definitions import Atom, CombineWindows, WindowAggregate, WindowSpec
 from ..values import compare
 from .aggregates import merge
 from .chains import Chain
-from .pane_folds import FOLDED, fold_count_windows
+from .pane_folds import FOLDED, fold_windows
 from .records import WindowRecord
 from .windows import WindowClock, assigner_for
 
@@ -196,7 +196,7 @@ class ChainState:
         partials = self.chain.window.partials  # type: ignore[union-attr]
         out = []
         if closing >= FOLD_AT_LEAST and all(fn in FOLDED for fn, _ in partials):
-            rows = fold_count_windows(self.panes, [fn for fn, _ in partials], k, closing,
+            rows = fold_windows(self.panes, [fn for fn, _ in partials], k, closing,
                                       assigner.panes_per_window, assigner.panes_per_step)
             out.extend(self._window_record(k + i, row) for i, row in enumerate(rows))
             k += closing
@@ -215,14 +215,21 @@ class ChainState:
         for p in self.panes:
             ks = assigner.windows_of_pane(p)
             candidates.update(range(ks.start if self.next_k is None else max(ks.start, self.next_k), ks.stop))
-        out = []
+        closing = []  # every candidate has a pane: a window without one is never written
         for k in sorted(candidates):
             if not end and assigner.bounds(k)[1] > watermark:
                 break
-            members = [p for p in assigner.panes_of_window(k) if p in self.panes]
-            if members:
-                out.append(self._record(k, members))
-            self.next_k = k + 1
+            closing.append(k)
+        partials = self.chain.window.partials  # type: ignore[union-attr]
+        if (len(closing) >= FOLD_AT_LEAST and all(fn in FOLDED for fn, _ in partials)
+                and closing[-1] - closing[0] < 2 * len(closing)):  # not for a few windows far apart
+            rows = fold_windows(self.panes, [fn for fn, _ in partials], closing[0], closing[-1] - closing[0] + 1,
+                                assigner.panes_per_window, assigner.panes_per_step)
+            out = [self._window_record(k, rows[k - closing[0]]) for k in closing]
+        else:
+            out = [self._record(k, [p for p in assigner.panes_of_window(k) if p in self.panes]) for k in closing]
+        if closing:
+            self.next_k = closing[-1] + 1
         if self.next_k is not None:
             for p in [p for p in self.panes if assigner.first_window_of_pane(p) < self.next_k]:
                 del self.panes[p]

@@ -155,7 +155,7 @@ class ShapedItems:
     def __init__(self, matches: list[re.Match], shapes: list[ItemShape]) -> None:
         self.matches = matches
         self.shapes = shapes  # per item
-        self.uniform = all(s is shapes[0] for s in shapes)
+        self.uniform = not shapes or shapes.count(shapes[0]) == len(shapes)  # one C loop (identity first)
 
     def texts(self, path: str) -> tuple[bool, list]:
         """Per item, the string values of the elements at a simple path (``.``: the item).
@@ -181,6 +181,11 @@ def _text(match: re.Match, slots: tuple[int, ...]) -> str:
 
 def match_shapes(texts: Sequence[str]) -> ShapedItems | None:
     """The batch's items matched to their shapes; None if some item has none."""
+    first = shape_of(texts[0]) if texts else None
+    if first is not None:  # the common case, one shape for the whole batch: matched in one call
+        uniform = list(map(first.regex.fullmatch, texts))
+        if None not in uniform:
+            return ShapedItems(uniform, [first] * len(uniform))  # type: ignore[arg-type]
     matches: list[re.Match] = []
     shapes: list[ItemShape] = []
     shape: ItemShape | None = None
