@@ -24,7 +24,7 @@ from ..values import compare
 from .aggregates import merge
 from .chains import Chain
 from .pane_folds import FOLDED, fold_windows
-from .records import WindowRecord
+from .records import WindowRecord, window_texts
 from .windows import WindowClock, assigner_for
 
 
@@ -154,17 +154,20 @@ class ChainState:
 
     def close(self, lateness: float, end: bool) -> list[WindowRecord]:
         """Records of the windows that are final now (all remaining ones at the end)."""
-        window = self.chain.window
-        if not isinstance(window, WindowAggregate):
+        if not isinstance(self.chain.window, WindowAggregate):
             return self.combine.flush() if (end and self.combine is not None) else []
-        spec = window.window
+        return [self._window_record(k, values) for k, values in self._closed(lateness, end)]
+
+    def _closed(self, lateness: float, end: bool) -> list[tuple[int, list]]:
+        """The windows final now, as (k, merged partials), in window order."""
+        spec = self.chain.window.window  # type: ignore[union-attr]
         if spec.kind == "count":
-            records = self._close_count(spec)
+            rows = self._close_count(spec)
         else:
-            records = self._close_time(spec, self.clock.watermark(lateness), end)
+            rows = self._close_time(spec, self.clock.watermark(lateness), end)
         if end:
             self.panes.clear()
-        return records
+        return rows
 
     def _filtered(self, records: list[WindowRecord]) -> list[WindowRecord]:
         if not self.chain.filters:
@@ -172,15 +175,15 @@ class ChainState:
         keep = aggregate_filter(self.chain.filters)
         return [r for r in records if keep(r)]
 
-    def _record(self, k: int, members: list[int]) -> WindowRecord:
-        """Window ``k``'s record from the partials of its panes ``members`` (in pane order; the
-        driver closes thousands per batch, so the first pane is taken as it is, not merged)."""
+    def _merged(self, members: list[int]) -> list:
+        """A window's partials from those of its panes ``members`` (in pane order; the driver
+        closes thousands per batch, so the first pane is taken as it is, not merged)."""
         assert isinstance(self.chain.window, WindowAggregate)
         partials = self.chain.window.partials
         merged: list = list(self.panes[members[0]]) if members else [None] * len(partials)
         for p in members[1:]:
             merged = [merge(fn, a, b) for (fn, _), a, b in zip(partials, merged, self.panes[p])]
-        return self._window_record(k, merged)
+        return merged
 
     def _window_record(self, k: int, values: list) -> WindowRecord:
         """Window ``k``'s record from its merged partials (a count of no pane is 0)."""
@@ -188,7 +191,7 @@ class ChainState:
         return WindowRecord(k, {(fn, element): (value or 0) if fn == "count" else value
                                 for (fn, element), value in zip(partials, values)})
 
-    def _close_count(self, spec: WindowSpec) -> list[WindowRecord]:
+    def _close_count(self, spec: WindowSpec) -> list[tuple[int, list]]:
         assigner = assigner_for(spec)
         size, step = int(spec.size), int(spec.step)
         k = self.next_k or 0
@@ -198,10 +201,10 @@ class ChainState:
         if closing >= FOLD_AT_LEAST and all(fn in FOLDED for fn, _ in partials):
             rows = fold_windows(self.panes, [fn for fn, _ in partials], k, closing,
                                       assigner.panes_per_window, assigner.panes_per_step)
-            out.extend(self._window_record(k + i, row) for i, row in enumerate(rows))
+            out.extend(zip(range(k, k + closing), rows))
             k += closing
         while k * step + size <= self.clock.seen:
-            out.append(self._record(k, [p for p in assigner.panes_of_window(k) if p in self.panes]))
+            out.append((k, self._merged([p for p in assigner.panes_of_window(k) if p in self.panes])))
             k += 1
         self.next_k = k
         lowest = assigner.panes_of_window(k).start
@@ -209,7 +212,7 @@ class ChainState:
             del self.panes[p]
         return out
 
-    def _close_time(self, spec: WindowSpec, watermark: float, end: bool) -> list[WindowRecord]:
+    def _close_time(self, spec: WindowSpec, watermark: float, end: bool) -> list[tuple[int, list]]:
         assigner = assigner_for(spec)
         candidates: set[int] = set()
         for p in self.panes:
@@ -225,9 +228,9 @@ class ChainState:
                 and closing[-1] - closing[0] < 2 * len(closing)):  # not for a few windows far apart
             rows = fold_windows(self.panes, [fn for fn, _ in partials], closing[0], closing[-1] - closing[0] + 1,
                                 assigner.panes_per_window, assigner.panes_per_step)
-            out = [self._window_record(k, rows[k - closing[0]]) for k in closing]
+            out = [(k, rows[k - closing[0]]) for k in closing]
         else:
-            out = [self._record(k, [p for p in assigner.panes_of_window(k) if p in self.panes]) for k in closing]
+            out = [(k, self._merged([p for p in assigner.panes_of_window(k) if p in self.panes])) for k in closing]
         if closing:
             self.next_k = closing[-1] + 1
         if self.next_k is not None:
@@ -249,11 +252,14 @@ class ChainState:
             return items
         if self.chain.input_kind == "records":
             out = self.add_records(records)
-        else:
-            self.add_panes(panes)
-            out = []
-        out.extend(self.close(lateness, end))
-        return [r.to_xml() for r in self._filtered(out)]
+            out.extend(self.close(lateness, end))
+            return [r.to_xml() for r in self._filtered(out)]
+        self.add_panes(panes)
+        partials = self.chain.window.partials  # type: ignore[union-attr]
+        rows = self._closed(lateness, end)
+        if self.chain.filters or len(set(partials)) < len(partials):  # a record holds a partial once
+            return [r.to_xml() for r in self._filtered([self._window_record(k, v) for k, v in rows])]
+        return window_texts(partials, rows)
 
     def advance(self, path: str, value: float, lateness: float) -> list[str]:
         """A watermark: if this chain's time window is over element ``path``, event time

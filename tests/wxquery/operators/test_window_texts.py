@@ -1,0 +1,22 @@
+"""Closed windows written a column at a time are the very texts their records write."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from wxquery.operators.records import WindowRecord, window_texts
+
+FUNCTIONS = ["count", "sum", "min", "max", "sumsq"]
+VALUES = st.one_of(st.none(), st.floats(width=64), st.integers(-10**12, 10**12),
+                   st.sampled_from([0.0, -0.0, 1e-4, 2e-5, 9.99999e5, 1e6, 1e-7, 123.0, -5.5]))
+
+
+@given(st.lists(st.tuples(st.sampled_from(FUNCTIONS), st.sampled_from(["en", "a/b", 'x"&<'])), unique=True,
+                max_size=4),
+       st.lists(st.tuples(st.integers(-10, 10**9), st.lists(VALUES, min_size=4, max_size=4)), max_size=8))
+def test_window_texts_equal_the_records_texts(partials, rows):
+    rows = [(k, values[:len(partials)]) for k, values in rows]
+    want = [WindowRecord(k, {p: (v or 0) if p[0] == "count" else v for p, v in zip(partials, values)}).to_xml()
+            for k, values in rows]
+    assert window_texts(partials, rows) == want
