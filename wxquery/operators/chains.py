@@ -141,14 +141,15 @@ class ChainOutput:
 
 
 def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, clock: WindowClock,
-                   lateness: float, piece: bool = False) -> ChainOutput:
+                   lateness: float, piece: bool = False, floors: np.ndarray | None = None) -> ChainOutput:
     """One chain over one batch of its parent's items (``offsets`` ascending, one per item; None:
     every item is new to the chain and outputs carry item positions). ``clock`` is advanced.
 
     ``piece``: the items are one piece of a batch cut into consecutive ranges evaluated apart
     (``pieces.merge_pieces`` joins them), and ``clock`` holds only an admission threshold, not
     where the chain stands: a count window then hands back its rows' partial inputs instead of
-    panes, which the driver numbers."""
+    panes, which the driver numbers. ``floors``: per item, the event time the watermarks sent
+    before it had raised a time window's clock to (``WindowClock.admit_batch``)."""
     out = ChainOutput()
     if offsets is None:
         offsets = np.arange(batch.n if chain.input_kind == "items" else len(batch.texts))
@@ -192,7 +193,7 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
     else:
         assert spec.ref is not None
         refs = batch.first_values(spec.ref)[rows]
-        admitted = clock.admit_batch(refs, lateness)
+        admitted = clock.admit_batch(refs, lateness, None if floors is None else floors[rows])
         if not admitted.all():
             inputs = [column_rows(c, np.flatnonzero(admitted)) for c in inputs]
         panes = assigner.time_panes(refs[admitted])

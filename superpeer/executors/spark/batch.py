@@ -79,7 +79,8 @@ def run_unit(unit: Unit, scan: Scan, clock: dict | None) -> dict:
     else the evaluation with the clock every earlier unit left."""
     from wxquery.operators.batch import ItemBatch
     from wxquery.operators.chains import evaluate_chain
-    from wxquery.operators.windows import WindowClock
+    from wxquery.operators.collection import cycle_collection_paused
+    from wxquery.operators.windows import WindowClock, watermark_floors
 
     began = time.perf_counter()
     positions, texts, built = read_unit(unit, scan)
@@ -87,20 +88,17 @@ def run_unit(unit: Unit, scan: Scan, clock: dict | None) -> dict:
     out: dict = {"index": unit.index, "rows": len(texts), "built_s": built, "items": [], "panes": [],
                  "malformed": 0}
     marks = watermarks_for(scan.chain, unit.watermarks)
-    cuts = np.searchsorted(positions, [after for after, _ in marks], side="left") if marks else []
-    done = 0
-    for (_, value), cut in [*zip(marks, (int(c) for c in cuts)), ((None, None), len(texts))]:
-        if cut > done:  # the items before the watermark, then the watermark (as the replay sends it)
-            batch = ItemBatch(texts[done:cut])
+    if texts:
+        with cycle_collection_paused():
+            batch = ItemBatch(texts)
             batch.prepare(scan.chain.paths())
-            result = evaluate_chain(scan.chain, batch, positions[done:cut], start, scan.lateness)
-            out["malformed"] += batch.malformed
-            if clock is not None or scan.chain.window is None:
-                out["items"].extend(result.items)
-                out["panes"].extend(result.panes)
-            done = cut
-        if value is not None:
-            start.high = max(start.high, value)  # event time reached it: items below are late
+            result = evaluate_chain(scan.chain, batch, positions, start, scan.lateness,
+                                    floors=watermark_floors(positions, marks) if marks else None)
+        out["malformed"] = batch.malformed
+        if clock is not None or scan.chain.window is None:
+            out["items"], out["panes"] = result.items, result.panes
+    for _, value in marks:  # event time reached them: later units' items below are late
+        start.high = max(start.high, value)
     out["clock"] = start.to_dict()
     out["seconds"] = time.perf_counter() - began
     return out

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from wxquery.operators import definitions as alg
 from wxquery.operators.chains import Chain, ChainOutput, normalise
+from wxquery.operators.collection import cycle_collection_paused
 from wxquery.operators.pieces import Piece
 from wxquery.operators.windows import WindowClock, WindowCounters
 
@@ -368,8 +369,9 @@ class SparkExecutor:
                 chains = dict(self.chains)
             ended = {r.src for r in results if r.ended}
             try:
-                state = self.state.fold(batch.id, batch.end, chains, results, ended, self.feed.ids,
-                                        self.lateness, self._redo)
+                with cycle_collection_paused():
+                    state = self.state.fold(batch.id, batch.end, chains, results, ended, self.feed.ids,
+                                            self.lateness, self._redo)
             except BaseException:
                 self.state = self.checkpoint.last_state()
                 raise

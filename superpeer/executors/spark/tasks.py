@@ -27,6 +27,7 @@ import numpy as np
 
 from wxquery.operators.batch import ItemBatch
 from wxquery.operators.chains import Chain, ChainOutput, evaluate_chain
+from wxquery.operators.collection import cycle_collection_paused
 from wxquery.operators.pieces import Piece
 from wxquery.operators.windows import WindowClock
 
@@ -165,7 +166,8 @@ def run_task(feed: FeedAddress, tasks: list[FeedTask], index: int, _: Iterable) 
         client.close()  # a broken connection is not reused
         raise
     fetched = time.time()
-    result = evaluate_task(task, items)
+    with cycle_collection_paused():
+        result = evaluate_task(task, items)
     result.seconds = (began, fetched, time.time())
     yield pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
 
