@@ -20,8 +20,7 @@ FOLDED = frozenset({"count", "sum", "sumsq", "min", "max"})
 
 
 def fold_windows(panes: Mapping[int, Sequence[PartialValue]], functions: Sequence[str],
-                       first_window: int, windows: int, per_window: int, per_step: int
-                       ) -> list[list[PartialValue]]:
+                 first_window: int, windows: int, per_window: int, per_step: int) -> list[list[PartialValue]]:
     """Per window ``first_window …`` (``windows`` of them), its partials (``functions``, in
     order) from the panes it covers that exist (a missing pane had no items)."""
     first = first_window * per_step

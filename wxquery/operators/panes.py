@@ -28,7 +28,7 @@ from .records import WindowRecord, window_texts
 from .windows import WindowClock, assigner_for
 
 
-FOLD_AT_LEAST = 16  # count windows closed at once from arrays (``pane_folds``); fewer one by one
+FOLD_AT_LEAST = 16  # windows closed at once from arrays (``pane_folds``); fewer one by one
 
 
 def watermark_element(chain: Chain) -> str | None:
@@ -200,7 +200,7 @@ class ChainState:
         out = []
         if closing >= FOLD_AT_LEAST and all(fn in FOLDED for fn, _ in partials):
             rows = fold_windows(self.panes, [fn for fn, _ in partials], k, closing,
-                                      assigner.panes_per_window, assigner.panes_per_step)
+                                assigner.panes_per_window, assigner.panes_per_step)
             out.extend(zip(range(k, k + closing), rows))
             k += closing
         while k * step + size <= self.clock.seen:
@@ -224,8 +224,9 @@ class ChainState:
                 break
             closing.append(k)
         partials = self.chain.window.partials  # type: ignore[union-attr]
+        spanned = (closing[-1] - closing[0]) * assigner.panes_per_step + assigner.panes_per_window if closing else 0
         if (len(closing) >= FOLD_AT_LEAST and all(fn in FOLDED for fn, _ in partials)
-                and closing[-1] - closing[0] < 2 * len(closing)):  # not for a few windows far apart
+                and spanned <= 4 * len(self.panes) + 64):  # arrays over the panes spanned: not if most are empty
             rows = fold_windows(self.panes, [fn for fn, _ in partials], closing[0], closing[-1] - closing[0] + 1,
                                 assigner.panes_per_window, assigner.panes_per_step)
             out = [(k, rows[k - closing[0]]) for k in closing]

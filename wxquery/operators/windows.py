@@ -111,7 +111,7 @@ def watermark_floors(positions: np.ndarray, marks: list[tuple[int, float]]) -> n
     as the replay sends them between the watermarks, instead of in a segment per watermark."""
     raised = np.full(positions.size + 1, -np.inf)
     cuts = np.searchsorted(positions, [after for after, _ in marks], side="left")
-    np.maximum.at(raised, cuts, [value for _, value in marks])
+    np.fmax.at(raised, cuts, [value for _, value in marks])  # a NaN watermark raises nothing, as max() ignores it
     return np.maximum.accumulate(raised)[:-1]
 
 

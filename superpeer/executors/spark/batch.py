@@ -79,7 +79,7 @@ def run_unit(unit: Unit, scan: Scan, clock: dict | None) -> dict:
     else the evaluation with the clock every earlier unit left."""
     from wxquery.operators.batch import ItemBatch
     from wxquery.operators.chains import evaluate_chain
-    from wxquery.operators.collection import cycle_collection_paused
+    from superpeer.executors.spark.collection import cycle_collection_paused
     from wxquery.operators.windows import WindowClock, watermark_floors
 
     began = time.perf_counter()

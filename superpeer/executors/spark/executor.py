@@ -37,12 +37,12 @@ from pathlib import Path
 
 from wxquery.operators import definitions as alg
 from wxquery.operators.chains import Chain, ChainOutput, normalise
-from wxquery.operators.collection import cycle_collection_paused
 from wxquery.operators.pieces import Piece
 from wxquery.operators.windows import WindowClock, WindowCounters
 
 from ..base import Deliver
 from .checkpoint import DriverCheckpoint
+from .collection import cycle_collection_paused
 from .driver_state import DriverState, PendingWatermarks  # (pickled checkpoints name DriverState here)
 from .feed import FeedLog, FeedServer
 from . import pacing

@@ -27,10 +27,10 @@ import numpy as np
 
 from wxquery.operators.batch import ItemBatch
 from wxquery.operators.chains import Chain, ChainOutput, evaluate_chain
-from wxquery.operators.collection import cycle_collection_paused
 from wxquery.operators.pieces import Piece
 from wxquery.operators.windows import WindowClock
 
+from .collection import cycle_collection_paused
 from .feed import FeedLog, FeedSlice, no_delay
 
 

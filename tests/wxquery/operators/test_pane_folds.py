@@ -84,3 +84,20 @@ def test_time_windows_closed_from_arrays_equal_closing_them_one_by_one(items, si
             module.FOLD_AT_LEAST = saved
 
     assert run(1) == run(10**9)
+
+
+def test_time_windows_far_apart_in_fine_panes_are_closed_one_by_one():
+    """|t diff 0.001 step 1000000|: a pane is 1/1000, a step a billion panes; twenty windows of one
+    item each closing at once span 2·10^10 panes, which no array is made for."""
+    from fractions import Fraction
+
+    from wxquery.operators import panes as module
+    from wxquery.operators.chains import normalise
+    from wxquery.operators.definitions import WindowAggregate, WindowSpec
+
+    window = WindowAggregate(WindowSpec("diff", Fraction(1, 1000), Fraction(10**6), "t"), (("sum", "v"),))
+    state = module.ChainState(normalise(1, "out", "in", "items", (window,)))
+    per_step = module.assigner_for(window.window).panes_per_step
+    state.add_panes([(k * per_step, [float(k)]) for k in range(20)])
+    state.clock.high = 30 * 10**6
+    assert [r.values[("sum", "v")] for r in state.close(0.0, False)] == [float(k) for k in range(20)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wxquery.operators.records import WindowRecord, window_texts
@@ -12,6 +12,7 @@ VALUES = st.one_of(st.none(), st.floats(width=64), st.integers(-10**12, 10**12),
                    st.sampled_from([0.0, -0.0, 1e-4, 2e-5, 9.99999e5, 1e6, 1e-7, 123.0, -5.5]))
 
 
+@settings(deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(FUNCTIONS), st.sampled_from(["en", "a/b", 'x"&<'])), unique=True,
                 max_size=4),
        st.lists(st.tuples(st.integers(-10, 10**9), st.lists(VALUES, min_size=4, max_size=4)), max_size=8))
