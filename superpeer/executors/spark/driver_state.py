@@ -11,6 +11,8 @@ from wxquery.operators.panes import ChainState
 from wxquery.operators.pieces import Piece, merge_pieces
 from wxquery.operators.windows import WindowClock
 
+from .collection import cycle_collection_paused
+
 Output = tuple[str, int, list, bool]  # (stream, first sequence number, texts, end)
 
 
@@ -31,7 +33,14 @@ class DriverState:
         task order: a stream's ranges in offset order) joined per chain (``merge_pieces``; ``redo``
         evaluates a chain's piece again from a given clock) and merged into its window state;
         ``outputs`` are the new texts to deliver, numbered after the earlier ones. ``ended``:
-        the streams (feed ids) whose end the batch holds."""
+        the streams (feed ids) whose end the batch holds. Runs with the cycle collector paused
+        (``collection``): a batch's windows and texts all die by reference counting."""
+        with cycle_collection_paused():
+            return self._fold(batch_id, end, chains, results, ended, ids, lateness, redo)
+
+    def _fold(self, batch_id: int, end: int, chains: dict[int, Chain], results: list,
+              ended: set[int], ids: dict[str, int], lateness: float,
+              redo: Callable[[Chain, Piece, WindowClock], tuple[ChainOutput, WindowClock]]) -> "DriverState":
         pieces: dict[int, list[Piece]] = {}
         for result in results:
             for cid in set(result.outputs) | set(result.cursors):

@@ -42,7 +42,6 @@ from wxquery.operators.windows import WindowClock, WindowCounters
 
 from ..base import Deliver
 from .checkpoint import DriverCheckpoint
-from .collection import cycle_collection_paused
 from .driver_state import DriverState, PendingWatermarks  # (pickled checkpoints name DriverState here)
 from .feed import FeedLog, FeedServer
 from . import pacing
@@ -369,9 +368,8 @@ class SparkExecutor:
                 chains = dict(self.chains)
             ended = {r.src for r in results if r.ended}
             try:
-                with cycle_collection_paused():
-                    state = self.state.fold(batch.id, batch.end, chains, results, ended, self.feed.ids,
-                                            self.lateness, self._redo)
+                state = self.state.fold(batch.id, batch.end, chains, results, ended, self.feed.ids,
+                                        self.lateness, self._redo)
             except BaseException:
                 self.state = self.checkpoint.last_state()
                 raise
