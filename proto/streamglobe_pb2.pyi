@@ -223,12 +223,14 @@ class ReserveRequest(_message.Message):
     def __init__(self, transaction: _Optional[str] = ..., part_json: _Optional[str] = ...) -> None: ...
 
 class ReserveReply(_message.Message):
-    __slots__ = ("ok", "reason")
+    __slots__ = ("ok", "reason", "answer_json")
     OK_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_JSON_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     reason: str
-    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+    answer_json: str
+    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., answer_json: _Optional[str] = ...) -> None: ...
 
 class CommitRequest(_message.Message):
     __slots__ = ("transaction", "commit_json")

@@ -193,7 +193,8 @@ class Planner:
         return plan
 
     def replay_plan(self, subscription: str, properties: Properties, target: str,
-                    chains: Mapping[str, ReplayInput] | None = None) -> Plan:
+                    chains: Mapping[str, ReplayInput] | None = None, share: bool = False,
+                    avoid: frozenset[str] = frozenset()) -> Plan:
         """A plan whose every input is a *new* copy of its original stream from the original's
         super-peer, and the input's operators — the chain of computed streams it read
         (``chains``, by variable: one stream per level, ``sharing.replay``), else its own
@@ -202,8 +203,12 @@ class Planner:
         This is how a subscription is planned again after a failure cut its route: only a
         stream nobody else reads can be replayed from the original's log (the subscriber's
         results are then recomputed and what it already has is skipped), and a copy is the
-        one stream the origin can fill from its log without running operators."""
-        return replay_plans.replay_plan(self, subscription, properties, target, chains)
+        one stream the origin can fill from its log without running operators.
+
+        ``share`` (a subscription over the past, not a recovery): an input may instead be
+        served from a replay already running, where that is cheaper (``replay_plans``; not
+        from the running copies in ``avoid``)."""
+        return replay_plans.replay_plan(self, subscription, properties, target, chains, share, avoid)
 
     def _plan(self, subscription: str, properties: Properties, target: str, strategy: Strategy,
               part_for: Callable[[InputProperties, NetworkStream, str], PlanPart]) -> Plan:

@@ -10,6 +10,14 @@ first is preferred (it is how the subscription was computed before, and it adds 
 origin); the second is taken when the first would overload the network: a subscription
 admitted on a sample (``--approximate``) samples the replay at the origin instead of shipping
 every item of the log to sample them at its super-peer.
+
+A subscription over the past (not a recovery) may instead **share a replay that is running**:
+a copy another past subscription's replay is filling from an earlier item, taken at a peer of
+its route on to the subscriber (``shared_replay_parts``) — the log crosses the links up to
+there once. Whether that copy has not yet sent the item the new subscription starts at is
+known only where it is filled, at its origin, which checks it and holds the replay there until
+the new copy is installed (``superpeer.log_replay``); if it has, the reservation is refused
+and the subscription is planned again without that copy (``avoid``).
 """
 
 from __future__ import annotations
@@ -28,8 +36,10 @@ if TYPE_CHECKING:
 
 
 def replay_plan(planner: "Planner", subscription: str, properties: Properties, target: str,
-                chains: Mapping[str, ReplayInput] | None = None) -> "Plan":
-    """``Planner.replay_plan``."""
+                chains: Mapping[str, ReplayInput] | None = None, share: bool = False,
+                avoid: frozenset[str] = frozenset()) -> "Plan":
+    """``Planner.replay_plan``; ``share``: a running replay may serve an input (not those in
+    ``avoid``), where that is cheaper."""
     from .planner import RegistrationError, Strategy  # (the planner calls this module)
 
     if target not in planner.state.backbone.peers:
@@ -46,7 +56,11 @@ def replay_plan(planner: "Planner", subscription: str, properties: Properties, t
                 levels = [(inp, match.kind, match.residual)]
             else:
                 levels = [(level.properties, level.kind, level.operators) for level in chain.levels]
-            return replay_part(planner, original, target, inp, levels, at_origin)
+            fresh = replay_part(planner, original, target, inp, levels, at_origin)
+            if not share or chain is not None:
+                return fresh
+            shared = shared_replay_parts(planner, original, target, inp, avoid)
+            return min([fresh, *shared], key=lambda p: (bool(p.overloads), p.cost))
         return fresh_copy
 
     plan = planner._plan(subscription, properties, target, Strategy.DATA_SHIPPING, part_for(False))
@@ -82,3 +96,43 @@ def replay_part(planner: "Planner", original: NetworkStream, target: str, inp: I
     operators = tuple(op for _, _, ops in levels for op in ops)
     return planner._finish(PlanPart(inp, original.id, origin, here, operators, route, streams,
                                     streams[-1].id, usage))
+
+
+def running_replays(planner: "Planner", original: NetworkStream) -> list[NetworkStream]:
+    """The copies of ``original`` being filled from its past, as far as the view knows: made
+    at its origin for a past subscription, no operators, not caught up with the log yet."""
+    return sorted((s for s in planner.state.streams.values()
+                   if s.past and not s.operators and s.parent == original.id and s.origin == original.origin
+                   and s.live_from is None and len(s.route) > 1),
+                  key=lambda s: s.id)
+
+
+def shared_replay_parts(planner: "Planner", original: NetworkStream, target: str, inp: InputProperties,
+                        avoid: frozenset[str] = frozenset()) -> list["PlanPart"]:
+    """An input served from a running replay (``running_replays``): at each peer of its route
+    past the origin, a new copy of it routed to ``target``, the input's own operators there.
+    The new copy takes the replay's items from the subscription's first item on (the origin
+    says which at reservation); ``PlanPart.reused`` is the running copy."""
+    from .planner import PlanPart
+
+    parts = []
+    match = match_properties(original.properties, inp)
+    for running in running_replays(planner, original):
+        if running.id in avoid:
+            continue
+        for v in running.route[1:]:
+            route = planner.state.backbone.route(v, target)
+            copy = planner._new_stream(original.properties, original.kind, v, running, (), route)
+            result = planner._new_stream(inp, match.kind, target, copy, match.residual, (target,))
+            copy.past = result.past = True
+            parts.append(planner._finish(PlanPart(inp, running.id, v, target, match.residual, route,
+                                                  [copy, result], result.id, copy.usage.merge(result.usage),
+                                                  reason=match.reason)))
+    return parts
+
+
+def shared_replays(plan: "Plan") -> dict[str, str]:
+    """Per part of a past subscription's plan served from a running replay, the new copy ->
+    the running copy it takes items from."""
+    return {p.new_streams[0].id: p.reused for p in plan.parts
+            if p.new_streams and p.new_streams[0].past and p.reused != p.input_properties.input.stream}

@@ -35,11 +35,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from sharing.analysis import analyze
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
 from sharing.replay import replay_inputs
+from sharing.replay_plans import shared_replays
 from sharing.statistics import StreamStatistics
 from sharing.stream_table import NetworkStream
 from wxquery.errors import WXQueryError
@@ -56,6 +56,7 @@ from .remote_view import RemotePlanningView, fetch_planning_view
 from .route_health import data_paths
 from .subscription_record import SubscriptionRecord
 from .subscriptions import ResultBuffer, SubscriptionRuntime
+from .two_phase import Coordinator
 
 REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
 INSTALL_DEADLINE_S = 20.0  # conflicts with concurrent installations are retried this long
@@ -68,17 +69,6 @@ log = logging.getLogger("streamglobe.superpeer")
 STREAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")  # never a derived stream's id (SP1.12)
 
 
-@dataclass
-class PlanCommitted:
-    """What the peers answered to a plan's commit: where it starts, and who committed."""
-
-    logged: dict[str, int]  # original -> items logged when its peer committed
-    anchors: dict[str, int]  # stream -> the first parent item it took (``positions``)
-    incarnations: dict[str, str]  # peer -> the process that committed (a later one lost the plan)
-    replayed: dict[str, int] = field(default_factory=dict)  # original -> first log item replayed
-    history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history went
-
-
 class ControlPlane:
     # What one subscription's query may hold and cost; set on an instance to configure.
     query_limits: QueryLimits = DEFAULT_LIMITS
@@ -88,6 +78,7 @@ class ControlPlane:
                  planner: Callable[[RemotePlanningView], Planner] | None = None) -> None:
         self.state = state
         self.link = link
+        self.two_phase = Coordinator(state, link)  # installs plans: reserve, commit, release
         self.retention = retention
         self.make_planner = planner or (lambda view: Planner(view.snapshot))
         # the process a peer answers with (the failure detector's; a change means it restarted)
@@ -280,6 +271,7 @@ class ControlPlane:
         self.state.check_shapes(analysis)
         deadline = time.monotonic() + INSTALL_DEADLINE_S
         refused, last_reason = 0, ""
+        avoid: set[str] = set()  # running replays that could not serve it (``Reservation.refused``)
         for attempt in itertools.count():
             if attempt:
                 first, most = REPLAN_PAUSE_S
@@ -287,35 +279,44 @@ class ControlPlane:
             view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id)
             try:
                 planner = self.make_planner(view)
-                plan = (planner.replay_plan(sid, analysis.properties, self.state.id) if record.from_start
-                        else planner.subscribe(sid, analysis.properties, self.state.id, record.strategy,
-                                               approximate=record.approximate))
+                plan = (planner.replay_plan(sid, analysis.properties, self.state.id, share=True, avoid=frozenset(avoid))
+                        if record.from_start else
+                        planner.subscribe(sid, analysis.properties, self.state.id, record.strategy,
+                                          approximate=record.approximate))
             except RegistrationError as exc:
                 raise NodeError("NOT_FOUND", str(exc)) from None
             except KeyError as exc:
                 raise NodeError("NOT_FOUND", str(exc).strip("'\"")) from None
             if not plan.admitted:
                 raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}")
-            txn, reason = self.reserve(plan, view)
+            reservation = self.two_phase.reserve(plan, view, record.since_s)
+            txn, reason = reservation.txn, reservation.reason
             if txn:
                 break
-            if CONFLICT not in reason:
+            if reservation.refused:  # (not a refusal for capacity: that replay has gone past)
+                avoid.add(reservation.refused)
+            elif CONFLICT not in reason:
                 refused, last_reason = refused + 1, reason
             if refused >= REPLANS or time.monotonic() >= deadline:
                 raise NodeError("ABORTED", f"could not reserve the plan's resources: "
                                            f"{last_reason or reason}")
-        # from the start: a new copy of each original, filled from its log's first item, then live
-        replay = {p.new_streams[0].id: 0 for p in plan.parts} if record.from_start else None
-        since = ({p.new_streams[0].id: record.since_s for p in plan.parts}
-                 if record.since_s is not None else None)
+        # over the past: a new copy of each original, filled from its log's first item (or the
+        # last ``since_s`` seconds'), then live; or of a running replay, from the item its origin said
+        shared = shared_replays(plan)
+        fresh = [p.new_streams[0].id for p in plan.parts if record.from_start and p.new_streams[0].id not in shared]
+        replay = {**{s: 0 for s in fresh}, **reservation.starts} if record.from_start else None
+        since = {s: record.since_s for s in fresh} if record.since_s is not None else None
         try:
             reads = self.take_inputs(record, plan)
-            commit = self.commit(txn, plan, view, replay, since)
+            commit = self.two_phase.commit(txn, plan, view, replay, since)
         except BaseException:
-            self.release(record, txn)
+            self.two_phase.release(record, txn)
             raise
-        record.starts = ({p.reused: commit.replayed.get(p.reused, 0) for p in plan.parts} if record.from_start
-                         else commit.logged)
+        commit.replayed.update(reservation.replayed)
+        commit.history.update(reservation.history)
+        record.starts = ({name: commit.replayed.get(name, 0) for name in (p.input_properties.input.stream
+                                                                          for p in plan.parts)}
+                         if record.from_start else commit.logged)
         record.history = "; ".join(commit.history[n] for n in sorted(commit.history))
         record.sample = record.runtime.sample = plan.sample
         record.chains = {} if record.from_start else replay_inputs(plan.parts, view.lineage, commit.anchors, reads)
@@ -346,76 +347,6 @@ class ControlPlane:
                 if at is not None:
                     reads[stream] = at
         return reads
-
-    def release(self, record: SubscriptionRecord, txn: str) -> None:
-        """Undo a half-done installation: the inputs here, reservations, committed streams."""
-        sid = record.plan.subscription if record.plan is not None else record.plan_id
-        with self.state.lock:
-            record.plan = None
-            self.state.stop_delivering(record.runtime, record.inputs.values())
-        for peer in self.state.backbone.peers:
-            try:
-                self.link.abort(peer, txn)
-                self.link.remove(peer, sid)
-            except Exception:  # noqa: BLE001 - best effort; the original error is reported
-                log.exception("releasing %s at %s failed", sid, peer)
-
-    def reserve(self, plan: Plan, view: RemotePlanningView) -> tuple[str, str]:
-        """Reserve on every peer the new streams pass (and here), in one global order so that
-        colliding installations fail early, each peer checking it is still as the plan read it;
-        (transaction, "") or ("", why it was refused) after aborting what was reserved."""
-        txn = uuid.uuid4().hex
-        for peer in self.affected(plan):
-            ok, reason = self.link.reserve(peer, txn, self.new_streams(plan), plan.subscription,
-                                           plan.target, view.versions.get(peer))
-            if not ok:
-                for p in self.affected(plan):
-                    if p == peer:
-                        break
-                    self.link.abort(p, txn)
-                return "", f"{peer}: {reason}"
-        return txn, ""
-
-    def commit(self, txn: str, plan: Plan, view: RemotePlanningView,
-               replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> PlanCommitted:
-        """Commit on the peers the plan touches, downstream first: a peer starts sending a new
-        stream only once every later peer of its route has installed it. ``replay``: new
-        copies to fill from their stream's log (from the given item), streams to drop the
-        items of below a number; ``since``: copies to fill from the items that arrived in the
-        last so many seconds instead. Returns where the plan starts (``PlanCommitted``)."""
-        chains = [s for p in plan.parts for s in view.lineage(p.reused)]
-        lineage = sorted({s.id for s in chains})
-        # the originals' peers say where the subscription starts in each stream: required too
-        required = set(self.affected(plan)) | {s.origin for s in chains if s.original}
-        done = PlanCommitted({}, {}, {})
-        for peer in self.commit_peers(self.affected(plan), lineage, view):
-            committed = self.link.commit(peer, txn, plan.subscription, lineage,
-                                         required=peer in required, replay=replay, since=since)
-            done.logged.update(committed.starts)
-            done.replayed.update(committed.replayed)
-            done.history.update(committed.history)
-            done.anchors.update(committed.anchors)
-            done.incarnations[peer] = committed.incarnation
-        return done
-
-    @staticmethod
-    def new_streams(plan: Plan) -> list[NetworkStream]:
-        return [s for p in plan.parts for s in p.new_streams]
-
-    def affected(self, plan: Plan) -> list[str]:
-        """The peers whose resources a plan takes: this one and every peer a new stream passes."""
-        return sorted({self.state.id} | {p for s in self.new_streams(plan) for p in s.route})
-
-    def commit_peers(self, affected: list[str], lineage: list[str],
-                     view: RemotePlanningView) -> list[str]:
-        """The peers a plan touches — those that reserved new streams and those holding a reused
-        stream or an ancestor of it (they count the new user) — nearest this peer first. Every
-        new stream's route is a shortest path to this peer, so along it the distance falls:
-        a stream's later peers commit before its earlier ones."""
-        touched = set(affected) | view.peers_holding(lineage)
-        distance = view.snapshot.backbone.distances_to(self.state.id)  # the backbone planned on
-        order = {p: i for i, p in enumerate(self.state.backbone.peers)}
-        return sorted(touched, key=lambda p: (distance.get(p, len(order)), order.get(p, len(order))))
 
     def unsubscribe(self, sid: str) -> list[str]:
         with self._installing:  # not while it is being planned again (``recovery``)

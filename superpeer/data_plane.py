@@ -257,7 +257,7 @@ class DataPlane:
         computed = False
         for child in self.state.derived_here(sid):
             if self.executor.is_copy(child):  # duplicated here: same items, same wire text
-                self.ingest(child, values, end, serialized, position=position)
+                self._copy(child, values, end, serialized, position)
             else:
                 computed = True
         if computed:  # one push per parent, whatever the number of operators on it
@@ -273,6 +273,19 @@ class DataPlane:
             for n in hops:
                 self.sender(n).send(sid, text, end, position)
 
+    def _copy(self, child: str, values: list, end: bool, serialized: list[str] | None,
+              position: int | None) -> None:
+        """Items of a parent into a copy made here: a copy of a running replay for a later past
+        subscription (``sharing.replay_plans``) takes them from its first item on only."""
+        below = self.positions.skip_below.get(child)
+        if below is not None and position is not None and position < below:
+            skip = below - position
+            values, position = values[skip:], below
+            serialized = serialized[skip:] if serialized is not None else None
+            if not (values or serialized or end):
+                return
+        self.ingest(child, values, end, serialized, position=position)
+
     def watermark(self, sid: str, path: str, value: float, replaying: bool = False) -> None:
         """Called with the lock held: event time ``value`` at element ``path`` reached stream
         ``sid`` here (no later item has a smaller value there). Window operators on it close
@@ -285,8 +298,10 @@ class DataPlane:
             return
         computed, passing = False, []
         for child in self.state.derived_here(sid):
-            if self.executor.is_copy(child):
-                self.watermark(child, path, value)
+            if self.executor.is_copy(child):  # (one taking items from ``below`` on: the marks after it)
+                below = self.positions.skip_below.get(child)
+                if below is None or self.positions.next.get(sid, 0) > below:
+                    self.watermark(child, path, value)
                 continue
             computed = True
             c = self.state.table.get(child)

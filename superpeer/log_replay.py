@@ -1,18 +1,25 @@
 """Copies of a stream registered here being filled from its past (``subscribe --since`` /
 ``--from-start``, a re-plan after a failure): the archive's items, then the log's, then live,
-read and sent by a thread per copy (``DataPlane.replay``)."""
+read and sent by a thread per copy (``DataPlane.replay``).
+
+A replay may be **held** before an item (``hold``): another past subscription is being installed
+on a new copy of this one downstream, from that item on (``sharing.replay_plans``), and until it
+is in, the item must not pass. A hold ends with the transaction (commit or abort here) or after
+``RESERVATION_TTL_S`` if its coordinator never comes back.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sharing.stream_table import NetworkStream
 
 from .history_source import HistorySource
+from .peer_state import RESERVATION_TTL_S
 
 if TYPE_CHECKING:
     from .data_plane import DataPlane
@@ -29,6 +36,15 @@ class Replay:
     original: str
     next: int  # the next log item to send
     error: str = ""  # why it stopped (the copy then gets nothing more: no gap is ever sent)
+    start: int = 0  # the first log item it sent
+    holds: dict[str, tuple[int, float]] = field(default_factory=dict)  # txn -> (item not to send yet, until)
+    began: float = field(default_factory=time.monotonic)
+
+    def limit(self, now: float) -> int | None:
+        """The first item it may not send now (None: none held); expired holds go."""
+        for txn in [t for t, (_, until) in self.holds.items() if until < now]:
+            del self.holds[txn]
+        return min((at for at, _ in self.holds.values()), default=None)
 
 
 class LogReplays:
@@ -36,12 +52,15 @@ class LogReplays:
         self.plane = plane
         self.active: dict[str, Replay] = {}  # copy -> its replay in progress
         self.history = HistorySource(plane.state.store)  # where the past is read (the archive too)
+        self.rate = 0.0  # ``serve --replay-rate``: items/s a replay sends at most (0: as the links take)
 
     def __contains__(self, stream: str) -> bool:
         return stream in self.active
 
     def status(self) -> dict:
-        return {s: {"stream": r.original, "next_item": r.next, "error": r.error} for s, r in self.active.items()}
+        return {s: {"stream": r.original, "next_item": r.next, "error": r.error,
+                    **({"held_before": min(at for at, _ in r.holds.values())} if r.holds else {})}
+                for s, r in self.active.items()}
 
     def start(self, stream: str, start: int = 0) -> int:
         """Called with the lock held when a copy of a stream registered here is installed for a
@@ -57,19 +76,45 @@ class LogReplays:
         the recomputation of a chain of streams the subscription read from there on."""
         entry = self.plane.state.table.get(stream)
         original = self.plane.state.originals.get(entry.parent) if entry is not None and entry.parent else None
-        if entry is not None and entry.operators:
+        if entry is not None and (entry.operators or original is None):  # (a copy of a running replay, too)
             self.plane.positions.skip_below[stream] = start
             return start
-        if entry is None or original is None:
+        if entry is None:
             return start
         floor = self.history.floor(original)
         if start < floor:
             log.warning("%s: items %d–%d of %s were trimmed (history): replaying from %d", stream, start,
                         floor - 1, original.name, floor)
             start = floor
-        self.active[stream] = Replay(original.name, start)
+        self.active[stream] = Replay(original.name, start, start=start)
         threading.Thread(target=self._run, args=(stream,), name=f"replay-{stream}", daemon=True).start()
         return start
+
+    def hold(self, stream: str, txn: str, item: int) -> str:
+        """Called with the lock held, at reservation: the replay filling ``stream`` sends
+        nothing from ``item`` on until ``txn`` ends here (``release``) — a new copy of it that
+        takes its items from ``item`` on is being installed downstream. "" if it holds; else
+        why it cannot serve from ``item`` (it began later, has sent it already, caught up)."""
+        r = self.active.get(stream)
+        if r is None:
+            return f"the replay filling {stream} is over"
+        if r.error:
+            return f"the replay filling {stream} stopped: {r.error}"
+        if item < r.start:
+            return f"the replay filling {stream} began at item {r.start}, after {item}"
+        if r.next > item:
+            return f"the replay filling {stream} has sent item {item} already (next: {r.next})"
+        r.holds[txn] = (item, time.monotonic() + RESERVATION_TTL_S)
+        return ""
+
+    def release(self, txn: str) -> None:
+        """Called with the lock held: ``txn``'s holds end (committed or aborted here)."""
+        for r in self.active.values():
+            r.holds.pop(txn, None)
+
+    def held(self, txn: str) -> dict[str, int]:
+        """Per stream registered here, the item ``txn`` holds a replay of it before."""
+        return {r.original: r.holds[txn][0] for r in self.active.values() if txn in r.holds}
 
     def needed(self) -> dict[str, list[int]]:
         """Per stream registered here, the next log item of each copy being filled from it."""
@@ -87,22 +132,32 @@ class LogReplays:
                     if r is None or entry is None or original is None:
                         self.active.pop(stream, None)
                         return  # removed meanwhile
-                    stop = original.logged
-                    if r.next >= stop:  # caught up: live from now on (the lock holds new items back)
+                    stop, limit = original.logged, r.limit(time.monotonic())
+                    if limit is not None and r.next >= limit:  # held (``hold``): not even caught up
+                        wait = 0.01
+                    elif r.next >= stop:  # caught up: live from now on (the lock holds new items back)
                         del self.active[stream]
                         entry.live_from = stop  # others may share it where these items have passed
                         if self.plane.state.table.has_ended(r.original):
                             self.plane.ingest(stream, [], True, [])
                         return
-                end = min(r.next + REPLAY_BATCH, stop)
+                    else:
+                        wait = self._pace(r)
+                        stop = min(stop, limit) if limit is not None else stop
+                if wait:
+                    time.sleep(wait)
+                    continue
+                end = min(r.next + self._batch(), stop)
                 texts = self.history.read(r.original, r.next, end, original.retained_from)
                 marks = self.history.watermarks(r.original, r.next, r.next + len(texts), original.retained_from)
                 self._wait_for_room(entry)
                 with self.plane.state.lock:
                     if self.active.get(stream) is not r:
                         return
-                    first = r.next
-                    for after, path, value in [*marks, (first + len(texts), "", 0.0)]:
+                    # (not past a hold taken while the batch was read)
+                    first, limit = r.next, r.limit(time.monotonic())
+                    upto = first + len(texts) if limit is None else min(first + len(texts), limit)
+                    for after, path, value in [*(m for m in marks if m[0] <= upto), (upto, "", 0.0)]:
                         if after > r.next:  # the items before the watermark, then the watermark
                             self.plane.ingest_text(entry, texts[r.next - first:after - first], False,
                                                    replaying=True, position=r.next)
@@ -117,6 +172,15 @@ class LogReplays:
                 r = self.active.get(stream)
                 if r is not None:
                     r.error = f"{type(exc).__name__}: {exc}"
+
+    def _batch(self) -> int:
+        return min(REPLAY_BATCH, max(1, int(self.rate / 20))) if self.rate > 0 else REPLAY_BATCH
+
+    def _pace(self, r: Replay) -> float:
+        """Seconds to wait before the next batch, for ``rate`` items/s at most."""
+        if self.rate <= 0:
+            return 0.0
+        return max(0.0, r.began + (r.next - r.start) / self.rate - time.monotonic())
 
     def _wait_for_room(self, entry: NetworkStream) -> None:
         """Until every next hop of the stream, and of the streams computed here from it (a copy

@@ -42,12 +42,12 @@ from .history import HistoryBound, parse_history, pins_of
 from .limits import DataLimits
 from .security import Security, deny, owner_of, stream_owner
 from .participant import Participant
-from .peer_channels import (GrpcPeerChannels, Waiting, commit_from_wire, input_from_wire,
+from .peer_channels import (GrpcPeerChannels, Reserved, Waiting, commit_from_wire, input_from_wire,
                             part_from_wire, waiting_to_wire)
 from .peer_state import PeerState
 from .recovery import Recovery
 from .restore import restore_originals, restore_subscriptions
-from .retention import Retention, log_replayer
+from .retention import ReplayHolds, Retention, log_replayer
 from .state_store import StateStore
 from .subscriptions import ResultBuffer
 from .topology import Topology
@@ -83,8 +83,8 @@ class LocalPeer:
         return self.control.activate(subscription)
 
     def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str, version: int | None = None) -> tuple[bool, str]:
-        return self.participant.reserve(txn, streams, subscription, target, version)
+                target: str, version: int | None = None, attach: dict | None = None) -> Reserved:
+        return self.participant.reserve_with_replays(txn, streams, subscription, target, version, attach)
 
     def commit(self, txn: str, subscription: str, lineage: list[str],
                replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> dict[str, dict]:
@@ -106,11 +106,12 @@ class Node:
                  limits: DataLimits | None = None, heartbeats: HeartbeatSettings | None = None,
                  state_dir: str | Path | None = None, watermark_idle_s: float = WATERMARK_IDLE_S,
                  security: Security | None = None, history: HistoryBound | None = None,
-                 archive: ArchiveSettings | None = None) -> None:
+                 archive: ArchiveSettings | None = None, replay_rate: float = 0.0) -> None:
         """``state_dir``: where this peer keeps what survives a restart (``state_store``);
         None keeps it in memory. ``history``: how much of its past a stream registered here
         keeps unless registered with its own bound (``retention``); ``archive``: persist the
-        streams registered here as Parquet (``archive``)."""
+        streams registered here as Parquet (``archive``); ``replay_rate``: items/s a replay of
+        the past sends at most (0: as fast as the links take them, ``log_replay``)."""
         if peer not in topology.backbone.peers:
             raise NodeError("INVALID_ARGUMENT", f"{peer} is not a super-peer of the topology")
         try:
@@ -130,11 +131,13 @@ class Node:
         self.data = DataPlane(self.state, self.executor, self.channels.forwarder)
         self.archiver = (Archiver(self.state, archive.directory, archive.span, archive.samples)
                          if archive is not None else None)
+        self.data.replays.rate = max(replay_rate, 0.0)
         self.data.replays.history = HistorySource(store, archive.directory if archive is not None else None)
         self.retention = Retention(self.state, history, self.data.replays.history)
         self.participant = Participant(self.state, self.executor, self.channels, self.data.attach,
                                        replay=log_replayer(self.retention, self.data.replay), removed=self._removed,
-                                       positions=self.data.positions)
+                                       positions=self.data.positions,
+                                       replays=ReplayHolds(self.retention, self.data.replays))
         self.control = ControlPlane(self.state, self.channels, retention)
         self.control.positions = self.data.positions
         self.channels.local = LocalPeer(self.participant, self.control)
@@ -225,19 +228,19 @@ class Node:
     def activate(self, sid: str) -> tuple[bool, str]:
         return self.control.activate(sid)
 
-    def reserve(self, txn: str, part_json: str, caller: str | None = None) -> tuple[bool, str]:
+    def reserve(self, txn: str, part_json: str, caller: str | None = None) -> Reserved:
         """A plan's streams, reserved for the peer that planned it (``caller``: its certified id;
         None on an insecure network): it reserves for its own subscriptions, with stream ids
         from its own range."""
-        streams, subscription, target, version = part_from_wire(part_json)
+        streams, subscription, target, version, attach = part_from_wire(part_json)
         if caller is not None and (target != caller or owner_of(subscription) != caller
                                    or any(stream_owner(s.id) != caller for s in streams)):
             raise deny(caller, f"Reserve for {subscription}", f"{caller} may reserve only for its own "
                                                               f"subscriptions ({caller}-…) and streams ({caller}.…)")
-        ok, why = self.participant.reserve(txn, streams, subscription, target, version)
-        if ok:
+        got = self.participant.reserve_with_replays(txn, streams, subscription, target, version, attach)
+        if got.ok:
             self.state.reserved_by[txn] = (caller, subscription)
-        return ok, why
+        return got
 
     def commit(self, txn: str, commit_json: str, caller: str | None = None) -> tuple[str, str]:
         """(where the plan starts in the streams registered here, this process's incarnation).

@@ -27,9 +27,10 @@ from sharing.stream_table import NetworkStream, link_load, usage_at
 
 from .errors import NodeError
 from .executors import Executor
-from .peer_channels import PeerLink
+from .peer_channels import PeerLink, Reserved
 from .peer_state import PeerState
 from .positions import StreamPositions
+from .retention import ReplayHolds
 from .security import deny
 from .subscription_record import replaced_by
 
@@ -41,7 +42,7 @@ class Participant:
                  attach: Callable[[str], None], background: bool = True,
                  replay: Callable[[str, int, float | None], tuple[int, str]] | None = None,
                  removed: Callable[[str], None] | None = None,
-                 positions: StreamPositions | None = None) -> None:
+                 positions: StreamPositions | None = None, replays: ReplayHolds | None = None) -> None:
         self.state = state
         self.executor = executor
         self.link = link
@@ -50,6 +51,7 @@ class Participant:
         self.replay = replay  # the data plane's: fill a new copy from its stream's log, under the lock
         self.removed = removed  # told of every stream removed here (its queued items are dropped)
         self.positions = positions  # the data plane's: where original streams' items stand here
+        self.replays = replays  # the running replays of streams registered here, to hold
 
     @property
     def pending(self) -> dict[str, list[NetworkStream]]:
@@ -121,6 +123,32 @@ class Participant:
             self.state.hold(txn, streams)
         return True, ""
 
+    def reserve_with_replays(self, txn: str, streams: list[NetworkStream], subscription: str, target: str,
+                             version: int | None = None, attach: dict | None = None) -> Reserved:
+        """``reserve``; and for a past subscription served from running replays of streams
+        registered here (``attach``: new copy -> {"copy": the running copy, "since_s"}), where
+        it starts in each — the replay held before that item until ``txn`` ends here
+        (``log_replay``). A replay that cannot serve it refuses the reservation, naming the
+        running copy (``Reserved.refused``: plan again without it)."""
+        ok, why = self.reserve(txn, streams, subscription, target, version)
+        if not ok or not attach or self.replays is None:
+            return Reserved(ok, why)
+        got = Reserved(True)
+        with self.state.lock:
+            for new, spec in sorted(attach.items()):
+                running = self.state.table.get(spec["copy"])
+                if running is None or running.origin != self.state.id:
+                    continue  # (another peer's replay)
+                why, start, note = self.replays.hold(running.id, txn, spec["since_s"])
+                if why:
+                    self.replays.release(txn)
+                    self.state.unhold(txn)
+                    return Reserved(False, f"{self.state.id}: {why}", refused=running.id)
+                got.starts[new] = start
+                got.replayed[running.parent] = start
+                got.history.update({running.parent: note} if note else {})
+        return got
+
     def commit(self, txn: str, subscription: str, lineage: list[str],
                replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> dict[str, dict]:
         """``replay``: new copies of a stream registered here to fill from its log, from the
@@ -138,7 +166,7 @@ class Participant:
         here = self.state.id
         with self.state.lock:
             installed = []
-            held = self.state.unhold(txn)
+            held = self.state.unhold(txn)  # (a replay held for it waits for the abort that ends it)
             anchors = self._anchors(held, lineage)
             for s in held:
                 s.users.add(subscription)
@@ -168,9 +196,10 @@ class Participant:
                     entry.users.add(subscription)
             read = set(lineage) | {self.state.table.get(sid).parent for sid in installed}
             logged = {name: o.logged for name, o in self.state.originals.items() if name in read}
+            held = self.replays.held(txn) if self.replays is not None else {}  # (a running replay it shares)
             if logged:  # kept until the subscriber's peer reports its own pins (``history``)
                 self.state.commit_pins[subscription] = (  # (a replay starts at or before the log's end)
-                    time.time(), {n: min(at, replayed.get(n, at)) for n, at in logged.items()})
+                    time.time(), {n: min(at, replayed.get(n, at), held.get(n, at)) for n, at in logged.items()})
             return {"anchors": anchors, "replayed": replayed, "history": notes,
                     "logged": logged}
 
@@ -215,8 +244,12 @@ class Participant:
         return ""
 
     def abort(self, txn: str) -> None:
+        """End ``txn`` here: what it reserved, and the replays it held (also after its commit:
+        the coordinator lets them go once every peer has committed)."""
         with self.state.lock:
             self.state.unhold(txn)
+            if self.replays is not None:
+                self.replays.release(txn)
 
     # ------------------------------------------------------------------ removal
 

@@ -64,6 +64,29 @@ class Committed:
                    {k: str(v) for k, v in reply.get("history", {}).items()})
 
 
+@dataclass
+class Reserved:
+    """A peer's answer to a reservation. For a past subscription served from a running replay
+    of a stream registered there (``sharing.replay_plans``): where it starts, and which
+    running copy could not serve it (``refused``: plan again without it)."""
+
+    ok: bool
+    reason: str = ""
+    starts: dict[str, int] = field(default_factory=dict)  # new copy of a running replay -> its first item
+    replayed: dict[str, int] = field(default_factory=dict)  # original -> the subscription's first item
+    history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history goes
+    refused: str = ""
+
+    def to_json(self) -> dict:
+        return {"starts": self.starts, "replayed": self.replayed, "history": self.history, "refused": self.refused}
+
+    @classmethod
+    def of(cls, ok: bool, reason: str, answer: dict) -> "Reserved":
+        return cls(ok, reason, {k: int(v) for k, v in answer.get("starts", {}).items()},
+                   {k: int(v) for k, v in answer.get("replayed", {}).items()},
+                   {k: str(v) for k, v in answer.get("history", {}).items()}, str(answer.get("refused", "")))
+
+
 class PeerHandler(Protocol):
     """What a super-peer serves to the others (its participant side)."""
 
@@ -76,7 +99,7 @@ class PeerHandler(Protocol):
     def activate(self, subscription: str) -> tuple[bool, str]: ...
 
     def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str, version: int | None = None) -> tuple[bool, str]: ...
+                target: str, version: int | None = None, attach: dict | None = None) -> Reserved: ...
 
     def commit(self, txn: str, subscription: str, lineage: list[str],
                replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> dict[str, dict]: ...
@@ -101,7 +124,7 @@ class PeerLink(Protocol):
     def activate(self, peer: str, subscription: str) -> None: ...
 
     def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str, version: int | None = None) -> tuple[bool, str]: ...
+                target: str, version: int | None = None, attach: dict | None = None) -> Reserved: ...
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
                required: bool, replay: dict[str, int] | None = None,
@@ -125,17 +148,22 @@ def input_from_wire(text: str) -> InputStream:
 
 
 def part_to_wire(streams: list[NetworkStream], subscription: str, target: str,
-                 version: int | None = None) -> str:
+                 version: int | None = None, attach: dict | None = None) -> str:
     return json.dumps({"streams": [stream_to_json(s) for s in streams],
-                       "subscription": subscription, "target": target, "version": version})
+                       "subscription": subscription, "target": target, "version": version,
+                       **({"attach": attach} if attach else {})})
 
 
-def part_from_wire(text: str) -> tuple[list[NetworkStream], str, str, int | None]:
-    """(streams, subscription, target, the peer's version the plan was made over, if known)."""
+def part_from_wire(text: str) -> tuple[list[NetworkStream], str, str, int | None, dict]:
+    """(streams, subscription, target, the peer's version the plan was made over, if known,
+    the new copies of running replays: new copy -> {"copy": running copy, "since_s": seconds
+    or None for everything retained})."""
     part = json.loads(text)
     version = part.get("version")
+    attach = {str(k): {"copy": str(v["copy"]), "since_s": None if v.get("since_s") is None else float(v["since_s"])}
+              for k, v in (part.get("attach") or {}).items()}
     return ([stream_from_json(j) for j in part["streams"]], part["subscription"], part["target"],
-            int(version) if version is not None else None)
+            int(version) if version is not None else None, attach)
 
 
 def commit_to_wire(subscription: str, lineage: list[str], replay: dict[str, int] | None = None,
@@ -280,14 +308,14 @@ class GrpcPeerChannels:
                    required=False)
 
     def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str, version: int | None = None) -> tuple[bool, str]:
+                target: str, version: int | None = None, attach: dict | None = None) -> Reserved:
         if peer == self.id:
             return self.local.reserve(txn, [copy_stream(s) for s in streams], subscription, target,
-                                      version)
+                                      version, attach)
         got = self._call(peer, "Reserve", pb.ReserveRequest(
-            transaction=txn, part_json=part_to_wire(streams, subscription, target, version)),
-            lambda r: (r.ok, r.reason), required=False)
-        return got if got is not None else (False, f"{peer} is unreachable ({self.unreachable[peer]})")
+            transaction=txn, part_json=part_to_wire(streams, subscription, target, version, attach)),
+            lambda r: Reserved.of(r.ok, r.reason, json.loads(r.answer_json or "{}")), required=False)
+        return got if got is not None else Reserved(False, f"{peer} is unreachable ({self.unreachable[peer]})")
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
                required: bool, replay: dict[str, int] | None = None,

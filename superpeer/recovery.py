@@ -178,7 +178,8 @@ class Recovery:
             # a restart would not remove
             state.store.set_plan(sid, record.owner, [*record.stale, new_id], record.starts, record.chains,
                                  record.sample)
-            txn, reason = control.reserve(plan, view)
+            reservation = control.two_phase.reserve(plan, view)
+            txn, reason = reservation.txn, reservation.reason
             if not txn:
                 self._failed(record, f"could not reserve a new path: {reason}")
                 return False
@@ -195,9 +196,9 @@ class Recovery:
             runtime.start()
             try:
                 control.take_inputs(record, plan)
-                committed = control.commit(txn, plan, view, replay_starts(record, plan)).incarnations
+                committed = control.two_phase.commit(txn, plan, view, replay_starts(record, plan)).incarnations
             except Exception as exc:  # noqa: BLE001 - what was installed is removed; tried again
-                control.release(record, txn)
+                control.two_phase.release(record, txn)
                 self.forget([new_id])
                 self._failed(record, f"installing the new plan failed: {as_node_error(exc, new_id).message}")
                 return False

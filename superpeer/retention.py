@@ -6,10 +6,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from .history import HistoryBound, cut_for, describe_extent, parse_history, since_position, trim_below
 from .history_source import HistorySource, floor_of
 from .peer_state import OriginalState, PeerState
+
+if TYPE_CHECKING:
+    from .log_replay import LogReplays
 
 log = logging.getLogger("streamglobe.superpeer")
 TRIM_STEP = 20_000  # log items deleted per transaction: the lock and the database are never held long
@@ -134,3 +138,34 @@ def log_replayer(retention: Retention, replay: Callable[[str, int], int]
         return start, retention.note(original, start, since_s) if asked_past else ""
 
     return run
+
+
+class ReplayHolds:
+    """Running replays of the streams registered here, held for a past subscription being
+    installed on a new copy of one downstream (``sharing.replay_plans``, ``LogReplays.hold``)."""
+
+    def __init__(self, retention: Retention, replays: "LogReplays") -> None:
+        self.retention = retention
+        self.replays = replays
+
+    def hold(self, running: str, txn: str, since_s: float | None) -> tuple[str, int, str]:
+        """Called with the lock held: where a subscription over the last ``since_s`` seconds
+        (None: everything retained) starts in the stream ``running`` is a replay of, and the
+        replay held before that item for ``txn``; (why it cannot serve it or "", the first
+        item, what the subscriber should be told of the history)."""
+        state = self.retention.state
+        entry = state.table.get(running)
+        original = state.originals.get(entry.parent) if entry is not None and entry.parent else None
+        if entry is None or original is None:
+            return f"{running} is not a copy of a stream registered at {state.id}", 0, ""
+        start = self.retention.start_since(original, since_s) if since_s is not None else 0
+        start = max(start, self.replays.history.floor(original))
+        why = self.replays.hold(running, txn, start)
+        return why, start, "" if why else self.retention.note(original, start, since_s)
+
+    def release(self, txn: str) -> None:
+        self.replays.release(txn)
+
+    def held(self, txn: str) -> dict[str, int]:
+        """Called with the lock held: per stream registered here, where ``txn`` holds a replay of it."""
+        return self.replays.held(txn)

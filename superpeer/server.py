@@ -76,7 +76,8 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     state_dir: str | Path | None = None,
                     watermark_idle_s: float = 2.0, security: Security | None = None,
                     peer_listen: str | None = None, quotas: UserQuotas | None = None,
-                    history: HistoryBound | None = None, archive: ArchiveSettings | None = None) -> RunningSuperPeer:
+                    history: HistoryBound | None = None, archive: ArchiveSettings | None = None,
+                    replay_rate: float = 0.0) -> RunningSuperPeer:
     """Serve ``peer``. It listens on ``listen`` and ``peer_listen`` (e.g. ``0.0.0.0:50051`` and
     ``0.0.0.0:50052`` in a container) if given, else on its topology addresses; the other
     super-peers always reach it at its topology peer address. ``security``: TLS on both, mutual
@@ -84,7 +85,7 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
     node = Node(peer, topology, retention=retention, executor=executor,
                 executor_options=executor_options, limits=limits, heartbeats=heartbeats,
                 state_dir=state_dir, watermark_idle_s=watermark_idle_s, security=security, history=history,
-                archive=archive)
+                archive=archive, replay_rate=replay_rate)
     # Two servers, each with its own threads: thin peers (long reads, slow subscriptions) can
     # never hold up the other super-peers' transfers and heartbeats.
     server, peer_server = _server(f"rpc-{peer}"), _server(f"peer-rpc-{peer}")

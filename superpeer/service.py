@@ -165,8 +165,8 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def Reserve(self, request, context, caller):
-        ok, reason = self.node.reserve(request.transaction, request.part_json, caller)
-        return pb.ReserveReply(ok=ok, reason=reason)
+        got = self.node.reserve(request.transaction, request.part_json, caller)
+        return pb.ReserveReply(ok=got.ok, reason=got.reason, answer_json=json.dumps(got.to_json()))
 
     @_handled
     @_peers_only

@@ -19,7 +19,7 @@ from superpeer.errors import NodeError
 from superpeer.executors import make_executor
 from superpeer.node import LocalPeer
 from superpeer.participant import Participant
-from superpeer.peer_channels import Committed, Waiting, copy_stream
+from superpeer.peer_channels import Committed, Reserved, Waiting, copy_stream
 from superpeer.peer_state import PeerState
 from superpeer.retention import Retention, log_replayer
 
@@ -89,15 +89,15 @@ class FakeLink:
             h.activate(subscription)
 
     def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str, version: int | None = None) -> tuple[bool, str]:
+                target: str, version: int | None = None, attach: dict | None = None) -> Reserved:
         h = self._handler("reserve", peer, txn)
         if h is None:
-            return False, f"{peer} is unreachable"
+            return Reserved(False, f"{peer} is unreachable")
         n = self.network.reserves[peer] = self.network.reserves.get(peer, 0) + 1
         reason = self.network.refuse(peer, n)
         if reason:
-            return False, reason
-        return h.reserve(txn, [copy_stream(s) for s in streams], subscription, target, version)
+            return Reserved(False, reason)
+        return h.reserve(txn, [copy_stream(s) for s in streams], subscription, target, version, attach)
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
                required: bool, replay: dict[str, int] | None = None,

@@ -65,7 +65,7 @@ def cmd_superpeer_serve(args: argparse.Namespace) -> int:
                                   spark_options(args), limits, listen=args.listen, heartbeats=heartbeats,
                                   state_dir=state_dir, watermark_idle_s=args.watermark_idle_s,
                                   security=security, peer_listen=args.peer_listen, quotas=quotas,
-                                  history=history, archive=archive)
+                                  history=history, archive=archive, replay_rate=args.replay_rate)
     except (TopologyError, NodeError, OSError) as exc:
         raise CliError(f"error: {getattr(exc, 'message', exc)}") from None
     kept = f"state in {state_dir}" if state_dir else "state in memory only"
@@ -93,7 +93,8 @@ def _run_network(args: argparse.Namespace, topology: Path) -> int:
 
     try:
         past = ((("--history", args.history) if args.history else ())
-                + (("--archive", str(Path(args.archive).resolve())) if args.archive else ()))
+                + (("--archive", str(Path(args.archive).resolve())) if args.archive else ())
+                + (("--replay-rate", str(args.replay_rate)) if args.replay_rate else ()))
         network = up(topology, args.executor, args.state_dir, spark=spark_options(args),
                      progress=lambda m: print(m, file=sys.stderr, flush=True), secure=not args.insecure,
                      keys=args.tls_dir, serve_args=past)
@@ -214,6 +215,14 @@ def add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -
                             "exactly once (default: a temporary directory, removed at exit)")
 
 
+def add_replay_rate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--replay-rate", type=float, default=0.0, metavar="ITEMS_PER_S",
+                   help="the most items per second a replay of a stream's past (subscribe --since/"
+                        "--from-start, recovery) sends; 0 (default): as fast as the links take them. "
+                        "A slower replay leaves the links to live streams, and runs long enough for "
+                        "later subscriptions over the same past to share it")
+
+
 def spark_options(args: argparse.Namespace) -> dict:
     """The executor options as ``start_superpeer``, ``network.up`` and the demo take them."""
     return {"master": args.spark_master, "trigger_ms": args.trigger_ms, "lateness": args.lateness,
@@ -278,6 +287,7 @@ def register_superpeer(add_command: AddCommand) -> None:
                         "duration ('10m', '2h'), several with commas ('10m,1GB': whichever keeps "
                         "less); default: everything. Items a running subscription may still replay "
                         "are kept beyond it")
+    add_replay_rate(p)
     p.add_argument("--archive", metavar="DIR",
                    help="persist every stream registered here as Parquet under DIR, partitioned by "
                         "event time, for 'streamglobe archive query' and for subscribe --since "
@@ -318,6 +328,7 @@ def register_network_and_demo(add_command: AddCommand) -> None:
                    help="the backbone's keys from 'streamglobe certs init' (default: made in "
                         "<state-dir>/tls)")
     p.add_argument("--history", metavar="BOUND", help="every super-peer's serve --history (default: everything)")
+    add_replay_rate(p)
     p.add_argument("--archive", metavar="DIR",
                    help="every super-peer archives the streams registered there under DIR (serve --archive)")
     add_ui_port_option(p)

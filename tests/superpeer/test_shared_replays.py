@@ -1,0 +1,82 @@
+"""Subscriptions over the same past share a replay that is running (issue 15): a later
+``--since`` subscription takes a new copy of the stream an earlier ``--from-start`` one's replay
+is filling, at a peer of its route, from the item where the later one starts — the log crosses
+the links up to there once — and both get exactly the query over their part of the stream,
+windows across the seam included. A replay that has already sent that item cannot serve it:
+the subscription is planned again on a replay of its own."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from network_harness import reference_results, running_network, same, until
+from photons.generator import generate
+from sharing.scenarios import example_query
+from thinpeer.client import SuperPeerClient
+
+PHOTONS = [p.to_xml() for p in generate(4000, seed=33)]
+OLD, RECENT = 2500, 3200  # published long ago / lately / after the subscriptions
+REPLAY_RATE = 250.0  # items/s: the first replay takes ten seconds to reach the recent items
+
+
+def _replays(client: SuperPeerClient) -> dict:
+    return client.status()["replays"]
+
+
+def _part(client: SuperPeerClient, sid: str) -> dict:
+    [part] = client.status()["subscriptions"][sid]["plan"]["parts"]
+    return part
+
+
+@pytest.mark.parametrize("event_time", ["", "det_time"])  # with watermarks in the log, too
+def test_a_since_subscription_shares_a_running_replay_from_its_own_first_item(tmp_path, event_time) -> None:
+    with running_network(tmp_path, peer_options={"SP4": {"replay_rate": REPLAY_RATE, "watermark_idle_s": 0.5}}
+                         ) as (topology, _):
+        publisher = SuperPeerClient(topology.address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=500, event_time=event_time)
+        publisher.publish("photons", PHOTONS[:OLD // 2])
+        publisher.publish("photons", PHOTONS[OLD // 2:OLD])
+        time.sleep(3.0)  # the input: an old part, then a recent one (not a wait for a condition)
+        publisher.publish("photons", PHOTONS[OLD:RECENT])
+        recent_at = time.time()
+        first = SuperPeerClient(topology.address("SP1"))
+        everything = first.subscribe(example_query("q1"), from_start=True).subscription
+        running = _part(first, everything)["new_streams"][0]  # the copy its replay fills
+        later = SuperPeerClient(topology.address("SP7"))
+        since = time.time() - recent_at + 1.5  # the recent items, not the old ones
+        recent = later.subscribe(example_query("q3"), since_s=since)
+        part = _part(later, recent.subscription)
+        assert part["reused_stream"] == running and part["reuse_peer"] == "SP5", recent.description
+        assert _replays(publisher).get(running, {}).get("next_item", 0) < RECENT  # it was still replaying
+        publisher.publish("photons", PHOTONS[RECENT:])
+        publisher.close_stream("photons")
+        got = [item for _, item, _ in later.results(recent.subscription, idle_timeout=30)]
+        expected = reference_results(example_query("q3"), PHOTONS[OLD:])
+        assert expected and same(got, expected), (len(got), len(expected))
+        got = [item for _, item, _ in first.results(everything, idle_timeout=30)]
+        assert same(got, reference_results(example_query("q1"), PHOTONS))
+
+
+def test_a_replay_past_the_first_item_is_not_shared_and_the_subscription_gets_its_own(tmp_path) -> None:
+    with running_network(tmp_path, peer_options={"SP4": {"replay_rate": REPLAY_RATE}}) as (topology, _):
+        publisher = SuperPeerClient(topology.address("SP4"))
+        publisher.register_stream("photons", "photons", "photon", rate=500)
+        publisher.publish("photons", PHOTONS[:RECENT])
+        first = SuperPeerClient(topology.address("SP1"))
+        everything = first.subscribe(example_query("q1"), from_start=True).subscription
+        running = _part(first, everything)["new_streams"][0]
+        until(lambda: _replays(publisher).get(running, {}).get("next_item", 0) > 0,
+              what=lambda: str(_replays(publisher)))
+        later = SuperPeerClient(topology.address("SP7"))
+        also = later.subscribe(example_query("q3"), from_start=True)  # from item 0: already sent
+        part = _part(later, also.subscription)
+        assert part["reused_stream"] == "photons" and part["reuse_peer"] == "SP4", also.description
+        publisher.publish("photons", PHOTONS[RECENT:])
+        publisher.close_stream("photons")
+        got = [item for _, item, _ in later.results(also.subscription, idle_timeout=30)]
+        expected = reference_results(example_query("q3"), PHOTONS)
+        assert expected and same(got, expected), (len(got), len(expected))
+        got = [item for _, item, _ in first.results(everything, idle_timeout=30)]
+        assert same(got, reference_results(example_query("q1"), PHOTONS))
