@@ -45,6 +45,8 @@ def replay_plan(planner: "Planner", subscription: str, properties: Properties, t
     if target not in planner.state.backbone.peers:
         raise RegistrationError(f"{target} is not in the backbone that remains")
 
+    streams = {inp.input.stream for inp in properties.inputs}
+
     def part_for(at_origin: bool):
         def fresh_copy(inp: InputProperties, original: NetworkStream, target: str) -> "PlanPart":
             if original.origin not in planner.state.backbone.peers:
@@ -57,8 +59,8 @@ def replay_plan(planner: "Planner", subscription: str, properties: Properties, t
             else:
                 levels = [(level.properties, level.kind, level.operators) for level in chain.levels]
             fresh = replay_part(planner, original, target, inp, levels, at_origin)
-            if not share or chain is not None:
-                return fresh
+            if not share or chain is not None or len(streams) < len(properties.inputs):
+                return fresh  # (a stream read twice: both inputs start where one replay says)
             shared = shared_replay_parts(planner, original, target, inp, avoid)
             return min([fresh, *shared], key=lambda p: (bool(p.overloads), p.cost))
         return fresh_copy

@@ -289,8 +289,8 @@ class ControlPlane:
                 raise NodeError("NOT_FOUND", str(exc).strip("'\"")) from None
             if not plan.admitted:
                 raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}")
-            reservation = self.two_phase.reserve(plan, view, record.since_s)
-            txn, reason = reservation.txn, reservation.reason
+            txn, reservation = self.two_phase.reserve(plan, view, record.since_s)
+            reason = reservation.reason
             if txn:
                 break
             if reservation.refused:  # (not a refusal for capacity: that replay has gone past)

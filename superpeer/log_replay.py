@@ -38,7 +38,8 @@ class Replay:
     error: str = ""  # why it stopped (the copy then gets nothing more: no gap is ever sent)
     start: int = 0  # the first log item it sent
     holds: dict[str, tuple[int, float]] = field(default_factory=dict)  # txn -> (item not to send yet, until)
-    began: float = field(default_factory=time.monotonic)
+    began: float = field(default_factory=time.monotonic)  # ``--replay-rate`` paced from then,
+    paced_from: int = 0  # and from this item
 
     def limit(self, now: float) -> int | None:
         """The first item it may not send now (None: none held); expired holds go."""
@@ -58,9 +59,12 @@ class LogReplays:
         return stream in self.active
 
     def status(self) -> dict:
-        return {s: {"stream": r.original, "next_item": r.next, "error": r.error,
-                    **({"held_before": min(at for at, _ in r.holds.values())} if r.holds else {})}
-                for s, r in self.active.items()}
+        now, out = time.monotonic(), {}
+        for s, r in list(self.active.items()):
+            limit = min((at for at, until in list(r.holds.values()) if until >= now), default=None)
+            out[s] = {"stream": r.original, "next_item": r.next, "error": r.error,
+                      **({"held_before": limit} if limit is not None else {})}
+        return out
 
     def start(self, stream: str, start: int = 0) -> int:
         """Called with the lock held when a copy of a stream registered here is installed for a
@@ -86,7 +90,7 @@ class LogReplays:
             log.warning("%s: items %d–%d of %s were trimmed (history): replaying from %d", stream, start,
                         floor - 1, original.name, floor)
             start = floor
-        self.active[stream] = Replay(original.name, start, start=start)
+        self.active[stream] = Replay(original.name, start, start=start, paced_from=start)
         threading.Thread(target=self._run, args=(stream,), name=f"replay-{stream}", daemon=True).start()
         return start
 
@@ -133,8 +137,9 @@ class LogReplays:
                         self.active.pop(stream, None)
                         return  # removed meanwhile
                     stop, limit = original.logged, r.limit(time.monotonic())
-                    if limit is not None and r.next >= limit:  # held (``hold``): not even caught up
-                        wait = 0.01
+                    if (limit is not None and r.next >= limit) or (r.holds and r.next >= stop):
+                        wait = 0.01  # held (``hold``): not even caught up
+                        r.began, r.paced_from = time.monotonic(), r.next
                     elif r.next >= stop:  # caught up: live from now on (the lock holds new items back)
                         del self.active[stream]
                         entry.live_from = stop  # others may share it where these items have passed
@@ -180,7 +185,7 @@ class LogReplays:
         """Seconds to wait before the next batch, for ``rate`` items/s at most."""
         if self.rate <= 0:
             return 0.0
-        return max(0.0, r.began + (r.next - r.start) / self.rate - time.monotonic())
+        return max(0.0, r.began + (r.next - r.paced_from) / self.rate - time.monotonic())
 
     def _wait_for_room(self, entry: NetworkStream) -> None:
         """Until every next hop of the stream, and of the streams computed here from it (a copy

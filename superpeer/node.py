@@ -143,6 +143,7 @@ class Node:
         self.channels.local = LocalPeer(self.participant, self.control)
         self.control.incarnation = self.channels.detector.incarnation
         self.recovery = Recovery(self.control, self.channels.detector)
+        self.holders: dict[str, tuple[str | None, str]] = {}  # txn -> who a replay is held here for (``reserve``)
         restored_subscriptions = restore_subscriptions(self.control, self.recovery)
         if restored_streams or restored_subscriptions:
             log.warning("%s restored %d streams and %d subscriptions from %s", peer, restored_streams,
@@ -237,9 +238,17 @@ class Node:
                                    or any(stream_owner(s.id) != caller for s in streams)):
             raise deny(caller, f"Reserve for {subscription}", f"{caller} may reserve only for its own "
                                                               f"subscriptions ({caller}-…) and streams ({caller}.…)")
+        parents = {s.id: s.parent for s in streams}
+        wrong = sorted(new for new, spec in attach.items() if parents.get(new, spec["copy"]) != spec["copy"]
+                       or new not in parents)
+        if wrong:  # (a replay is held only for a new copy of it the plan installs)
+            raise deny(caller or subscription, f"Reserve for {subscription}", f"{wrong[0]} is not a new copy "
+                       f"of {attach[wrong[0]]['copy']} in the plan", "INVALID_ARGUMENT")
         got = self.participant.reserve_with_replays(txn, streams, subscription, target, version, attach)
         if got.ok:
             self.state.reserved_by[txn] = (caller, subscription)
+            if got.starts:  # (held past the commit: only its coordinator lets it go)
+                self.holders[txn] = (caller, subscription)
         return got
 
     def commit(self, txn: str, commit_json: str, caller: str | None = None) -> tuple[str, str]:
@@ -254,8 +263,9 @@ class Node:
         return json.dumps(self.participant.commit(txn, subscription, lineage, replay, since)), self.channels.epoch
 
     def abort(self, txn: str, caller: str | None = None) -> None:
-        held = self.state.reserved_by.get(txn)
+        held = self.state.reserved_by.get(txn) or self.holders.get(txn)
         self._check_txn(txn, caller, held[1] if held else f"{caller}-", "Abort")
+        self.holders.pop(txn, None)
         self.participant.abort(txn)
 
     def _check_txn(self, txn: str, caller: str | None, subscription: str, what: str) -> None:

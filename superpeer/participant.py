@@ -52,6 +52,7 @@ class Participant:
         self.removed = removed  # told of every stream removed here (its queued items are dropped)
         self.positions = positions  # the data plane's: where original streams' items stand here
         self.replays = replays  # the running replays of streams registered here, to hold
+        self.holding: dict[str, list[str]] = {}  # txn -> the running copies it holds replays of here
 
     @property
     def pending(self) -> dict[str, list[NetworkStream]]:
@@ -135,18 +136,23 @@ class Participant:
             return Reserved(ok, why)
         got = Reserved(True)
         with self.state.lock:
-            for new, spec in sorted(attach.items()):
-                running = self.state.table.get(spec["copy"])
-                if running is None or running.origin != self.state.id:
-                    continue  # (another peer's replay)
-                why, start, note = self.replays.hold(running.id, txn, spec["since_s"])
-                if why:
-                    self.replays.release(txn)
-                    self.state.unhold(txn)
-                    return Reserved(False, f"{self.state.id}: {why}", refused=running.id)
-                got.starts[new] = start
-                got.replayed[running.parent] = start
-                got.history.update({running.parent: note} if note else {})
+            try:
+                for new, spec in sorted(attach.items()):
+                    running = self.state.table.get(spec["copy"])
+                    if running is None or running.origin != self.state.id:
+                        continue  # (another peer's replay)
+                    why, start, note = self.replays.hold(running.id, txn, spec["since_s"])
+                    if why:
+                        self.abort(txn)
+                        return Reserved(False, f"{self.state.id}: {why}", refused=running.id)
+                    got.starts[new] = start
+                    got.replayed[running.parent] = start
+                    got.history.update({running.parent: note} if note else {})
+            except BaseException:  # (reading the history failed): nothing stays held
+                self.abort(txn)
+                raise
+            if got.starts:
+                self.holding[txn] = sorted({attach[new]["copy"] for new in got.starts})
         return got
 
     def commit(self, txn: str, subscription: str, lineage: list[str],
@@ -165,6 +171,12 @@ class Participant:
         (late by the items in flight: for where no anchor is known)."""
         here = self.state.id
         with self.state.lock:
+            lost = [c for c in self.holding.get(txn, ()) if self.replays is not None and not self.replays.holds(c, txn)]
+            if lost:  # (it expired, or the replay was removed): the new copy would miss items
+                self.abort(txn)
+                raise NodeError("FAILED_PRECONDITION", f"the replay filling {lost[0]} at {here} is no longer "
+                                                       "held for this subscription: plan again")
+            self.holding.pop(txn, None)  # (checked; the coordinator's abort lets the replays go)
             installed = []
             held = self.state.unhold(txn)  # (a replay held for it waits for the abort that ends it)
             anchors = self._anchors(held, lineage)
@@ -196,10 +208,10 @@ class Participant:
                     entry.users.add(subscription)
             read = set(lineage) | {self.state.table.get(sid).parent for sid in installed}
             logged = {name: o.logged for name, o in self.state.originals.items() if name in read}
-            held = self.replays.held(txn) if self.replays is not None else {}  # (a running replay it shares)
+            shares = self.replays.held(txn) if self.replays is not None else {}  # (a running replay it shares)
             if logged:  # kept until the subscriber's peer reports its own pins (``history``)
                 self.state.commit_pins[subscription] = (  # (a replay starts at or before the log's end)
-                    time.time(), {n: min(at, replayed.get(n, at), held.get(n, at)) for n, at in logged.items()})
+                    time.time(), {n: min(at, replayed.get(n, at), shares.get(n, at)) for n, at in logged.items()})
             return {"anchors": anchors, "replayed": replayed, "history": notes,
                     "logged": logged}
 
@@ -248,6 +260,7 @@ class Participant:
         the coordinator lets them go once every peer has committed)."""
         with self.state.lock:
             self.state.unhold(txn)
+            self.holding.pop(txn, None)
             if self.replays is not None:
                 self.replays.release(txn)
 

@@ -178,8 +178,8 @@ class Recovery:
             # a restart would not remove
             state.store.set_plan(sid, record.owner, [*record.stale, new_id], record.starts, record.chains,
                                  record.sample)
-            reservation = control.two_phase.reserve(plan, view)
-            txn, reason = reservation.txn, reservation.reason
+            txn, reservation = control.two_phase.reserve(plan, view)
+            reason = reservation.reason
             if not txn:
                 self._failed(record, f"could not reserve a new path: {reason}")
                 return False

@@ -159,7 +159,9 @@ class ReplayHolds:
         if entry is None or original is None:
             return f"{running} is not a copy of a stream registered at {state.id}", 0, ""
         start = self.retention.start_since(original, since_s) if since_s is not None else 0
-        start = max(start, self.replays.history.floor(original))
+        start = min(max(start, self.replays.history.floor(original)), original.logged)
+        if start >= original.logged:  # nothing past to share: a replay of its own goes live at once
+            return f"the subscription starts at the live end of {original.name} (item {start})", start, ""
         why = self.replays.hold(running, txn, start)
         return why, start, "" if why else self.retention.note(original, start, since_s)
 
@@ -169,3 +171,8 @@ class ReplayHolds:
     def held(self, txn: str) -> dict[str, int]:
         """Called with the lock held: per stream registered here, where ``txn`` holds a replay of it."""
         return self.replays.held(txn)
+
+    def holds(self, running: str, txn: str) -> bool:
+        """Called with the lock held: whether ``txn`` still holds the replay filling ``running``."""
+        r = self.replays.active.get(running)
+        return r is not None and r.limit(time.monotonic()) is not None and txn in r.holds

@@ -21,7 +21,7 @@ from sharing.planner import Plan
 from sharing.replay_plans import shared_replays
 from sharing.stream_table import NetworkStream
 
-from .peer_channels import PeerLink
+from .peer_channels import PeerLink, Reserved
 from .peer_state import PeerState
 from .remote_view import RemotePlanningView
 from .subscription_record import SubscriptionRecord
@@ -40,48 +40,41 @@ class PlanCommitted:
     history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history went
 
 
-@dataclass
-class Reservation:
-    """A plan's reservation: its transaction ("" if refused, with the reason); for parts served
-    from running replays, where the subscription starts (``Reserved``)."""
-
-    txn: str
-    reason: str = ""
-    starts: dict[str, int] = field(default_factory=dict)  # new copy of a running replay -> its first item
-    replayed: dict[str, int] = field(default_factory=dict)  # original -> the subscription's first item
-    history: dict[str, str] = field(default_factory=dict)
-    refused: str = ""  # a running copy that cannot serve the plan: plan again without it
-
-
 class Coordinator:
     def __init__(self, state: PeerState, link: PeerLink) -> None:
         self.state = state
         self.link = link
 
-    def reserve(self, plan: Plan, view: RemotePlanningView, since_s: float | None = None) -> Reservation:
+    def reserve(self, plan: Plan, view: RemotePlanningView, since_s: float | None = None) -> tuple[str, Reserved]:
         """Reserve on every peer the new streams pass (and here, and at the origin of each
         running replay a part is served from), in one global order so that colliding
-        installations fail early, each peer checking it is still as the plan read it; refused
-        after aborting what was reserved. ``since_s``: a subscription over the last so many
-        seconds (None: over everything retained, if it is over the past)."""
+        installations fail early, each peer checking it is still as the plan read it. Returns
+        the transaction ("" if refused, after aborting what was reserved) and what the peers
+        said (why not; for parts served from running replays, where the subscription starts).
+        ``since_s``: a subscription over the last so many seconds (None: over everything
+        retained, if it is over the past)."""
         txn = uuid.uuid4().hex
         attach = {new: {"copy": running, "since_s": since_s} for new, running in shared_replays(plan).items()}
         peers = sorted(set(self.affected(plan)) | self.holders(plan, view))
-        got = Reservation(txn)
+        got = Reserved(True)
         for i, peer in enumerate(peers):
-            r = self.link.reserve(peer, txn, self.new_streams(plan), plan.subscription, plan.target,
-                                  view.versions.get(peer), attach or None)
+            try:
+                r = self.link.reserve(peer, txn, self.new_streams(plan), plan.subscription, plan.target,
+                                      view.versions.get(peer), attach or None)
+            except BaseException:
+                self._abort(peers[:i + 1], txn)
+                raise
             if not r.ok:
                 self._abort(peers[:i], txn)
-                return Reservation("", f"{peer}: {r.reason}", refused=r.refused)
+                return "", Reserved(False, f"{peer}: {r.reason}", refused=r.refused)
             got.starts.update(r.starts)
             got.replayed.update(r.replayed)
             got.history.update(r.history)
         missing = [spec["copy"] for new, spec in sorted(attach.items()) if new not in got.starts]
         if missing:  # (its origin no longer has it)
             self._abort(peers, txn)
-            return Reservation("", f"the replay filling {missing[0]} is over", refused=missing[0])
-        return got
+            return "", Reserved(False, f"the replay filling {missing[0]} is over", refused=missing[0])
+        return txn, got
 
     def _abort(self, peers: list[str], txn: str) -> None:
         for p in peers:
@@ -101,7 +94,11 @@ class Coordinator:
         # the originals' peers say where the subscription starts in each stream: required too
         required = set(self.affected(plan)) | {s.origin for s in chains if s.original} | holders
         done = PlanCommitted({}, {}, {})
-        for peer in self.commit_peers(self.affected(plan), lineage, view):
+        # a replay's origin that holds it for the plan commits last, when it can (it checks the
+        # hold is still there: then no item from where the new copy starts has passed)
+        routed = {p for s in self.new_streams(plan) for p in s.route[1:]}
+        last = holders - routed
+        for peer in sorted(self.commit_peers(self.affected(plan), lineage, view), key=lambda p: p in last):
             committed = self.link.commit(peer, txn, plan.subscription, lineage,
                                          required=peer in required, replay=replay, since=since)
             done.logged.update(committed.starts)

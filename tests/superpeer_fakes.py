@@ -21,7 +21,7 @@ from superpeer.node import LocalPeer
 from superpeer.participant import Participant
 from superpeer.peer_channels import Committed, Reserved, Waiting, copy_stream
 from superpeer.peer_state import PeerState
-from superpeer.retention import Retention, log_replayer
+from superpeer.retention import ReplayHolds, Retention, log_replayer
 
 
 @dataclass
@@ -149,10 +149,12 @@ class InProcessPeer:
         self.link = FakeLink(peer, network)
         self.senders: dict[str, DirectSender] = {}
         self.data = DataPlane(self.state, self.executor, self.sender)
+        retention = Retention(self.state)
         self.participant = Participant(self.state, self.executor, self.link, self.data.attach,
                                        background=False,
-                                       replay=log_replayer(Retention(self.state), self.data.replay),
-                                       positions=self.data.positions)
+                                       replay=log_replayer(retention, self.data.replay),
+                                       positions=self.data.positions,
+                                       replays=ReplayHolds(retention, self.data.replays))
         self.control = ControlPlane(self.state, self.link, retention)
         self.control.positions = self.data.positions
         self.local = LocalPeer(self.participant, self.control)

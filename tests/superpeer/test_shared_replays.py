@@ -14,6 +14,7 @@ import pytest
 from network_harness import reference_results, running_network, same, until
 from photons.generator import generate
 from sharing.scenarios import example_query
+from superpeer_fakes import in_process_network
 from thinpeer.client import SuperPeerClient
 
 PHOTONS = [p.to_xml() for p in generate(4000, seed=33)]
@@ -73,10 +74,44 @@ def test_a_replay_past_the_first_item_is_not_shared_and_the_subscription_gets_it
         also = later.subscribe(example_query("q3"), from_start=True)  # from item 0: already sent
         part = _part(later, also.subscription)
         assert part["reused_stream"] == "photons" and part["reuse_peer"] == "SP4", also.description
+        now = later.subscribe(example_query("q3"), since_s=0.0)  # from the live end: nothing past to share
+        part = _part(later, now.subscription)
+        assert part["reused_stream"] == "photons" and part["reuse_peer"] == "SP4", now.description
         publisher.publish("photons", PHOTONS[RECENT:])
         publisher.close_stream("photons")
         got = [item for _, item, _ in later.results(also.subscription, idle_timeout=30)]
         expected = reference_results(example_query("q3"), PHOTONS)
         assert expected and same(got, expected), (len(got), len(expected))
+        got = [item for _, item, _ in later.results(now.subscription, idle_timeout=30)]
+        assert same(got, reference_results(example_query("q3"), PHOTONS[RECENT:]))
         got = [item for _, item, _ in first.results(everything, idle_timeout=30)]
         assert same(got, reference_results(example_query("q1"), PHOTONS))
+
+
+def test_a_held_replay_stops_before_the_item_and_goes_on_when_let_go() -> None:
+    """``LogReplays.hold``: what the stream's super-peer does at reservation — refuses an item
+    already sent, holds the replay before a later one (not even going live past it) until the
+    transaction ends, and says so in ``status``."""
+    net = in_process_network()
+    try:
+        sp4 = net.peers["SP4"]
+        sp4.control.register_stream("photons", "photons", "photon", rate=100)
+        sp4.data.publish("photons", PHOTONS[:400])
+        replays = sp4.data.replays
+        replays.rate = 200.0
+        record = net.peers["SP1"].control.subscribe(example_query("q1"), from_start=True)
+        copy = record.plan.parts[0].new_streams[0].id
+        until(lambda: replays.status().get(copy, {}).get("next_item", 0) > 0, what=replays.status)
+        with sp4.state.lock:
+            assert "has sent item 0 already" in replays.hold(copy, "t0", 0)
+            at = replays.status()[copy]["next_item"] + 50
+            assert replays.hold(copy, "t1", at) == ""
+        until(lambda: replays.status()[copy]["next_item"] == at, what=replays.status)
+        time.sleep(0.5)  # (it stays there: nothing to wait for but time)
+        assert replays.status()[copy] == {"stream": "photons", "next_item": at, "error": "", "held_before": at}
+        sp4.participant.abort("t1")
+        until(lambda: copy not in replays.status(), what=replays.status)  # caught up: live
+        assert sp4.state.table.get(copy).live_from == 400
+    finally:
+        for p in net.peers.values():
+            p.stop()
