@@ -149,12 +149,12 @@ class InProcessPeer:
         self.link = FakeLink(peer, network)
         self.senders: dict[str, DirectSender] = {}
         self.data = DataPlane(self.state, self.executor, self.sender)
-        retention = Retention(self.state)
+        history = Retention(self.state)
         self.participant = Participant(self.state, self.executor, self.link, self.data.attach,
                                        background=False,
-                                       replay=log_replayer(retention, self.data.replay),
+                                       replay=log_replayer(history, self.data.replay),
                                        positions=self.data.positions,
-                                       replays=ReplayHolds(retention, self.data.replays))
+                                       replays=ReplayHolds(history, self.data.replays))
         self.control = ControlPlane(self.state, self.link, retention)
         self.control.positions = self.data.positions
         self.local = LocalPeer(self.participant, self.control)
