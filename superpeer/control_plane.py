@@ -271,7 +271,7 @@ class ControlPlane:
         self.state.check_shapes(analysis)
         deadline = time.monotonic() + INSTALL_DEADLINE_S
         refused, last_reason = 0, ""
-        avoid: set[str] = set()  # running replays that could not serve it (``Reservation.refused``)
+        avoid: set[str] = set()  # running replays that could not serve it (``Reserved.refused``)
         for attempt in itertools.count():
             if attempt:
                 first, most = REPLAN_PAUSE_S
@@ -303,7 +303,7 @@ class ControlPlane:
         # over the past: a new copy of each original, filled from its log's first item (or the
         # last ``since_s`` seconds'), then live; or of a running replay, from the item its origin said
         shared = shared_replays(plan)
-        fresh = [p.new_streams[0].id for p in plan.parts if record.from_start and p.new_streams[0].id not in shared]
+        fresh = [p.new_streams[0].id for p in plan.parts if p.new_streams[0].id not in shared] if record.from_start else []
         replay = {**{s: 0 for s in fresh}, **reservation.starts} if record.from_start else None
         since = {s: record.since_s for s in fresh} if record.since_s is not None else None
         try:

@@ -41,11 +41,15 @@ class Replay:
     began: float = field(default_factory=time.monotonic)  # ``--replay-rate`` paced from then,
     paced_from: int = 0  # and from this item
 
+    def held_before(self, now: float) -> int | None:
+        """The first item it may not send now (None: none held)."""
+        return min((at for at, until in list(self.holds.values()) if until >= now), default=None)
+
     def limit(self, now: float) -> int | None:
-        """The first item it may not send now (None: none held); expired holds go."""
+        """``held_before``, the expired holds dropped (called with the lock held)."""
         for txn in [t for t, (_, until) in self.holds.items() if until < now]:
             del self.holds[txn]
-        return min((at for at, _ in self.holds.values()), default=None)
+        return self.held_before(now)
 
 
 class LogReplays:
@@ -61,7 +65,7 @@ class LogReplays:
     def status(self) -> dict:
         now, out = time.monotonic(), {}
         for s, r in list(self.active.items()):
-            limit = min((at for at, until in list(r.holds.values()) if until >= now), default=None)
+            limit = r.held_before(now)
             out[s] = {"stream": r.original, "next_item": r.next, "error": r.error,
                       **({"held_before": limit} if limit is not None else {})}
         return out
@@ -78,8 +82,7 @@ class LogReplays:
 
         A stream computed here in such a plan instead drops its items numbered below ``start``:
         the recomputation of a chain of streams the subscription read from there on."""
-        entry = self.plane.state.table.get(stream)
-        original = self.plane.state.originals.get(entry.parent) if entry is not None and entry.parent else None
+        entry, original = self.plane.state.table.get(stream), self.plane.state.parent_original(stream)
         if entry is not None and (entry.operators or original is None):  # (a copy of a running replay, too)
             self.plane.positions.skip_below[stream] = start
             return start
@@ -115,6 +118,11 @@ class LogReplays:
         """Called with the lock held: ``txn``'s holds end (committed or aborted here)."""
         for r in self.active.values():
             r.holds.pop(txn, None)
+
+    def holds(self, stream: str, txn: str) -> bool:
+        """Whether ``txn`` still holds the replay filling ``stream``."""
+        r = self.active.get(stream)
+        return r is not None and txn in r.holds and r.holds[txn][1] >= time.monotonic()
 
     def held(self, txn: str) -> dict[str, int]:
         """Per stream registered here, the item ``txn`` holds a replay of it before."""

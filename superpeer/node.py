@@ -239,8 +239,7 @@ class Node:
             raise deny(caller, f"Reserve for {subscription}", f"{caller} may reserve only for its own "
                                                               f"subscriptions ({caller}-…) and streams ({caller}.…)")
         parents = {s.id: s.parent for s in streams}
-        wrong = sorted(new for new, spec in attach.items() if parents.get(new, spec["copy"]) != spec["copy"]
-                       or new not in parents)
+        wrong = sorted(new for new, spec in attach.items() if parents.get(new) != spec["copy"])
         if wrong:  # (a replay is held only for a new copy of it the plan installs)
             raise deny(caller or subscription, f"Reserve for {subscription}", f"{wrong[0]} is not a new copy "
                        f"of {attach[wrong[0]]['copy']} in the plan", "INVALID_ARGUMENT")

@@ -110,6 +110,12 @@ class PeerState:
         self.known_originals[original.name] = stream
         return stream
 
+    def parent_original(self, stream: str) -> OriginalState | None:
+        """The stream registered here that ``stream`` is made from directly (a copy of it, or
+        operators on it), if it is one (called with the lock held)."""
+        entry = self.table.get(stream)
+        return self.originals.get(entry.parent) if entry is not None and entry.parent else None
+
     def stop_delivering(self, runtime: SubscriptionRuntime, streams) -> None:
         """``runtime`` takes nothing more from ``streams`` (called with the lock held)."""
         for stream in streams:

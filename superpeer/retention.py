@@ -127,8 +127,7 @@ def log_replayer(retention: Retention, replay: Callable[[str, int], int]
     state = retention.state
 
     def run(stream: str, start: int, since_s: float | None) -> tuple[int, str]:
-        entry = state.table.get(stream)
-        original = state.originals.get(entry.parent) if entry is not None and entry.parent else None
+        entry, original = state.table.get(stream), state.parent_original(stream)
         if original is None or entry.operators:
             return replay(stream, start), ""
         if since_s is not None:
@@ -154,9 +153,8 @@ class ReplayHolds:
         replay held before that item for ``txn``; (why it cannot serve it or "", the first
         item, what the subscriber should be told of the history)."""
         state = self.retention.state
-        entry = state.table.get(running)
-        original = state.originals.get(entry.parent) if entry is not None and entry.parent else None
-        if entry is None or original is None:
+        original = state.parent_original(running)
+        if original is None:
             return f"{running} is not a copy of a stream registered at {state.id}", 0, ""
         start = self.retention.start_since(original, since_s) if since_s is not None else 0
         start = min(max(start, self.replays.history.floor(original)), original.logged)
@@ -174,5 +172,4 @@ class ReplayHolds:
 
     def holds(self, running: str, txn: str) -> bool:
         """Called with the lock held: whether ``txn`` still holds the replay filling ``running``."""
-        r = self.replays.active.get(running)
-        return r is not None and r.limit(time.monotonic()) is not None and txn in r.holds
+        return self.replays.holds(running, txn)
