@@ -48,7 +48,7 @@ from wxquery.limits import DEFAULT_LIMITS, AnalysisInterrupted, Interruption, Qu
 from .approximation import CONFIDENCE
 from .errors import NodeError, as_node_error
 from .event_time import EventTime, check_event_time
-from .peer_channels import PeerLink, Waiting
+from .peer_channels import PeerLink, Reserved, Waiting
 from .participant import CONFLICT
 from .peer_state import OriginalState, PeerState
 from .positions import StreamPositions
@@ -56,7 +56,7 @@ from .remote_view import RemotePlanningView, fetch_planning_view
 from .route_health import data_paths
 from .subscription_record import SubscriptionRecord
 from .subscriptions import ResultBuffer, SubscriptionRuntime
-from .two_phase import Coordinator
+from .two_phase import Coordinator, PlanAgain
 
 REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
 INSTALL_DEADLINE_S = 20.0  # conflicts with concurrent installations are retried this long
@@ -267,11 +267,50 @@ class ControlPlane:
             self._install(record)
 
     def _install(self, record: SubscriptionRecord) -> None:
-        sid, analysis = record.runtime.id, record.runtime.analysis
-        self.state.check_shapes(analysis)
+        sid = record.runtime.id
+        self.state.check_shapes(record.runtime.analysis)
         deadline = time.monotonic() + INSTALL_DEADLINE_S
-        refused, last_reason = 0, ""
         avoid: set[str] = set()  # running replays that could not serve it (``Reserved.refused``)
+        while True:
+            plan, view, txn, reservation = self._reserve(record, deadline, avoid)
+            # over the past: a new copy of each original, filled from its log's first item (or the
+            # last ``since_s`` seconds'), then live; or of a running replay, from the item its origin said
+            shared = shared_replays(plan)
+            fresh = [p.new_streams[0].id for p in plan.parts if p.new_streams[0].id not in shared] if record.from_start else []
+            replay = {**{s: 0 for s in fresh}, **reservation.starts} if record.from_start else None
+            since = {s: record.since_s for s in fresh} if record.since_s is not None else None
+            try:
+                reads = self.take_inputs(record, plan)
+                commit = self.two_phase.commit(txn, plan, view, replay, since)
+                break
+            except PlanAgain as again:  # (undone before anything was sent: plan again)
+                self.two_phase.release(record, txn)
+                if time.monotonic() >= deadline:
+                    raise NodeError("ABORTED", f"could not install the plan: {again.message}") from None
+                avoid |= again.avoid
+            except BaseException:
+                self.two_phase.release(record, txn)
+                raise
+        commit.replayed.update(reservation.replayed)
+        commit.history.update(reservation.history)
+        record.starts = ({name: commit.replayed.get(name, 0) for name in (p.input_properties.input.stream
+                                                                          for p in plan.parts)}
+                         if record.from_start else commit.logged)
+        record.history = "; ".join(commit.history[n] for n in sorted(commit.history))
+        record.sample = record.runtime.sample = plan.sample
+        record.chains = {} if record.from_start else replay_inputs(plan.parts, view.lineage, commit.anchors, reads)
+        record.paths = data_paths(plan, view.lineage)
+        record.incarnations = {p: commit.incarnations.get(p) or self.incarnation(p)
+                               for path in record.paths for p in path}
+        self.state.store.set_plan(sid, record.owner, record.stale, record.starts, record.chains, record.sample)
+
+    def _reserve(self, record: SubscriptionRecord, deadline: float,
+                 avoid: set[str]) -> tuple[Plan, RemotePlanningView, str, Reserved]:
+        """Plan and reserve, planning again on a refusal: (plan, view, transaction, what the
+        peers said). ``avoid``: running replays that could not serve the subscription, and
+        those it is refused by here."""
+        sid, analysis = record.runtime.id, record.runtime.analysis
+        refused, last_reason = 0, ""
         for attempt in itertools.count():
             if attempt:
                 first, most = REPLAN_PAUSE_S
@@ -292,7 +331,7 @@ class ControlPlane:
             txn, reservation = self.two_phase.reserve(plan, view, record.since_s)
             reason = reservation.reason
             if txn:
-                break
+                return plan, view, txn, reservation
             if reservation.refused:  # (not a refusal for capacity: that replay has gone past)
                 avoid.add(reservation.refused)
             elif CONFLICT not in reason:
@@ -300,30 +339,6 @@ class ControlPlane:
             if refused >= REPLANS or time.monotonic() >= deadline:
                 raise NodeError("ABORTED", f"could not reserve the plan's resources: "
                                            f"{last_reason or reason}")
-        # over the past: a new copy of each original, filled from its log's first item (or the
-        # last ``since_s`` seconds'), then live; or of a running replay, from the item its origin said
-        shared = shared_replays(plan)
-        fresh = [p.new_streams[0].id for p in plan.parts if p.new_streams[0].id not in shared] if record.from_start else []
-        replay = {**{s: 0 for s in fresh}, **reservation.starts} if record.from_start else None
-        since = {s: record.since_s for s in fresh} if record.since_s is not None else None
-        try:
-            reads = self.take_inputs(record, plan)
-            commit = self.two_phase.commit(txn, plan, view, replay, since)
-        except BaseException:
-            self.two_phase.release(record, txn)
-            raise
-        commit.replayed.update(reservation.replayed)
-        commit.history.update(reservation.history)
-        record.starts = ({name: commit.replayed.get(name, 0) for name in (p.input_properties.input.stream
-                                                                          for p in plan.parts)}
-                         if record.from_start else commit.logged)
-        record.history = "; ".join(commit.history[n] for n in sorted(commit.history))
-        record.sample = record.runtime.sample = plan.sample
-        record.chains = {} if record.from_start else replay_inputs(plan.parts, view.lineage, commit.anchors, reads)
-        record.paths = data_paths(plan, view.lineage)
-        record.incarnations = {p: commit.incarnations.get(p) or self.incarnation(p)
-                               for path in record.paths for p in path}
-        self.state.store.set_plan(sid, record.owner, record.stale, record.starts, record.chains, record.sample)
 
     def take_inputs(self, record: SubscriptionRecord, plan: Plan) -> dict[str, int]:
         """Deliver the plan's result streams to the subscription here, before anything is

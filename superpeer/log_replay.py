@@ -124,6 +124,15 @@ class LogReplays:
         r = self.active.get(stream)
         return r is not None and txn in r.holds and r.holds[txn][1] >= time.monotonic()
 
+    def renew(self, txn: str) -> None:
+        """Called with the lock held, when the replay's origin commits ``txn`` (first of the
+        plan's peers): its holds now end after every reservation it still commits elsewhere,
+        so none lapses before the new copies downstream are in place."""
+        until = time.monotonic() + RESERVATION_TTL_S
+        for r in self.active.values():
+            if txn in r.holds:
+                r.holds[txn] = (r.holds[txn][0], until)
+
     def held(self, txn: str) -> dict[str, int]:
         """Per stream registered here, the item ``txn`` holds a replay of it before."""
         return {r.original: r.holds[txn][0] for r in self.active.values() if txn in r.holds}

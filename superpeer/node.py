@@ -41,7 +41,7 @@ from .history_source import HistorySource
 from .history import HistoryBound, parse_history, pins_of
 from .limits import DataLimits
 from .security import Security, deny, owner_of, stream_owner
-from .participant import Participant
+from .participant import PLAN_AGAIN, Participant
 from .peer_channels import (GrpcPeerChannels, Reserved, Waiting, commit_from_wire, input_from_wire,
                             part_from_wire, waiting_to_wire)
 from .peer_state import PeerState
@@ -258,7 +258,7 @@ class Node:
         self._check_txn(txn, caller, subscription, "Commit")
         if txn in self.state.expired:
             raise NodeError("FAILED_PRECONDITION", f"the reservation {txn} expired at {self.id} "
-                                                   "before it was committed: plan again")
+                                                   f"before it was committed{PLAN_AGAIN}")
         return json.dumps(self.participant.commit(txn, subscription, lineage, replay, since)), self.channels.epoch
 
     def abort(self, txn: str, caller: str | None = None) -> None:

@@ -35,6 +35,7 @@ from .security import deny
 from .subscription_record import replaced_by
 
 CONFLICT = "conflict: "  # how a refusal that calls for planning again (not a full peer) begins
+PLAN_AGAIN = ": plan again"  # how a commit refused for a lapsed reservation or hold ends
 
 
 class Participant:
@@ -175,8 +176,9 @@ class Participant:
             if lost:  # (it expired, or the replay was removed): the new copy would miss items
                 self.abort(txn)
                 raise NodeError("FAILED_PRECONDITION", f"the replay filling {lost[0]} at {here} is no longer "
-                                                       "held for this subscription: plan again")
-            self.holding.pop(txn, None)  # (checked; the coordinator's abort lets the replays go)
+                                                       f"held for this subscription{PLAN_AGAIN}")
+            if self.holding.pop(txn, None):  # (checked; the coordinator's abort lets the replays go)
+                self.replays.renew(txn)  # (they outlast every reservation the plan still commits)
             installed = []
             held = self.state.unhold(txn)  # (a replay held for it waits for the abort that ends it)
             anchors = self._anchors(held, lineage)

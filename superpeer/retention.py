@@ -173,3 +173,7 @@ class ReplayHolds:
     def holds(self, running: str, txn: str) -> bool:
         """Called with the lock held: whether ``txn`` still holds the replay filling ``running``."""
         return self.replays.holds(running, txn)
+
+    def renew(self, txn: str) -> None:
+        """Called with the lock held: ``txn``'s holds last ``RESERVATION_TTL_S`` from now."""
+        self.replays.renew(txn)

@@ -7,8 +7,12 @@ A subscription over the past served from a replay that is already running
 (``sharing.replay_plans``) also reserves at the replay's origin, which says where the
 subscription starts in the stream and holds the replay before that item (``log_replay``) until
 every peer has committed — the new copy is then in place downstream before the item passes it —
-and the transaction is ended there (an abort after the commit only lets the replay go on). A replay that has passed the item refuses, naming its copy: the subscription is
-planned again without it.
+and the transaction is ended there (an abort after the commit only lets the replay go on). A
+replay that has passed the item refuses, naming its copy: the subscription is planned again
+without it. The replay's origin commits first: it checks that the hold is still there (it lapses
+if the coordinator takes too long) and makes it outlast every reservation still to be committed;
+a hold found gone there, before any peer has started a new stream, undoes the plan and plans
+again (``PlanAgain``) instead of failing the subscription.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from sharing.planner import Plan
 from sharing.replay_plans import shared_replays
 from sharing.stream_table import NetworkStream
 
+from .errors import NodeError
+from .participant import PLAN_AGAIN
 from .peer_channels import PeerLink, Reserved
 from .peer_state import PeerState
 from .remote_view import RemotePlanningView
@@ -38,6 +44,16 @@ class PlanCommitted:
     incarnations: dict[str, str]  # peer -> the process that committed (a later one lost the plan)
     replayed: dict[str, int] = field(default_factory=dict)  # original -> first log item replayed
     history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history went
+
+
+class PlanAgain(NodeError):
+    """A commit was refused before any peer started a new stream of the plan — a replay's hold
+    or a reservation lapsed: undone (``Coordinator.release``), the plan can be made again,
+    without the running replays in ``avoid``."""
+
+    def __init__(self, reason: str, avoid: frozenset[str]) -> None:
+        super().__init__("FAILED_PRECONDITION", reason)
+        self.avoid = avoid
 
 
 class Coordinator:
@@ -94,13 +110,24 @@ class Coordinator:
         # the originals' peers say where the subscription starts in each stream: required too
         required = set(self.affected(plan)) | {s.origin for s in chains if s.original} | holders
         done = PlanCommitted({}, {}, {})
-        # a replay's origin that holds it for the plan commits last, when it can (it checks the
-        # hold is still there: then no item from where the new copy starts has passed)
+        # a replay's origin that holds it for the plan checks the hold is still there (no item
+        # from where the new copy starts has passed) and keeps it past every other peer's
+        # reservation: first, where no new stream passes it (it starts nothing), else last
         routed = {p for s in self.new_streams(plan) for p in s.route[1:]}
-        last = holders - routed
-        for peer in sorted(self.commit_peers(self.affected(plan), lineage, view), key=lambda p: p in last):
-            committed = self.link.commit(peer, txn, plan.subscription, lineage,
-                                         required=peer in required, replay=replay, since=since)
+        first = holders - routed - {s.route[0] for s in self.new_streams(plan)}
+        last = holders - routed - first
+        order = sorted(self.commit_peers(self.affected(plan), lineage, view),
+                       key=lambda p: 0 if p in first else 2 if p in last else 1)
+        for i, peer in enumerate(order):
+            try:
+                committed = self.link.commit(peer, txn, plan.subscription, lineage,
+                                             required=peer in required, replay=replay, since=since)
+            except NodeError as exc:
+                if PLAN_AGAIN in exc.message and set(order[:i]) <= first:  # (nothing started yet)
+                    held = shared_replays(plan).values()
+                    raise PlanAgain(exc.message, frozenset(c for c in held
+                                                           if view.snapshot.streams[c].origin == peer)) from exc
+                raise
             done.logged.update(committed.starts)
             done.replayed.update(committed.replayed)
             done.history.update(committed.history)

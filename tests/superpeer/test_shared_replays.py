@@ -14,7 +14,7 @@ import pytest
 from network_harness import reference_results, running_network, same, until
 from photons.generator import generate
 from sharing.scenarios import example_query
-from superpeer_fakes import in_process_network
+from superpeer_fakes import buffered_results, in_process_network
 from thinpeer.client import SuperPeerClient
 
 PHOTONS = [p.to_xml() for p in generate(4000, seed=33)]
@@ -112,6 +112,51 @@ def test_a_held_replay_stops_before_the_item_and_goes_on_when_let_go() -> None:
         sp4.participant.abort("t1")
         until(lambda: copy not in replays.status(), what=replays.status)  # caught up: live
         assert sp4.state.table.get(copy).live_from == 400
+    finally:
+        for p in net.peers.values():
+            p.stop()
+
+
+def test_a_hold_that_lapsed_before_the_commit_is_planned_again_on_a_replay_of_its_own() -> None:
+    """The replay's origin commits first and finds the hold gone (its coordinator took longer
+    than a reservation lasts, and the replay went on): nothing has started yet, so the plan is
+    undone and made again without that replay — the subscription is installed, not failed, and
+    gets exactly its part of the stream."""
+    net = in_process_network()
+    lapsed: list[str] = []
+    try:
+        sp4 = net.peers["SP4"]
+        replays = sp4.data.replays
+
+        def lapse(call) -> None:  # the first commit of SP7's shared plan at SP4: the hold runs out
+            if call.method == "commit" and call.peer == "SP4" and call.sender == "SP7" and not lapsed:
+                txn = call.args[0]
+                with sp4.state.lock:
+                    for r in replays.active.values():
+                        if txn in r.holds:
+                            r.holds[txn] = (r.holds[txn][0], 0.0)
+                            lapsed.append(txn)
+
+        net.hook = lapse
+        sp4.control.register_stream("photons", "photons", "photon", rate=100)
+        sp4.data.publish("photons", PHOTONS[:OLD])
+        time.sleep(1.5)  # the input: an old part, then a recent one (not a wait for a condition)
+        sp4.data.publish("photons", PHOTONS[OLD:RECENT])
+        recent_at = time.time()
+        replays.rate = REPLAY_RATE
+        first = net.peers["SP1"].control.subscribe(example_query("q1"), from_start=True)
+        copy = first.plan.parts[0].new_streams[0].id
+        until(lambda: replays.status().get(copy, {}).get("next_item", 0) > 0, what=replays.status)
+        later = net.peers["SP7"].control.subscribe(example_query("q3"), since_s=time.time() - recent_at + 0.7)
+        assert lapsed, "the later subscription was not planned on the running replay first"
+        [part] = later.plan.parts
+        assert part.reused == "photons" and not later.error, part
+        sp4.data.publish("photons", PHOTONS[RECENT:])
+        sp4.data.close_stream("photons")
+        got = buffered_results(later, timeout=60)
+        expected = reference_results(example_query("q3"), PHOTONS[OLD:])
+        assert expected and same(got, expected), (len(got), len(expected))
+        assert same(buffered_results(first, timeout=60), reference_results(example_query("q1"), PHOTONS))
     finally:
         for p in net.peers.values():
             p.stop()
