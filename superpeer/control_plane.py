@@ -318,7 +318,8 @@ class ControlPlane:
             view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id)
             try:
                 planner = self.make_planner(view)
-                plan = (planner.replay_plan(sid, analysis.properties, self.state.id, share=True, avoid=frozenset(avoid))
+                plan = (planner.replay_plan(sid, analysis.properties, self.state.id, avoid=frozenset(avoid),
+                                             share=record.strategy == Strategy.SHARING)
                         if record.from_start else
                         planner.subscribe(sid, analysis.properties, self.state.id, record.strategy,
                                           approximate=record.approximate))

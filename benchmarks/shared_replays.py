@@ -1,0 +1,122 @@
+"""Bytes on the links saved when subscriptions over the same past share a running replay
+(issue 15), against each taking a replay of its own, in the same run.
+
+Run: python benchmarks/shared_replays.py [--old 20000] [--recent 4000] [--rate 2000] [--rounds 1] [--out FILE.json]
+
+On the paper-example network (every super-peer with `--replay-rate RATE`), SP4 registers
+"photons" and gets `--old` photons, then two seconds later `--recent` more. SP1 subscribes to
+every photon `--from-start`: SP4 replays the log to it over SP5 at RATE items/s. While that
+replay runs, SP0, SP5, SP6 and SP7 subscribe to every photon `--since` the recent ones. In mode
+`sharing` (the default strategy) each takes a new copy of the running replay at a super-peer of
+its route; in mode `own-replays` (`--strategy data-shipping`: never shares) each gets a replay of
+its own from SP4. Then the rest of the stream is published live and it is closed.
+
+Per mode: the bytes every link carried from the first subscription until every subscription's
+results had ended (the super-peers' `links` counters; only this workload runs), how many of the
+subscriptions shared a replay, the seconds until the last result, and each subscription's result
+count (both modes must agree: the same photons reached each subscriber).
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from pathlib import Path
+
+from local_network import alternating, local_network, write_report
+from network_measures import WHOLE
+
+from photons.generator import generate
+from thinpeer.client import SuperPeerClient
+
+LATER = ("SP0", "SP5", "SP6", "SP7")
+LIVE = 1000  # photons published after the subscriptions
+STRATEGY = {"sharing": "sharing", "own-replays": "data-shipping"}
+
+
+def link_bytes(address: dict[str, str]) -> dict[str, int]:
+    """Bytes each directed link has carried so far, from every super-peer's status."""
+    out: dict[str, int] = {}
+    for a in address.values():
+        with SuperPeerClient(a) as client:
+            out.update({link: c["bytes"] for link, c in client.status()["links"].items()})
+    return out
+
+
+def read_all(client: SuperPeerClient, sid: str, counts: dict[str, int], done: dict[str, float],
+             started: float) -> None:
+    n = 0
+    for batch in client.result_batches(sid, 0, idle_timeout=600):
+        n += len(batch.items)
+    counts[sid], done[sid] = n, time.perf_counter() - started
+
+
+def one_round(old: int, recent: int, rate: float, mode: str) -> dict:
+    items = [p.to_xml() for p in generate(old + recent + LIVE, 11)]
+    with local_network(serve_args=("--replay-rate", str(rate))) as network:
+        address = network.addresses
+        source = SuperPeerClient(address["SP4"])
+        source.register_stream("photons", "photons", "photon", rate=rate)
+        source.publish("photons", items[:old])
+        time.sleep(2.0)  # the input: an old part, then a recent one (not a wait for a condition)
+        source.publish("photons", items[old:old + recent])
+        recent_at = time.time()
+        before = link_bytes(address)
+        started = time.perf_counter()
+        first = SuperPeerClient(address["SP1"])
+        subs = {"SP1": (first, first.subscribe(WHOLE, strategy=STRATEGY[mode], from_start=True).subscription)}
+        for peer in LATER:
+            client = SuperPeerClient(address[peer])
+            since = time.time() - recent_at + 1.0  # the recent photons, not the old ones
+            subs[peer] = (client, client.subscribe(WHOLE, strategy=STRATEGY[mode], since_s=since).subscription)
+        shared = []
+        for peer, (client, sid) in subs.items():
+            [part] = client.status()["subscriptions"][sid]["plan"]["parts"]
+            if part["reused_stream"] != "photons":
+                shared.append(peer)
+        counts: dict[str, int] = {}
+        done: dict[str, float] = {}
+        readers = [threading.Thread(target=read_all, args=(c, sid, counts, done, started), daemon=True)
+                   for c, sid in subs.values()]
+        for r in readers:
+            r.start()
+        source.publish("photons", items[old + recent:])
+        source.close_stream("photons")
+        for r in readers:
+            r.join(900)
+        after = link_bytes(address)
+        carried = {link: after.get(link, 0) - before.get(link, 0) for link in after}
+        return {"mode": mode, "link_bytes": sum(carried.values()),
+                "per_link_bytes": {k: v for k, v in sorted(carried.items()) if v},
+                "shared_replays": shared, "last_result_s": round(max(done.values()), 2),
+                "results": {peer: counts.get(sid) for peer, (_, sid) in subs.items()},
+                "expected": {peer: old + recent + LIVE if peer == "SP1" else recent + LIVE for peer in subs}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--old", type=int, default=20_000)
+    ap.add_argument("--recent", type=int, default=4_000)
+    ap.add_argument("--rate", type=float, default=2_000.0, help="--replay-rate of every super-peer")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    runs = []
+    for k, mode in alternating(args.rounds, list(STRATEGY)):
+        r = one_round(args.old, args.recent, args.rate, mode)
+        runs.append({"round": k, **r})
+        ok = "ok" if r["results"] == r["expected"] else f"MISMATCH (expected {r['expected']})"
+        print(f"round {k} {mode:12s} links carried {r['link_bytes'] / 1e6:8.2f} MB, shared at "
+              f"{','.join(r['shared_replays']) or '-':15s} last result after {r['last_result_s']:6.1f} s; "
+              f"results {r['results']} {ok}")
+    by = {m: [r["link_bytes"] for r in runs if r["mode"] == m] for m in STRATEGY}
+    saved = 1 - sum(by["sharing"]) / max(1, sum(by["own-replays"]))
+    print(f"sharing a running replay: {100 * saved:.1f}% fewer bytes on the links than replays of their own")
+    write_report("shared_replays", {"old": args.old, "recent": args.recent, "replay_rate": args.rate,
+                                    "later_subscribers": list(LATER), "runs": runs,
+                                    "bytes_saved_fraction": round(saved, 4)}, args.out)
+
+
+if __name__ == "__main__":
+    main()
