@@ -151,11 +151,16 @@ def test_a_hold_that_lapsed_before_the_commit_is_planned_again_on_a_replay_of_it
         assert lapsed, "the later subscription was not planned on the running replay first"
         [part] = later.plan.parts
         assert part.reused == "photons" and not later.error, part
+        shipped = net.peers["SP7"].control.subscribe(example_query("q3"), strategy="data-shipping",
+                                                     since_s=time.time() - recent_at + 0.7)
+        [part] = shipped.plan.parts  # (not the sharing strategy: never on a running replay)
+        assert part.reused == "photons", part
         sp4.data.publish("photons", PHOTONS[RECENT:])
         sp4.data.close_stream("photons")
         got = buffered_results(later, timeout=60)
         expected = reference_results(example_query("q3"), PHOTONS[OLD:])
         assert expected and same(got, expected), (len(got), len(expected))
+        assert same(buffered_results(shipped, timeout=60), expected)
         assert same(buffered_results(first, timeout=60), reference_results(example_query("q1"), PHOTONS))
     finally:
         for p in net.peers.values():
