@@ -255,8 +255,10 @@ class AbortRequest(_message.Message):
     def __init__(self, transaction: _Optional[str] = ...) -> None: ...
 
 class AbortReply(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("hold_lapsed",)
+    HOLD_LAPSED_FIELD_NUMBER: _ClassVar[int]
+    hold_lapsed: bool
+    def __init__(self, hold_lapsed: _Optional[bool] = ...) -> None: ...
 
 class RemoveRequest(_message.Message):
     __slots__ = ("subscription", "streams")

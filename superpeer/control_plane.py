@@ -271,7 +271,7 @@ class ControlPlane:
         self.state.check_shapes(record.runtime.analysis)
         deadline = time.monotonic() + INSTALL_DEADLINE_S
         avoid: set[str] = set()  # running replays that could not serve it (``Reserved.refused``)
-        while True:
+        for again in itertools.count(1):
             plan, view, txn, reservation = self._reserve(record, deadline, avoid)
             # over the past: a new copy of each original, filled from its log's first item (or the
             # last ``since_s`` seconds'), then live; or of a running replay, from the item its origin said
@@ -283,11 +283,12 @@ class ControlPlane:
                 reads = self.take_inputs(record, plan)
                 commit = self.two_phase.commit(txn, plan, view, replay, since)
                 break
-            except PlanAgain as again:  # (undone before anything was sent: plan again)
+            except PlanAgain as refused:  # (undone before anything was sent: plan again)
                 self.two_phase.release(record, txn)
-                if time.monotonic() >= deadline:
-                    raise NodeError("ABORTED", f"could not install the plan: {again.message}") from None
-                avoid |= again.avoid
+                if again >= REPLANS:  # (a hold lapses only after a reservation's time: no deadline)
+                    raise NodeError("ABORTED", f"could not install the plan: {refused.message}") from None
+                avoid |= refused.avoid
+                deadline = time.monotonic() + INSTALL_DEADLINE_S
             except BaseException:
                 self.two_phase.release(record, txn)
                 raise

@@ -90,8 +90,8 @@ class LocalPeer:
                replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> dict[str, dict]:
         return self.participant.commit(txn, subscription, lineage, replay, since)
 
-    def abort(self, txn: str) -> None:
-        self.participant.abort(txn)
+    def abort(self, txn: str) -> bool:
+        return self.participant.abort(txn)
 
     def remove(self, subscription: str) -> list[str]:
         return self.participant.remove(subscription)
@@ -256,16 +256,18 @@ class Node:
         that expired is refused, not committed empty."""
         subscription, lineage, replay, since = commit_from_wire(commit_json)
         self._check_txn(txn, caller, subscription, "Commit")
+        self.state.held()  # (the reservations past their time are let go now, not at the next look)
         if txn in self.state.expired:
             raise NodeError("FAILED_PRECONDITION", f"the reservation {txn} expired at {self.id} "
                                                    f"before it was committed{PLAN_AGAIN}")
         return json.dumps(self.participant.commit(txn, subscription, lineage, replay, since)), self.channels.epoch
 
-    def abort(self, txn: str, caller: str | None = None) -> None:
+    def abort(self, txn: str, caller: str | None = None) -> bool:
+        """Whether a replay ``txn`` held here had been let go before (``Participant.abort``)."""
         held = self.state.reserved_by.get(txn) or self.holders.get(txn)
         self._check_txn(txn, caller, held[1] if held else f"{caller}-", "Abort")
         self.holders.pop(txn, None)
-        self.participant.abort(txn)
+        return self.participant.abort(txn)
 
     def _check_txn(self, txn: str, caller: str | None, subscription: str, what: str) -> None:
         if caller is None:

@@ -177,7 +177,7 @@ class Participant:
                 self.abort(txn)
                 raise NodeError("FAILED_PRECONDITION", f"the replay filling {lost[0]} at {here} is no longer "
                                                        f"held for this subscription{PLAN_AGAIN}")
-            if self.holding.pop(txn, None):  # (checked; the coordinator's abort lets the replays go)
+            if self.holding.get(txn):  # (checked; the coordinator's abort lets the replays go)
                 self.replays.renew(txn)  # (they outlast every reservation the plan still commits)
             installed = []
             held = self.state.unhold(txn)  # (a replay held for it waits for the abort that ends it)
@@ -257,14 +257,19 @@ class Participant:
                         return f"{s.id}'s route {'→'.join(s.route)} uses {a}–{b}, which is not a link"
         return ""
 
-    def abort(self, txn: str) -> None:
+    def abort(self, txn: str) -> bool:
         """End ``txn`` here: what it reserved, and the replays it held (also after its commit:
-        the coordinator lets them go once every peer has committed)."""
+        the coordinator lets them go once every peer has committed). Returns whether a replay
+        it held had been let go before (removed with the subscription it served, or the hold
+        lapsed): items may then have passed a new copy's peer before the copy was there."""
         with self.state.lock:
             self.state.unhold(txn)
-            self.holding.pop(txn, None)
-            if self.replays is not None:
-                self.replays.release(txn)
+            copies = self.holding.pop(txn, [])
+            if self.replays is None:
+                return False
+            lapsed = not all(self.replays.holds(c, txn) for c in copies)
+            self.replays.release(txn)
+            return lapsed
 
     # ------------------------------------------------------------------ removal
 

@@ -36,6 +36,10 @@ from .topology import Topology
 T = TypeVar("T")
 CALL_TIMEOUT_S = 10
 HEARTBEAT_TIMEOUT_S = 1.0
+# a peer's answers that refuse a call (a required call raises them as they are, not as unreachable)
+REFUSALS = frozenset({grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT,
+                      grpc.StatusCode.NOT_FOUND, grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.ABORTED,
+                      grpc.StatusCode.OUT_OF_RANGE})
 
 
 @dataclass
@@ -104,7 +108,7 @@ class PeerHandler(Protocol):
     def commit(self, txn: str, subscription: str, lineage: list[str],
                replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> dict[str, dict]: ...
 
-    def abort(self, txn: str) -> None: ...
+    def abort(self, txn: str) -> bool: ...
 
     def remove(self, subscription: str) -> list[str]: ...
 
@@ -130,7 +134,8 @@ class PeerLink(Protocol):
                required: bool, replay: dict[str, int] | None = None,
                since: dict[str, float] | None = None) -> Committed: ...
 
-    def abort(self, peer: str, txn: str) -> None: ...
+    def abort(self, peer: str, txn: str) -> bool | None:
+        """Whether a replay ``txn`` held at ``peer`` had been let go before (None: unreachable)."""
 
     def remove(self, peer: str, subscription: str) -> list[str] | None: ...
 
@@ -268,6 +273,8 @@ class GrpcPeerChannels:
         except (grpc.RpcError, _Stopped, ValueError) as exc:
             # ValueError: the channel was closed because this node is stopping
             code = exc.code() if isinstance(exc, grpc.RpcError) else None
+            if required and code in REFUSALS:  # (it answered: not unreachable, its reason as it is)
+                raise NodeError(code.name, f"super-peer {peer} refused: {exc.details()}") from None  # type: ignore[union-attr]
             self.unreachable[peer] = (f"{code.name}: {exc.details()}" if code is not None  # type: ignore[union-attr]
                                       else "this super-peer is stopping")
             if required:
@@ -327,11 +334,11 @@ class GrpcPeerChannels:
             lambda r: Committed.of(json.loads(r.starts_json or "{}"), r.incarnation), required=required)
         return got or Committed({})
 
-    def abort(self, peer: str, txn: str) -> None:
+    def abort(self, peer: str, txn: str) -> bool | None:
         if peer == self.id:
-            self.local.abort(txn)
-            return
-        self._call(peer, "Abort", pb.AbortRequest(transaction=txn), lambda r: None, required=False)
+            return self.local.abort(txn)
+        return self._call(peer, "Abort", pb.AbortRequest(transaction=txn), lambda r: r.hold_lapsed,
+                          required=False)
 
     def remove(self, peer: str, subscription: str) -> list[str] | None:
         if peer == self.id:

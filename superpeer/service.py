@@ -177,8 +177,7 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def Abort(self, request, context, caller):
-        self.node.abort(request.transaction, caller)
-        return pb.AbortReply()
+        return pb.AbortReply(hold_lapsed=self.node.abort(request.transaction, caller))
 
     @_handled
     @_peers_only

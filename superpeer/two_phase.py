@@ -123,8 +123,8 @@ class Coordinator:
                 committed = self.link.commit(peer, txn, plan.subscription, lineage,
                                              required=peer in required, replay=replay, since=since)
             except NodeError as exc:
-                if PLAN_AGAIN in exc.message and set(order[:i]) <= first:  # (nothing started yet)
-                    held = shared_replays(plan).values()
+                if peer in first and set(order[:i]) <= first and PLAN_AGAIN in exc.message:
+                    held = shared_replays(plan).values()  # (nothing has started yet)
                     raise PlanAgain(exc.message, frozenset(c for c in held
                                                            if view.snapshot.streams[c].origin == peer)) from exc
                 raise
@@ -133,7 +133,12 @@ class Coordinator:
             done.history.update(committed.history)
             done.anchors.update(committed.anchors)
             done.incarnations[peer] = committed.incarnation
-        self._abort(sorted(holders), txn)  # (the replays held go on)
+        lapsed = [h for h in sorted(holders) if self.link.abort(h, txn)]  # (the replays held go on)
+        if lapsed:  # (not silently: the new copy may have missed items)
+            raise NodeError("ABORTED", f"the replay {lapsed[0]} held for this subscription was let go before "
+                                       "every peer had installed the subscription's copy of it (the "
+                                       "subscription it was running for was removed meanwhile, or the "
+                                       "installation took longer than a reservation lasts): subscribe again")
         return done
 
     def release(self, record: SubscriptionRecord, txn: str) -> None:

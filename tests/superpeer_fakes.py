@@ -109,10 +109,9 @@ class FakeLink:
             return Committed({})
         return Committed.of(h.commit(txn, subscription, lineage, replay, since))
 
-    def abort(self, peer: str, txn: str) -> None:
+    def abort(self, peer: str, txn: str) -> bool | None:
         h = self._handler("abort", peer, txn)
-        if h is not None:
-            h.abort(txn)
+        return h.abort(txn) if h is not None else None
 
     def remove(self, peer: str, subscription: str) -> list[str] | None:
         h = self._handler("remove", peer, subscription)

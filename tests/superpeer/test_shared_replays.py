@@ -14,6 +14,7 @@ import pytest
 from network_harness import reference_results, running_network, same, until
 from photons.generator import generate
 from sharing.scenarios import example_query
+from superpeer.errors import NodeError
 from superpeer_fakes import buffered_results, in_process_network
 from thinpeer.client import SuperPeerClient
 
@@ -117,19 +118,21 @@ def test_a_held_replay_stops_before_the_item_and_goes_on_when_let_go() -> None:
             p.stop()
 
 
-def test_a_hold_that_lapsed_before_the_commit_is_planned_again_on_a_replay_of_its_own() -> None:
-    """The replay's origin commits first and finds the hold gone (its coordinator took longer
-    than a reservation lasts, and the replay went on): nothing has started yet, so the plan is
-    undone and made again without that replay — the subscription is installed, not failed, and
-    gets exactly its part of the stream."""
+@pytest.mark.parametrize("lapse_at", ["SP4", "SP5"])
+def test_a_hold_that_lapsed_is_planned_again_before_the_commit_and_said_after_it(lapse_at) -> None:
+    """The replay's origin (SP4) commits first and finds the hold gone (its coordinator took
+    longer than a reservation lasts, and the replay went on): nothing has started yet, so the
+    plan is undone and made again without that replay — the subscription is installed, not
+    failed, and gets exactly its part of the stream. A hold gone later (at SP5's commit, after
+    SP4's) cannot be undone quietly: the subscription fails, saying why, and nothing is left."""
     net = in_process_network()
     lapsed: list[str] = []
     try:
         sp4 = net.peers["SP4"]
         replays = sp4.data.replays
 
-        def lapse(call) -> None:  # the first commit of SP7's shared plan at SP4: the hold runs out
-            if call.method == "commit" and call.peer == "SP4" and call.sender == "SP7" and not lapsed:
+        def lapse(call) -> None:  # the first commit of SP7's shared plan there: the hold runs out
+            if call.method == "commit" and call.peer == lapse_at and call.sender == "SP7" and not lapsed:
                 txn = call.args[0]
                 with sp4.state.lock:
                     for r in replays.active.values():
@@ -147,7 +150,17 @@ def test_a_hold_that_lapsed_before_the_commit_is_planned_again_on_a_replay_of_it
         first = net.peers["SP1"].control.subscribe(example_query("q1"), from_start=True)
         copy = first.plan.parts[0].new_streams[0].id
         until(lambda: replays.status().get(copy, {}).get("next_item", 0) > 0, what=replays.status)
-        later = net.peers["SP7"].control.subscribe(example_query("q3"), since_s=time.time() - recent_at + 0.7)
+        since = time.time() - recent_at + 0.7
+        if lapse_at == "SP5":
+            with pytest.raises(NodeError) as failed:
+                net.peers["SP7"].control.subscribe(example_query("q3"), since_s=since)
+            assert lapsed and failed.value.code == "ABORTED" and "was let go before" in failed.value.message
+            assert not [s for s in net.peers["SP5"].state.table if s.parent == copy]  # (removed again)
+            sp4.data.publish("photons", PHOTONS[RECENT:])
+            sp4.data.close_stream("photons")
+            assert same(buffered_results(first, timeout=60), reference_results(example_query("q1"), PHOTONS))
+            return
+        later = net.peers["SP7"].control.subscribe(example_query("q3"), since_s=since)
         assert lapsed, "the later subscription was not planned on the running replay first"
         [part] = later.plan.parts
         assert part.reused == "photons" and not later.error, part
