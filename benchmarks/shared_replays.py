@@ -9,7 +9,8 @@ every photon `--from-start`: SP4 replays the log to it over SP5 at RATE items/s.
 replay runs, SP0, SP5, SP6 and SP7 subscribe to every photon `--since` the recent ones. In mode
 `sharing` (the default strategy) each takes a new copy of the running replay at a super-peer of
 its route; in mode `own-replays` (`--strategy data-shipping`: never shares) each gets a replay of
-its own from SP4. Then the rest of the stream is published live and it is closed.
+its own from SP4. Then the rest of the stream is published live and it is closed. Mode
+`first-only` runs SP1's subscription alone: what the later ones add is a mode's bytes minus its.
 
 Per mode: the bytes every link carried from the first subscription until every subscription's
 results had ended (the super-peers' `links` counters; only this workload runs), how many of the
@@ -20,6 +21,7 @@ count (both modes must agree: the same photons reached each subscriber).
 from __future__ import annotations
 
 import argparse
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -32,7 +34,8 @@ from thinpeer.client import SuperPeerClient
 
 LATER = ("SP0", "SP5", "SP6", "SP7")
 LIVE = 1000  # photons published after the subscriptions
-STRATEGY = {"sharing": "sharing", "own-replays": "data-shipping"}
+STRATEGY = {"sharing": "sharing", "own-replays": "data-shipping", "first-only": "sharing"}
+STREAM_RATE = 500.0  # photons/s the stream is registered with (the planner's estimate)
 
 
 def link_bytes(address: dict[str, str]) -> dict[str, int]:
@@ -57,18 +60,18 @@ def one_round(old: int, recent: int, rate: float, mode: str) -> dict:
     with local_network(serve_args=("--replay-rate", str(rate))) as network:
         address = network.addresses
         source = SuperPeerClient(address["SP4"])
-        source.register_stream("photons", "photons", "photon", rate=rate)
+        source.register_stream("photons", "photons", "photon", rate=STREAM_RATE)
         source.publish("photons", items[:old])
         time.sleep(2.0)  # the input: an old part, then a recent one (not a wait for a condition)
-        source.publish("photons", items[old:old + recent])
         recent_at = time.time()
+        source.publish("photons", items[old:old + recent])
         before = link_bytes(address)
         started = time.perf_counter()
         first = SuperPeerClient(address["SP1"])
         subs = {"SP1": (first, first.subscribe(WHOLE, strategy=STRATEGY[mode], from_start=True).subscription)}
-        for peer in LATER:
+        for peer in (LATER if mode != "first-only" else ()):
             client = SuperPeerClient(address[peer])
-            since = time.time() - recent_at + 1.0  # the recent photons, not the old ones
+            since = time.time() - recent_at + 1.0  # from the middle of the pause: the recent photons
             subs[peer] = (client, client.subscribe(WHOLE, strategy=STRATEGY[mode], since_s=since).subscription)
         shared = []
         for peer, (client, sid) in subs.items():
@@ -89,7 +92,7 @@ def one_round(old: int, recent: int, rate: float, mode: str) -> dict:
         carried = {link: after.get(link, 0) - before.get(link, 0) for link in after}
         return {"mode": mode, "link_bytes": sum(carried.values()),
                 "per_link_bytes": {k: v for k, v in sorted(carried.items()) if v},
-                "shared_replays": shared, "last_result_s": round(max(done.values()), 2),
+                "shared_replays": shared, "last_result_s": round(max(done.values(), default=float("nan")), 2),
                 "results": {peer: counts.get(sid) for peer, (_, sid) in subs.items()},
                 "expected": {peer: old + recent + LIVE if peer == "SP1" else recent + LIVE for peer in subs}}
 
@@ -110,12 +113,19 @@ def main() -> None:
         print(f"round {k} {mode:12s} links carried {r['link_bytes'] / 1e6:8.2f} MB, shared at "
               f"{','.join(r['shared_replays']) or '-':15s} last result after {r['last_result_s']:6.1f} s; "
               f"results {r['results']} {ok}")
-    by = {m: [r["link_bytes"] for r in runs if r["mode"] == m] for m in STRATEGY}
-    saved = 1 - sum(by["sharing"]) / max(1, sum(by["own-replays"]))
-    print(f"sharing a running replay: {100 * saved:.1f}% fewer bytes on the links than replays of their own")
+    by = {m: statistics.median(r["link_bytes"] for r in runs if r["mode"] == m) for m in STRATEGY}
+    added = {m: by[m] - by["first-only"] for m in ("sharing", "own-replays")}
+    saved = 1 - by["sharing"] / max(1, by["own-replays"])
+    added_saved = 1 - added["sharing"] / max(1, added["own-replays"])
+    print(f"links carried (median): first subscription alone {by['first-only'] / 1e6:.2f} MB; with the "
+          f"{len(LATER)} later ones sharing {by['sharing'] / 1e6:.2f} MB, on replays of their own "
+          f"{by['own-replays'] / 1e6:.2f} MB ({100 * saved:.1f}% less when shared); what the later ones added: "
+          f"{added['sharing'] / 1e6:.2f} MB vs {added['own-replays'] / 1e6:.2f} MB ({100 * added_saved:.1f}% less)")
     write_report("shared_replays", {"old": args.old, "recent": args.recent, "replay_rate": args.rate,
                                     "later_subscribers": list(LATER), "runs": runs,
-                                    "bytes_saved_fraction": round(saved, 4)}, args.out)
+                                    "median_link_bytes": by, "later_bytes": added,
+                                    "bytes_saved_fraction": round(saved, 4),
+                                    "later_bytes_saved_fraction": round(added_saved, 4)}, args.out)
 
 
 if __name__ == "__main__":
