@@ -23,11 +23,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+UNIT_WORDS = {"sec": "s", "secs": "s", "second": "s", "seconds": "s", "min": "m", "mins": "m",
+              "minute": "m", "minutes": "m", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+              "day": "d", "days": "d", "week": "w", "weeks": "w"}
 UNITS_BYTES = {"b": 1, "kb": 1000, "mb": 1000 ** 2, "gb": 1000 ** 3, "kib": 1024, "mib": 1024 ** 2,
                "gib": 1024 ** 3}
 UNLIMITED = ("", "all", "unlimited")
 TERM = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*")
+TERMS = re.compile(r"(?:\s*\d+(?:\.\d+)?\s*[a-z]*\s*)+")
+_ISO = r"(?:(\d+(?:\.\d+)?){})?"
+ISO_DURATION = re.compile("p" + _ISO.format("w") + _ISO.format("d") + "(?:t" + _ISO.format("h") + _ISO.format("m")
+                          + _ISO.format("s") + ")?")
 
 
 @dataclass(frozen=True)
@@ -62,7 +69,7 @@ def parse_history(spec: str) -> HistoryBound:
         if m is None:
             raise ValueError(f"history {spec!r}: {term.strip()!r} is not a number with a unit "
                              "(items, B/KB/MB/GB, s/m/h/d)")
-        value, unit = float(m.group(1)), m.group(2)
+        value, unit = float(m.group(1)), UNIT_WORDS.get(m.group(2), m.group(2))
         if unit in ("", "item", "items"):
             if value != int(value):
                 raise ValueError(f"history {spec!r}: a number of items is whole")
@@ -74,16 +81,25 @@ def parse_history(spec: str) -> HistoryBound:
             s = value * UNITS_S[unit]
             seconds = s if seconds is None else min(seconds, s)
         else:
-            raise ValueError(f"history {spec!r}: unknown unit {unit!r} (items, B/KB/MB/GB, s/m/h/d)")
+            raise ValueError(f"history {spec!r}: unknown unit {unit!r} (items, B/KB/MB/GB, s/m/h/d/w)")
     return HistoryBound(items, size, seconds)
 
 
 def parse_duration(spec: str) -> float:
-    """``--since``: ``"90s"``, ``"10m"``, ``"1.5h"``, ``"2d"`` or a number of seconds."""
-    m = TERM.fullmatch(spec.strip().lower())
-    if m is None or (m.group(2) and m.group(2) not in UNITS_S):
-        raise ValueError(f"duration {spec!r}: a number with a unit s, m, h or d (e.g. 10m)")
-    return float(m.group(1)) * UNITS_S[m.group(2) or "s"]
+    """``--since`` (and a token's ``--expires``): ``"90s"``, ``"10m"``, ``"1.5h"``, ``"2d"``,
+    ``"1w"``, several added up (``"1h30m"``, ``"1 hour 30 minutes"``), ISO 8601 (``"PT10M"``) or
+    a number of seconds. Raises ``ValueError`` saying what is wrong."""
+    text = spec.strip().lower()
+    iso = ISO_DURATION.fullmatch(text)
+    if iso is not None and text not in ("p", "pt") and not text.endswith("t"):
+        return sum(float(v or 0) * UNITS_S[u] for v, u in zip(iso.groups(), "wdhms"))
+    terms = [TERM.fullmatch(t.group(0)) for t in re.finditer(r"\d+(?:\.\d+)?\s*[a-z]*", text)]
+    units = [UNIT_WORDS.get(t.group(2), t.group(2)) for t in terms]
+    if (not TERMS.fullmatch(text) or not terms or any(u not in UNITS_S for u in units if u)
+            or ("" in units and len(units) > 1)):
+        raise ValueError(f"duration {spec!r}: a number with a unit s, m, h, d or w (e.g. 10m, 1h30m), "
+                         "or seconds")
+    return sum(float(t.group(1)) * UNITS_S[u or "s"] for t, u in zip(terms, units))
 
 
 def format_duration(seconds: float) -> str:

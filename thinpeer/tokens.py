@@ -3,20 +3,18 @@ Ed25519 token key (``certs``), which every super-peer verifies (``superpeer.secu
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 
+from superpeer.history import parse_duration as history_duration
 from superpeer.security import TOKEN_ALGORITHM, Grant, claims_of
 
 from .certs import TOKEN_KEY, write_private
 
 ADMIN_TOKEN_S = 7 * 86400  # the admin token a launcher writes at every start lasts a week
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
 class TokenError(ValueError):
@@ -24,11 +22,15 @@ class TokenError(ValueError):
 
 
 def parse_duration(text: str) -> float:
-    """``90s``, ``15m``, ``12h``, ``30d``, ``2w`` (a bare number is seconds)."""
-    m = _DURATION.match(text)
-    if not m or float(m.group(1)) <= 0:
+    """A token's lifetime: ``90s``, ``15m``, ``12h``, ``30d``, ``2w``, ``1d12h`` (a bare number is
+    seconds; ``superpeer.history.parse_duration``), more than nothing."""
+    try:
+        seconds = history_duration(text)
+    except ValueError:
+        seconds = 0.0
+    if seconds <= 0:
         raise TokenError(f"{text!r} is not a duration: write e.g. 90s, 15m, 12h, 30d or 2w")
-    return float(m.group(1)) * _SECONDS[m.group(2)]
+    return seconds
 
 
 def issue_token(directory: str | Path, user: str, publish: list[str] | tuple[str, ...] = (),

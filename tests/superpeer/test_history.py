@@ -43,10 +43,17 @@ def test_a_bad_history_bound_says_what_is_wrong(spec) -> None:
         parse_history(spec)
 
 
-def test_durations_parse() -> None:
-    assert parse_duration("90s") == 90 and parse_duration("10m") == 600 and parse_duration("2") == 2
+@pytest.mark.parametrize("spec, seconds", [("90s", 90), ("10m", 600), ("2", 2), ("1.5h", 5400), ("2d", 172800),
+                                           ("1w", 604800), ("1h30m", 5400), ("1 hour 30 minutes", 5400),
+                                           ("10 min", 600), ("PT10M", 600), ("P1DT2H", 93600), ("pt1.5s", 1.5)])
+def test_durations_parse(spec, seconds) -> None:
+    assert parse_duration(spec) == seconds
+
+
+@pytest.mark.parametrize("spec", ["10 parsecs", "", "P", "PT", "1h 2", "-5", "1e3", "10m foo"])
+def test_a_bad_duration_says_what_is_wrong(spec) -> None:
     with pytest.raises(ValueError, match="duration"):
-        parse_duration("10 parsecs")
+        parse_duration(spec)
 
 
 def test_cut_keeps_at_most_the_bound() -> None:
