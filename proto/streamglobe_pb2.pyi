@@ -135,7 +135,7 @@ class ReadResultsRequest(_message.Message):
     def __init__(self, subscription: _Optional[str] = ..., offset: _Optional[int] = ..., max_items: _Optional[int] = ..., wait_ms: _Optional[int] = ..., peek: _Optional[bool] = ...) -> None: ...
 
 class ReadResultsReply(_message.Message):
-    __slots__ = ("offset", "items", "closed", "root", "dropped", "degraded", "approximation")
+    __slots__ = ("offset", "items", "closed", "root", "dropped", "degraded", "approximation", "past")
     OFFSET_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     CLOSED_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +143,7 @@ class ReadResultsReply(_message.Message):
     DROPPED_FIELD_NUMBER: _ClassVar[int]
     DEGRADED_FIELD_NUMBER: _ClassVar[int]
     APPROXIMATION_FIELD_NUMBER: _ClassVar[int]
+    PAST_FIELD_NUMBER: _ClassVar[int]
     offset: int
     items: _containers.RepeatedScalarFieldContainer[str]
     closed: bool
@@ -150,7 +151,8 @@ class ReadResultsReply(_message.Message):
     dropped: int
     degraded: str
     approximation: str
-    def __init__(self, offset: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., closed: _Optional[bool] = ..., root: _Optional[str] = ..., dropped: _Optional[int] = ..., degraded: _Optional[str] = ..., approximation: _Optional[str] = ...) -> None: ...
+    past: str
+    def __init__(self, offset: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., closed: _Optional[bool] = ..., root: _Optional[str] = ..., dropped: _Optional[int] = ..., degraded: _Optional[str] = ..., approximation: _Optional[str] = ..., past: _Optional[str] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
     __slots__ = ()

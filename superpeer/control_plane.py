@@ -54,7 +54,7 @@ from .peer_state import OriginalState, PeerState
 from .positions import StreamPositions
 from .remote_view import RemotePlanningView, fetch_planning_view
 from .route_health import data_paths
-from .subscription_record import SubscriptionRecord
+from .subscription_record import SubscriptionRecord, past_progress
 from .subscriptions import ResultBuffer, SubscriptionRuntime
 from .two_phase import Coordinator, PlanAgain
 
@@ -298,6 +298,7 @@ class ControlPlane:
                                                                           for p in plan.parts)}
                          if record.from_start else commit.logged)
         record.history = "; ".join(commit.history[n] for n in sorted(commit.history))
+        record.past = self._past(record, plan, commit.logged) if record.from_start else {}
         record.sample = record.runtime.sample = plan.sample
         record.chains = {} if record.from_start else replay_inputs(plan.parts, view.lineage, commit.anchors, reads)
         record.paths = data_paths(plan, view.lineage)
@@ -389,8 +390,22 @@ class ControlPlane:
                                          "registered at another super-peer)")
         return record.runtime.buffer, record.runtime.buffer.read(offset, max_items or 1000, wait_s, peek)
 
+    def _past(self, record: SubscriptionRecord, plan: Plan, logged: dict[str, int]) -> dict[str, tuple[str, int, int]]:
+        """Where the replay of each input's past reaches this peer as a copy (items numbered as
+        in the log), and from and up to which item (``SubscriptionRecord.past``)."""
+        past = {}
+        for p in plan.parts:
+            name = p.input_properties.input.stream
+            copies = [s.id for s in p.new_streams if not s.operators and self.state.id in s.route]
+            if copies and name in logged and logged[name] > record.starts.get(name, 0):
+                past[name] = (copies[0], record.starts.get(name, 0), logged[name])
+        return past
+
+    def past_progress(self, record: SubscriptionRecord) -> dict[str, dict]:
+        return past_progress(record, self.positions.next if self.positions is not None else {})
+
     def status(self) -> dict:
-        return {sid: r.status() for sid, r in self.subscriptions.items()}
+        return {sid: {**r.status(), "past": self.past_progress(r)} for sid, r in self.subscriptions.items()}
 
     def stop(self) -> None:
         for record in self.subscriptions.values():

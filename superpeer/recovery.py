@@ -209,6 +209,7 @@ class Recovery:
                 record.incarnations = {p: committed.get(p) or self.detector.incarnation(p)
                                        for path in paths for p in path}
                 record.recovering, record.degraded, record.degraded_since = False, "", time.time()
+                record.past = {}  # (its replay's progress is no longer told: the new plan recomputes)
                 record.replans += 1
                 record.replaced = None
             state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample)

@@ -17,6 +17,7 @@ from .access import Access, UserQuotas
 from .approximation import CONFIDENCE
 from .node import Node, NodeError
 from .security import Security, deny, owner_of, peer_identity
+from .subscription_record import past_text
 
 log = logging.getLogger("streamglobe.superpeer")
 MAX_WAIT_MS = 30_000  # a result read waits at most this long for new results
@@ -106,7 +107,8 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
                             f"subscription {request.subscription} failed: {buffer.error}")
         record = self.node.control.subscriptions.get(request.subscription)
         estimates = record.runtime.estimates if record is not None else None
-        return pb.ReadResultsReply(offset=offset, items=items, closed=closed, root=buffer.root,
+        past = past_text(self.node.control.past_progress(record)) if record is not None and not closed else ""
+        return pb.ReadResultsReply(offset=offset, items=items, closed=closed, root=buffer.root, past=past,
                                    dropped=lost, degraded=record.degraded if record is not None else "",
                                    approximation=estimates.xml(offset, len(items), closed) if estimates else "")
 

@@ -31,6 +31,9 @@ class SubscriptionRecord:
     from_start: bool = False  # over the past its streams' logs hold, then live (``subscribe --from-start``)
     since_s: float | None = None  # ... of the last so many seconds only (``subscribe --since``)
     history: str = ""  # what it was told of how far back its streams' histories went
+    # over the past: original -> (the copy its replay reaches this peer on, its first item, the
+    # items logged when it was installed): how far the replay has come (``past_progress``)
+    past: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     approximate: bool = False  # may be planned on a sample when the network cannot carry it whole
     sample: int = 1  # planned on a 1/sample sample of its input (``Planner.subscribe``)
     # Planned again after a failure (``recovery``): each new plan installs its streams under a
@@ -72,6 +75,25 @@ class SubscriptionRecord:
                 "waiting_for": list(self.waiting_for), "plan_error": self.error, "sample": self.sample,
                 "intervals": self.runtime.estimates.status() if self.runtime.estimates else None,
                 **self.runtime.buffer.status()}
+
+
+def past_progress(record: SubscriptionRecord, reached: dict[str, int]) -> dict[str, dict]:
+    """Per stream whose past the subscription is still receiving, how far its replay has come:
+    ``reached``, the next item of each stream that has passed this peer (``positions``). The
+    past ends at the items logged when it was installed (later ones are its live part)."""
+    out = {}
+    for name, (copy, first, until) in sorted(record.past.items()):
+        at = max(first, reached.get(copy, first))
+        if at < until:
+            out[name] = {"first_item": first, "next_item": at, "live_from": until,
+                         "fraction": round((at - first) / (until - first), 4)}
+    return out
+
+
+def past_text(progress: dict[str, dict]) -> str:
+    """``past_progress`` for people ("": caught up with every stream's past)."""
+    return "; ".join(f"{name}: {p['next_item'] - p['first_item']:,} of {p['live_from'] - p['first_item']:,} "
+                     f"past items replayed ({100 * p['fraction']:.0f}%)" for name, p in progress.items())
 
 
 def health(record: SubscriptionRecord) -> dict:

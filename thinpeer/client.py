@@ -47,6 +47,7 @@ class ResultBatch:
     degraded: str = ""  # why its items cannot reach it now ("": they can)
     # on a sample: the <sg:approximation> element of the windows that arrived with these items
     approximation: str = ""
+    past: str = ""  # over the past: how far the replay of its streams' past has come ("": live)
 
 
 @dataclass
@@ -241,16 +242,19 @@ class SuperPeerClient:
         from the offset after it. A caller that consumes the last batch of an ended stream and
         resumes the loop confirms the read (``confirm_read``), which frees the results.
         """
-        last = time.monotonic()
+        last, past = time.monotonic(), ""
         while True:
             reply = self.read(subscription, offset, max_items=max_items, wait_ms=wait_ms)
             batch = ResultBatch(reply.offset, list(reply.items), reply.root, reply.dropped,
-                                reply.closed, reply.degraded, reply.approximation)
+                                reply.closed, reply.degraded, reply.approximation, reply.past)
             yield batch
             if batch.items:
                 offset = batch.offset + len(batch.items)
-            if batch.items or batch.degraded:  # (a degraded subscription is waited for: it heals)
+            # (a degraded subscription is waited for: it heals; a replay of the past that goes on
+            # is not idle, even while it brings no results)
+            if batch.items or batch.degraded or batch.past != past:
                 last = time.monotonic()
+            past = batch.past
             if batch.closed:
                 self.confirm_read(subscription, batch.offset + len(batch.items))
                 return

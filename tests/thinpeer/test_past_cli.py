@@ -42,7 +42,9 @@ def test_from_start_and_since_from_the_cli_then_the_archive(tmp_path: Path) -> N
     archive = tmp_path / "archive"
     # event time partitions the archive; no idle watermarks during the pause (they would make the
     # rest of the document late, for live subscribers as for these)
-    options = {"SP4": {"archive": ArchiveSettings(archive, span=40.0, samples="hybrid"), "watermark_idle_s": 600.0}}
+    # a replay of 100 items/s: the --from-start subscriber is told how far it has come (seven seconds)
+    options = {"SP4": {"archive": ArchiveSettings(archive, span=40.0, samples="hybrid"), "watermark_idle_s": 600.0,
+                       "replay_rate": 100.0}}
     with running_network(tmp_path, peer_options=options) as (topology, peers):
         sp4, sp1 = topology.address("SP4"), topology.address("SP1")
         r = run("publish", "--superpeer", sp4, "--stream", "photons", "--input", str(doc), "--count", "700",
@@ -62,6 +64,10 @@ def test_from_start_and_since_from_the_cli_then_the_archive(tmp_path: Path) -> N
         for (out, err), expected_from in zip(outputs, (0, 700)):
             expected = reference_results(query_text, photons[expected_from:])
             assert expected and same(items_of(out), expected), (expected_from, err[-2000:])
+        told = [line for line in outputs[0][1].splitlines() if line.startswith("the past: photons: ")]
+        assert told and "of 700 past items replayed" in told[0], outputs[0][1]
+        assert "caught up with the past: live from here on" in outputs[0][1], outputs[0][1]
+        assert "the past:" not in outputs[1][1], outputs[1][1]  # (--since 1s: nothing of the past)
         peers["SP4"].node.archiver.drain()
     r = run("archive", "query", query, "--archive", str(archive))
     assert r.returncode == 0, r.stderr

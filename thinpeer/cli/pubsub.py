@@ -25,6 +25,8 @@ from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, AddCommand, CliError, thin
 from thinpeer.cli.offsets import save_offset, saved_offset
 from thinpeer.cli.query import read_query
 
+PAST_EVERY_S = 2.0  # how often a subscription over the past prints how far its replay has come
+
 if TYPE_CHECKING:
     from thinpeer.client import PublishSummary, SuperPeerClient
 
@@ -293,9 +295,17 @@ def _write_results(client: SuperPeerClient, sid: str, offset: int, count: int | 
         sys.stdout.write(f"<{root}>")
         return written, root, False
     root = None
-    degraded = ""
+    degraded = shown = ""  # shown: the replay's progress as last printed
+    told = 0.0
     for batch in client.result_batches(sid, offset, idle_timeout=timeout, max_items=1000,
                                        wait_ms=500):
+        if batch.past and batch.past != shown and time.monotonic() - told >= PAST_EVERY_S:
+            print(f"the past: {batch.past}", file=sys.stderr, flush=True)
+            shown, told = batch.past, time.monotonic()
+        elif shown and not batch.past:
+            if not batch.closed:
+                print("caught up with the past: live from here on", file=sys.stderr, flush=True)
+            shown = ""
         if batch.degraded != degraded:  # the subscriber sees a failure on its route, and the end of it
             print(f"subscription {sid} degraded: {batch.degraded}" if batch.degraded else
                   f"subscription {sid} healthy again (nothing lost)", file=sys.stderr, flush=True)
