@@ -115,8 +115,13 @@ class PlanPart:
 
     def describe(self) -> str:
         ops = ", ".join(map(str, self.operators)) or "no operators"
-        return (f"{self.input_properties.input.stream}: reuse stream {self.reused} at "
-                f"{self.reuse_peer}; {ops} at {self.operator_peer}; route {'→'.join(self.route)}")
+        name = self.input_properties.input.stream
+        if self.new_streams and self.new_streams[0].past:  # (``replay_plans``: from the log)
+            source = (f"its log replayed at {self.reuse_peer} on a copy of its own" if self.reused == name else
+                      f"a copy at {self.reuse_peer} of {self.reused}, a replay of its log already running")
+        else:
+            source = f"reuse stream {self.reused} at {self.reuse_peer}"
+        return f"{name}: {source}; {ops} at {self.operator_peer}; route {'→'.join(self.route)}"
 
 
 @dataclass
@@ -149,7 +154,9 @@ class Plan:
                 "post_processing_at": self.target}
 
     def describe(self) -> str:
-        lines = [f"{self.subscription} at {self.target} ({self.strategy.value}): {self.reason}"]
+        past = any(s.past for p in self.parts for s in p.new_streams[:1])
+        how = "from the streams' logs, then live" if past else self.strategy.value
+        lines = [f"{self.subscription} at {self.target} ({how}): {self.reason}"]
         lines += ["  " + p.describe() for p in self.parts]
         lines.append(f"  post-processing (restructuring) at {self.target}")
         return "\n".join(lines)
