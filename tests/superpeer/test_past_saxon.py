@@ -22,11 +22,12 @@ CASES = Path(__file__).parent.parent / "wxquery" / "oracle_cases"
 NAMES = ["count_sliding", "count_tumbling", "q3", "time_sliding_filtered_aggregates", "window_contents", "q1"]
 
 
-def test_from_start_and_since_equal_saxon_over_the_whole_and_the_remaining_document(tmp_path) -> None:
+@pytest.mark.parametrize("executor", ["inline", "spark"])  # (the operators on the replayed copies too)
+def test_from_start_and_since_equal_saxon_over_the_whole_and_the_remaining_document(tmp_path, executor) -> None:
     document = photon_document(1500, seed=9, rate=8.0)
     _, photons = result_items(document)
     split = 620
-    with running_network(tmp_path) as (topology, _):
+    with running_network(tmp_path, executor=executor) as (topology, _):
         publisher = SuperPeerClient(topology.address("SP4"))
         publisher.register_stream("photons", "photons", "photon")
         publisher.publish("photons", photons[:split])
@@ -37,6 +38,8 @@ def test_from_start_and_since_equal_saxon_over_the_whole_and_the_remaining_docum
             query = (CASES / f"{name}.wxq").read_text()
             subs[name] = (subscriber.subscribe(query, from_start=True).subscription,
                           subscriber.subscribe(query, since_s=0.5).subscription)
+        status = subscriber.status()
+        assert status["executor"] == executor and status["operators"], status["operators"]  # (run there)
         publisher.publish("photons", photons[split:])
         publisher.close_stream("photons")
         rest = "<photons>" + "".join(photons[split:]) + "</photons>"
