@@ -298,7 +298,7 @@ class ControlPlane:
                                                                           for p in plan.parts)}
                          if record.from_start else commit.logged)
         record.history = "; ".join(commit.history[n] for n in sorted(commit.history))
-        record.past = self._past(record, plan, commit.logged) if record.from_start else {}
+        record.past = self.past_of(record, plan, commit.logged) if record.from_start else {}
         record.sample = record.runtime.sample = plan.sample
         record.chains = {} if record.from_start else replay_inputs(plan.parts, view.lineage, commit.anchors, reads)
         record.paths = data_paths(plan, view.lineage)
@@ -390,9 +390,10 @@ class ControlPlane:
                                          "registered at another super-peer)")
         return record.runtime.buffer, record.runtime.buffer.read(offset, max_items or 1000, wait_s, peek)
 
-    def _past(self, record: SubscriptionRecord, plan: Plan, logged: dict[str, int]) -> dict[str, tuple[str, int, int]]:
+    def past_of(self, record: SubscriptionRecord, plan: Plan, logged: dict[str, int]) -> dict[str, tuple[str, int, int]]:
         """Where the replay of each input's past reaches this peer as a copy (items numbered as
-        in the log), and from and up to which item (``SubscriptionRecord.past``)."""
+        in the log), and from and up to which item (``SubscriptionRecord.past``). Not where the
+        operators run at the stream's super-peer (no copy comes here: its progress is not seen)."""
         past = {}
         for p in plan.parts:
             name = p.input_properties.input.stream

@@ -31,7 +31,6 @@ UNITS_BYTES = {"b": 1, "kb": 1000, "mb": 1000 ** 2, "gb": 1000 ** 3, "kib": 1024
                "gib": 1024 ** 3}
 UNLIMITED = ("", "all", "unlimited")
 TERM = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*")
-TERMS = re.compile(r"(?:\s*\d+(?:\.\d+)?\s*[a-z]*\s*)+")
 _ISO = r"(?:(\d+(?:\.\d+)?){})?"
 ISO_DURATION = re.compile("p" + _ISO.format("w") + _ISO.format("d") + "(?:t" + _ISO.format("h") + _ISO.format("m")
                           + _ISO.format("s") + ")?")
@@ -57,31 +56,31 @@ class HistoryBound:
 
 
 def parse_history(spec: str) -> HistoryBound:
-    """``"100000"`` or ``"100000 items"``, ``"64MB"`` / ``"1GiB"``, ``"10m"`` / ``"2h"`` / ``"30s"``,
-    several separated by commas (``"10m,1GB"``); ``""``, ``"all"``, ``"unlimited"``: no bound.
-    Raises ``ValueError`` saying what is wrong."""
+    """``"100000"`` or ``"100000 items"``, ``"64MB"`` / ``"1GiB"``, ``"10m"`` / ``"2h"`` / ``"1h30m"``
+    (any ``parse_duration``), several separated by commas (``"10m,1GB"``: whichever keeps less);
+    ``""``, ``"all"``, ``"unlimited"``: no bound. Raises ``ValueError`` saying what is wrong."""
     text = spec.strip().lower()
     if text in UNLIMITED:
         return HistoryBound()
     items = size = seconds = None
     for term in text.split(","):
         m = TERM.fullmatch(term)
-        if m is None:
-            raise ValueError(f"history {spec!r}: {term.strip()!r} is not a number with a unit "
-                             "(items, B/KB/MB/GB, s/m/h/d)")
-        value, unit = float(m.group(1)), UNIT_WORDS.get(m.group(2), m.group(2))
-        if unit in ("", "item", "items"):
+        unit = UNIT_WORDS.get(m.group(2), m.group(2)) if m is not None else None
+        if m is not None and unit in ("", "item", "items"):
+            value = float(m.group(1))
             if value != int(value):
                 raise ValueError(f"history {spec!r}: a number of items is whole")
             items = int(value) if items is None else min(items, int(value))
-        elif unit in UNITS_BYTES:
-            b = int(value * UNITS_BYTES[unit])
+        elif m is not None and unit in UNITS_BYTES:
+            b = int(float(m.group(1)) * UNITS_BYTES[unit])
             size = b if size is None else min(size, b)
-        elif unit in UNITS_S:
-            s = value * UNITS_S[unit]
-            seconds = s if seconds is None else min(seconds, s)
         else:
-            raise ValueError(f"history {spec!r}: unknown unit {unit!r} (items, B/KB/MB/GB, s/m/h/d/w)")
+            try:
+                s = parse_duration(term)
+            except ValueError:
+                raise ValueError(f"history {spec!r}: {term.strip()!r} is not a number with a unit (items, "
+                                 "B/KB/MB/GB, s/m/h/d/w, e.g. 1h30m)") from None
+            seconds = s if seconds is None else min(seconds, s)
     return HistoryBound(items, size, seconds)
 
 
@@ -93,13 +92,18 @@ def parse_duration(spec: str) -> float:
     iso = ISO_DURATION.fullmatch(text)
     if iso is not None and text not in ("p", "pt") and not text.endswith("t"):
         return sum(float(v or 0) * UNITS_S[u] for v, u in zip(iso.groups(), "wdhms"))
-    terms = [TERM.fullmatch(t.group(0)) for t in re.finditer(r"\d+(?:\.\d+)?\s*[a-z]*", text)]
-    units = [UNIT_WORDS.get(t.group(2), t.group(2)) for t in terms]
-    if (not TERMS.fullmatch(text) or not terms or any(u not in UNITS_S for u in units if u)
-            or ("" in units and len(units) > 1)):
+    terms, at = [], 0
+    while at < len(text):  # (term after term, each at least one character: no backtracking)
+        t = TERM.match(text, at)
+        if t is None:
+            break
+        terms.append((float(t.group(1)), UNIT_WORDS.get(t.group(2), t.group(2))))
+        at = t.end()
+    units = [u for _, u in terms]
+    if at < len(text) or not terms or any(u not in UNITS_S for u in units if u) or ("" in units and len(units) > 1):
         raise ValueError(f"duration {spec!r}: a number with a unit s, m, h, d or w (e.g. 10m, 1h30m), "
                          "or seconds")
-    return sum(float(t.group(1)) * UNITS_S[u or "s"] for t, u in zip(terms, units))
+    return sum(value * UNITS_S[u or "s"] for value, u in terms)
 
 
 def format_duration(seconds: float) -> str:

@@ -196,7 +196,7 @@ class Recovery:
             runtime.start()
             try:
                 control.take_inputs(record, plan)
-                committed = control.two_phase.commit(txn, plan, view, replay_starts(record, plan)).incarnations
+                done = control.two_phase.commit(txn, plan, view, replay_starts(record, plan))
             except Exception as exc:  # noqa: BLE001 - what was installed is removed; tried again
                 control.two_phase.release(record, txn)
                 self.forget([new_id])
@@ -206,10 +206,11 @@ class Recovery:
             with self._lock:
                 record.owner, record.stale = new_id, []
                 record.paths = paths
-                record.incarnations = {p: committed.get(p) or self.detector.incarnation(p)
+                record.incarnations = {p: done.incarnations.get(p) or self.detector.incarnation(p)
                                        for path in paths for p in path}
                 record.recovering, record.degraded, record.degraded_since = False, "", time.time()
-                record.past = {}  # (its replay's progress is no longer told: the new plan recomputes)
+                # over the past: the new plan's replay (from where the subscription began) is told
+                record.past = control.past_of(record, plan, done.logged) if record.from_start else {}
                 record.replans += 1
                 record.replaced = None
             state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample)

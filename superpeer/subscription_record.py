@@ -93,7 +93,7 @@ def past_progress(record: SubscriptionRecord, reached: dict[str, int]) -> dict[s
 def past_text(progress: dict[str, dict]) -> str:
     """``past_progress`` for people ("": caught up with every stream's past)."""
     return "; ".join(f"{name}: {p['next_item'] - p['first_item']:,} of {p['live_from'] - p['first_item']:,} "
-                     f"past items replayed ({100 * p['fraction']:.0f}%)" for name, p in progress.items())
+                     f"past items replayed ({int(100 * p['fraction'])}%)" for name, p in progress.items())
 
 
 def health(record: SubscriptionRecord) -> dict:

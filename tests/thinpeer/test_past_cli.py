@@ -66,7 +66,7 @@ def test_from_start_and_since_from_the_cli_then_the_archive(tmp_path: Path) -> N
             assert expected and same(items_of(out), expected), (expected_from, err[-2000:])
         told = [line for line in outputs[0][1].splitlines() if line.startswith("the past: photons: ")]
         assert told and "of 700 past items replayed" in told[0], outputs[0][1]
-        assert "caught up with the past: live from here on" in outputs[0][1], outputs[0][1]
+        assert "the past has been replayed (its last results follow): live from here on" in outputs[0][1], outputs[0][1]
         assert "the past:" not in outputs[1][1], outputs[1][1]  # (--since 1s: nothing of the past)
         peers["SP4"].node.archiver.drain()
     r = run("archive", "query", query, "--archive", str(archive))

@@ -304,7 +304,8 @@ def _write_results(client: SuperPeerClient, sid: str, offset: int, count: int | 
             shown, told = batch.past, time.monotonic()
         elif shown and not batch.past:
             if not batch.closed:
-                print("caught up with the past: live from here on", file=sys.stderr, flush=True)
+                print("the past has been replayed (its last results follow): live from here on",
+                      file=sys.stderr, flush=True)
             shown = ""
         if batch.degraded != degraded:  # the subscriber sees a failure on its route, and the end of it
             print(f"subscription {sid} degraded: {batch.degraded}" if batch.degraded else
