@@ -176,6 +176,7 @@ def _subscriptions(statuses: dict[str, dict], streams: dict[str, dict]) -> dict[
                 "results": sub.get("results", 0), "delivered": sub.get("delivered", 0),
                 "closed": sub.get("closed", False), "error": sub.get("error") or sub.get("plan_error"),
                 "waiting_for": sub.get("waiting_for") or [],
+                "past": sub.get("past") or {},  # over the past: how far its replay has come, per stream
                 "admitted": plan.get("admitted"), "cost": plan.get("cost"),
                 "routes": [p.get("route") for p in parts],
                 "delivered_streams": [p.get("delivered_stream") for p in parts],

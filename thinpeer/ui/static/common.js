@@ -28,6 +28,11 @@ const SG = {
   pct(v) { return v === null || v === undefined ? "–" : `${(100 * v).toFixed(v < 0.1 ? 2 : 1)} %`; },
   num(v, digits = 2) { return v === null || v === undefined ? "–" : Number(v).toFixed(digits); },
   route(r) { return (r || []).join(" → "); },
+  // a subscription over the past: how far the replay of each stream's past has come ("" if live)
+  past(p) {
+    return Object.entries(p || {}).map(([name, x]) =>
+      `${name}: ${x.next_item - x.first_item} of ${x.live_from - x.first_item} past items replayed (${Math.floor(100 * x.fraction)}%)`).join("; ");
+  },
   // A table from headers and rows (each row: {cells: [...], attrs: {...}}), replaced whole.
   table(node, headers, rows, empty = "none") {
     // unchanged since the last update (by the cells' text): left alone, so that a big table

@@ -202,7 +202,8 @@ function drawTables(s) {
     ["subscription", "at", "user", "health", "results", "delivered", "route", "streams"],
     s.subscriptions.map(x => ({attrs: {"data-subscription": x.id},
       cells: [subLink(x.id), x.superpeer, x.user || "–",
-              (x.health || {}).state + ((x.health || {}).reason ? `: ${x.health.reason}` : "") + (x.sample > 1 ? ` (1/${x.sample} sample)` : ""),
+              (x.health || {}).state + ((x.health || {}).reason ? `: ${x.health.reason}` : "") + (x.sample > 1 ? ` (1/${x.sample} sample)` : "")
+                + (SG.past(x.past) ? ` (the past: ${SG.past(x.past)})` : ""),
               x.results, x.delivered, (x.routes || []).map(SG.route).join("; "), x.streams.join(", ")]})), "no subscriptions yet");
   const faults = document.getElementById("faults");
   faults.replaceChildren(...(s.faults.length ? s.faults.map(f => SG.el("li", {class: "fault", "data-kind": f.kind,

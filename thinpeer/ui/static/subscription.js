@@ -23,6 +23,7 @@ async function refresh() {
       ["health", health.state + (health.reason ? `: ${health.reason}` : "") + (health.replans ? ` (${health.replans} re-plans)` : "")],
       ["results", s.results], ["delivery offset", `${s.delivered} (the subscriber has read every result before it)`],
       ["sample", s.sample > 1 ? `1/${s.sample} (approximate)` : "every item"],
+      ["the past", SG.past(s.past) || "nothing left to replay (live)"],
       ["closed", s.closed ? "yes" : "no"], ["error", s.error || "none"]]);
     document.getElementById("query").textContent = s.query || "";
     const plan = s.plan || {parts: []};
