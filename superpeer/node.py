@@ -303,8 +303,9 @@ class Node:
             self.state.round_heard[peer] = started  # its pins are those of a reply made after this
             with self.state.lock:
                 for s in originals:  # (a peer speaks for the streams registered there only)
-                    if s.origin == peer and s.original:
-                        self.state.known_originals.setdefault(s.id, s)
+                    if s.origin == peer and s.original and s.id not in self.state.known_originals:
+                        self.state.known_originals[s.id] = s
+                        self.state.heard_of[s.id] = time.time()
         self.recovery.after_heartbeat()
         self.data.idle_watermarks(self.watermark_idle_s)
         try:
@@ -315,6 +316,8 @@ class Node:
         for record in self.control.ready_waiting(older_than=now - LATE_ACTIVATION_S):
             if now - self.control.announced.get(record.runtime.id, 0.0) < ORDERED_ACTIVATION_S:
                 continue  # the stream's super-peer activates it, after those registered before it
+            if any(now - self.state.heard_of.get(n, 0.0) < LATE_ACTIVATION_S for n in record.waiting_for):
+                continue  # (a heartbeat told of the stream just now: its announcement is on its way)
             self.control.activate(record.runtime.id)
 
     def trim_history(self) -> None:

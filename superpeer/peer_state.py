@@ -68,6 +68,7 @@ class PeerState:
         self.table = StreamTable()  # every stream whose route passes this peer
         self.originals: dict[str, OriginalState] = {}  # registered here
         self.known_originals: dict[str, NetworkStream] = {}  # registered anywhere, by name
+        self.heard_of: dict[str, float] = {}  # original -> when a heartbeat first told of it
         self.deliveries: dict[str, list[tuple[SubscriptionRuntime, str]]] = {}  # stream -> (sub, var)
         self.peer_usage: dict[str, dict] = {}  # what other peers last reported
         self.peer_pins: dict[str, dict[str, int]] = {}  # the first item of each stream their subscriptions need
