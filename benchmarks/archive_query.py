@@ -4,7 +4,7 @@ hold the exact value — in the same run.
 
 Run: python benchmarks/archive_query.py [--photons 5000000] [--master local[2]] [--dir DIR] [--out FILE.json]
 
-The archive is written by the super-peer's writer (``superpeer.archive.Archiver``: 50,000-item
+The archive is written by the super-peer's writer (``superpeer.history.archive.writer.Archiver``: 50,000-item
 chunks, hourly event-time buckets, samples eager) from seeded photons at 10 per second; ``--dir``
 keeps it (a second run with the same directory and count reuses it). The queries: Query 1 (a
 selection, item results) and hourly windows with count, sum, avg and min over every photon.
@@ -25,14 +25,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from local_network import write_report  # noqa: E402
+
 from photons.generator import generate  # noqa: E402
 from sharing.scenarios import example_query, paper_example_backbone  # noqa: E402
-from superpeer.archive import Archiver  # noqa: E402
-from superpeer.archive_layout import ArchiveLayout  # noqa: E402
-from superpeer.archive_query import ArchiveRequest, query_archive  # noqa: E402
-from superpeer.event_time import EventTime  # noqa: E402
-from superpeer.executors.spark.session import spark_session  # noqa: E402
-from superpeer.peer_state import OriginalState, PeerState  # noqa: E402
+from superpeer.data.event_time import EventTime
+from superpeer.executors.spark.session import spark_session
+from superpeer.history.archive.layout import ArchiveLayout
+from superpeer.history.archive.query import ArchiveRequest, query_archive
+from superpeer.history.archive.writer import Archiver
+from superpeer.peer_state import OriginalState, PeerState
 
 CHUNK = 50_000
 SPAN = 3600.0

@@ -18,8 +18,8 @@ from pathlib import Path
 from archive_query import HOURLY, write_archive
 from local_network import alternating, write_report
 
-from superpeer.archive_query import ArchiveRequest, query_archive
 from superpeer.executors.spark.session import spark_session
+from superpeer.history.archive.query import ArchiveRequest, query_archive
 
 MODES = ["lazy", "eager", "hybrid"]  # lazy writes no samples at ingestion: the baseline
 

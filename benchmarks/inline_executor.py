@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from sharing.analysis import analyze  # noqa: E402
 from sharing.matching import full_pipeline  # noqa: E402
-from superpeer.executors import make_executor  # noqa: E402
+from superpeer.executors import make_executor
 
 try:  # moved out of thinpeer by the packaging step of issue 10
     from photons.generator import generate  # noqa: E402

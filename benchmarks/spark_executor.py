@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from photons.generator import generate  # noqa: E402
-from superpeer.executors.spark.executor import SparkExecutor  # noqa: E402
+from superpeer.executors.spark.executor import SparkExecutor
 from wxquery.operators import definitions as alg  # noqa: E402
 
 RA, DEC, EN, T = "coord/cel/ra", "coord/cel/dec", "en", "det_time"

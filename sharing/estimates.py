@@ -1,6 +1,6 @@
 """Aggregates estimated from a sample (OSCAR, issue 15), with confidence intervals.
 
-Every item is in a 1/R sample with probability p = 1/R, independently (``archive_layout``'s
+Every item is in a 1/R sample with probability p = 1/R, independently (``archive.layout``'s
 nested Bernoulli samples), so per window, over the sampled items x_i:
 
 * ``count``: N̂ = R·c, Var = N·p(1-p)/p² estimated by c(1-p)/p²;

@@ -10,7 +10,7 @@ windows aligned as they were — the recomputation must start each computed stre
 at the same item as the first run did:
 
 * every stream's items carry stream-wide numbers, and the peer that installs a stream records
-  the number of the first parent item it takes (its **anchor**, ``superpeer.positions``);
+  the number of the first parent item it takes (its **anchor**, ``superpeer.data.positions``);
 * a ``ReplayInput`` keeps, per computed stream of the chain (a **level**), its operators and the
   number of its first input item, and the number of the first item the subscription read;
 * the replay feeds the log from the first level's anchor, and drops at each level the output

@@ -16,7 +16,7 @@ a copy another past subscription's replay is filling from an earlier item, taken
 its route on to the subscriber (``shared_replay_parts``) — the log crosses the links up to
 there once. Whether that copy has not yet sent the item the new subscription starts at is
 known only where it is filled, at its origin, which checks it and holds the replay there until
-the new copy is installed (``superpeer.log_replay``); if it has, the reservation is refused
+the new copy is installed (``superpeer.history.log_replay``); if it has, the reservation is refused
 and the subscription is planned again without that copy (``avoid``).
 """
 
@@ -32,7 +32,7 @@ from .properties import InputProperties, Properties
 from .replay import ReplayInput
 
 if TYPE_CHECKING:
-    from .planner import Plan, PlanPart, Planner
+    from .planner import Plan, Planner, PlanPart
 
 
 def replay_plan(planner: "Planner", subscription: str, properties: Properties, target: str,

@@ -30,26 +30,35 @@ from sharing.serialization import stream_from_json, stream_to_json
 from sharing.stream_table import NetworkStream
 from wxquery.operators.windows import WindowCounters
 
-from .control_plane import ControlPlane
-from .subscription_record import SubscriptionRecord
-from .data_plane import DataPlane, Published
+from .control.control_plane import ControlPlane
+from .control.participant import PLAN_AGAIN, Participant
+from .data.data_plane import DataPlane, Published
+from .data.limits import DataLimits
 from .errors import NodeError
 from .executors import Executor, make_executor
-from .archive import ArchiveSettings, Archiver
-from .failure_detector import HeartbeatSettings
-from .history_source import HistorySource
-from .history import HistoryBound, parse_history, pins_of
-from .limits import DataLimits
-from .security import Security, deny, owner_of, stream_owner
-from .participant import PLAN_AGAIN, Participant
-from .peer_channels import (GrpcPeerChannels, Reserved, Waiting, commit_from_wire, input_from_wire,
-                            part_from_wire, waiting_to_wire)
+from .history.archive.writer import Archiver, ArchiveSettings
+from .history.bounds import HistoryBound, parse_history, pins_of
+from .history.history_source import HistorySource
+from .history.retention import ReplayHolds, Retention, log_replayer
+from .history.state_store import StateStore
 from .peer_state import PeerState
-from .recovery import Recovery
-from .restore import restore_originals, restore_subscriptions
-from .retention import ReplayHolds, Retention, log_replayer
-from .state_store import StateStore
-from .subscriptions import ResultBuffer
+from .recovery.failure_detector import HeartbeatSettings
+from .recovery.replanning import Recovery
+from .recovery.restore import restore_originals, restore_subscriptions
+from .rpc.peer_channels import (
+    GrpcPeerChannels,
+    Reserved,
+    Waiting,
+    commit_from_wire,
+    input_from_wire,
+    part_from_wire,
+    waiting_to_wire,
+)
+from .security.audit import deny
+from .security.peer_access import owner_of, stream_owner
+from .security.tls import Security
+from .subscriptions.record import SubscriptionRecord
+from .subscriptions.results import ResultBuffer
 from .topology import Topology
 
 __all__ = ["Node", "NodeError", "SubscriptionRecord"]

@@ -20,12 +20,12 @@ from sharing.properties import InputStream
 from sharing.statistics import StreamEstimate, StreamStatistics
 from sharing.stream_table import NetworkStream, PeerUsage, StreamTable
 
+from .data.event_time import EventTime
+from .data.limits import DataLimits
 from .errors import NodeError
-from .event_time import EventTime
-from .history import HistoryBound
-from .limits import DataLimits
-from .state_store import StateStore
-from .subscriptions import SubscriptionRuntime
+from .history.bounds import HistoryBound
+from .history.state_store import StateStore
+from .subscriptions.runtime import SubscriptionRuntime
 
 # A reservation whose coordinator never commits or aborts it (the coordinator stopped, or can no
 # longer reach this peer) is dropped after this long: far longer than any installation takes.

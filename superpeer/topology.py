@@ -1,7 +1,7 @@
 """Topology files (shipped in ``thinpeer/data/topologies/``, or any file of that form):
 super-peers with addresses and capacities, links with bandwidths. Parsed here (I/O), turned into a ``sharing.backbone.Backbone``.
 
-A super-peer has two addresses (``superpeer.security``): ``address``, where thin peers reach it,
+A super-peer has two addresses (``superpeer.security.tls``): ``address``, where thin peers reach it,
 and ``peer_address``, where the other super-peers do (mutual TLS). Without ``peer_address`` it
 is the same host, port ``PEER_PORT_OFFSET`` above ``address``'s."""
 
@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sharing.backbone import Backbone, TopologyError
-
 
 PEER_PORT_OFFSET = 1000
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from lxml import etree
 
-from superpeer.security import Security
-from superpeer.server import start_superpeer
+from superpeer.rpc.server import start_superpeer
+from superpeer.security.tls import Security
 from superpeer.topology import load_topology
 from thinpeer.certs import init_backbone
 from thinpeer.network import with_free_ports
@@ -49,7 +49,7 @@ def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None
 def running_network(tmp_path: Path, name: str = "paper-example.toml", retention: int = 100_000,
                     executor: str = "inline", limits=None, keys: Path | None = None, quotas=None,
                     peer_options: dict | None = None):
-    """``limits``: a ``superpeer.limits.DataLimits`` for every peer (default: the daemon's);
+    """``limits``: a ``superpeer.data.limits.DataLimits`` for every peer (default: the daemon's);
     ``keys``: serve securely with a backbone directory made there (``thinpeer.certs``);
     ``peer_options``: per peer, more ``start_superpeer`` arguments (``archive``, ``history``)."""
     topology, peers = _start(tmp_path, name, retention, executor, limits, keys, quotas, peer_options)

@@ -17,8 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from superpeer.executors.spark.executor import SparkExecutor  # noqa: E402
 from operator_cases import CHAINS  # noqa: E402
+
+from superpeer.executors.spark.executor import SparkExecutor
 
 RESTART_CHAINS = ["select-project", "time-sliding", "count", "count-filter"]
 

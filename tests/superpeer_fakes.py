@@ -13,15 +13,15 @@ from sharing.backbone import Backbone
 from sharing.properties import InputStream
 from sharing.scenarios import paper_example_backbone
 from sharing.stream_table import NetworkStream
-from superpeer.control_plane import ControlPlane
-from superpeer.data_plane import DataPlane
+from superpeer.control.control_plane import ControlPlane
+from superpeer.control.participant import Participant
+from superpeer.data.data_plane import DataPlane
 from superpeer.errors import NodeError
 from superpeer.executors import make_executor
+from superpeer.history.retention import ReplayHolds, Retention, log_replayer
 from superpeer.node import LocalPeer
-from superpeer.participant import Participant
-from superpeer.peer_channels import Committed, Reserved, Waiting, copy_stream
 from superpeer.peer_state import PeerState
-from superpeer.retention import ReplayHolds, Retention, log_replayer
+from superpeer.rpc.peer_channels import Committed, Reserved, Waiting, copy_stream
 
 
 @dataclass

@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from superpeer.security import CA_FILE, TOKEN_PUBLIC, peer_files
+from superpeer.security.tls import CA_FILE, TOKEN_PUBLIC, peer_files
 
 DAYS = 825
 CA_KEY = "ca.key"

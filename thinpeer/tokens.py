@@ -1,5 +1,5 @@
 """Thin-peer tokens (``streamglobe token issue``): JSON Web Tokens signed with the backbone's
-Ed25519 token key (``certs``), which every super-peer verifies (``superpeer.security``)."""
+Ed25519 token key (``certs``), which every super-peer verifies (``superpeer.security.tls``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import jwt
 from cryptography.hazmat.primitives import serialization
 
-from superpeer.history import parse_duration as history_duration
-from superpeer.security import TOKEN_ALGORITHM, Grant, claims_of
+from superpeer.history.bounds import parse_duration as history_duration
+from superpeer.security.tokens import TOKEN_ALGORITHM, Grant, claims_of
 
 from .certs import TOKEN_KEY, write_private
 
@@ -23,7 +23,7 @@ class TokenError(ValueError):
 
 def parse_duration(text: str) -> float:
     """A token's lifetime: ``90s``, ``15m``, ``12h``, ``30d``, ``2w``, ``1d12h`` (a bare number is
-    seconds; ``superpeer.history.parse_duration``), more than nothing."""
+    seconds; ``superpeer.history.bounds.parse_duration``), more than nothing."""
     try:
         seconds = history_duration(text)
     except ValueError:

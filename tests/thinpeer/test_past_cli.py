@@ -12,12 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-from lxml import etree
-
 from conftest import ROOT, photon_document
+from lxml import etree
 from network_harness import reference_results, running_network, same, until
+
 from sharing.scenarios import EXAMPLE_QUERIES
-from superpeer.archive import ArchiveSettings
+from superpeer.history.archive.writer import ArchiveSettings
 from thinpeer.client import SuperPeerClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("thin_peer_state")]

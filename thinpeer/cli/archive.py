@@ -1,5 +1,5 @@
 """``streamglobe archive query`` and ``archive list``: queries over the Parquet archive a
-super-peer writes with ``serve --archive DIR`` (``superpeer.archive_query``; README "The past")."""
+super-peer writes with ``serve --archive DIR`` (``superpeer.history.archive.query``; README "The past")."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def parse_budget(text: str) -> tuple[int | None, float | None]:
 
 
 def cmd_archive_query(args: argparse.Namespace) -> int:
-    from superpeer.archive_query import ArchiveQueryError, ArchiveRequest, parse_time, query_archive
     from superpeer.executors.spark.session import first_line, spark_session
+    from superpeer.history.archive.query import ArchiveQueryError, ArchiveRequest, parse_time, query_archive
     from thinpeer.cli.query import read_query
 
     rows, seconds = parse_budget(args.budget) if args.budget else (None, None)
@@ -74,7 +74,7 @@ def cmd_archive_query(args: argparse.Namespace) -> int:
 def cmd_archive_list(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
-    from superpeer.archive_layout import SAMPLE_RATES, ArchiveLayout
+    from superpeer.history.archive.layout import SAMPLE_RATES, ArchiveLayout
 
     layout = ArchiveLayout(args.archive)
     if not layout.root.is_dir():

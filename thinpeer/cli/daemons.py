@@ -26,17 +26,17 @@ def cmd_superpeer_serve(args: argparse.Namespace) -> int:
     import logging
 
     from sharing.backbone import TopologyError
-    from superpeer.limits import DataLimits
+    from superpeer.data.limits import DataLimits
     from superpeer.node import NodeError
-    from superpeer.server import limit_malloc_arenas, serve_forever, start_superpeer
+    from superpeer.rpc.server import limit_malloc_arenas, serve_forever, start_superpeer
     from superpeer.topology import load_topology
     from thinpeer.topologies import topology_path
 
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.id} %(levelname)s %(message)s")
     limit_malloc_arenas()  # before the daemon's threads start
-    from superpeer.failure_detector import HeartbeatSettings
-    from superpeer.archive import ArchiveSettings
-    from superpeer.history import parse_history
+    from superpeer.history.archive.writer import ArchiveSettings
+    from superpeer.history.bounds import parse_history
+    from superpeer.recovery.failure_detector import HeartbeatSettings
 
     try:
         limits = DataLimits(max_item_bytes=args.max_item_bytes, max_read_bytes=args.max_read_bytes,
@@ -47,8 +47,8 @@ def cmd_superpeer_serve(args: argparse.Namespace) -> int:
                    if args.archive else None)
     except ValueError as exc:
         raise CliError(f"error: {exc}") from None
-    from superpeer.access import UserQuotas
-    from superpeer.security import Security
+    from superpeer.security.access import UserQuotas
+    from superpeer.security.tls import Security
 
     try:
         with topology_path(args.topology) as path:
@@ -177,9 +177,9 @@ def cmd_network_start(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from thinpeer.demo import run_demo
-
     import signal
+
+    from thinpeer.demo import run_demo
 
     def terminated(signum, frame):  # the demo's network is stopped on the way out (finally)
         raise SystemExit(128 + signum)
@@ -235,7 +235,7 @@ TOPOLOGY_HELP = "a topology TOML file, or a shipped one by name (paper-example, 
 
 
 def _limit_defaults():
-    from superpeer.limits import DataLimits
+    from superpeer.data.limits import DataLimits
 
     return DataLimits()
 

@@ -236,7 +236,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                        + (f", not {args.confidence}" if args.approximate else ""))
     since_s = None
     if args.since is not None:
-        from superpeer.history import parse_duration
+        from superpeer.history.bounds import parse_duration
 
         if args.from_start:
             raise CliError("error: give --since or --from-start, not both")

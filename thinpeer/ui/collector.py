@@ -3,7 +3,7 @@
 From one super-peer's ``status`` the collector learns the backbone (every super-peer's address,
 capacities, links), then reads every super-peer's ``status`` each interval, in parallel, with
 the user's credentials: with security on, each super-peer shows the token only what it may see
-(``superpeer.access``). A super-peer that does not answer is shown down at once, with the
+(``superpeer.security.access``). A super-peer that does not answer is shown down at once, with the
 error. Each round becomes a snapshot (``thinpeer.ui.snapshot``) and a point of the time series;
 readers wait for the next one (``wait``) instead of polling."""
 

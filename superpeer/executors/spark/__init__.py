@@ -1,2 +1,3 @@
-"""The Spark executor: ``executor`` (driver side), ``feed`` (the durable log Spark reads),
-``source`` (the data source whose scan tasks run the batch operators)."""
+"""The Spark executor: ``executor`` (the driver's micro-batch loop), ``feed`` (the durable log
+Spark's tasks read), ``tasks`` (the scan tasks that run the batch operators), ``jobs`` (one
+Spark job per micro-batch), ``batch`` (archive queries in batch mode)."""

@@ -1,7 +1,7 @@
 """Spark in batch mode over an archive (issue 15): the scan half of the operator chains
 (``wxquery.operators.chains.evaluate_chain``, the same code the streaming executor's scan tasks
 run) over archived chunks, one Spark task per chunk; the driver merges the per-pane partials
-exactly as the streaming driver does (``archive_query``).
+exactly as the streaming driver does (``archive.query``).
 
 A task reads its chunk's files (one per event-time bucket in range), keeps the rows in the
 query's event-time range, sorts them by position and evaluates the chain with the window clock
@@ -56,8 +56,8 @@ def read_unit(unit: Unit, scan: Scan) -> tuple[np.ndarray, list[str], float]:
     built = 0.0
     paths = list(unit.files)
     if unit.full:
-        from superpeer.archive import build_sample
-        from superpeer.archive_layout import ArchiveLayout
+        from superpeer.history.archive.layout import ArchiveLayout
+        from superpeer.history.archive.writer import build_sample
 
         began = time.perf_counter()
         layout = ArchiveLayout(unit.root)
@@ -77,9 +77,9 @@ def read_unit(unit: Unit, scan: Scan) -> tuple[np.ndarray, list[str], float]:
 def run_unit(unit: Unit, scan: Scan, clock: dict | None) -> dict:
     """One task. ``clock`` None: the measuring pass (the unit's own clock from scratch);
     else the evaluation with the clock every earlier unit left."""
+    from superpeer.executors.spark.collection import cycle_collection_paused
     from wxquery.operators.batch import ItemBatch
     from wxquery.operators.chains import evaluate_chain
-    from superpeer.executors.spark.collection import cycle_collection_paused
     from wxquery.operators.windows import WindowClock, watermark_floors
 
     began = time.perf_counter()

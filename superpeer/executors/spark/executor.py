@@ -41,10 +41,10 @@ from wxquery.operators.pieces import Piece
 from wxquery.operators.windows import WindowClock, WindowCounters
 
 from ..base import Deliver
+from ..spark import pacing
 from .checkpoint import DriverCheckpoint
-from .driver_state import DriverState, PendingWatermarks  # (pickled checkpoints name DriverState here)
+from .driver_state import DriverState, PendingWatermarks
 from .feed import FeedLog, FeedServer
-from . import pacing
 from .jobs import Batch, SparkJobs, job_error
 from .session import cluster_status, cores_of, first_line, is_cluster
 from .tasks import FeedAddress, plan_batch, redo_piece

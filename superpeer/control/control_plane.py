@@ -1,0 +1,415 @@
+"""The control plane of one super-peer: registration of streams and subscriptions (DESIGN.md
+§5). Plans are made here and installed by the two-phase coordinator (``two_phase``); what a
+peer does when a plan is installed on it is the ``participant``'s.
+
+* A publisher registers a stream here: every peer learns it (``announce``) and answers with the
+  subscriptions that were waiting for it, which are then planned and installed in the order they
+  were registered — so later ones can reuse earlier ones' streams and all see the first item.
+* A subscription registered here is planned by the shared planner over a ``RemotePlanningView``
+  fetched beforehand (whose usage counts what in-flight installations hold reserved), then
+  installed in two phases (``two_phase.Coordinator``): reserve on every peer the new streams pass (and this one), then
+  commit on the peers the plan touches — those reserved, and those holding a reused stream or
+  one of its ancestors, which gain the subscription as a user. Any refusal aborts the reserved
+  peers and the subscription is planned again over a fresh view after a short random pause.
+* Concurrent registrations behave as if they came one after the other: this peer installs one
+  subscription at a time, and a peer refuses, as a *conflict*, a reservation for a plan made
+  over an older version of it or while another installation of the same stream is in flight
+  there — the later plan is made again once the earlier one is in place, and reuses its streams
+  rather than duplicating them. Conflicts are retried until ``INSTALL_DEADLINE_S``; refusals
+  for capacity (the planner's view was stale) ``REPLANS`` times.
+* End of stream, whatever the interleaving with a close: the subscription takes its inputs here
+  *before* any commit, and peers commit downstream first (by distance to this peer), so no item
+  or end of a new stream can pass a peer that has not installed it yet; a peer that installs a
+  stream whose parent already ended there ends it at once (``DataPlane.attach``), and a delivery
+  taken from a stream that already ended here is ended when it is taken. A failed commit, or
+  any unexpected error, removes what was installed and ends the subscription with the reason.
+* Unsubscribe stops post-processing here and asks every peer to release what nothing uses.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from sharing.analysis import analyze
+from sharing.planner import Plan, Planner, RegistrationError, Strategy
+from sharing.replay import replay_inputs
+from sharing.replay_plans import shared_replays
+from sharing.statistics import StreamStatistics
+from sharing.stream_table import NetworkStream
+from wxquery.errors import WXQueryError
+from wxquery.limits import DEFAULT_LIMITS, AnalysisInterrupted, Interruption, QueryLimits
+
+from ..data.event_time import EventTime, check_event_time
+from ..data.positions import StreamPositions
+from ..errors import NodeError, as_node_error
+from ..peer_state import OriginalState, PeerState
+from ..recovery.route_health import data_paths
+from ..rpc.peer_channels import PeerLink, Reserved, Waiting
+from ..subscriptions.approximation import CONFIDENCE
+from ..subscriptions.record import SubscriptionRecord, past_progress
+from ..subscriptions.results import ResultBuffer
+from ..subscriptions.runtime import SubscriptionRuntime
+from .participant import CONFLICT
+from .remote_view import RemotePlanningView, fetch_planning_view
+from .two_phase import Coordinator, PlanAgain
+
+REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
+INSTALL_DEADLINE_S = 20.0  # conflicts with concurrent installations are retried this long
+REPLAN_PAUSE_S = (0.01, 0.5)  # random pause before planning again: doubling from, at most
+ANNOUNCE_TIMEOUT_S = 30
+STREAM_ID_BLOCK = 1000  # stream numbers reserved in the state store at a time
+ANALYSIS_DEADLINE_S = 10.0  # the longest a query's analysis may take, whatever the client allows
+
+log = logging.getLogger("streamglobe.superpeer")
+STREAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")  # never a derived stream's id (SP1.12)
+
+
+class ControlPlane:
+    # What one subscription's query may hold and cost; set on an instance to configure.
+    query_limits: QueryLimits = DEFAULT_LIMITS
+    analysis_deadline_s: float = ANALYSIS_DEADLINE_S
+
+    def __init__(self, state: PeerState, link: PeerLink, retention: int,
+                 planner: Callable[[RemotePlanningView], Planner] | None = None) -> None:
+        self.state = state
+        self.link = link
+        self.two_phase = Coordinator(state, link)  # installs plans: reserve, commit, release
+        self.retention = retention
+        self.make_planner = planner or (lambda view: Planner(view.snapshot))
+        # the process a peer answers with (the failure detector's; a change means it restarted)
+        self.incarnation: Callable[[str], str] = lambda peer: ""
+        self.positions: StreamPositions | None = None  # the data plane's (exact starts)
+        self.subscriptions: dict[str, SubscriptionRecord] = {}
+        self._ids = iter(())  # stream numbers, reserved in blocks (``new_stream_id``)
+        self._installing = threading.Lock()  # one installation at a time from this peer
+        self.announced: dict[str, float] = {}  # waiting subscriptions the stream's peer activates, when told
+
+    def new_stream_id(self) -> str:
+        number = next(self._ids, None)
+        if number is None:
+            first = self.state.store.reserve_ids(STREAM_ID_BLOCK)
+            self._ids = iter(range(first, first + STREAM_ID_BLOCK))
+            number = next(self._ids)
+        return f"{self.state.id}.{number}"
+
+    # ------------------------------------------------------------------ publishers
+
+    def register_stream(self, name: str, root: str, item: str, rate: float, event_time: str = "",
+                        event_time_rate: float = 1.0, publisher: str = "") -> None:
+        """``event_time``: the item's element time windows read, advanced by watermarks at
+        ``event_time_rate`` units per second while the stream is idle (``event_time``)."""
+        if not name or not root or not item:
+            raise NodeError("INVALID_ARGUMENT", "a stream needs a name, a root element and an item element")
+        if not STREAM_NAME.fullmatch(name):
+            raise NodeError("INVALID_ARGUMENT", f"stream name {name!r}: use letters, digits, '_' and '-' "
+                                                "(at most 128, starting with a letter or '_')")
+        why = check_event_time(event_time, event_time_rate) if event_time else ""
+        if why:
+            raise NodeError("INVALID_ARGUMENT", why)
+        here = self.state.id
+        with self.state.lock:
+            taken = self.state.table.get(name)
+            if taken is not None and not taken.original:
+                raise NodeError("ALREADY_EXISTS", f"{name!r} names a stream of the network already")
+            known = self.state.known_originals.get(name)
+            if known is not None and known.origin != here:
+                raise NodeError("ALREADY_EXISTS", f'stream "{name}" is already registered at '
+                                                  f'{known.origin} ({"/".join(known.input.items)})')
+            existing = self.state.originals.get(name)
+            if existing is not None:
+                if (existing.root, existing.item) != (root, item):
+                    raise NodeError("ALREADY_EXISTS", f'stream "{name}" is already registered here as <{existing.root}> with '
+                                                      f'<{existing.item}> items, not <{root}> with <{item}> items: register '
+                                                      'the other stream under a new name')
+                if existing.closed:
+                    raise NodeError("FAILED_PRECONDITION", f'stream "{name}" was closed; register it under a new name')
+                return  # a publisher reconnecting
+            try:
+                self.state.store.add_original(name, root, item, rate, time.time(), event_time,
+                                              event_time_rate, publisher)
+            except Exception as exc:  # noqa: BLE001 - refused with the reason, nothing half-done
+                raise NodeError("UNAVAILABLE", f'could not record stream "{name}": {exc}') from None
+            stream = self.state.add_original(OriginalState(
+                name, root, item, statistics=StreamStatistics(frequency=rate), rate=rate,
+                event_time=EventTime(event_time, event_time_rate) if event_time else None, publisher=publisher))
+        # Synchronously, before the publisher gets the reply: every super-peer reports the
+        # subscriptions waiting for this stream, and they are planned and installed one after
+        # the other in the order they were registered (so later ones can reuse earlier ones'
+        # streams) — all of them see the stream from its first item.
+        waiting: list[tuple[float, str, str]] = []
+
+        def announce(peer: str) -> None:
+            for w in self.link.announce(peer, stream) or []:
+                waiting.append((w.registered_at, peer, w.subscription))
+
+        threads = [threading.Thread(target=announce, args=(peer,), daemon=True)
+                   for peer in self.state.backbone.peers if peer != here]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=ANNOUNCE_TIMEOUT_S)
+        waiting.extend((r.registered_at, here, r.runtime.id) for r in self.ready_waiting())
+        for _, peer, sid in sorted(waiting):
+            self.link.activate(peer, sid)
+
+    def announce(self, stream: NetworkStream) -> list[Waiting]:
+        """Learn a newly registered stream; answer which waiting subscriptions are now ready."""
+        with self.state.lock:
+            self.state.known_originals.setdefault(stream.id, stream)
+            if self.state.id in stream.route and stream.id not in self.state.table:
+                self.state.table.add(stream)
+        ready = self.ready_waiting()
+        self.announced.update((r.runtime.id, time.time()) for r in ready)  # (activated in order there)
+        return [Waiting(r.runtime.id, r.registered_at) for r in ready]
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False,
+                  cancelled: Callable[[], bool] | None = None,
+                  time_remaining: float | None = None, user: str = "", from_start: bool = False,
+                  since_s: float | None = None, approximate: bool = False,
+                  confidence: float = CONFIDENCE) -> SubscriptionRecord:
+        """``cancelled`` (has the client gone?) and ``time_remaining`` (the client's deadline)
+        stop the query's analysis early, as does ``analysis_deadline_s``. ``from_start`` /
+        ``since_s``: over everything its streams' super-peers retain / the items that arrived
+        there in the last so many seconds, then live (``history.bounds``). ``confidence``: of the
+        intervals of an approximate subscription's windows."""
+        if since_s is not None and not (0 <= since_s < float("inf")):
+            raise NodeError("INVALID_ARGUMENT", f"since: {since_s} is not a duration in seconds")
+        if not 0 < confidence < 1:
+            raise NodeError("INVALID_ARGUMENT", f"confidence: {confidence} is not between 0 and 1")
+        own = time_remaining is None or self.analysis_deadline_s < time_remaining
+        interruption = Interruption(
+            self.analysis_deadline_s if own else time_remaining, cancelled,
+            what="the super-peer's limit (analysis_deadline_s)" if own else "the request's deadline")
+        try:
+            analysis = analyze(query, limits=self.query_limits, check=interruption)
+        except WXQueryError as exc:
+            raise NodeError("INVALID_ARGUMENT", exc.format("query")) from None
+        except AnalysisInterrupted as exc:
+            raise NodeError("DEADLINE_EXCEEDED" if exc.reason == "deadline" else "CANCELLED",
+                            exc.message) from None
+        try:
+            strat = Strategy(strategy or "sharing")
+        except ValueError:
+            raise NodeError("INVALID_ARGUMENT", f"unknown strategy {strategy!r}") from None
+        sid = f"{self.state.id}-{uuid.uuid4().hex[:8]}"
+        missing = self.state.missing_streams(analysis)
+        if missing and not wait_for_streams:
+            raise NodeError("NOT_FOUND", f'unknown stream "{missing[0]}": no super-peer has it registered')
+        runtime = SubscriptionRuntime(sid, analysis, self.retention, self.state.limits,
+                                      buffer=self.result_buffer(sid, analysis))
+        record = SubscriptionRecord(runtime, None, {}, strat, tuple(missing), query=query, user=user,
+                                    from_start=from_start or since_s is not None, since_s=since_s,
+                                    approximate=approximate)
+        runtime.confidence = confidence
+        self.state.store.add_subscription(sid, query, strat.value, record.registered_at, user, confidence)
+        runtime.start()
+        with self.state.lock:
+            self.subscriptions[sid] = record
+        if not missing:
+            try:
+                self._activate(record)
+            except Exception as exc:  # noqa: BLE001 - whatever failed, nothing is left behind
+                with self.state.lock:
+                    self.subscriptions.pop(sid, None)
+                runtime.stop()
+                self.state.store.remove_subscription(sid)
+                raise as_node_error(exc, sid) from None
+        return record
+
+    def result_buffer(self, sid: str, analysis) -> ResultBuffer:
+        """A subscription's results, stored as they come when this peer is durable."""
+        buffer = ResultBuffer(self.retention, analysis.query.root_name or "results",
+                              self.state.limits.max_read_bytes)
+        if self.state.store.durable:
+            buffer.store, buffer.sid = self.state.store, sid
+        return buffer
+
+    def ready_waiting(self, older_than: float | None = None) -> list[SubscriptionRecord]:
+        """Waiting subscriptions whose streams are now all registered, oldest first."""
+        with self.state.lock:
+            ready = [r for r in self.subscriptions.values()
+                     if r.plan is None and not r.error and r.waiting_for
+                     and not self.state.missing_streams(r.runtime.analysis)
+                     and (older_than is None or r.registered_at < older_than)]
+        return sorted(ready, key=lambda r: r.registered_at)
+
+    def activate(self, sid: str) -> tuple[bool, str]:
+        """Plan and install one waiting subscription (once; later calls do nothing)."""
+        with self.state.lock:
+            record = self.subscriptions.get(sid)
+            if record is None or record.plan is not None or record.error or not record.waiting_for:
+                return False, "not waiting"
+            if self.state.missing_streams(record.runtime.analysis):
+                return False, "still waiting for a stream"
+            record.waiting_for = ()
+            self.announced.pop(sid, None)
+        try:
+            self._activate(record)
+            return True, ""
+        except Exception as exc:  # noqa: BLE001 - the subscription ends with the reason
+            error = as_node_error(exc, sid)
+            record.error = f"{error.code}: {error.message}"
+            record.runtime.buffer.close(error.message, error.code)  # the first close stays: the reason
+            record.runtime.stop()
+            return False, record.error
+
+    def _activate(self, record: SubscriptionRecord) -> None:
+        """Plan, reserve (re-planning on a refusal), take the inputs here, then commit; on a
+        failure after the reservation, whatever was installed is removed again."""
+        with self._installing:
+            self._install(record)
+
+    def _install(self, record: SubscriptionRecord) -> None:
+        sid = record.runtime.id
+        self.state.check_shapes(record.runtime.analysis)
+        deadline = time.monotonic() + INSTALL_DEADLINE_S
+        avoid: set[str] = set()  # running replays that could not serve it (``Reserved.refused``)
+        for again in itertools.count(1):
+            plan, view, txn, reservation = self._reserve(record, deadline, avoid)
+            # over the past: a new copy of each original, filled from its log's first item (or the
+            # last ``since_s`` seconds'), then live; or of a running replay, from the item its origin said
+            shared = shared_replays(plan)
+            fresh = [p.new_streams[0].id for p in plan.parts if p.new_streams[0].id not in shared] if record.from_start else []
+            replay = {**{s: 0 for s in fresh}, **reservation.starts} if record.from_start else None
+            since = {s: record.since_s for s in fresh} if record.since_s is not None else None
+            try:
+                reads = self.take_inputs(record, plan)
+                commit = self.two_phase.commit(txn, plan, view, replay, since)
+                break
+            except PlanAgain as refused:  # (undone before anything was sent: plan again)
+                self.two_phase.release(record, txn)
+                if again >= REPLANS:  # (a hold lapses only after a reservation's time: no deadline)
+                    raise NodeError("ABORTED", f"could not install the plan: {refused.message}") from None
+                avoid |= refused.avoid
+                deadline = time.monotonic() + INSTALL_DEADLINE_S
+            except BaseException:
+                self.two_phase.release(record, txn)
+                raise
+        commit.replayed.update(reservation.replayed)
+        commit.history.update(reservation.history)
+        record.starts = ({name: commit.replayed.get(name, 0) for name in (p.input_properties.input.stream
+                                                                          for p in plan.parts)}
+                         if record.from_start else commit.logged)
+        record.history = "; ".join(commit.history[n] for n in sorted(commit.history))
+        record.past = self.past_of(record, plan, commit.logged) if record.from_start else {}
+        record.sample = record.runtime.sample = plan.sample
+        record.chains = {} if record.from_start else replay_inputs(plan.parts, view.lineage, commit.anchors, reads)
+        record.paths = data_paths(plan, view.lineage)
+        record.incarnations = {p: commit.incarnations.get(p) or self.incarnation(p)
+                               for path in record.paths for p in path}
+        self.state.store.set_plan(sid, record.owner, record.stale, record.starts, record.chains, record.sample)
+
+    def _reserve(self, record: SubscriptionRecord, deadline: float,
+                 avoid: set[str]) -> tuple[Plan, RemotePlanningView, str, Reserved]:
+        """Plan and reserve, planning again on a refusal: (plan, view, transaction, what the
+        peers said). ``avoid``: running replays that could not serve the subscription, and
+        those it is refused by here."""
+        sid, analysis = record.runtime.id, record.runtime.analysis
+        refused, last_reason = 0, ""
+        for attempt in itertools.count():
+            if attempt:
+                first, most = REPLAN_PAUSE_S
+                time.sleep(random.uniform(0, min(most, first * 2 ** min(attempt, 10))))
+            view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id)
+            try:
+                planner = self.make_planner(view)
+                plan = (planner.replay_plan(sid, analysis.properties, self.state.id, avoid=frozenset(avoid),
+                                             share=record.strategy == Strategy.SHARING)
+                        if record.from_start else
+                        planner.subscribe(sid, analysis.properties, self.state.id, record.strategy,
+                                          approximate=record.approximate))
+            except RegistrationError as exc:
+                raise NodeError("NOT_FOUND", str(exc)) from None
+            except KeyError as exc:
+                raise NodeError("NOT_FOUND", str(exc).strip("'\"")) from None
+            if not plan.admitted:
+                raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}")
+            txn, reservation = self.two_phase.reserve(plan, view, record.since_s)
+            reason = reservation.reason
+            if txn:
+                return plan, view, txn, reservation
+            if reservation.refused:  # (not a refusal for capacity: that replay has gone past)
+                avoid.add(reservation.refused)
+            elif CONFLICT not in reason:
+                refused, last_reason = refused + 1, reason
+            if refused >= REPLANS or time.monotonic() >= deadline:
+                raise NodeError("ABORTED", f"could not reserve the plan's resources: "
+                                           f"{last_reason or reason}")
+
+    def take_inputs(self, record: SubscriptionRecord, plan: Plan) -> dict[str, int]:
+        """Deliver the plan's result streams to the subscription here, before anything is
+        committed: every item and the end of a new stream reach it. A stream that already ended
+        here (a reused one) will not end again, so the subscription's input ends now. Returns
+        the number of the first item it will read (``positions``) of each stream that already
+        flows here."""
+        inputs = {p.input_properties.variable: p.result_stream for p in plan.parts}
+        reads: dict[str, int] = {}
+        with self.state.lock:
+            record.plan = plan
+            record.inputs = inputs
+            for variable, stream in inputs.items():
+                if self.state.table.has_ended(stream):
+                    record.runtime.feed(variable, [], end=True)
+                    continue
+                self.state.deliveries.setdefault(stream, []).append((record.runtime, variable))
+                original = self.state.originals.get(stream)
+                at = (original.logged if original is not None
+                      else self.positions.next.get(stream) if self.positions is not None else None)
+                if at is not None:
+                    reads[stream] = at
+        return reads
+
+    def unsubscribe(self, sid: str) -> list[str]:
+        with self._installing:  # not while it is being planned again (``recovery.replanning``)
+            with self.state.lock:
+                record = self.subscriptions.pop(sid, None)
+                if record is None:
+                    raise NodeError("NOT_FOUND", f"no subscription {sid} at {self.state.id}")
+                self.state.stop_delivering(record.runtime, record.inputs.values())
+                record.runtime.stop()
+                record.runtime.buffer.store = None  # nothing more is stored for it
+        self.state.store.remove_subscription(sid)
+        removed: list[str] = []
+        for peer in self.state.backbone.peers:
+            for owner in (*record.stale, record.plan_id):
+                removed.extend(self.link.remove(peer, owner) or [])
+        return sorted(set(removed))
+
+    def read_results(self, sid: str, offset: int, max_items: int, wait_s: float, peek: bool = False
+                     ) -> tuple[ResultBuffer, tuple[int, list[str], bool, int]]:
+        record = self.subscriptions.get(sid)
+        if record is None:
+            raise NodeError("NOT_FOUND", f"no subscription {sid} at {self.state.id} (unsubscribed, or "
+                                         "registered at another super-peer)")
+        return record.runtime.buffer, record.runtime.buffer.read(offset, max_items or 1000, wait_s, peek)
+
+    def past_of(self, record: SubscriptionRecord, plan: Plan, logged: dict[str, int]) -> dict[str, tuple[str, int, int]]:
+        """Where the replay of each input's past reaches this peer as a copy (items numbered as
+        in the log), and from and up to which item (``SubscriptionRecord.past``). Not where the
+        operators run at the stream's super-peer (no copy comes here: its progress is not seen)."""
+        past = {}
+        for p in plan.parts:
+            name = p.input_properties.input.stream
+            copies = [s.id for s in p.new_streams if not s.operators and self.state.id in s.route]
+            if copies and name in logged and logged[name] > record.starts.get(name, 0):
+                past[name] = (copies[0], record.starts.get(name, 0), logged[name])
+        return past
+
+    def past_progress(self, record: SubscriptionRecord) -> dict[str, dict]:
+        return past_progress(record, self.positions.next if self.positions is not None else {})
+
+    def status(self) -> dict:
+        return {sid: {**r.status(), "past": self.past_progress(r)} for sid, r in self.subscriptions.items()}
+
+    def stop(self) -> None:
+        for record in self.subscriptions.values():
+            record.runtime.stop()

@@ -1,0 +1,96 @@
+"""The planning view of a super-peer: everything the planner may read, fetched before it runs.
+
+SUBSCRIBE searches breadth-first from each input's registering peer through the peers its
+matching streams reach (DESIGN.md §5). Rather than letting the planner call peers as it goes
+(which would put gRPC inside ``sharing/`` and make planning time depend on the slowest answer
+inside the search), the control plane asks *every* peer of the backbone for its table of the
+subscription's inputs, in parallel, and the statistics of each original stream from the peer it
+is registered at; the planner then runs over the resulting ``PlanningSnapshot``. On backbones of
+tens of peers that is one round of parallel calls, no slower than the sequential visits it
+replaces. A peer that does not answer contributes an empty table: it offers nothing to reuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from sharing.backbone import Backbone
+from sharing.planning_view import PlanningSnapshot
+from sharing.properties import InputStream, Properties
+from sharing.serialization import statistics_from_json
+from sharing.statistics import StreamEstimate
+from sharing.stream_table import NetworkStream, lineage
+
+from ..peer_state import PeerState
+from ..rpc.peer_channels import PeerLink, copy_stream
+
+MAX_PARALLEL_LOOKUPS = 16
+
+
+@dataclass
+class RemotePlanningView:
+    """A snapshot for the planner, and what the control plane needs next to it."""
+
+    snapshot: PlanningSnapshot
+    holders: dict[str, set[str]] = field(default_factory=dict)  # stream id -> peers reporting it
+    versions: dict[str, int] = field(default_factory=dict)  # peer -> version its answer was read at
+
+    def lineage(self, stream_id: str) -> list[NetworkStream]:
+        """A reused stream and its ancestors (each parent is in its origin's table)."""
+        return lineage(self.snapshot.streams, stream_id)
+
+    def peers_holding(self, stream_ids: list[str]) -> set[str]:
+        """Peers whose tables hold any of these streams: the route of each, and whoever
+        reported it (a route being cut back may still be longer at some peer)."""
+        peers: set[str] = set()
+        for sid in stream_ids:
+            peers |= self.holders.get(sid, set())
+            s = self.snapshot.streams.get(sid)
+            if s is not None:
+                peers.update(s.route)
+        return peers
+
+
+def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties,
+                        new_stream_id: Callable[[], str], backbone: Backbone | None = None,
+                        tables: bool = True) -> RemotePlanningView:
+    """Fetch statistics, originals and every peer's table for the inputs of ``properties``.
+    ``backbone``: the part of the backbone to plan on (what remains around a failure);
+    without ``tables`` no peer is asked what it has (a plan that reuses nothing)."""
+    snapshot = PlanningSnapshot(backbone or state.backbone, new_stream_id)
+    view = RemotePlanningView(snapshot)
+    inputs: list[InputStream] = []
+    for inp in properties.inputs:
+        known = state.known_originals.get(inp.input.stream)
+        if known is None or known.input != inp.input or known.id in snapshot.originals:
+            continue  # unknown (or other items): the planner refuses it with the reason
+        data = link.statistics(known.origin, known.id)
+        stats = statistics_from_json(data)
+        if stats.frequency <= 0:
+            stats.frequency = 1.0  # nothing observed yet: assume a slow stream
+        snapshot.statistics[known.id] = stats
+        original = copy_stream(known)
+        original.estimate = StreamEstimate(stats.frequency, stats.avg_item_size)
+        snapshot.originals[known.id] = original
+        snapshot.streams[original.id] = original
+        inputs.append(inp.input)
+    asks = [(peer, inp) for inp in inputs for peer in snapshot.backbone.peers] if tables else []
+    if asks:
+        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_LOOKUPS, len(asks))) as pool:
+            answers = list(pool.map(lambda a: link.lookup(*a), asks))
+        for (peer, inp), answer in zip(asks, answers):
+            if answer is None:
+                continue  # unreachable: nothing to reuse there
+            found, usage = answer
+            reached = usage.pop("reached", None)
+            if peer != state.id:
+                state.peer_usage[peer] = usage
+            if "version" in usage:  # the oldest read of a peer decides whether a plan is stale
+                view.versions[peer] = min(view.versions.get(peer, usage["version"]), usage["version"])
+            snapshot.add_table(peer, inp, found, reached)
+            for s in found:
+                view.holders.setdefault(s.id, set()).add(peer)
+    snapshot.link_used, snapshot.peer_used = state.usage_view()
+    return view

@@ -1,0 +1,178 @@
+"""The two-phase coordinator a super-peer installs its subscriptions' plans with (DESIGN.md §5,
+``control_plane``): reserve on every peer the new streams pass (and this one) in one global
+order, commit on the peers the plan touches downstream first, and undo a half-done
+installation.
+
+A subscription over the past served from a replay that is already running
+(``sharing.replay_plans``) also reserves at the replay's origin, which says where the
+subscription starts in the stream and holds the replay before that item (``log_replay``) until
+every peer has committed — the new copy is then in place downstream before the item passes it —
+and the transaction is ended there (an abort after the commit only lets the replay go on). A
+replay that has passed the item refuses, naming its copy: the subscription is planned again
+without it. The replay's origin commits first: it checks that the hold is still there (it lapses
+if the coordinator takes too long) and makes it outlast every reservation still to be committed;
+a hold found gone there, before any peer has started a new stream, undoes the plan and plans
+again (``PlanAgain``) instead of failing the subscription.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from sharing.planner import Plan
+from sharing.replay_plans import shared_replays
+from sharing.stream_table import NetworkStream
+
+from ..errors import NodeError
+from ..peer_state import PeerState
+from ..rpc.peer_channels import PeerLink, Reserved
+from ..subscriptions.record import SubscriptionRecord
+from .participant import PLAN_AGAIN
+from .remote_view import RemotePlanningView
+
+log = logging.getLogger("streamglobe.superpeer")
+
+
+@dataclass
+class PlanCommitted:
+    """What the peers answered to a plan's commit: where it starts, and who committed."""
+
+    logged: dict[str, int]  # original -> items logged when its peer committed
+    anchors: dict[str, int]  # stream -> the first parent item it took (``positions``)
+    incarnations: dict[str, str]  # peer -> the process that committed (a later one lost the plan)
+    replayed: dict[str, int] = field(default_factory=dict)  # original -> first log item replayed
+    history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history went
+
+
+class PlanAgain(NodeError):
+    """A commit was refused before any peer started a new stream of the plan — a replay's hold
+    or a reservation lapsed: undone (``Coordinator.release``), the plan can be made again,
+    without the running replays in ``avoid``."""
+
+    def __init__(self, reason: str, avoid: frozenset[str]) -> None:
+        super().__init__("FAILED_PRECONDITION", reason)
+        self.avoid = avoid
+
+
+class Coordinator:
+    def __init__(self, state: PeerState, link: PeerLink) -> None:
+        self.state = state
+        self.link = link
+
+    def reserve(self, plan: Plan, view: RemotePlanningView, since_s: float | None = None) -> tuple[str, Reserved]:
+        """Reserve on every peer the new streams pass (and here, and at the origin of each
+        running replay a part is served from), in one global order so that colliding
+        installations fail early, each peer checking it is still as the plan read it. Returns
+        the transaction ("" if refused, after aborting what was reserved) and what the peers
+        said (why not; for parts served from running replays, where the subscription starts).
+        ``since_s``: a subscription over the last so many seconds (None: over everything
+        retained, if it is over the past)."""
+        txn = uuid.uuid4().hex
+        attach = {new: {"copy": running, "since_s": since_s} for new, running in shared_replays(plan).items()}
+        peers = sorted(set(self.affected(plan)) | self.holders(plan, view))
+        got = Reserved(True)
+        for i, peer in enumerate(peers):
+            try:
+                r = self.link.reserve(peer, txn, self.new_streams(plan), plan.subscription, plan.target,
+                                      view.versions.get(peer), attach or None)
+            except BaseException:
+                self._abort(peers[:i + 1], txn)
+                raise
+            if not r.ok:
+                self._abort(peers[:i], txn)
+                return "", Reserved(False, f"{peer}: {r.reason}", refused=r.refused)
+            got.starts.update(r.starts)
+            got.replayed.update(r.replayed)
+            got.history.update(r.history)
+        missing = [spec["copy"] for new, spec in sorted(attach.items()) if new not in got.starts]
+        if missing:  # (its origin no longer has it)
+            self._abort(peers, txn)
+            return "", Reserved(False, f"the replay filling {missing[0]} is over", refused=missing[0])
+        return txn, got
+
+    def _abort(self, peers: list[str], txn: str) -> None:
+        for p in peers:
+            self.link.abort(p, txn)
+
+    def commit(self, txn: str, plan: Plan, view: RemotePlanningView,
+               replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> PlanCommitted:
+        """Commit on the peers the plan touches, downstream first: a peer starts sending a new
+        stream only once every later peer of its route has installed it; a replay held for the
+        plan is let go after all of them. ``replay``: new copies to fill from their stream's log (from
+        the given item), streams and copies of a running replay to drop the items of below a
+        number; ``since``: copies to fill from the items that arrived in the last so many
+        seconds instead. Returns where the plan starts (``PlanCommitted``)."""
+        chains = [s for p in plan.parts for s in view.lineage(p.reused)]
+        lineage = sorted({s.id for s in chains})
+        holders = self.holders(plan, view)
+        # the originals' peers say where the subscription starts in each stream: required too
+        required = set(self.affected(plan)) | {s.origin for s in chains if s.original} | holders
+        done = PlanCommitted({}, {}, {})
+        # a replay's origin that holds it for the plan checks the hold is still there (no item
+        # from where the new copy starts has passed) and keeps it past every other peer's
+        # reservation: first, where no new stream passes it (it starts nothing), else last
+        routed = {p for s in self.new_streams(plan) for p in s.route[1:]}
+        first = holders - routed - {s.route[0] for s in self.new_streams(plan)}
+        last = holders - routed - first
+        order = sorted(self.commit_peers(self.affected(plan), lineage, view),
+                       key=lambda p: 0 if p in first else 2 if p in last else 1)
+        for i, peer in enumerate(order):
+            try:
+                committed = self.link.commit(peer, txn, plan.subscription, lineage,
+                                             required=peer in required, replay=replay, since=since)
+            except NodeError as exc:
+                if peer in first and set(order[:i]) <= first and PLAN_AGAIN in exc.message:
+                    held = shared_replays(plan).values()  # (nothing has started yet)
+                    raise PlanAgain(exc.message, frozenset(c for c in held
+                                                           if view.snapshot.streams[c].origin == peer)) from exc
+                raise
+            done.logged.update(committed.starts)
+            done.replayed.update(committed.replayed)
+            done.history.update(committed.history)
+            done.anchors.update(committed.anchors)
+            done.incarnations[peer] = committed.incarnation
+        lapsed = [h for h in sorted(holders) if self.link.abort(h, txn)]  # (the replays held go on)
+        if lapsed:  # (not silently: the new copy may have missed items)
+            raise NodeError("ABORTED", f"the replay {lapsed[0]} held for this subscription was let go before "
+                                       "every peer had installed the subscription's copy of it (the "
+                                       "subscription it was running for was removed meanwhile, or the "
+                                       "installation took longer than a reservation lasts): subscribe again")
+        return done
+
+    def release(self, record: SubscriptionRecord, txn: str) -> None:
+        """Undo a half-done installation: the inputs here, reservations, committed streams."""
+        sid = record.plan.subscription if record.plan is not None else record.plan_id
+        with self.state.lock:
+            record.plan = None
+            self.state.stop_delivering(record.runtime, record.inputs.values())
+        for peer in self.state.backbone.peers:
+            try:
+                self.link.abort(peer, txn)
+                self.link.remove(peer, sid)
+            except Exception:  # noqa: BLE001 - best effort; the original error is reported
+                log.exception("releasing %s at %s failed", sid, peer)
+
+    @staticmethod
+    def new_streams(plan: Plan) -> list[NetworkStream]:
+        return [s for p in plan.parts for s in p.new_streams]
+
+    def affected(self, plan: Plan) -> list[str]:
+        """The peers whose resources a plan takes: this one and every peer a new stream passes."""
+        return sorted({self.state.id} | {p for s in self.new_streams(plan) for p in s.route})
+
+    @staticmethod
+    def holders(plan: Plan, view: RemotePlanningView) -> set[str]:
+        """The origins of the running replays the plan's parts are served from."""
+        return {view.snapshot.streams[running].origin for running in shared_replays(plan).values()}
+
+    def commit_peers(self, affected: list[str], lineage: list[str], view: RemotePlanningView) -> list[str]:
+        """The peers a plan touches — those that reserved new streams and those holding a reused
+        stream or an ancestor of it (they count the new user) — nearest this peer first. Every
+        new stream's route is a shortest path to this peer, so along it the distance falls:
+        a stream's later peers commit before its earlier ones."""
+        touched = set(affected) | view.peers_holding(lineage)
+        distance = view.snapshot.backbone.distances_to(self.state.id)  # the backbone planned on
+        order = {p: i for i, p in enumerate(self.state.backbone.peers)}
+        return sorted(touched, key=lambda p: (distance.get(p, len(order)), order.get(p, len(order))))

@@ -1,0 +1,81 @@
+"""A super-peer started again on its ``--state-dir`` takes back what it had (``state_store``).
+
+* The streams registered here are registered again, each where its publisher stood (the next
+  position ``publish --resume`` continues from) and with its log; a stream that was closed stays
+  closed. The other peers learn them with the next heartbeat.
+* The subscriptions registered here come back with the results they had. An unfinished one is
+  planned again at the first heartbeat round (``recovery.replanning``): its results are recomputed from
+  the item it began with and those it had are skipped; the plans it had are removed wherever a
+  peer still holds them. A finished one keeps its results for its reader.
+
+The streams other peers' plans had routed through this peer are gone: those subscriptions'
+super-peers see this peer answer as a new process and plan them again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from sharing.analysis import analyze
+from sharing.planner import Strategy
+from sharing.statistics import StreamStatistics
+from wxquery.errors import WXQueryError
+
+from ..control.control_plane import ControlPlane
+from ..data.event_time import EventTime
+from ..history.bounds import parse_history
+from ..peer_state import OriginalState, PeerState
+from ..subscriptions.record import SubscriptionRecord
+from ..subscriptions.results import RELEASES
+from ..subscriptions.runtime import SubscriptionRuntime
+from .replanning import Recovery
+
+log = logging.getLogger("streamglobe.superpeer")
+
+
+def restore_originals(state: PeerState) -> int:
+    stored = state.store.originals()
+    with state.lock:
+        for o in stored:
+            state.add_original(OriginalState(
+                o.name, o.root, o.item, accepted=o.accepted, rejected=o.rejected, closed=o.closed,
+                statistics=StreamStatistics(frequency=o.rate), rate=o.rate,
+                next_position=o.next_position, duplicates=o.duplicates, logged=o.logged,
+                event_time=EventTime(o.event_time, o.event_time_rate) if o.event_time else None,
+                publisher=o.publisher, history=parse_history(o.history) if o.history else None,
+                retained_from=o.retained_from))
+            if o.closed:
+                state.table.mark_ended(o.name)
+    return len(stored)
+
+
+def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
+    state = control.state
+    restored = 0
+    for s in state.store.subscriptions():
+        try:
+            analysis = analyze(s.query, limits=control.query_limits)
+        except WXQueryError as exc:  # accepted before: only a changed language refuses it now
+            log.error("subscription %s cannot be restored: %s", s.sid, exc)
+            continue
+        buffer = control.result_buffer(s.sid, analysis)
+        buffer.restore(s.base, s.results, s.closed, s.error, s.code)
+        runtime = SubscriptionRuntime(s.sid, analysis, control.retention, state.limits, buffer=buffer)
+        record = SubscriptionRecord(runtime, None, {}, Strategy(s.strategy), (), query=s.query,
+                                    registered_at=s.registered_at, owner=s.owner, starts=dict(s.starts),
+                                    chains=dict(s.chains), stale=list(s.stale), user=s.user, sample=s.sample)
+        runtime.sample, runtime.confidence = s.sample, s.confidence
+        runtime.ensure_estimates()  # results read back before its re-plan carry their intervals
+        recovery.forget([*s.stale, s.owner or s.sid])  # every plan it had, wherever it is
+        if s.closed:
+            RELEASES.schedule(buffer, state.limits.finished_retention_s)
+        else:
+            runtime.start()
+            record.recovering = True
+            record.degraded = "its super-peer restarted; planning it again"
+            record.degraded_since = time.time()
+        with state.lock:
+            control.subscriptions[s.sid] = record
+        restored += 1
+    return restored

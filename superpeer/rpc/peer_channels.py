@@ -1,0 +1,407 @@
+"""Calls from one super-peer to the others: the network boundary of the control plane.
+
+``PeerLink`` is the interface the control plane and the planning-view fetch use to talk to a
+peer, in the optimizer's own types (streams, statistics), one method per super-peer RPC. A call
+to this peer itself goes to its local handler without the network. ``GrpcPeerChannels`` is the
+production implementation: one channel per neighbour, JSON inside protobuf messages
+(``sharing.serialization``), failures recorded per peer for ``status`` and turned into
+``NodeError("UNAVAILABLE")`` where the caller cannot go on without the answer. Unit tests of
+the control plane replace it with an in-process fake of the same interface.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
+
+import grpc
+
+from proto import streamglobe_pb2 as pb
+from proto import streamglobe_pb2_grpc as pb_grpc
+from sharing.properties import InputStream
+from sharing.serialization import input_from_json, stream_from_json, stream_to_json
+from sharing.stream_table import NetworkStream
+
+from ..data.forwarding import Forwarder, LinkCounters
+from ..errors import NodeError
+from ..recovery.failure_detector import FailureDetector, HeartbeatSettings
+from ..security.tls import Security, channel_options
+from ..topology import Topology
+
+T = TypeVar("T")
+CALL_TIMEOUT_S = 10
+HEARTBEAT_TIMEOUT_S = 1.0
+# a peer's answers that refuse a call (a required call raises them as they are, not as unreachable)
+REFUSALS = frozenset({grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT,
+                      grpc.StatusCode.NOT_FOUND, grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.ABORTED,
+                      grpc.StatusCode.OUT_OF_RANGE})
+
+
+@dataclass
+class Waiting:
+    """A subscription at some peer that was waiting for a stream that is now registered."""
+
+    subscription: str
+    registered_at: float
+
+
+@dataclass
+class Committed:
+    """A peer's answer to a commit."""
+
+    starts: dict[str, int]  # stream registered there -> items logged when the plan took it
+    incarnation: str = ""  # the process that committed: a later new one has lost the plan
+    anchors: dict[str, int] = field(default_factory=dict)  # original -> exact first item taken there
+    replayed: dict[str, int] = field(default_factory=dict)  # original -> first log item its replay sends
+    history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history goes
+
+    @classmethod
+    def of(cls, reply: dict, incarnation: str = "") -> "Committed":
+        """From ``Participant.commit``'s answer."""
+        return cls(dict(reply.get("logged", {})), incarnation, dict(reply.get("anchors", {})),
+                   {k: int(v) for k, v in reply.get("replayed", {}).items()},
+                   {k: str(v) for k, v in reply.get("history", {}).items()})
+
+
+@dataclass
+class Reserved:
+    """A peer's answer to a reservation. For a past subscription served from a running replay
+    of a stream registered there (``sharing.replay_plans``): where it starts, and which
+    running copy could not serve it (``refused``: plan again without it)."""
+
+    ok: bool
+    reason: str = ""
+    starts: dict[str, int] = field(default_factory=dict)  # new copy of a running replay -> its first item
+    replayed: dict[str, int] = field(default_factory=dict)  # original -> the subscription's first item
+    history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history goes
+    refused: str = ""
+
+    def to_json(self) -> dict:
+        return {"starts": self.starts, "replayed": self.replayed, "history": self.history, "refused": self.refused}
+
+    @classmethod
+    def of(cls, ok: bool, reason: str, answer: dict) -> "Reserved":
+        return cls(ok, reason, {k: int(v) for k, v in answer.get("starts", {}).items()},
+                   {k: int(v) for k, v in answer.get("replayed", {}).items()},
+                   {k: str(v) for k, v in answer.get("history", {}).items()}, str(answer.get("refused", "")))
+
+
+class PeerHandler(Protocol):
+    """What a super-peer serves to the others (its participant side)."""
+
+    def lookup(self, input_stream: InputStream) -> tuple[list[NetworkStream], dict]: ...
+
+    def statistics(self, name: str) -> dict: ...
+
+    def announce(self, stream: NetworkStream) -> list[Waiting]: ...
+
+    def activate(self, subscription: str) -> tuple[bool, str]: ...
+
+    def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
+                target: str, version: int | None = None, attach: dict | None = None) -> Reserved: ...
+
+    def commit(self, txn: str, subscription: str, lineage: list[str],
+               replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> dict[str, dict]: ...
+
+    def abort(self, txn: str) -> bool: ...
+
+    def remove(self, subscription: str) -> list[str]: ...
+
+    def truncate(self, stream: str, last: str) -> None: ...
+
+
+class PeerLink(Protocol):
+    """Calls to a peer by id. ``None`` answers mean the peer could not be reached and the
+    caller can do without it; methods that cannot do without raise ``NodeError``."""
+
+    def lookup(self, peer: str, input_stream: InputStream) -> tuple[list[NetworkStream], dict] | None: ...
+
+    def statistics(self, peer: str, name: str) -> dict: ...
+
+    def announce(self, peer: str, stream: NetworkStream) -> list[Waiting] | None: ...
+
+    def activate(self, peer: str, subscription: str) -> None: ...
+
+    def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
+                target: str, version: int | None = None, attach: dict | None = None) -> Reserved: ...
+
+    def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
+               required: bool, replay: dict[str, int] | None = None,
+               since: dict[str, float] | None = None) -> Committed: ...
+
+    def abort(self, peer: str, txn: str) -> bool | None:
+        """Whether a replay ``txn`` held at ``peer`` had been let go before (None: unreachable)."""
+
+    def remove(self, peer: str, subscription: str) -> list[str] | None: ...
+
+    def truncate(self, peer: str, stream: str, last: str) -> None: ...
+
+
+# ---------------------------------------------------------------------- wire forms
+
+def input_to_wire(input_stream: InputStream) -> str:
+    return json.dumps({"stream": input_stream.stream, "items": list(input_stream.items)})
+
+
+def input_from_wire(text: str) -> InputStream:
+    return input_from_json(json.loads(text))
+
+
+def part_to_wire(streams: list[NetworkStream], subscription: str, target: str,
+                 version: int | None = None, attach: dict | None = None) -> str:
+    return json.dumps({"streams": [stream_to_json(s) for s in streams],
+                       "subscription": subscription, "target": target, "version": version,
+                       **({"attach": attach} if attach else {})})
+
+
+def part_from_wire(text: str) -> tuple[list[NetworkStream], str, str, int | None, dict]:
+    """(streams, subscription, target, the peer's version the plan was made over, if known,
+    the new copies of running replays: new copy -> {"copy": running copy, "since_s": seconds
+    or None for everything retained})."""
+    part = json.loads(text)
+    version = part.get("version")
+    attach = {str(k): {"copy": str(v["copy"]), "since_s": None if v.get("since_s") is None else float(v["since_s"])}
+              for k, v in (part.get("attach") or {}).items()}
+    return ([stream_from_json(j) for j in part["streams"]], part["subscription"], part["target"],
+            int(version) if version is not None else None, attach)
+
+
+def commit_to_wire(subscription: str, lineage: list[str], replay: dict[str, int] | None = None,
+                   since: dict[str, float] | None = None) -> str:
+    return json.dumps({"subscription": subscription, "lineage": lineage, "replay": replay or {},
+                       "since": since or {}})
+
+
+def commit_from_wire(text: str) -> tuple[str, list[str], dict[str, int], dict[str, float]]:
+    """(subscription, reused streams and ancestors, new copies to fill from their stream's log
+    and from which item, those of them to fill from the items of the last so many seconds)."""
+    info = json.loads(text)
+    return (info["subscription"], list(info["lineage"]), {k: int(v) for k, v in info.get("replay", {}).items()},
+            {k: float(v) for k, v in info.get("since", {}).items()})
+
+
+def waiting_to_wire(waiting: list[Waiting]) -> str:
+    return json.dumps([{"subscription": w.subscription, "registered_at": w.registered_at}
+                       for w in waiting])
+
+
+def waiting_from_wire(text: str) -> list[Waiting]:
+    return [Waiting(w["subscription"], w["registered_at"]) for w in json.loads(text or "[]")]
+
+
+def copy_stream(s: NetworkStream) -> NetworkStream:
+    """A stream entry no other peer (or plan) shares: what the wire gives a remote peer."""
+    return stream_from_json(stream_to_json(s))
+
+
+class _Stopped(Exception):
+    """An RPC was attempted while this node is stopping."""
+
+
+class GrpcPeerChannels:
+    """``PeerLink`` over gRPC, plus the outbound forwarders and the heartbeats."""
+
+    def __init__(self, peer: str, topology: Topology, local: PeerHandler | None = None,
+                 heartbeats: HeartbeatSettings | None = None, security: Security | None = None) -> None:
+        self.id = peer
+        self.topology = topology
+        self.security = security  # mutual TLS to the other super-peers' peer addresses
+        # this peer's own handler; the owner sets it once its parts exist (they need the link)
+        self.local: PeerHandler = local  # type: ignore[assignment]
+        self.unreachable: dict[str, str] = {}  # the last failed call per peer, for errors
+        self.detector = FailureDetector(peer, frozenset(topology.backbone.graph.neighbors(peer)),
+                                        heartbeats or HeartbeatSettings())
+        self.link_counters: dict[str, LinkCounters] = {}
+        self.forwarders: dict[str, Forwarder] = {}
+        self.epoch = secrets.token_hex(8)  # this process's numbering of items on its links
+        self._channels: dict[str, grpc.Channel] = {}
+        self._stop = threading.Event()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def stub(self, peer: str) -> pb_grpc.SuperPeerStub:
+        ch = self._channels.get(peer)
+        if ch is None:
+            options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
+            address = self.topology.peer_address(peer)
+            if self.security is None:
+                ch = grpc.insecure_channel(address, options=options)
+            else:  # its certificate must name the peer meant, whatever address it answers at
+                ch = grpc.secure_channel(address, self.security.channel_credentials(),
+                                         options=options + channel_options(peer))
+            self._channels[peer] = ch
+        return pb_grpc.SuperPeerStub(ch)
+
+    def forwarder(self, peer: str) -> Forwarder:
+        """The ordered, batched, retried outbound queue of items towards a neighbour."""
+        f = self.forwarders.get(peer)
+        if f is None:
+            counters = self.link_counters.setdefault(peer, LinkCounters())
+            f = self.forwarders[peer] = Forwarder(self.id, peer, self.stub(peer), counters, self.epoch)
+        return f
+
+    def discard(self, stream: str) -> None:
+        """A stream removed here: nothing more of it is sent to any neighbour."""
+        for f in list(self.forwarders.values()):
+            f.discard(stream)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for f in self.forwarders.values():
+            f.stop()
+        for ch in self._channels.values():
+            ch.close()
+
+    def wait_stopped(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True as soon as this node is stopping."""
+        return self._stop.wait(seconds)
+
+    def _call(self, peer: str, method: str, request, handle: Callable[[object], T],
+              required: bool) -> T | None:
+        """One RPC; an unreachable peer is recorded, then raises (``required``) or gives None."""
+        try:
+            if self._stop.is_set():
+                raise _Stopped()
+            reply = getattr(self.stub(peer), method)(request, timeout=CALL_TIMEOUT_S)
+            self.unreachable.pop(peer, None)
+            return handle(reply)
+        except (grpc.RpcError, _Stopped, ValueError) as exc:
+            # ValueError: the channel was closed because this node is stopping
+            code = exc.code() if isinstance(exc, grpc.RpcError) else None
+            if required and code in REFUSALS:  # (it answered: not unreachable, its reason as it is)
+                raise NodeError(code.name, f"super-peer {peer} refused: {exc.details()}") from None  # type: ignore[union-attr]
+            self.unreachable[peer] = (f"{code.name}: {exc.details()}" if code is not None  # type: ignore[union-attr]
+                                      else "this super-peer is stopping")
+            if required:
+                raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable: "
+                                               f"{self.unreachable[peer]}") from None
+            return None
+
+    # ------------------------------------------------------------------ PeerLink
+
+    def lookup(self, peer: str, input_stream: InputStream) -> tuple[list[NetworkStream], dict] | None:
+        if peer == self.id:
+            streams, usage = self.local.lookup(input_stream)
+            return [copy_stream(s) for s in streams], usage
+        return self._call(peer, "LookupStreams", pb.LookupStreamsRequest(input_json=input_to_wire(input_stream)),
+                          lambda r: ([stream_from_json(j) for j in json.loads(r.streams_json)],
+                                     json.loads(r.usage_json)), required=False)
+
+    def statistics(self, peer: str, name: str) -> dict:
+        if peer == self.id:
+            return self.local.statistics(name)
+        got = self._call(peer, "GetStatistics", pb.GetStatisticsRequest(stream=name),
+                         lambda r: json.loads(r.json), required=True)
+        assert got is not None
+        return got
+
+    def announce(self, peer: str, stream: NetworkStream) -> list[Waiting] | None:
+        if peer == self.id:
+            return self.local.announce(copy_stream(stream))
+        return self._call(peer, "AnnounceStream",
+                          pb.AnnounceStreamRequest(stream_json=json.dumps(stream_to_json(stream))),
+                          lambda r: waiting_from_wire(r.waiting_json), required=False)
+
+    def activate(self, peer: str, subscription: str) -> None:
+        if peer == self.id:
+            self.local.activate(subscription)
+            return
+        self._call(peer, "Activate", pb.ActivateRequest(subscription=subscription), lambda r: None,
+                   required=False)
+
+    def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
+                target: str, version: int | None = None, attach: dict | None = None) -> Reserved:
+        if peer == self.id:
+            return self.local.reserve(txn, [copy_stream(s) for s in streams], subscription, target,
+                                      version, attach)
+        got = self._call(peer, "Reserve", pb.ReserveRequest(
+            transaction=txn, part_json=part_to_wire(streams, subscription, target, version, attach)),
+            lambda r: Reserved.of(r.ok, r.reason, json.loads(r.answer_json or "{}")), required=False)
+        return got if got is not None else Reserved(False, f"{peer} is unreachable ({self.unreachable[peer]})")
+
+    def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
+               required: bool, replay: dict[str, int] | None = None,
+               since: dict[str, float] | None = None) -> Committed:
+        if peer == self.id:
+            return Committed.of(self.local.commit(txn, subscription, lineage, replay, since), self.epoch)
+        got = self._call(peer, "Commit", pb.CommitRequest(
+            transaction=txn, commit_json=commit_to_wire(subscription, lineage, replay, since)),
+            lambda r: Committed.of(json.loads(r.starts_json or "{}"), r.incarnation), required=required)
+        return got or Committed({})
+
+    def abort(self, peer: str, txn: str) -> bool | None:
+        if peer == self.id:
+            return self.local.abort(txn)
+        return self._call(peer, "Abort", pb.AbortRequest(transaction=txn), lambda r: r.hold_lapsed,
+                          required=False)
+
+    def remove(self, peer: str, subscription: str) -> list[str] | None:
+        if peer == self.id:
+            return self.local.remove(subscription)
+        return self._call(peer, "Remove", pb.RemoveRequest(subscription=subscription),
+                          lambda r: list(r.removed), required=False)
+
+    def truncate(self, peer: str, stream: str, last: str) -> None:
+        if peer == self.id:
+            self.local.truncate(stream, last)
+            return
+        self._call(peer, "Truncate", pb.TruncateRequest(stream=stream, peer=last), lambda r: None,
+                   required=False)
+
+    # ------------------------------------------------------------------ heartbeats
+
+    def heartbeat_round(self, peers: list[str]) -> dict[str, tuple[dict, list[NetworkStream], dict[str, int]]]:
+        """Ask every other peer at once how it is: (its usage report, the originals registered
+        there, its subscriptions' pins: ``history.bounds``) per peer that answered. Answers and silences go to the failure detector; a
+        round takes at most one heartbeat interval, however many peers are silent."""
+        request = pb.HeartbeatRequest(sender=self.id)
+        timeout = min(HEARTBEAT_TIMEOUT_S, self.detector.settings.interval_s)
+        calls = {}
+        for peer in peers:
+            if peer == self.id or self._stop.is_set():
+                continue
+            try:
+                calls[peer] = self.stub(peer).Heartbeat.future(request, timeout=timeout)
+            except ValueError:  # channel closed: stopping
+                return {}
+        replies: dict[str, tuple[dict, list[NetworkStream], dict[str, int]]] = {}
+        for peer, call in calls.items():
+            try:
+                reply = call.result()
+            except grpc.RpcError as exc:
+                if self._stop.is_set():
+                    return replies  # our channels are closing: not the peers' silence
+                reason = f"{exc.code().name}: {exc.details()}"
+                self.unreachable[peer] = reason
+                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    self.detector.missed(peer, time.time(), reason)
+                else:  # it answered, with an error: alive
+                    self.detector.heard(peer, time.time())
+                continue
+            except (ValueError, grpc.FutureCancelledError):  # stopping
+                continue
+            self.unreachable.pop(peer, None)
+            self.detector.heard(peer, time.time(), frozenset(reply.hears), reply.incarnation)
+            usage = json.loads(reply.usage_json) if reply.usage_json else {}
+            originals = [stream_from_json(j) for j in json.loads(reply.originals_json or "[]")]
+            pins = {str(k): int(v) for k, v in json.loads(reply.pins_json or "{}").items()}
+            replies[peer] = (usage, originals, pins)
+        return replies
+
+    def status(self) -> dict:
+        return {
+            "links": {f"{self.id}->{n}": {"items": c.items, "bytes": c.bytes, "batches": c.batches,
+                                          "errors": c.errors, "last_error": c.last_error,
+                                          "dropped": c.dropped, "held_items": c.held_items,
+                                          "held_bytes": c.held_bytes, "peak_held_bytes": c.peak_held_bytes}
+                      for n, c in self.link_counters.items()},
+            "unreachable_peers": dict(self.unreachable),
+            "peers_last_heard_s_ago": {p: round(time.time() - h.last_heard, 1)
+                                       for p, h in self.detector.peers.items() if h.last_heard is not None},
+            "failure_detector": self.detector.status(time.time()),
+        }

@@ -1,0 +1,242 @@
+"""gRPC servicers: one method per RPC, thin over ``Node``; errors become status codes. Thin-peer
+calls are checked against the caller's token (``security.access``), super-peer calls against the caller's
+backbone certificate (``security.tls``)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+
+import grpc
+
+from proto import streamglobe_pb2 as pb
+from proto import streamglobe_pb2_grpc as pb_grpc
+
+from ..node import Node, NodeError
+from ..security.access import Access, UserQuotas
+from ..security.audit import deny
+from ..security.peer_access import owner_of
+from ..security.tls import Security, peer_identity
+from ..subscriptions.approximation import CONFIDENCE
+from ..subscriptions.record import past_text
+
+log = logging.getLogger("streamglobe.superpeer")
+MAX_WAIT_MS = 30_000  # a result read waits at most this long for new results
+
+
+def _handled(method):
+    """NodeError → its status code; anything unexpected → INTERNAL with the reason (logged),
+    so that a bad request never takes the daemon down. Methods raise NodeError and never call
+    ``context.abort`` themselves: abort raises a bare exception, which the generic handler
+    would turn into an INTERNAL error without the message."""
+
+    @functools.wraps(method)
+    def wrapper(self, request, context):
+        try:
+            return method(self, request, context)
+        except NodeError as exc:
+            context.abort(getattr(grpc.StatusCode, exc.code, grpc.StatusCode.UNKNOWN), exc.message)
+        except Exception as exc:  # noqa: BLE001 - the daemon must keep serving
+            log.exception("%s failed", method.__name__)
+            context.abort(grpc.StatusCode.INTERNAL,
+                          f"{method.__name__} failed: {type(exc).__name__}: {exc}")
+
+    return wrapper
+
+
+class ThinPeerService(pb_grpc.ThinPeerServicer):
+    def __init__(self, node: Node, security: Security | None = None, quotas: UserQuotas | None = None) -> None:
+        self.node = node
+        self.access = Access(node, security, quotas)
+
+    @_handled
+    def RegisterStream(self, request, context):
+        grant = self.access.grant(context, "RegisterStream")
+        self.access.register(grant, request.name)
+        history = self.node.register_stream(request.name, request.root, request.item, request.rate,
+                                            request.event_time, request.event_time_rate or 1.0,
+                                            publisher=grant.user, history=request.history)
+        return pb.RegisterStreamReply(stream=request.name, superpeer=self.node.id, history=history,
+                                      max_item_bytes=self.node.state.limits.max_item_bytes,
+                                      next_position=self.node.data.next_position(request.name))
+
+    @_handled
+    def Publish(self, request, context):
+        self.access.publish(self.access.grant(context, "Publish"), request.stream, len(request.items))
+        # items arrive as bytes: one that is not UTF-8 is rejected alone, with its number
+        done = self.node.publish(request.stream, list(request.items), request.first_sequence,
+                                 request.position if request.HasField("position") else None)
+        return pb.PublishReply(accepted=done.accepted, rejected=done.rejected, rejections=done.reasons,
+                               next_position=done.next_position, duplicates=done.duplicates)
+
+    @_handled
+    def CloseStream(self, request, context):
+        self.access.close(self.access.grant(context, "CloseStream"), request.stream)
+        return pb.CloseStreamReply(items=self.node.close_stream(request.stream))
+
+    @_handled
+    def Subscribe(self, request, context):
+        grant = self.access.grant(context, "Subscribe")
+        self.access.subscribe(grant)
+        try:
+            record = self.node.subscribe(request.query, request.strategy, request.wait_for_streams,
+                                         cancelled=lambda: not context.is_active(),
+                                         time_remaining=context.time_remaining(), user=grant.user,
+                                         from_start=request.from_start,
+                                         since_s=request.since_s if request.HasField("since_s") else None,
+                                         approximate=request.approximate,
+                                         confidence=request.confidence if request.HasField("confidence") else CONFIDENCE)
+        finally:
+            self.access.subscribed(grant)
+        return pb.SubscribeReply(subscription=record.runtime.id,
+                                 plan_json=json.dumps(record.plan.to_json() if record.plan else {}),
+                                 description=record.describe(), history=record.history, sample=record.sample)
+
+    @_handled
+    def Unsubscribe(self, request, context):
+        self.access.subscription(self.access.grant(context, "Unsubscribe"), request.subscription, "unsubscribe")
+        return pb.UnsubscribeReply(removed_streams=self.node.unsubscribe(request.subscription))
+
+    @_handled
+    def ReadResults(self, request, context):
+        self.access.subscription(self.access.grant(context, "ReadResults"), request.subscription, "read")
+        buffer, (offset, items, closed, lost) = self.node.read_results(
+            request.subscription, request.offset, request.max_items, min(request.wait_ms, MAX_WAIT_MS) / 1000,
+            request.peek)
+        if buffer.error and closed:
+            raise NodeError(buffer.code or "INTERNAL",
+                            f"subscription {request.subscription} failed: {buffer.error}")
+        record = self.node.control.subscriptions.get(request.subscription)
+        estimates = record.runtime.estimates if record is not None else None
+        past = past_text(self.node.control.past_progress(record)) if record is not None and not closed else ""
+        return pb.ReadResultsReply(offset=offset, items=items, closed=closed, root=buffer.root, past=past,
+                                   dropped=lost, degraded=record.degraded if record is not None else "",
+                                   approximation=estimates.xml(offset, len(items), closed) if estimates else "")
+
+    @_handled
+    def Status(self, request, context):
+        grant = self.access.grant(context, "Status")
+        return pb.StatusReply(json=json.dumps(self.access.status(grant, self.node.status())))
+
+
+def _peers_only(method):
+    """Super-peer calls: on a secure network the caller must present a certificate of this
+    backbone's CA naming one of its super-peers (mutual TLS on the peer address); its id is
+    passed on (None on an insecure network)."""
+
+    @functools.wraps(method)
+    def wrapper(self, request, context):
+        caller = None
+        if self.security is not None:
+            caller = peer_identity(context)
+            if caller is None or caller not in self.node.topology.backbone.peers:
+                raise deny(caller or "", f"{method.__name__} from {context.peer()}",
+                           f"{method.__name__} is a super-peer call: it needs a certificate of this backbone "
+                           "naming one of its super-peers, on the peer address")
+        return method(self, request, context, caller)
+
+    return wrapper
+
+
+class SuperPeerService(pb_grpc.SuperPeerServicer):
+    def __init__(self, node: Node, security: Security | None = None) -> None:
+        self.node = node
+        self.security = security
+
+    @_handled
+    @_peers_only
+    def LookupStreams(self, request, context, caller):
+        streams, usage = self.node.lookup(request.input_json)
+        return pb.LookupStreamsReply(streams_json=streams, usage_json=usage)
+
+    @_handled
+    @_peers_only
+    def GetStatistics(self, request, context, caller):
+        return pb.GetStatisticsReply(json=self.node.statistics_json(request.stream))
+
+    @_handled
+    @_peers_only
+    def AnnounceStream(self, request, context, caller):
+        return pb.AnnounceStreamReply(waiting_json=self.node.announce(request.stream_json, caller))
+
+    @_handled
+    @_peers_only
+    def Activate(self, request, context, caller):
+        ok, reason = self.node.activate(request.subscription)
+        return pb.ActivateReply(ok=ok, reason=reason)
+
+    @_handled
+    @_peers_only
+    def Reserve(self, request, context, caller):
+        got = self.node.reserve(request.transaction, request.part_json, caller)
+        return pb.ReserveReply(ok=got.ok, reason=got.reason, answer_json=json.dumps(got.to_json()))
+
+    @_handled
+    @_peers_only
+    def Commit(self, request, context, caller):
+        starts, incarnation = self.node.commit(request.transaction, request.commit_json, caller)
+        return pb.CommitReply(starts_json=starts, incarnation=incarnation)
+
+    @_handled
+    @_peers_only
+    def Abort(self, request, context, caller):
+        return pb.AbortReply(hold_lapsed=self.node.abort(request.transaction, caller))
+
+    @_handled
+    @_peers_only
+    def Remove(self, request, context, caller):
+        if caller is not None and owner_of(request.subscription) != caller:
+            raise deny(caller, f"Remove {request.subscription}",
+                       f"{caller} may remove only its own subscriptions' streams ({caller}-…)")
+        return pb.RemoveReply(removed=self.node.remove(request.subscription))
+
+    @_handled
+    @_peers_only
+    def Truncate(self, request, context, caller):
+        entry = self.node.state.table.get(request.stream)
+        if caller is not None and entry is not None and caller in entry.route[1:]:
+            previous = entry.route[entry.route.index(caller) - 1]
+            if request.peer != previous:  # a peer cuts the route only back to the one before it
+                raise deny(caller, f"Truncate {request.stream} to {request.peer}",
+                           f"{caller} may cut the route of {request.stream} only back to {previous}")
+        elif caller is not None and entry is not None and entry.route[-1] != request.peer:
+            # (a peer cut away already asks the others too: that is a no-op, and answered so)
+            raise deny(caller, f"Truncate {request.stream}", f"{caller} is not on the route of {request.stream}")
+        self.node.truncate(request.stream, request.peer)
+        return pb.TruncateReply()
+
+    @_handled
+    @_peers_only
+    def Transfer(self, request, context, caller):
+        if caller is not None and request.sender != caller:
+            raise deny(caller, f"Transfer of {request.stream}", f"{caller} sent a transfer naming "
+                                                                f"{request.sender or 'no sender'} as its sender")
+        watermark = (request.watermark_path, request.watermark) if request.watermark_path else None
+        acknowledged = self.node.transfer(request.stream, list(request.items), request.end,
+                                          request.sender, request.sender_epoch, request.first_sequence,
+                                          watermark)
+        return pb.TransferReply(acknowledged=acknowledged)
+
+    @_handled
+    @_peers_only
+    def Heartbeat(self, request, context, caller):
+        usage, originals, hears, incarnation, pins = self.node.heartbeat_reply()
+        return pb.HeartbeatReply(superpeer=self.node.id, usage_json=usage, originals_json=originals,
+                                 hears=hears, incarnation=incarnation, pins_json=pins)
+
+
+def refused_super_peer_calls(peer: str) -> grpc.GenericRpcHandler:
+    """On the thin-peer address, every super-peer call is refused with PERMISSION_DENIED (and
+    logged): they are taken only on the peer address, from a backbone certificate."""
+    service = pb.DESCRIPTOR.services_by_name["SuperPeer"]
+
+    def refuse(name: str):
+        def handler(request: bytes, context):
+            err = deny("", f"{name} from {context.peer()} at {peer}'s thin-peer address",
+                       f"{name} is a super-peer call: it is taken only on the peer address, with a "
+                       "certificate of the backbone naming one of its super-peers")
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, err.message)
+        return grpc.unary_unary_rpc_method_handler(handler)
+
+    return grpc.method_handlers_generic_handler(service.full_name, {m.name: refuse(m.name) for m in service.methods})

@@ -1,0 +1,113 @@
+"""A subscription as its registering super-peer keeps it: runtime, plan, inputs, and its health
+(``route_health``, ``recovery.replanning``) — what ``status`` shows of it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from sharing.planner import Plan, Strategy
+from sharing.replay import ReplayInput
+from sharing.stream_table import NetworkStream
+
+from .runtime import SubscriptionRuntime
+
+
+@dataclass
+class SubscriptionRecord:
+    runtime: SubscriptionRuntime
+    plan: Plan | None  # None while waiting for a stream to be registered
+    inputs: dict[str, str]  # variable -> delivered stream id
+    strategy: Strategy = Strategy.SHARING
+    waiting_for: tuple[str, ...] = ()
+    error: str = ""
+    registered_at: float = field(default_factory=time.time)
+    paths: tuple[tuple[str, ...], ...] = ()  # the peers its items pass, per input (route_health)
+    degraded: str = ""  # why its items cannot reach it now ("" while they can)
+    degraded_since: float | None = None
+    query: str = ""
+    user: str = ""  # who created it: the only one (with admins) who may read or end it
+    from_start: bool = False  # over the past its streams' logs hold, then live (``subscribe --from-start``)
+    since_s: float | None = None  # ... of the last so many seconds only (``subscribe --since``)
+    history: str = ""  # what it was told of how far back its streams' histories went
+    # over the past: original -> (the copy its replay reaches this peer on, its first item, the
+    # items logged when it was installed): how far the replay has come (``past_progress``)
+    past: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    approximate: bool = False  # may be planned on a sample when the network cannot carry it whole
+    sample: int = 1  # planned on a 1/sample sample of its input (``Planner.subscribe``)
+    # Planned again after a failure (``recovery.replanning``): each new plan installs its streams under a
+    # new plan id ``sid~xxxxxx`` (``owner``); ``stale`` are earlier plan ids (and attempts) some
+    # peer may still hold.
+    owner: str = ""
+    stale: list[str] = field(default_factory=list)
+    starts: dict[str, int] = field(default_factory=dict)  # original -> items logged at installation
+    chains: dict[str, ReplayInput] = field(default_factory=dict)  # variable -> what it read (exact)
+    incarnations: dict[str, str] = field(default_factory=dict)  # path peer -> process at install
+    recovering: bool = False  # its path is broken: a new plan is wanted
+    replanning: bool = False  # the recovery worker is installing a new plan
+    replans: int = 0
+    replaced: Plan | None = None  # the plan a re-plan replaces, until one is in (its streams still are)
+    last_failure: str = ""
+
+    @property
+    def plan_id(self) -> str:
+        """Whose streams the current plan's are, at every peer (``users``)."""
+        return self.owner or self.runtime.id
+
+    def describe(self) -> str:
+        if self.plan is not None:
+            return self.plan.describe()
+        if self.error:
+            return f"{self.runtime.id}: {self.error}"
+        names = ", ".join(f'"{n}"' for n in self.waiting_for)
+        return (f"{self.runtime.id}: waiting for stream {names} to be registered (no super-peer "
+                "has it yet); it is planned and installed before the first item is published")
+
+    def status(self) -> dict:
+        """What ``status`` shows of it."""
+        return {"inputs": self.inputs, "query": self.query, "user": self.user, "strategy": self.strategy,
+                "health": health(self),
+                # where a re-plan recomputes it from (``sharing.replay``)
+                "replay_from": {v: {"log_item": c.start, "levels": [lv.first for lv in c.levels],
+                                    "read": c.read} for v, c in self.chains.items()},
+                "plan": self.plan.to_json() if self.plan else None,
+                "waiting_for": list(self.waiting_for), "plan_error": self.error, "sample": self.sample,
+                "intervals": self.runtime.estimates.status() if self.runtime.estimates else None,
+                **self.runtime.buffer.status()}
+
+
+def past_progress(record: SubscriptionRecord, reached: dict[str, int]) -> dict[str, dict]:
+    """Per stream whose past the subscription is still receiving, how far its replay has come:
+    ``reached``, the next item of each stream that has passed this peer (``positions``). The
+    past ends at the items logged when it was installed (later ones are its live part)."""
+    out = {}
+    for name, (copy, first, until) in sorted(record.past.items()):
+        at = max(first, reached.get(copy, first))
+        if at < until:
+            out[name] = {"first_item": first, "next_item": at, "live_from": until,
+                         "fraction": round((at - first) / (until - first), 4)}
+    return out
+
+
+def past_text(progress: dict[str, dict]) -> str:
+    """``past_progress`` for people ("": caught up with every stream's past)."""
+    return "; ".join(f"{name}: {p['next_item'] - p['first_item']:,} of {p['live_from'] - p['first_item']:,} "
+                     f"past items replayed ({int(100 * p['fraction'])}%)" for name, p in progress.items())
+
+
+def health(record: SubscriptionRecord) -> dict:
+    since = (None if record.degraded_since is None else
+             datetime.fromtimestamp(record.degraded_since, timezone.utc).isoformat(timespec="milliseconds"))
+    history = {"replans": record.replans, "last_failure": record.last_failure}
+    if record.degraded:
+        return {"state": "degraded", "since": since, "reason": record.degraded, **history}
+    return {"state": "ok" if record.plan is not None else "waiting", "since": since, **history}
+
+
+def replaced_by(stream: NetworkStream, plan_id: str) -> bool:
+    """Whether only earlier plans of ``plan_id``'s subscription use ``stream`` (plan ids are
+    ``sid`` and ``sid~xxxxxx``): a new plan of it may take what that stream holds."""
+    base = plan_id.split("~", 1)[0]
+    return (bool(stream.users) and plan_id not in stream.users
+            and all(u.split("~", 1)[0] == base for u in stream.users))

@@ -1,0 +1,220 @@
+"""The results of a subscription at its super-peer, waiting for their reader.
+
+Results wait in a buffer bounded in items; a thin peer reads them from an offset, in replies
+bounded in bytes, and can come back later (resume). Once the stream has ended and the evaluation
+is over, the results are released when a reader has read them all or after
+``finished_retention_s``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+import weakref
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..data.items import utf8_size
+from ..data.limits import ENVELOPE, MESSAGE_LIMIT, DataLimits
+from ..history.state_store import StateStore
+
+MAX_RESULT_ITEM_BYTES = MESSAGE_LIMIT - ENVELOPE  # what one ReadResults reply can carry
+
+
+FORGET_EVERY = 1000  # stored results dropped by retention are deleted in steps of this many
+
+
+STORE_EVERY = 256  # results stored in one transaction
+
+
+class ResultTooLarge(Exception):
+    """A result item no ReadResults reply could carry."""
+
+
+@dataclass
+class ResultBuffer:
+    """Serialized result items with offsets; the oldest are dropped beyond ``retention``.
+
+    A read returns at most ``max_read_bytes`` (but always one item, if there is one), so that a
+    reply stays below the gRPC message limit whatever the items' sizes. A failed subscription
+    keeps its error and the gRPC status code that says what kind of failure it was.
+    """
+
+    retention: int
+    root: str
+    max_read_bytes: int = DataLimits.max_read_bytes
+    base: int = 0  # offset of items[0]
+    items: deque = field(default_factory=deque)
+    sizes: deque = field(default_factory=deque)  # UTF-8 bytes of each item
+    held_bytes: int = 0
+    closed: bool = False
+    error: str = ""
+    code: str = ""  # gRPC status code name of ``error``
+    dropped: int = 0  # by the retention bound
+    released: int = 0  # after the end, read or kept for the retention period
+    delivered: int = 0  # the subscriber's offset: every result before it was read
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    # where the results survive a restart (``state_store``), and under which subscription;
+    # stored in batches: results are a function of the replayed inputs, so those a crash loses
+    # before they are stored are recomputed after the restart (and read at the same offsets)
+    store: StateStore | None = None
+    sid: str = ""
+    unstored: list = field(default_factory=list)  # (index, item) not stored yet
+    store_on_read: bool = False  # results handed to a reader are stored first (approximate ones)
+
+    @property
+    def end(self) -> int:
+        """The number the next result gets."""
+        return self.base + len(self.items)
+
+    def append(self, item: str) -> None:
+        self.offer(self.end, item)
+
+    def offer(self, index: int, item: str) -> bool:
+        """Add result number ``index`` unless it is already here: a subscription planned again
+        recomputes its results from the stream's first item, and those it had are skipped.
+        (Results are a deterministic function of the inputs, so number ``index`` is the same
+        item whoever computes it.)"""
+        size = utf8_size(item)
+        if size > MAX_RESULT_ITEM_BYTES:
+            raise ResultTooLarge(f"result item {index} is {size:,} bytes; a "
+                                 f"reply carries at most {MAX_RESULT_ITEM_BYTES:,}")
+        with self.cond:
+            if index != self.end or self.closed:
+                return False
+            if self.store is not None:
+                self.unstored.append((index, item))
+                if len(self.unstored) >= STORE_EVERY:
+                    self._store()
+            self.items.append(item)
+            self.sizes.append(size)
+            self.held_bytes += size
+            while len(self.items) > self.retention:
+                self._pop()
+                self.dropped += 1
+                if self.store is not None and self.base % FORGET_EVERY == 0:
+                    self._store()
+                    self.store.forget_results(self.sid, self.base)
+            self.cond.notify_all()
+            return True
+
+    def restore(self, base: int, items: list[str], closed: bool, error: str, code: str) -> None:
+        """Take back what a restarted super-peer had stored."""
+        with self.cond:
+            self.base = base
+            self.items = deque(items)
+            self.sizes = deque(utf8_size(x) for x in items)
+            self.held_bytes = sum(self.sizes)
+            self.closed, self.error, self.code = closed, error, code
+
+    def _pop(self) -> None:
+        self.items.popleft()
+        self.held_bytes -= self.sizes.popleft()
+        self.base += 1
+
+    def close(self, error: str = "", code: str = "") -> None:
+        """End the results, once: a later close (the post-processing thread finishing after
+        the subscription failed) keeps the first reason."""
+        with self.cond:
+            if self.closed:
+                return
+            self.closed = True
+            if error or not self.error:  # a later, clean end does not hide an earlier failure
+                self.error = error
+                self.code = code or ("INTERNAL" if error else "")
+            if self.store is not None:
+                self._store()
+                self.store.end_subscription(self.sid, self.error, self.code)
+            self.cond.notify_all()
+
+    def release(self) -> None:
+        """Free the results of an ended subscription (offsets stay: later reads are told how
+        many items they missed, as for retention drops)."""
+        with self.cond:
+            self.released += len(self.items)
+            while self.items:
+                self._pop()
+            if self.store is not None:
+                self._store()
+                self.store.forget_results(self.sid, self.base)
+            self.cond.notify_all()
+
+    def _store(self) -> None:
+        """Called with ``cond`` held."""
+        if self.unstored and self.store is not None:
+            self.store.add_results(self.sid, self.unstored)
+            self.unstored = []
+
+    def read(self, offset: int, max_items: int, wait_s: float, peek: bool = False
+             ) -> tuple[int, list[str], bool, int]:
+        """(offset of the first returned item, items, closed-and-drained, dropped before it).
+        A read from the end of an ended subscription confirms everything was read: the
+        results are released. A ``peek`` (someone looking on) confirms nothing."""
+        with self.cond:
+            if not peek:
+                self.delivered = max(self.delivered, offset)
+            end = self.base + len(self.items)
+            if offset >= end and not self.closed and wait_s > 0:
+                self.cond.wait_for(lambda: self.base + len(self.items) > offset or self.closed,
+                                   timeout=wait_s)
+                end = self.base + len(self.items)
+            if self.closed and offset >= end and self.items and not peek:
+                self.release()
+            start = max(offset, self.base)
+            lost = max(0, self.base - offset)
+            chunk: list[str] = []
+            size = 0
+            for i in range(start - self.base, min(end - self.base, start - self.base + max_items)):
+                size += self.sizes[i]
+                if chunk and size > self.max_read_bytes:
+                    break
+                chunk.append(self.items[i])
+            if self.store_on_read and chunk and self.unstored and self.unstored[0][0] < start + len(chunk):
+                # what a reader has is stored first: a super-peer started again resumes past it
+                # (an approximate subscription's later windows come with the reader's next read)
+                self._store()
+            drained = self.closed and start + len(chunk) >= end
+            return start, chunk, drained, lost
+
+    def status(self) -> dict:
+        return {"results": self.base + len(self.items), "delivered": self.delivered,
+                "closed": self.closed, "error": self.error,
+                "held": len(self.items), "held_bytes": self.held_bytes,
+                "dropped_by_retention": self.dropped, "released_after_end": self.released}
+
+
+class _Releases:
+    """One thread that releases ended subscriptions' results when their retention is over
+    (a weak reference each: an unsubscribed buffer goes away on its own)."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, weakref.ref]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, buffer: ResultBuffer, after_s: float) -> None:
+        if after_s <= 0:
+            buffer.release()
+            return
+        with self._cond:
+            heapq.heappush(self._heap, (time.monotonic() + after_s, next(self._seq), weakref.ref(buffer)))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="release-results", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    self._cond.wait(self._heap[0][0] - time.monotonic() if self._heap else None)
+                _, _, ref = heapq.heappop(self._heap)
+            buffer = ref()
+            if buffer is not None:
+                buffer.release()
+
+
+RELEASES = _Releases()

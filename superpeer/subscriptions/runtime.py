@@ -1,0 +1,210 @@
+"""A subscription at its super-peer: live post-processing into its result buffer (``results``).
+
+The subscriber's super-peer runs the subscription's post-processing (restructuring, conditions
+not applied upstream, joins) with the reference evaluator over *live* inputs: each input is a
+blocking feed the data plane appends to, so results appear while the stream flows. An input
+the evaluation reads once (the first clause of a top-level FLWR) lets go of each item as it is
+read; one read again for every outer binding (a join's inner input) keeps what it received.
+Once the stream has ended and the evaluation is over, the inputs are freed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from functools import partial
+from typing import Iterator
+
+from sharing.analysis import Analysis
+from sharing.estimates import asked_partials
+from wxquery import ast
+from wxquery.evaluator import post_process
+
+from ..data.limits import DataLimits
+from .approximation import CONFIDENCE, LiveEstimates
+from .results import RELEASES, ResultBuffer, ResultTooLarge
+
+log = logging.getLogger("streamglobe.superpeer")
+
+
+class BlockingFeed:
+    """An iterable input that blocks for more items until the stream ends.
+
+    A replayable feed can be iterated several times (a join's inner input): later iterations
+    replay what was already received, then wait for more like the first. A single-pass feed
+    hands each item over once and keeps nothing that was read.
+    """
+
+    def __init__(self, replay: bool = True) -> None:
+        self._items: list = []
+        self._ended = False
+        self._discarded = False
+        self._replay = replay
+        self._iterated = False
+        self._cond = threading.Condition()
+
+    def feed(self, values: list, end: bool = False) -> None:
+        with self._cond:
+            if self._discarded:
+                return
+            self._items.extend(values)
+            self._ended = self._ended or end
+            self._cond.notify_all()
+
+    def discard(self) -> None:
+        """Nothing will read this input any more: free what it holds, ignore what comes."""
+        with self._cond:
+            self._discarded = self._ended = True
+            self._items = []
+            self._cond.notify_all()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator:
+        if not self._replay:
+            return self._drain()
+        return self._replayed()
+
+    def _drain(self) -> Iterator:
+        with self._cond:
+            if self._iterated:
+                raise RuntimeError("a single-pass input was read twice")
+            self._iterated = True
+        while True:
+            with self._cond:
+                while not self._items and not self._ended:
+                    self._cond.wait()
+                if not self._items:
+                    return
+                batch, self._items = self._items, []
+            yield from batch
+
+    def _replayed(self) -> Iterator:
+        i = 0
+        while True:
+            with self._cond:
+                while i >= len(self._items) and not self._ended:
+                    self._cond.wait()
+                if i >= len(self._items):
+                    return
+                batch = self._items[i:]
+            i += len(batch)
+            yield from batch
+
+
+def single_pass_clauses(body: ast.Expr) -> set[int]:
+    """Ids of the for clauses the evaluation iterates once: the first clause of each FLWR that
+    is not inside another FLWR (element constructors, sequences and if-branches at the top
+    are evaluated once). Any other clause runs once per binding of the clauses around it."""
+    found: set[int] = set()
+
+    def walk(e: ast.Expr) -> None:
+        if isinstance(e, ast.FLWR):
+            if e.clauses and isinstance(e.clauses[0], ast.ForClause):
+                found.add(id(e.clauses[0]))
+        elif isinstance(e, ast.IfExpr):
+            walk(e.then)
+            walk(e.otherwise)
+        elif isinstance(e, ast.SequenceExpr):
+            for item in e.items:
+                walk(item)
+        elif isinstance(e, ast.ElementConstructor):
+            for part in e.content:
+                if isinstance(part, ast.ElementConstructor):
+                    walk(part)
+                elif isinstance(part, ast.Enclosed):
+                    walk(part.expr)
+
+    walk(body)
+    return found
+
+
+
+
+
+
+
+
+
+
+class SubscriptionRuntime:
+    """Post-processing of one subscription over its live inputs, in its own thread."""
+
+    def __init__(self, sid: str, analysis: Analysis, retention: int,
+                 limits: DataLimits | None = None, buffer: ResultBuffer | None = None) -> None:
+        """``buffer``: the results of an earlier runtime of the same subscription (planned
+        again): this one recomputes them from the first input item and adds only new ones."""
+        self.id = sid
+        self.analysis = analysis
+        self.limits = limits or DataLimits()
+        props = analysis.properties
+        self.clauses = {b.name: b.clause for b in analysis.checked.clauses.values()
+                        if b.kind != "aggregate"}
+        once = single_pass_clauses(analysis.checked.query.body)
+        self.feeds = {inp.variable: BlockingFeed(replay=id(self.clauses[inp.variable]) not in once)
+                      for inp in props.inputs}
+        root = analysis.query.root_name or "results"
+        self.buffer = buffer or ResultBuffer(retention, root, self.limits.max_read_bytes)
+        self._evaluation = post_process(
+            analysis.checked, {id(self.clauses[v]): f for v, f in self.feeds.items()},
+            props.applied_upstream, props.aggregated_upstream)
+        self._stopped = False
+        self.sample = 1  # its plan reads a 1/sample sample of its input (``--approximate``)
+        self.estimates: LiveEstimates | None = None  # the intervals of its windows when sampled
+        self.confidence = CONFIDENCE  # of those intervals (``subscribe --confidence``)
+        self.thread = threading.Thread(target=self._run, name=f"post-{sid}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def ensure_estimates(self) -> LiveEstimates | None:
+        """The intervals of a subscription on a sample (``sample`` > 1), with those stored
+        before a restart: made as soon as the rate is known, so that results read back after a
+        restart come with their windows' intervals before anything new is fed."""
+        if self.sample > 1 and (self.estimates is None or self.estimates.rate != self.sample):
+            store = self.buffer.store
+            self.estimates = LiveEstimates(self.sample, {i.variable: asked_partials(i)
+                                                         for i in self.analysis.properties.inputs},
+                                           self.confidence, store and partial(store.add_intervals, self.id))
+            if store is not None:
+                self.buffer.store_on_read = True  # (a reader's next intervals come after what it has)
+                try:
+                    self.estimates.restore(store.intervals(self.id))
+                except Exception:  # noqa: BLE001 - intervals lost are said in the log, results go on
+                    log.exception("the stored intervals of %s could not be read", self.id)
+        return self.estimates
+
+    def feed(self, variable: str, values: list, end: bool) -> None:
+        estimates = self.ensure_estimates()
+        if estimates is not None:  # window records of a sample: the whole stream's estimates, intervals kept
+            values = estimates.scale(variable, values, self.buffer.end)
+        self.feeds[variable].feed(values, end)
+
+    def stop(self) -> None:
+        """Nobody will read the results (unsubscribed, or failed): drop the inputs not yet
+        evaluated instead of working through them, so that the thread ends at once."""
+        self._stopped = True
+        for f in self.feeds.values():
+            f.discard()
+
+    def _run(self) -> None:
+        error, code = "", ""
+        try:
+            for index, item in enumerate(self._evaluation.serialized_items()):
+                if self._stopped:
+                    break
+                self.buffer.offer(index, item)
+        except ResultTooLarge as exc:
+            error, code = str(exc), "RESOURCE_EXHAUSTED"
+        except Exception as exc:  # a bad item must not kill the daemon; the reader is told
+            error, code = f"post-processing failed: {type(exc).__name__}: {exc}", "INTERNAL"
+        finally:
+            # the evaluation is over: its inputs and state are freed, whatever still arrives
+            for f in self.feeds.values():
+                f.discard()
+            self._evaluation = None
+        if self._stopped:
+            return  # unsubscribed, failed, or replaced by a runtime planned again: not its end
+        self.buffer.close(error, code)
+        RELEASES.schedule(self.buffer, self.limits.finished_retention_s)

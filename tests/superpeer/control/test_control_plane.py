@@ -1,0 +1,164 @@
+"""The control plane without gRPC: registration, planning over a snapshot, two-phase install
+(reserve → commit | abort → re-plan), unsubscribe and route truncation — real parts of eight
+super-peers in one process, joined by a fake of the peer transport."""
+
+from __future__ import annotations
+
+import pytest
+from superpeer_fakes import FakeNetwork, in_process_network
+
+from photons.generator import generate
+from sharing.planner import Planner
+from sharing.scenarios import paper_query
+from superpeer.control.control_plane import REPLANS
+from superpeer.errors import NodeError
+
+PHOTONS = [p.to_xml() for p in generate(300, seed=5)]
+
+
+@pytest.fixture
+def network():
+    net = in_process_network()
+    sp4 = net.peers["SP4"]
+    sp4.control.register_stream("photons", "photons", "photon", rate=100)
+    sp4.data.publish("photons", PHOTONS[:200])  # statistics before any subscription
+    net.calls.clear()
+    yield net
+    for p in net.peers.values():
+        p.stop()
+
+
+def subscribe(net: FakeNetwork, peer: str, query: str):
+    return net.peers[peer].control.subscribe(query)
+
+
+def commit_peers(net: FakeNetwork, subscription: str) -> set[str]:
+    return {c.peer for c in net.calls_of("commit") if c.args[1] == subscription}
+
+
+def test_registration_is_announced_to_every_peer():
+    net = in_process_network()
+    net.peers["SP2"].control.register_stream("s", "r", "i", rate=1)
+    assert {c.peer for c in net.calls_of("announce")} == set(net.backbone.peers) - {"SP2"}
+    assert all("s" in p.state.known_originals for p in net.peers.values())
+    assert [s.id for s in net.peers["SP2"].state.table] == ["s"]
+    assert not any(len(p.state.table) for name, p in net.peers.items() if name != "SP2")
+
+
+def test_commit_goes_only_to_the_peers_a_plan_touches(network):
+    q1 = subscribe(network, "SP1", paper_query(1))
+    (part1,) = q1.plan.parts
+    assert part1.route == ("SP4", "SP5", "SP1")
+    # reserved on the new stream's route; the original's peer SP4 holds the reused stream
+    assert commit_peers(network, q1.runtime.id) == {"SP4", "SP5", "SP1"}
+    network.calls.clear()
+    q2 = subscribe(network, "SP7", paper_query(2))
+    (part2,) = q2.plan.parts
+    assert (part2.reused, part2.reuse_peer) == (part1.result_stream, "SP5")
+    reserved = {c.peer for c in network.calls_of("reserve")}
+    assert reserved == {"SP5", "SP7"}
+    # q1's stream is at SP4, SP5, SP1 and its parent "photons" at SP4: they count the new user
+    assert commit_peers(network, q2.runtime.id) == {"SP1", "SP4", "SP5", "SP7"}
+    for peer in ("SP0", "SP2", "SP3", "SP6"):
+        assert not [c for c in network.calls_of("commit") if c.peer == peer]
+    for peer in ("SP4", "SP5", "SP1"):
+        entry = network.peers[peer].state.table.get(part1.result_stream)
+        assert entry is not None and q2.runtime.id in entry.users
+    assert q2.runtime.id in network.peers["SP4"].state.table.get("photons").users
+    assert all(not p.participant.pending for p in network.peers.values())
+
+
+def test_refused_reservation_aborts_what_was_reserved_and_replans(network):
+    network.refuse = lambda peer, n: "no room (test)" if (peer, n) == ("SP5", 1) else ""
+    q1 = subscribe(network, "SP1", paper_query(1))
+    reserves = [(c.peer, c.args[0]) for c in network.calls_of("reserve")]
+    first_txn = reserves[0][1]
+    refused_at = [p for p, t in reserves if t == first_txn]
+    assert refused_at[-1] == "SP5"
+    aborted = {c.peer for c in network.calls_of("abort") if c.args[0] == first_txn}
+    assert aborted == set(refused_at[:-1]) and aborted  # only those that had reserved
+    assert not [c for c in network.calls_of("commit") if c.args[0] == first_txn]
+    assert q1.plan is not None and q1.plan.admitted
+    assert len({t for _, t in reserves}) == 2  # planned again, and installed the second time
+    assert all(not p.participant.pending for p in network.peers.values())
+    assert network.peers["SP5"].state.table.get(q1.plan.parts[0].result_stream) is not None
+
+
+def test_reservation_refused_every_time_fails_cleanly(network):
+    network.refuse = lambda peer, n: "no room (test)" if peer == "SP5" else ""
+    with pytest.raises(NodeError) as err:
+        subscribe(network, "SP1", paper_query(1))
+    assert err.value.code == "ABORTED" and "SP5: no room (test)" in err.value.message
+    assert len({c.args[0] for c in network.calls_of("reserve")}) == REPLANS
+    assert not network.calls_of("commit")
+    assert all(not p.participant.pending for p in network.peers.values())
+    assert all(s.original for p in network.peers.values() for s in p.state.table)
+    assert not network.peers["SP1"].control.subscriptions
+
+
+def test_the_planner_runs_without_calling_any_peer(network):
+    real_planners = []
+
+    class Guarded:
+        def __init__(self, view):
+            self.planner = Planner(view.snapshot)
+            real_planners.append(self.planner)
+
+        def subscribe(self, *args, **kwargs):
+            network.forbidden = "planning"
+            try:
+                return self.planner.subscribe(*args, **kwargs)
+            finally:
+                network.forbidden = ""
+
+    for peer in ("SP1", "SP7"):
+        network.peers[peer].control.make_planner = Guarded
+    q1 = subscribe(network, "SP1", paper_query(1))
+    q2 = subscribe(network, "SP7", paper_query(2))
+    assert len(real_planners) == 2
+    assert q2.plan.parts[0].reused == q1.plan.parts[0].result_stream
+
+
+def test_an_unreachable_peer_offers_nothing_to_reuse(network):
+    q1 = subscribe(network, "SP1", paper_query(1))
+    network.down.add("SP5")
+    network.down.add("SP1")
+    network.calls.clear()
+    # SP5 and SP1 hold Query 1's stream, but cannot be asked: Query 2 is planned without them,
+    # and reserving on SP5 (on every route from SP4 to SP7) fails, so it cannot be installed
+    with pytest.raises(NodeError) as err:
+        subscribe(network, "SP7", paper_query(2))
+    assert err.value.code == "ABORTED" and "SP5 is unreachable" in err.value.message
+    network.down.clear()
+    q2 = subscribe(network, "SP7", paper_query(2))
+    assert q2.plan.parts[0].reused == q1.plan.parts[0].result_stream
+
+
+def test_unsubscribe_releases_and_cuts_a_still_used_route_back(network):
+    q1 = subscribe(network, "SP1", paper_query(1))
+    q2 = subscribe(network, "SP7", paper_query(2))
+    q1_stream = q1.plan.parts[0].result_stream
+    removed = network.peers["SP1"].control.unsubscribe(q1.runtime.id)
+    assert removed == []  # Query 2 still reads Query 1's stream at SP5
+    assert {c.peer for c in network.calls_of("remove")} == set(network.backbone.peers)
+    for peer in ("SP4", "SP5"):
+        entry = network.peers[peer].state.table.get(q1_stream)
+        assert entry.route == ("SP4", "SP5") and q1.runtime.id not in entry.users
+    assert network.peers["SP1"].state.table.get(q1_stream) is None
+    removed = network.peers["SP7"].control.unsubscribe(q2.runtime.id)
+    assert q1_stream in removed
+    assert all(s.original for p in network.peers.values() for s in p.state.table)
+    assert all(not p.executor.installed() for p in network.peers.values())
+
+
+def test_a_subscription_waits_for_its_stream_and_is_installed_when_it_is_registered():
+    net = in_process_network()
+    try:
+        record = net.peers["SP1"].control.subscribe(paper_query(1), wait_for_streams=True)
+        assert record.plan is None and record.waiting_for == ("photons",)
+        net.peers["SP4"].control.register_stream("photons", "photons", "photon", rate=100)
+        assert record.plan is not None and record.plan.admitted
+        assert [c.peer for c in net.calls_of("activate")] == ["SP1"]
+    finally:  # its subscription's thread must not outlive the test (the soak test counts them)
+        for p in net.peers.values():
+            p.stop()

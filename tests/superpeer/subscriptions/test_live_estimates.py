@@ -1,0 +1,99 @@
+"""The intervals of a live approximate subscription, by result offset: a read of results
+``[o, o+n)`` carries the windows that arrived at those offsets, each window's once over reads
+that follow one another, all that is left with the read that ends the stream; a window computed
+again (a re-plan recomputes from the start) is not given twice. ``streamglobe subscribe``
+merges the reads' elements into one."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from lxml import etree
+
+from sharing.analysis import analyze
+from superpeer.data.limits import DataLimits
+from superpeer.history.state_store import StateStore
+from superpeer.subscriptions.approximation import LiveEstimates
+from superpeer.subscriptions.results import ResultBuffer
+from superpeer.subscriptions.runtime import SubscriptionRuntime
+from thinpeer.approximation import merged
+from wxquery.operators.records import WindowRecord
+
+ASKED = {"w": (("sum", "en"), ("count", "en"))}
+
+
+def record(k: int, n: int = 10) -> WindowRecord:
+    return WindowRecord(k, {("sum", "en"): 1.5 * n, ("count", "en"): n, ("sumsq", "en"): 2.5 * n})
+
+
+def test_windows_are_read_with_the_results_that_arrived_with_them_once_each() -> None:
+    live = LiveEstimates(4, ASKED)
+    scaled = live.scale("w", [record(0), "an item"], position=0)
+    assert scaled[0].values[("count", "en")] == 40 and ("sumsq", "en") not in scaled[0].values
+    assert scaled[1] == "an item"
+    live.scale("w", [record(1), record(2)], position=3)
+    live.scale("w", [record(3)], position=9)
+    assert {e.window for e in live.between(0, 3, last=False)} == {0}
+    assert {e.window for e in live.between(3, 6, last=False)} == {1, 2}
+    assert live.between(0, 0, last=False) == []  # no results read: nothing yet
+    assert {e.window for e in live.between(9, 0, last=True)} == {3}  # the end: what is left
+    live.scale("w", [record(1), record(2), record(4)], position=12)  # recomputed after a re-plan
+    assert {e.window for e in live.between(12, 5, last=False)} == {4}
+    by_fn = {e.function: e for e in live.between(0, 3, last=False)}
+    assert by_fn["count"].estimate == 40 and by_fn["count"].low < 40 < by_fn["count"].high
+    assert by_fn["avg"].estimate == 1.5 and by_fn["avg"].low < 1.5 < by_fn["avg"].high
+
+
+def test_the_reads_elements_merge_into_one_in_order() -> None:
+    live = LiveEstimates(8, ASKED)
+    live.scale("w", [record(0)], position=0)
+    live.scale("w", [record(5)], position=1)
+    first, second = live.xml(0, 1, last=False), live.xml(1, 1, last=True)
+    whole = etree.fromstring(merged([first, "", second]))
+    ns = {"sg": "urn:streamglobe:approximation"}
+    assert whole.get("sample") == "1/8" and whole.get("rows-read") is None
+    assert [w.get("k") for w in whole.findall("sg:window", ns)] == ["0", "5"]
+    assert merged(["", ""]) == "" and live.xml(2, 5, last=False) == ""
+
+
+def test_intervals_stored_with_the_results_are_not_given_again_after_a_restart(tmp_path) -> None:
+    """A super-peer started again recomputes its subscription's windows from the log: those it
+    had estimated keep the offsets they arrived at; only later windows are new."""
+    store = StateStore(tmp_path)
+    before = LiveEstimates(4, ASKED, persist=partial(store.add_intervals, "s1"))
+    before.scale("w", [record(0)], position=0)
+    before.scale("w", [record(1), record(2)], position=5)
+    store.close()
+    store = StateStore(tmp_path)
+    after = LiveEstimates(4, ASKED, persist=partial(store.add_intervals, "s1"))
+    after.restore(store.intervals("s1"))
+    assert after.between(5, 3, last=False) == before.between(5, 3, last=False)
+    after.scale("w", [record(0), record(1), record(2), record(3)], position=7)  # recomputed
+    assert {e.window for e in after.between(7, 3, last=True)} == {3}
+    assert {e.window for e in after.between(0, 7, last=False)} == {0, 1, 2}
+    assert store.intervals("other") == [] and len(store.intervals("s1")) == 4
+    store.forget_results("s1", 5)  # released results: their intervals go too
+    assert [r[1] for r in store.intervals("s1")] == [1, 2, 3]
+    store.forget_results("s1", 100)  # (but for the last window: which ones were estimated)
+    assert [r[1] for r in store.intervals("s1")] == [3]
+
+
+def test_a_restored_subscription_has_its_intervals_before_anything_is_fed(tmp_path) -> None:
+    """Results read back after a restart, before the re-plan feeds anything, carry their
+    windows' intervals; retention trimming keeps the record of the last window estimated."""
+    store = StateStore(tmp_path)
+    before = LiveEstimates(4, ASKED, persist=partial(store.add_intervals, "s1"))
+    before.scale("w", [record(0), record(1)], position=0)
+    before.scale("w", [record(2)], position=2)
+    store.forget_results("s1", 100)  # every result released: the last window's row stays
+    assert [r[1] for r in store.intervals("s1")] == [2]
+    query = '<r>{ for $w in stream("photons")/photons/photon |count 10 step 10| return <n>{ sum($w/en) }</n> }</r>'
+    buffer = ResultBuffer(100, "r", 1 << 20)
+    buffer.store, buffer.sid = store, "s1"
+    runtime = SubscriptionRuntime("s1", analyze(query), 100, DataLimits(), buffer=buffer)
+    runtime.sample = 4
+    estimates = runtime.ensure_estimates()
+    assert estimates is not None and buffer.store_on_read
+    assert {e.window for e in estimates.between(2, 1, last=False)} == {2}
+    estimates.scale("w", [record(1), record(2), record(3)], position=3)  # recomputed: only 3 is new
+    assert {e.window for e in estimates.between(3, 1, last=True)} == {3}
