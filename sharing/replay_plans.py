@@ -23,32 +23,27 @@ and the subscription is planned again without that copy (``avoid``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from .cost_model import Usage
 from .matching import match_properties
 from .network_state import NetworkStream
+from .plans import Plan, PlanBuilder, PlanPart, RegistrationError, Strategy
 from .properties import InputProperties, Properties
 from .replay import ReplayInput
 
-if TYPE_CHECKING:
-    from .planner import Plan, Planner, PlanPart
 
-
-def replay_plan(planner: "Planner", subscription: str, properties: Properties, target: str,
+def replay_plan(planner: PlanBuilder, subscription: str, properties: Properties, target: str,
                 chains: Mapping[str, ReplayInput] | None = None, share: bool = False,
-                avoid: frozenset[str] = frozenset()) -> "Plan":
+                avoid: frozenset[str] = frozenset()) -> Plan:
     """``Planner.replay_plan``; ``share``: a running replay may serve an input (not those in
     ``avoid``), where that is cheaper."""
-    from .planner import RegistrationError, Strategy  # (the planner calls this module)
-
     if target not in planner.state.backbone.peers:
         raise RegistrationError(f"{target} is not in the backbone that remains")
 
     streams = {inp.input.stream for inp in properties.inputs}
 
     def part_for(at_origin: bool):
-        def fresh_copy(inp: InputProperties, original: NetworkStream, target: str) -> "PlanPart":
+        def fresh_copy(inp: InputProperties, original: NetworkStream, target: str) -> PlanPart:
             if original.origin not in planner.state.backbone.peers:
                 raise RegistrationError(f"{original.origin}, where stream \"{inp.input.stream}\" "
                                         f"is registered, is down")
@@ -65,9 +60,9 @@ def replay_plan(planner: "Planner", subscription: str, properties: Properties, t
             return min([fresh, *shared], key=lambda p: (bool(p.overloads), p.cost))
         return fresh_copy
 
-    plan = planner._plan(subscription, properties, target, Strategy.DATA_SHIPPING, part_for(False))
+    plan = planner.plan(subscription, properties, target, Strategy.DATA_SHIPPING, part_for(False))
     if not plan.admitted:
-        at_origin = planner._plan(subscription, properties, target, Strategy.DATA_SHIPPING, part_for(True))
+        at_origin = planner.plan(subscription, properties, target, Strategy.DATA_SHIPPING, part_for(True))
         if at_origin.admitted:
             plan = at_origin
     for part in plan.parts:
@@ -76,31 +71,29 @@ def replay_plan(planner: "Planner", subscription: str, properties: Properties, t
     return plan
 
 
-def replay_part(planner: "Planner", original: NetworkStream, target: str, inp: InputProperties,
-                levels: list[tuple[InputProperties, str, tuple]], at_origin: bool) -> "PlanPart":
+def replay_part(planner: PlanBuilder, original: NetworkStream, target: str, inp: InputProperties,
+                levels: list[tuple[InputProperties, str, tuple]], at_origin: bool) -> PlanPart:
     """A new copy of the original, then one computed stream per level (properties, kind,
     operators): the copy routed to ``target`` and the levels there, or (``at_origin``) the copy
     and the levels at the origin and the last level routed to ``target``."""
-    from .planner import PlanPart
-
     origin = original.origin
     route = planner.state.backbone.route(origin, target)
     here = origin if at_origin and any(ops for _, _, ops in levels) else target
-    streams = [planner._new_stream(original.properties, original.kind, origin, original, (),
+    streams = [planner.new_stream(original.properties, original.kind, origin, original, (),
                                    (origin,) if here == origin else route)]
     for i, (props, kind, operators) in enumerate(levels):
         last = i == len(levels) - 1
-        streams.append(planner._new_stream(props, kind, here, streams[-1], operators,
+        streams.append(planner.new_stream(props, kind, here, streams[-1], operators,
                                            route if here == origin and last else (here,)))
     usage = Usage()
     for s in streams:
         usage = usage.merge(s.usage)
     operators = tuple(op for _, _, ops in levels for op in ops)
-    return planner._finish(PlanPart(inp, original.id, origin, here, operators, route, streams,
+    return planner.finish(PlanPart(inp, original.id, origin, here, operators, route, streams,
                                     streams[-1].id, usage))
 
 
-def running_replays(planner: "Planner", original: NetworkStream) -> list[NetworkStream]:
+def running_replays(planner: PlanBuilder, original: NetworkStream) -> list[NetworkStream]:
     """The copies of ``original`` being filled from its past, as far as the view knows: made
     at its origin for a past subscription, no operators, not caught up with the log yet."""
     return sorted((s for s in planner.state.streams.values()
@@ -109,14 +102,12 @@ def running_replays(planner: "Planner", original: NetworkStream) -> list[Network
                   key=lambda s: s.id)
 
 
-def shared_replay_parts(planner: "Planner", original: NetworkStream, target: str, inp: InputProperties,
-                        avoid: frozenset[str] = frozenset()) -> list["PlanPart"]:
+def shared_replay_parts(planner: PlanBuilder, original: NetworkStream, target: str, inp: InputProperties,
+                        avoid: frozenset[str] = frozenset()) -> list[PlanPart]:
     """An input served from a running replay (``running_replays``): at each peer of its route
     past the origin, a new copy of it routed to ``target``, the input's own operators there.
     The new copy takes the replay's items from the subscription's first item on (the origin
     says which at reservation); ``PlanPart.reused`` is the running copy."""
-    from .planner import PlanPart
-
     parts = []
     match = match_properties(original.properties, inp)
     for running in running_replays(planner, original):
@@ -124,16 +115,16 @@ def shared_replay_parts(planner: "Planner", original: NetworkStream, target: str
             continue
         for v in running.route[1:]:
             route = planner.state.backbone.route(v, target)
-            copy = planner._new_stream(original.properties, original.kind, v, running, (), route)
-            result = planner._new_stream(inp, match.kind, target, copy, match.residual, (target,))
+            copy = planner.new_stream(original.properties, original.kind, v, running, (), route)
+            result = planner.new_stream(inp, match.kind, target, copy, match.residual, (target,))
             copy.past = result.past = True
-            parts.append(planner._finish(PlanPart(inp, running.id, v, target, match.residual, route,
+            parts.append(planner.finish(PlanPart(inp, running.id, v, target, match.residual, route,
                                                   [copy, result], result.id, copy.usage.merge(result.usage),
                                                   reason=match.reason)))
     return parts
 
 
-def shared_replays(plan: "Plan") -> dict[str, str]:
+def shared_replays(plan: Plan) -> dict[str, str]:
     """Per part of a past subscription's plan served from a running replay, the new copy ->
     the running copy it takes items from."""
     return {p.new_streams[0].id: p.reused for p in plan.parts
