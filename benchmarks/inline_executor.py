@@ -54,9 +54,13 @@ def chain_of(name: str) -> tuple:
 
 
 def run(chains: dict[str, tuple], texts: list[str], batch: int) -> tuple[float, float, int]:
-    executor = make_executor("inline")
     delivered = [0]
-    executor.set_deliver(lambda stream, seq, out, end: delivered.__setitem__(0, delivered[0] + len(out)))
+
+    def count(stream: str, seq: int, out: list, end: bool) -> None:
+        delivered[0] += len(out)
+
+    executor = make_executor("inline", deliver=count)
+    executor.start()
     for name, ops in chains.items():
         executor.install(name, ops, parent="photons", parent_kind="items")
     wall, cpu = time.perf_counter(), time.process_time()

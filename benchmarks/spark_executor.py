@@ -151,9 +151,10 @@ class Setup:
         # batch: Spark gives a new query's Python source process 10 s to connect back, which
         # 30 processes starting at once on 2 cores do not make
         for i in range(1 if mode == "shared" else n):
-            ex = SparkExecutor(f"shared{n}" if mode == "shared" else f"q{n}-{i}", trigger_ms=trigger_ms)
+            ex = SparkExecutor(f"shared{n}" if mode == "shared" else f"q{n}-{i}", trigger_ms=trigger_ms,
+                               deliver=self._deliver)
             self.executors.append(ex)
-            ex.set_deliver(self._deliver)
+            ex.start()
             for k in range(n) if mode == "shared" else [i]:
                 ex.install(f"s{k}", operators(k), parent="photons")
             ex.push("photons", [], first, False)

@@ -10,7 +10,6 @@ items while the control plane installs and removes streams.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 
 from sharing.analysis import Analysis
@@ -22,14 +21,11 @@ from sharing.stream_table import NetworkStream, PeerUsage, StreamTable
 
 from .data.event_time import EventTime
 from .data.limits import DataLimits
+from .control.transactions import Transactions
 from .errors import NodeError
 from .history.bounds import HistoryBound
 from .history.state_store import StateStore
 from .subscriptions.runtime import SubscriptionRuntime
-
-# A reservation whose coordinator never commits or aborts it (the coordinator stopped, or can no
-# longer reach this peer) is dropped after this long: far longer than any installation takes.
-RESERVATION_TTL_S = 60.0
 
 
 @dataclass
@@ -75,18 +71,14 @@ class PeerState:
         self.round_heard: dict[str, float] = {}  # peer -> start of the last heartbeat round it answered
         # subscription -> (when its plan was committed here, the first item of each stream here it reads)
         self.commit_pins: dict[str, tuple[float, dict[str, int]]] = {}
-        # transaction -> streams reserved here by an installation not yet committed or aborted
-        self.reserved: dict[str, list[NetworkStream]] = {}
-        self._reserved_until: dict[str, float] = {}
-        self.reserved_by: dict[str, tuple[str | None, str]] = {}  # txn -> (planning peer, subscription)
-        self.expired: dict[str, float] = {}  # leases that ran out, kept a while to refuse their commit
-        self.reservations = 0  # reservations granted here: each changes what planners read
+        # the installations in flight here: reservations, leases, holders, replays held
+        self.transactions = Transactions(self.lock)
 
     @property
     def version(self) -> int:
         """Changes here that a planner reads (entries, routes, reservations); equal versions
         mean that a plan made over the older read still sees this peer as it is."""
-        return self.table.version + self.reservations
+        return self.table.version + self.transactions.granted
 
     def derived_here(self, stream: str) -> list[str]:
         """Streams this peer computes (or duplicates) from ``stream``."""
@@ -122,37 +114,12 @@ class PeerState:
         for stream in streams:
             self.deliveries[stream] = [(r, v) for r, v in self.deliveries.get(stream, ()) if r is not runtime]
 
-    def hold(self, txn: str, streams: list[NetworkStream]) -> None:
-        """Reserve ``streams`` here for transaction ``txn`` (called with the lock held)."""
-        self.reserved[txn] = streams
-        self._reserved_until[txn] = time.monotonic() + RESERVATION_TTL_S
-        self.reservations += 1
-
-    def unhold(self, txn: str) -> list[NetworkStream]:
-        """End a transaction's reservation here: the streams it held (none if unknown)."""
-        with self.lock:
-            self._reserved_until.pop(txn, None)
-            self.reserved_by.pop(txn, None)
-            return self.reserved.pop(txn, [])
-
-    def held(self) -> list[NetworkStream]:
-        """The streams in-flight installations hold reserved here, after dropping those whose
-        coordinator has not come back within ``RESERVATION_TTL_S``."""
-        with self.lock:
-            now = time.monotonic()
-            for txn in [t for t, until in self._reserved_until.items() if until < now]:
-                self.unhold(txn)
-                self.expired[txn] = now
-            for txn in [t for t, at in self.expired.items() if at < now - 10 * RESERVATION_TTL_S]:
-                del self.expired[txn]
-            return [s for kept in self.reserved.values() for s in kept]
-
     def own_usage(self) -> PeerUsage:
         """This peer's load (cores) and the bandwidth it sends on each of its links (bit/s),
         counting what in-flight installations hold reserved: a planner that did not see those
         would pick the same peer again and again while its capacity is promised away."""
         with self.lock:
-            return self.table.usage_at(self.id, self.held())
+            return self.table.usage_at(self.id, self.transactions.reserved())
 
     def usage_view(self) -> tuple[dict[frozenset[str], float], dict[str, float]]:
         """Used bandwidth per link and load per peer: our own, and what the others reported."""

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Union
 
-from superpeer.executors import Executor
+from superpeer.executors import Deliver, Executor
 from wxquery.operators import definitions as alg
 from wxquery.operators.windows import WindowCounters
 
@@ -81,14 +81,14 @@ class Run:
     counters: dict[str, WindowCounters]
 
 
-def run_executor(factory: Callable[[], Executor], chains: dict[str, tuple[alg.Operator, ...]],
+def run_executor(factory: Callable[[Deliver], Executor], chains: dict[str, tuple[alg.Operator, ...]],
                  source: TestingSource, timeout: float = 120.0) -> Run:
     """Install ``chains`` on ``source.parent``, push the batches, wait until every chain ended."""
     sink = TestingSink()
 
     def start() -> Executor:
-        executor = factory()
-        executor.set_deliver(sink.deliver)
+        executor = factory(sink.deliver)
+        executor.start()
         for stream, operators in chains.items():
             executor.install(stream, operators, parent=source.parent)
         return executor

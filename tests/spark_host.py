@@ -33,8 +33,8 @@ def main() -> int:
         out.write(f"{stream}\t{seq}\t{json.dumps(texts)}\t{int(end)}\n")
         out.flush()
 
-    ex = SparkExecutor("host", checkpoint_dir=checkpoint, trigger_ms=100)
-    ex.set_deliver(deliver)
+    ex = SparkExecutor("host", checkpoint_dir=checkpoint, trigger_ms=100, deliver=deliver)
+    ex.start()
     for name in RESTART_CHAINS:
         ex.install(name, tuple(CHAINS[name]), parent="photons")
     while not ex.ready:  # pace the input with the running loop

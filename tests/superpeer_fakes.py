@@ -1,8 +1,10 @@
-"""Super-peers in one process, without gRPC: the real data plane, control plane and
-participant of every peer, joined by a fake of the network transport (``PeerLink`` and the
-forwarders' ``Sender``) that calls the other peer's handler directly, copies streams as the wire
-would, records every call, can make a peer unreachable or refuse reservations, and can run a
-test's action just before any call (to place a close or a failure at an exact point)."""
+"""Super-peers in one process, without gRPC: every peer is a real ``Node`` — built by the
+daemon's own composition root with only the transport swapped — joined by a fake of the network
+transport (``PeerLink``, the forwarders' ``Sender``, heartbeats) that calls the other peer's node
+directly, copies streams as the wire would, records every call (to the calling peer itself too),
+can make a peer unreachable or refuse reservations, and can run a test's action just before any
+call (to place a close or a failure at an exact point). No heartbeat round runs unless a test
+calls ``heartbeat_once``."""
 
 from __future__ import annotations
 
@@ -13,15 +15,13 @@ from sharing.backbone import Backbone
 from sharing.properties import InputStream
 from sharing.scenarios import paper_example_backbone
 from sharing.stream_table import NetworkStream
-from superpeer.control.control_plane import ControlPlane
-from superpeer.control.participant import Participant
-from superpeer.data.data_plane import DataPlane
+from superpeer.control.peer_link import Committed, Reserved, Waiting, copy_stream
 from superpeer.errors import NodeError
-from superpeer.executors import make_executor
-from superpeer.history.retention import ReplayHolds, Retention, log_replayer
-from superpeer.node import LocalPeer
-from superpeer.peer_state import PeerState
-from superpeer.rpc.peer_channels import Committed, Reserved, Waiting, copy_stream
+from superpeer.node import Node, NodeSettings
+from superpeer.recovery.failure_detector import FailureDetector, HeartbeatSettings
+from superpeer.topology import Topology
+
+NO_ROUNDS = HeartbeatSettings(interval_s=24 * 3600.0)  # heartbeat rounds only when a test asks
 
 
 @dataclass
@@ -35,7 +35,7 @@ class Call:
 @dataclass
 class FakeNetwork:
     backbone: Backbone
-    peers: dict[str, "InProcessPeer"] = field(default_factory=dict)
+    peers: dict[str, Node] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
     down: set[str] = field(default_factory=set)
     # (peer, call number) -> reason: the n-th reservation at that peer is refused
@@ -49,14 +49,38 @@ class FakeNetwork:
         return [c for c in self.calls if c.method == method]
 
 
-class FakeLink:
-    """``PeerLink`` for one sender over a ``FakeNetwork``."""
+class FakeTransport:
+    """The ``Transport`` of one peer over a ``FakeNetwork``."""
 
     def __init__(self, sender: str, network: FakeNetwork) -> None:
         self.sender = sender
         self.network = network
+        self.senders: dict[str, DirectSender] = {}
+        self.detector = FailureDetector(sender, frozenset(network.backbone.graph.neighbors(sender)), NO_ROUNDS)
+        self.epoch = f"in-process-{sender}"
 
-    def _handler(self, method: str, peer: str, *args) -> LocalPeer | None:
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def forwarder(self, neighbour: str) -> "DirectSender":
+        s = self.senders.get(neighbour)
+        if s is None:
+            s = self.senders[neighbour] = DirectSender(self.network, neighbour, self.sender)
+        return s
+
+    def discard(self, stream: str) -> None:
+        pass  # (a direct sender queues nothing)
+
+    def heartbeat_round(self, peers: list[str]) -> dict:
+        return {}
+
+    def status(self) -> dict:
+        return {"links": {}, "unreachable_peers": {}, "peers_last_heard_s_ago": {}, "failure_detector": {}}
+
+    def _handler(self, method: str, peer: str, *args) -> Node | None:
         if self.network.forbidden:
             raise AssertionError(f"{method} to {peer} while {self.network.forbidden}")
         call = Call(self.sender, method, peer, args)
@@ -64,7 +88,7 @@ class FakeLink:
         self.network.hook(call)
         if peer in self.network.down and peer != self.sender:
             return None
-        return self.network.peers[peer].local
+        return self.network.peers[peer]
 
     def lookup(self, peer: str, input_stream: InputStream) -> tuple[list[NetworkStream], dict] | None:
         h = self._handler("lookup", peer, input_stream)
@@ -140,42 +164,20 @@ class DirectSender:
         self.network.peers[self.neighbour].data.transfer(stream, [], False, self.sender, watermark=(path, value))
 
 
-class InProcessPeer:
-    def __init__(self, peer: str, network: FakeNetwork, retention: int = 100_000) -> None:
-        self.id = peer
-        self.state = PeerState(peer, network.backbone)
-        self.executor = make_executor("inline", peer)
-        self.link = FakeLink(peer, network)
-        self.senders: dict[str, DirectSender] = {}
-        self.data = DataPlane(self.state, self.executor, self.sender)
-        history = Retention(self.state)
-        self.participant = Participant(self.state, self.executor, self.link, self.data.attach,
-                                       background=False,
-                                       replay=log_replayer(history, self.data.replay),
-                                       positions=self.data.positions,
-                                       replays=ReplayHolds(history, self.data.replays))
-        self.control = ControlPlane(self.state, self.link, retention)
-        self.control.positions = self.data.positions
-        self.local = LocalPeer(self.participant, self.control)
-
-    def sender(self, neighbour: str) -> DirectSender:
-        s = self.senders.get(neighbour)
-        if s is None:
-            s = self.senders[neighbour] = DirectSender(self.network, neighbour, self.id)
-        return s
-
-    @property
-    def network(self) -> FakeNetwork:
-        return self.link.network
-
-    def stop(self) -> None:
-        self.control.stop()
+def in_process_peer(peer: str, network: FakeNetwork, retention: int = 100_000) -> Node:
+    """A peer as the daemon builds it, on the fake transport, started; routes are cut before a
+    removal returns (deterministic tests)."""
+    node = Node(peer, Topology(network.backbone, {}),
+                NodeSettings(retention=retention, cut_routes_in_background=False),
+                transport=FakeTransport(peer, network))
+    node.start()
+    return node
 
 
 def in_process_network(backbone: Backbone | None = None) -> FakeNetwork:
     network = FakeNetwork(backbone or paper_example_backbone())
     for peer in network.backbone.peers:
-        network.peers[peer] = InProcessPeer(peer, network)
+        network.peers[peer] = in_process_peer(peer, network)
     return network
 
 

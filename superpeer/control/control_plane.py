@@ -51,7 +51,7 @@ from ..data.positions import StreamPositions
 from ..errors import NodeError, as_node_error
 from ..peer_state import OriginalState, PeerState
 from ..recovery.route_health import data_paths
-from ..rpc.peer_channels import PeerLink, Reserved, Waiting
+from .peer_link import PeerLink, Reserved, Waiting
 from ..subscriptions.approximation import CONFIDENCE
 from ..subscriptions.record import SubscriptionRecord, past_progress
 from ..subscriptions.results import ResultBuffer
@@ -66,6 +66,12 @@ REPLAN_PAUSE_S = (0.01, 0.5)  # random pause before planning again: doubling fro
 ANNOUNCE_TIMEOUT_S = 30
 STREAM_ID_BLOCK = 1000  # stream numbers reserved in the state store at a time
 ANALYSIS_DEADLINE_S = 10.0  # the longest a query's analysis may take, whatever the client allows
+# A waiting subscription is activated by its own peer (``activate_late``) only this long after a
+# heartbeat told of its stream: the stream's peer's announcement activates it, in order, before.
+LATE_ACTIVATION_S = 3.0
+# A subscription the registering peer said it would activate (in registration order, so that
+# later ones reuse earlier ones' streams) is activated here only if that has not happened by then.
+ORDERED_ACTIVATION_S = 60.0
 
 log = logging.getLogger("streamglobe.superpeer")
 STREAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")  # never a derived stream's id (SP1.12)
@@ -76,16 +82,19 @@ class ControlPlane:
     query_limits: QueryLimits = DEFAULT_LIMITS
     analysis_deadline_s: float = ANALYSIS_DEADLINE_S
 
-    def __init__(self, state: PeerState, link: PeerLink, retention: int,
+    def __init__(self, state: PeerState, link: PeerLink, retention: int, positions: StreamPositions,
+                 incarnation: Callable[[str], str],
                  planner: Callable[[RemotePlanningView], Planner] | None = None) -> None:
+        """``retention``: result items a subscription's buffer keeps; ``positions``: the data
+        plane's item numbers (exact starts); ``incarnation``: the process a peer answers with
+        (the failure detector's; a change means it restarted)."""
         self.state = state
         self.link = link
         self.two_phase = Coordinator(state, link)  # installs plans: reserve, commit, release
         self.retention = retention
         self.make_planner = planner or (lambda view: Planner(view.snapshot))
-        # the process a peer answers with (the failure detector's; a change means it restarted)
-        self.incarnation: Callable[[str], str] = lambda peer: ""
-        self.positions: StreamPositions | None = None  # the data plane's (exact starts)
+        self.incarnation = incarnation
+        self.positions = positions
         self.subscriptions: dict[str, SubscriptionRecord] = {}
         self._ids = iter(())  # stream numbers, reserved in blocks (``new_stream_id``)
         self._installing = threading.Lock()  # one installation at a time from this peer
@@ -242,6 +251,18 @@ class ControlPlane:
                      and (older_than is None or r.registered_at < older_than)]
         return sorted(ready, key=lambda r: r.registered_at)
 
+    def activate_late(self, now: float | None = None) -> None:
+        """Activate the waiting subscriptions whose stream's announcement was missed (its
+        super-peer was down): not those the stream's peer said it would activate in order, nor
+        those whose stream a heartbeat told of just now (its announcement is on its way)."""
+        now = now or time.time()
+        for record in self.ready_waiting(older_than=now - LATE_ACTIVATION_S):
+            if now - self.announced.get(record.runtime.id, 0.0) < ORDERED_ACTIVATION_S:
+                continue  # the stream's super-peer activates it, after those registered before it
+            if any(now - self.state.heard_of.get(n, 0.0) < LATE_ACTIVATION_S for n in record.waiting_for):
+                continue  # (a heartbeat told of the stream just now: its announcement is on its way)
+            self.activate(record.runtime.id)
+
     def activate(self, sid: str) -> tuple[bool, str]:
         """Plan and install one waiting subscription (once; later calls do nothing)."""
         with self.state.lock:
@@ -363,7 +384,7 @@ class ControlPlane:
                 self.state.deliveries.setdefault(stream, []).append((record.runtime, variable))
                 original = self.state.originals.get(stream)
                 at = (original.logged if original is not None
-                      else self.positions.next.get(stream) if self.positions is not None else None)
+                      else self.positions.next.get(stream))
                 if at is not None:
                     reads[stream] = at
         return reads
@@ -405,11 +426,15 @@ class ControlPlane:
         return past
 
     def past_progress(self, record: SubscriptionRecord) -> dict[str, dict]:
-        return past_progress(record, self.positions.next if self.positions is not None else {})
+        return past_progress(record, self.positions.next)
 
     def status(self) -> dict:
         return {sid: {**r.status(), "past": self.past_progress(r)} for sid, r in self.subscriptions.items()}
 
+    def start(self) -> None:
+        """Nothing runs on its own: subscriptions are registered (or restored) and installed on request."""
+
     def stop(self) -> None:
-        for record in self.subscriptions.values():
+        """Post-processing stops for every subscription here (nobody will read it any more)."""
+        for record in list(self.subscriptions.values()):
             record.runtime.stop()

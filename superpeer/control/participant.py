@@ -28,9 +28,9 @@ from sharing.stream_table import NetworkStream, link_load, usage_at
 from ..data.positions import StreamPositions
 from ..errors import NodeError
 from ..executors import Executor
-from ..history.retention import ReplayHolds
+from ..history.log_replay import LogReplays
 from ..peer_state import PeerState
-from ..rpc.peer_channels import PeerLink, Reserved
+from .peer_link import PeerLink, Reserved
 from ..security.audit import deny
 from ..subscriptions.record import replaced_by
 
@@ -39,26 +39,25 @@ PLAN_AGAIN = ": plan again"  # how a commit refused for a lapsed reservation or 
 
 
 class Participant:
-    def __init__(self, state: PeerState, executor: Executor, link: PeerLink,
-                 attach: Callable[[str], None], background: bool = True,
-                 replay: Callable[[str, int, float | None], tuple[int, str]] | None = None,
-                 removed: Callable[[str], None] | None = None,
-                 positions: StreamPositions | None = None, replays: ReplayHolds | None = None) -> None:
+    def __init__(self, state: PeerState, executor: Executor, link: PeerLink, positions: StreamPositions,
+                 replays: LogReplays, attach: Callable[[str], None],
+                 replay: Callable[[str, int, float | None], tuple[int, str]], removed: Callable[[str], None],
+                 background: bool = True) -> None:
+        """``positions``: where original streams' items stand here; ``replays``: the running
+        replays of the streams registered here, to hold. From the data plane, called with the
+        lock held: ``attach`` a stream installed here, ``replay`` a new copy from its stream's
+        log, ``removed`` a stream (its queued items are dropped). ``background``: routes are cut
+        in a thread of their own (else before ``remove`` returns)."""
         self.state = state
         self.executor = executor
         self.link = link
-        self.attach = attach  # the data plane's: a stream installed here, under the lock
-        self.background = background  # cut routes in a thread (False in unit tests)
-        self.replay = replay  # the data plane's: fill a new copy from its stream's log, under the lock
-        self.removed = removed  # told of every stream removed here (its queued items are dropped)
-        self.positions = positions  # the data plane's: where original streams' items stand here
-        self.replays = replays  # the running replays of streams registered here, to hold
-        self.holding: dict[str, list[str]] = {}  # txn -> the running copies it holds replays of here
-
-    @property
-    def pending(self) -> dict[str, list[NetworkStream]]:
-        """Transaction -> the streams it holds reserved here."""
-        return self.state.reserved
+        self.positions = positions
+        self.replays = replays
+        self.attach = attach
+        self.replay = replay
+        self.removed = removed
+        self.background = background
+        self.transactions = state.transactions
 
     # ------------------------------------------------------------------ planning reads
 
@@ -71,9 +70,8 @@ class Participant:
             usage = self.state.own_usage().to_json(self.state.id)
             usage["version"] = self.state.version
             streams = self.state.local_streams(input_stream)
-            if self.positions is not None:  # where the copies filled from the past stand here
-                usage["reached"] = {s.id: self.positions.next[s.id] for s in streams
-                                    if s.past and not s.operators and s.id in self.positions.next}
+            usage["reached"] = {s.id: self.positions.next[s.id] for s in streams  # (copies filled from the past)
+                                if s.past and not s.operators and s.id in self.positions.next}
             return streams, usage
 
     def statistics(self, name: str) -> dict:
@@ -86,7 +84,7 @@ class Participant:
     # ------------------------------------------------------------------ two phases
 
     def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str, version: int | None = None) -> tuple[bool, str]:
+                target: str, version: int | None = None, coordinator: str | None = None) -> tuple[bool, str]:
         """Hold the resources ``streams`` take here for ``txn``. Refused as a *conflict*
         (``CONFLICT``: plan again, it is nobody's fault) when this peer changed since the plan
         read it at ``version``, or while another installation of the same input is in flight
@@ -106,7 +104,7 @@ class Participant:
             if version is not None and version != self.state.version:
                 return False, f"{CONFLICT}{here} changed since the plan was made"
             inputs = {s.input for s in streams}
-            pending = self.state.held()
+            pending = self.transactions.reserved()
             if any(s.input in inputs for s in pending):
                 return False, f"{CONFLICT}another installation of the same stream is in flight at {here}"
             # what is installed here and what other transactions hold reserved here
@@ -122,18 +120,19 @@ class Participant:
                 need = used.get(n, 0.0) + bits
                 if need > bw * (1 + 1e-9):
                     return False, f"link {here}–{n} would need {100 * need / bw:.1f}% of its bandwidth"
-            self.state.hold(txn, streams)
+            self.transactions.reserve(txn, streams, coordinator, subscription)
         return True, ""
 
     def reserve_with_replays(self, txn: str, streams: list[NetworkStream], subscription: str, target: str,
-                             version: int | None = None, attach: dict | None = None) -> Reserved:
+                             version: int | None = None, attach: dict | None = None,
+                             coordinator: str | None = None) -> Reserved:
         """``reserve``; and for a past subscription served from running replays of streams
         registered here (``attach``: new copy -> {"copy": the running copy, "since_s"}), where
         it starts in each — the replay held before that item until ``txn`` ends here
         (``log_replay``). A replay that cannot serve it refuses the reservation, naming the
         running copy (``Reserved.refused``: plan again without it)."""
-        ok, why = self.reserve(txn, streams, subscription, target, version)
-        if not ok or not attach or self.replays is None:
+        ok, why = self.reserve(txn, streams, subscription, target, version, coordinator)
+        if not ok or not attach:
             return Reserved(ok, why)
         got = Reserved(True)
         with self.state.lock:
@@ -142,7 +141,7 @@ class Participant:
                     running = self.state.table.get(spec["copy"])
                     if running is None or running.origin != self.state.id:
                         continue  # (another peer's replay)
-                    why, start, note = self.replays.hold(running.id, txn, spec["since_s"])
+                    why, start, note = self.replays.hold_since(running.id, txn, spec["since_s"])
                     if why:
                         self.abort(txn)
                         return Reserved(False, f"{self.state.id}: {why}", refused=running.id)
@@ -152,8 +151,6 @@ class Participant:
             except BaseException:  # (reading the history failed): nothing stays held
                 self.abort(txn)
                 raise
-            if got.starts:
-                self.holding[txn] = sorted({attach[new]["copy"] for new in got.starts})
         return got
 
     def commit(self, txn: str, subscription: str, lineage: list[str],
@@ -172,15 +169,18 @@ class Participant:
         (late by the items in flight: for where no anchor is known)."""
         here = self.state.id
         with self.state.lock:
-            lost = [c for c in self.holding.get(txn, ()) if self.replays is not None and not self.replays.holds(c, txn)]
-            if lost:  # (it expired, or the replay was removed): the new copy would miss items
+            if self.transactions.is_expired(txn):  # (refused, not committed empty)
+                raise NodeError("FAILED_PRECONDITION", f"the reservation {txn} expired at {here} "
+                                                       f"before it was committed{PLAN_AGAIN}")
+            lost = self.transactions.lost_replays(txn)
+            if lost:  # (the replay was removed): the new copy would miss items
                 self.abort(txn)
                 raise NodeError("FAILED_PRECONDITION", f"the replay filling {lost[0]} at {here} is no longer "
                                                        f"held for this subscription{PLAN_AGAIN}")
-            if self.holding.get(txn):  # (checked; the coordinator's abort lets the replays go)
-                self.replays.renew(txn)  # (they outlast every reservation the plan still commits)
+            if self.transactions.held_by(txn):  # (checked; the coordinator's abort lets the replays go)
+                self.transactions.renew(txn)  # (they outlast every reservation the plan still commits)
             installed = []
-            held = self.state.unhold(txn)  # (a replay held for it waits for the abort that ends it)
+            held = self.transactions.commit(txn)  # (a replay held for it waits for the abort that ends it)
             anchors = self._anchors(held, lineage)
             for s in held:
                 s.users.add(subscription)
@@ -196,7 +196,7 @@ class Participant:
             replayed: dict[str, int] = {}
             notes: dict[str, str] = {}
             for sid in installed:
-                if replay and sid in replay and self.replay is not None:
+                if replay and sid in replay:
                     parent = self.state.table.get(sid).parent
                     start, note = self.replay(sid, replay[sid], (since or {}).get(sid))
                     if parent in self.state.originals:  # (not a level of a recomputed chain)
@@ -210,7 +210,7 @@ class Participant:
                     entry.users.add(subscription)
             read = set(lineage) | {self.state.table.get(sid).parent for sid in installed}
             logged = {name: o.logged for name, o in self.state.originals.items() if name in read}
-            shares = self.replays.held(txn) if self.replays is not None else {}  # (a running replay it shares)
+            shares = self.replays.held(txn)  # (a running replay it shares)
             if logged:  # kept until the subscriber's peer reports its own pins (``history.bounds``)
                 self.state.commit_pins[subscription] = (  # (a replay starts at or before the log's end)
                     time.time(), {n: min(at, replayed.get(n, at), shares.get(n, at)) for n, at in logged.items()})
@@ -219,8 +219,6 @@ class Participant:
 
     def _anchors(self, streams: list[NetworkStream], lineage: list[str]) -> dict[str, int]:
         """Called with the lock held, before the new streams take any item."""
-        if self.positions is None:
-            return {}
         new = {s.id for s in streams}
         anchors: dict[str, int] = {}
         for s in streams:
@@ -263,13 +261,8 @@ class Participant:
         it held had been let go before (removed with the subscription it served, or the hold
         lapsed): items may then have passed a new copy's peer before the copy was there."""
         with self.state.lock:
-            self.state.unhold(txn)
-            copies = self.holding.pop(txn, [])
-            if self.replays is None:
-                return False
-            lapsed = not all(self.replays.holds(c, txn) for c in copies)
-            self.replays.release(txn)
-            return lapsed
+            ended = self.transactions.end(txn)
+            return ended is not None and bool(ended.lapsed)
 
     # ------------------------------------------------------------------ removal
 
@@ -279,8 +272,7 @@ class Participant:
             removed = self.state.table.release(subscription)
             for s in removed:
                 self.executor.remove(s.id)
-                if self.removed is not None:
-                    self.removed(s.id)
+                self.removed(s.id)
         if self.background:
             threading.Thread(target=self.cut_tails, daemon=True).start()
         else:
@@ -303,8 +295,7 @@ class Participant:
                 return
             if self.state.id not in route:
                 self.state.table.discard(stream)
-                if self.removed is not None:
-                    self.removed(stream)
+                self.removed(stream)
                 return
             s = self.state.table.get(stream)
             again = s is not None and self.state.unneeded_tail(s)

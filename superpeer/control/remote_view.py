@@ -24,7 +24,7 @@ from sharing.statistics import StreamEstimate
 from sharing.stream_table import NetworkStream, lineage
 
 from ..peer_state import PeerState
-from ..rpc.peer_channels import PeerLink, copy_stream
+from .peer_link import PeerLink, copy_stream
 
 MAX_PARALLEL_LOOKUPS = 16
 

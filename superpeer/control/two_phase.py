@@ -27,7 +27,7 @@ from sharing.stream_table import NetworkStream
 
 from ..errors import NodeError
 from ..peer_state import PeerState
-from ..rpc.peer_channels import PeerLink, Reserved
+from .peer_link import PeerLink, Reserved
 from ..subscriptions.record import SubscriptionRecord
 from .participant import PLAN_AGAIN
 from .remote_view import RemotePlanningView

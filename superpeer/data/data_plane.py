@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 from lxml import etree
@@ -28,7 +27,7 @@ from ..errors import NodeError
 from ..executors import Executor
 from ..history.log_replay import LogReplays
 from ..peer_state import PeerState
-from ..security.audit import deny
+from ..security.peer_access import check_transfer_route
 from .items import PARSER, check_items
 from .link_receipts import LinkReceipts
 from .positions import StreamPositions, kept_runs
@@ -49,6 +48,15 @@ class Sender(Protocol):
     def send_watermark(self, stream: str, path: str, value: float) -> None: ...
 
 
+class Outbound(Protocol):
+    """The queues of items towards the neighbours (the transport's forwarders)."""
+
+    def forwarder(self, peer: str) -> Sender: ...
+
+    def discard(self, stream: str) -> None:
+        """Nothing more of ``stream`` is sent to any neighbour (it was removed here)."""
+
+
 class Published(NamedTuple):
     """What a publisher's batch came to."""
 
@@ -60,20 +68,35 @@ class Published(NamedTuple):
 
 
 class DataPlane:
-    def __init__(self, state: PeerState, executor: Executor,
-                 sender: Callable[[str], Sender]) -> None:
+    def __init__(self, state: PeerState, executor: Executor, outbound: Outbound,
+                 positions: StreamPositions, replays: LogReplays) -> None:
+        """``positions``: the numbers of every stream's items here; ``replays``: the copies
+        being filled from a stream's past. The executor's outputs come back through
+        ``executor_output``."""
         self.state = state
         self.executor = executor
-        self.sender = sender  # the outbound queue towards a neighbour
+        self.outbound = outbound
+        self.positions = positions
+        self.replays = replays
         self.executor_seqs: dict[str, int] = {}
         self.unknown_transfers = 0
         self.forged_transfers = 0  # from a peer that is not the one before this one on the route
         self.bad_transfers = 0
         self.last_bad_transfer = ""
         self.receipts = LinkReceipts()
-        self.positions = StreamPositions()  # the numbers of every stream's items here
-        self.replays = LogReplays(self)  # copies being filled from a stream's past
-        executor.set_deliver(self.executor_output)
+
+    def sender(self, neighbour: str) -> Sender:
+        """The outbound queue towards a neighbour."""
+        return self.outbound.forwarder(neighbour)
+
+    def queued_items(self, neighbour: str) -> int:
+        """Items waiting to leave towards a neighbour (a replay waits while there are many)."""
+        return getattr(self.outbound.forwarder(neighbour), "queued_items", 0)
+
+    def forget(self, stream: str) -> None:
+        """A stream removed here (under the lock): its queued items and its numbering go."""
+        self.outbound.discard(stream)
+        self.positions.forget(stream)
 
     # ------------------------------------------------------------------ publishers
 
@@ -144,9 +167,10 @@ class DataPlane:
                             position=logged)
                 return Published(len(values), len(checked.rejected), reasons, state.next_position, skip)
 
-    def replay(self, stream: str, start: int = 0) -> int:
-        """Fill a new copy of a stream registered here from its past, then live (``log_replay``)."""
-        return self.replays.start(stream, start)
+    def replay(self, stream: str, start: int = 0, since_s: float | None = None) -> tuple[int, str]:
+        """Called with the lock held: fill a new copy of a stream registered here from its past,
+        then live (``log_replay``); (the first item replayed, what the subscriber should be told)."""
+        return self.replays.fill(stream, self, start, since_s)
 
     def replaying(self) -> dict[str, list[int]]:
         return self.replays.needed()
@@ -183,13 +207,11 @@ class DataPlane:
                 self.unknown_transfers += len(items)
                 self.receipts.drop((sender, epoch, stream))
                 return len(items) if first is None else first + len(items)
-            route, here = entry.route, self.state.id
-            previous = route[route.index(here) - 1] if here in route[1:] else None
-            if sender != previous:
+            try:
+                check_transfer_route(sender, stream, entry.route, self.state.id)
+            except NodeError:
                 self.forged_transfers += 1
-                raise deny(sender, f"Transfer of {stream}", f"{sender or 'a transfer naming no sender'} is not "
-                                                            f"the peer before {here} on the route of {stream} "
-                                                            f"({previous or 'the stream is made here'})")
+                raise
             acknowledged, position = len(items), None
             if first is not None:
                 skip, acknowledged = self.receipts.admit((sender, epoch, stream), first, len(items))

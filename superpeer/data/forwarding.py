@@ -79,6 +79,9 @@ class Forwarder:
         self.sequence: dict[str, int] = {}
         self.discarded: set[str] = set()  # removed streams: never sent again
         self.thread = threading.Thread(target=self._run, name=f"fwd-{sender}-{neighbour}", daemon=True)
+
+    def start(self) -> None:
+        """The sender thread: it drains the queue until ``stop``."""
         self.thread.start()
 
     def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None) -> None:

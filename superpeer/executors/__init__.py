@@ -12,14 +12,14 @@ from .inline import InlineExecutor
 __all__ = ["Deliver", "Executor", "InlineExecutor", "make_executor"]
 
 
-def make_executor(name: str, peer: str = "", **options) -> Executor:
-    """``options``: lateness (both); master, checkpoint_dir, trigger_ms, feed_host, cores (spark).
-    None: the default."""
+def make_executor(name: str, peer: str = "", deliver: Deliver | None = None, **options) -> Executor:
+    """``deliver``: where the derived streams' outputs go (nowhere if None); ``options``:
+    lateness (both); master, checkpoint_dir, trigger_ms, feed_host, cores (spark). None: the default."""
     options = {k: v for k, v in options.items() if v is not None}
     if name == "inline":
-        return InlineExecutor(**{k: v for k, v in options.items() if k == "lateness"})
+        return InlineExecutor(deliver=deliver, **{k: v for k, v in options.items() if k == "lateness"})
     if name == "spark":
         from .spark.executor import SparkExecutor
 
-        return SparkExecutor(peer, **options)
+        return SparkExecutor(peer, deliver=deliver, **options)
     raise ValueError(f"unknown executor {name!r}; use inline or spark")

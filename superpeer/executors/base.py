@@ -2,7 +2,8 @@
 
 The node hands each derived stream's operator chain to its executor (``install``), pushes every
 parent stream's items into it once per batch (``push``), and receives each derived stream's
-output, in order and numbered, through the ``deliver`` callback. Both executors run the batch
+output, in order and numbered, through the ``deliver`` callback it built the executor with
+(``make_executor``). An executor is a long-lived part: ``start`` and ``stop``. Both executors run the batch
 operators of ``wxquery.operators``: ``inline`` in the super-peer process, synchronously;
 ``spark`` in the scan tasks of one Spark job per micro-batch and in its driver.
 """
@@ -23,7 +24,10 @@ class Executor(Protocol):
     wants_text: bool  # push needs the wire text (else parsed values); outputs are of the same kind
     synchronous: bool  # a push's outputs are delivered before it returns
 
-    def set_deliver(self, deliver: Deliver) -> None: ...
+    def start(self) -> None:
+        """Begin: outputs may reach ``deliver`` from now on (a restarted executor hands on again
+        what its last checkpoint had not seen delivered)."""
+        ...
 
     def install(self, stream: str, operators: tuple[alg.Operator, ...], parent: str | None = None,
                 parent_kind: str = "items") -> None: ...

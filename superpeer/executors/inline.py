@@ -20,17 +20,17 @@ class InlineExecutor:
     wants_text = True
     synchronous = True
 
-    def __init__(self, lateness: float = 0.0) -> None:
+    def __init__(self, lateness: float = 0.0, deliver: Deliver | None = None) -> None:
         self.lateness = lateness
         self.groups: dict[str, ChainGroup] = {}  # by parent stream
         self.parents: dict[str, str] = {}  # computed stream -> its parent
         self.copies: set[str] = set()
         self.seqs: dict[str, int] = {}
         self.next_chain = 0
-        self.deliver: Deliver = lambda stream, seq, out, end: None
+        self.deliver: Deliver = deliver or (lambda stream, seq, out, end: None)
 
-    def set_deliver(self, deliver: Deliver) -> None:
-        self.deliver = deliver
+    def start(self) -> None:
+        """Nothing to start: a push is evaluated in the caller's thread."""
 
     def install(self, stream: str, operators: tuple[alg.Operator, ...], parent: str | None = None,
                 parent_kind: str = "items") -> None:

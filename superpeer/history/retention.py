@@ -6,14 +6,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
 
 from ..peer_state import OriginalState, PeerState
 from .bounds import HistoryBound, cut_for, describe_extent, parse_history, since_position, trim_below
 from .history_source import HistorySource, floor_of
-
-if TYPE_CHECKING:
-    from .log_replay import LogReplays
 
 log = logging.getLogger("streamglobe.superpeer")
 TRIM_STEP = 20_000  # log items deleted per transaction: the lock and the database are never held long
@@ -117,63 +113,3 @@ class Retention:
                 round((now or time.time()) - extent.oldest_at, 1),
                 "trimmed_by_this_process": self.trimmed.get(original.name, 0),
                 "kept_beyond_bound": self.held.get(original.name, "")}
-
-
-def log_replayer(retention: Retention, replay: Callable[[str, int], int]
-                 ) -> Callable[[str, int, float | None], tuple[int, str]]:
-    """The participant's ``replay``: a new copy filled from its stream's log (``DataPlane.replay``)
-    from item ``start``, or from the items of the last ``since_s`` seconds; (the first item
-    replayed, what the subscriber should be told of the history)."""
-    state = retention.state
-
-    def run(stream: str, start: int, since_s: float | None) -> tuple[int, str]:
-        entry, original = state.table.get(stream), state.parent_original(stream)
-        if original is None or entry.operators:
-            return replay(stream, start), ""
-        if since_s is not None:
-            start = retention.start_since(original, since_s)
-        asked_past = since_s is not None or start == 0
-        start = replay(stream, start)
-        return start, retention.note(original, start, since_s) if asked_past else ""
-
-    return run
-
-
-class ReplayHolds:
-    """Running replays of the streams registered here, held for a past subscription being
-    installed on a new copy of one downstream (``sharing.replay_plans``, ``LogReplays.hold``)."""
-
-    def __init__(self, retention: Retention, replays: "LogReplays") -> None:
-        self.retention = retention
-        self.replays = replays
-
-    def hold(self, running: str, txn: str, since_s: float | None) -> tuple[str, int, str]:
-        """Called with the lock held: where a subscription over the last ``since_s`` seconds
-        (None: everything retained) starts in the stream ``running`` is a replay of, and the
-        replay held before that item for ``txn``; (why it cannot serve it or "", the first
-        item, what the subscriber should be told of the history)."""
-        state = self.retention.state
-        original = state.parent_original(running)
-        if original is None:
-            return f"{running} is not a copy of a stream registered at {state.id}", 0, ""
-        start = self.retention.start_since(original, since_s) if since_s is not None else 0
-        start = min(max(start, self.replays.history.floor(original)), original.logged)
-        if start >= original.logged:  # nothing past to share: a replay of its own goes live at once
-            return f"the subscription starts at the live end of {original.name} (item {start})", start, ""
-        why = self.replays.hold(running, txn, start)
-        return why, start, "" if why else self.retention.note(original, start, since_s)
-
-    def release(self, txn: str) -> None:
-        self.replays.release(txn)
-
-    def held(self, txn: str) -> dict[str, int]:
-        """Called with the lock held: per stream registered here, where ``txn`` holds a replay of it."""
-        return self.replays.held(txn)
-
-    def holds(self, running: str, txn: str) -> bool:
-        """Called with the lock held: whether ``txn`` still holds the replay filling ``running``."""
-        return self.replays.holds(running, txn)
-
-    def renew(self, txn: str) -> None:
-        """Called with the lock held: ``txn``'s holds last ``RESERVATION_TTL_S`` from now."""
-        self.replays.renew(txn)

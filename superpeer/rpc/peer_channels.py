@@ -1,9 +1,9 @@
-"""Calls from one super-peer to the others: the network boundary of the control plane.
+"""Calls from one super-peer to the others over gRPC: the network boundary of the control plane.
 
-``PeerLink`` is the interface the control plane and the planning-view fetch use to talk to a
-peer, in the optimizer's own types (streams, statistics), one method per super-peer RPC. A call
-to this peer itself goes to its local handler without the network. ``GrpcPeerChannels`` is the
-production implementation: one channel per neighbour, JSON inside protobuf messages
+``GrpcPeerChannels`` implements ``control.peer_link.PeerLink``, the interface the control plane
+and the planning-view fetch use to talk to a peer, in the optimizer's own types (streams,
+statistics), one method per super-peer RPC. A call to this peer itself goes to its own handler
+(the ``Node``) without the network. It is the production implementation: one channel per neighbour, JSON inside protobuf messages
 (``sharing.serialization``), failures recorded per peer for ``status`` and turned into
 ``NodeError("UNAVAILABLE")`` where the caller cannot go on without the answer. Unit tests of
 the control plane replace it with an in-process fake of the same interface.
@@ -16,22 +16,23 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import grpc
 
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 from sharing.properties import InputStream
-from sharing.serialization import input_from_json, stream_from_json, stream_to_json
+from sharing.serialization import stream_from_json, stream_to_json
 from sharing.stream_table import NetworkStream
 
+from ..control.peer_link import Committed, PeerHandler, Reserved, Waiting, copy_stream
 from ..data.forwarding import Forwarder, LinkCounters
 from ..errors import NodeError
 from ..recovery.failure_detector import FailureDetector, HeartbeatSettings
 from ..security.tls import Security, channel_options
 from ..topology import Topology
+from .wire import commit_to_wire, input_to_wire, part_to_wire, waiting_from_wire
 
 T = TypeVar("T")
 CALL_TIMEOUT_S = 10
@@ -42,163 +43,6 @@ REFUSALS = frozenset({grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVAL
                       grpc.StatusCode.OUT_OF_RANGE})
 
 
-@dataclass
-class Waiting:
-    """A subscription at some peer that was waiting for a stream that is now registered."""
-
-    subscription: str
-    registered_at: float
-
-
-@dataclass
-class Committed:
-    """A peer's answer to a commit."""
-
-    starts: dict[str, int]  # stream registered there -> items logged when the plan took it
-    incarnation: str = ""  # the process that committed: a later new one has lost the plan
-    anchors: dict[str, int] = field(default_factory=dict)  # original -> exact first item taken there
-    replayed: dict[str, int] = field(default_factory=dict)  # original -> first log item its replay sends
-    history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history goes
-
-    @classmethod
-    def of(cls, reply: dict, incarnation: str = "") -> "Committed":
-        """From ``Participant.commit``'s answer."""
-        return cls(dict(reply.get("logged", {})), incarnation, dict(reply.get("anchors", {})),
-                   {k: int(v) for k, v in reply.get("replayed", {}).items()},
-                   {k: str(v) for k, v in reply.get("history", {}).items()})
-
-
-@dataclass
-class Reserved:
-    """A peer's answer to a reservation. For a past subscription served from a running replay
-    of a stream registered there (``sharing.replay_plans``): where it starts, and which
-    running copy could not serve it (``refused``: plan again without it)."""
-
-    ok: bool
-    reason: str = ""
-    starts: dict[str, int] = field(default_factory=dict)  # new copy of a running replay -> its first item
-    replayed: dict[str, int] = field(default_factory=dict)  # original -> the subscription's first item
-    history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history goes
-    refused: str = ""
-
-    def to_json(self) -> dict:
-        return {"starts": self.starts, "replayed": self.replayed, "history": self.history, "refused": self.refused}
-
-    @classmethod
-    def of(cls, ok: bool, reason: str, answer: dict) -> "Reserved":
-        return cls(ok, reason, {k: int(v) for k, v in answer.get("starts", {}).items()},
-                   {k: int(v) for k, v in answer.get("replayed", {}).items()},
-                   {k: str(v) for k, v in answer.get("history", {}).items()}, str(answer.get("refused", "")))
-
-
-class PeerHandler(Protocol):
-    """What a super-peer serves to the others (its participant side)."""
-
-    def lookup(self, input_stream: InputStream) -> tuple[list[NetworkStream], dict]: ...
-
-    def statistics(self, name: str) -> dict: ...
-
-    def announce(self, stream: NetworkStream) -> list[Waiting]: ...
-
-    def activate(self, subscription: str) -> tuple[bool, str]: ...
-
-    def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str, version: int | None = None, attach: dict | None = None) -> Reserved: ...
-
-    def commit(self, txn: str, subscription: str, lineage: list[str],
-               replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> dict[str, dict]: ...
-
-    def abort(self, txn: str) -> bool: ...
-
-    def remove(self, subscription: str) -> list[str]: ...
-
-    def truncate(self, stream: str, last: str) -> None: ...
-
-
-class PeerLink(Protocol):
-    """Calls to a peer by id. ``None`` answers mean the peer could not be reached and the
-    caller can do without it; methods that cannot do without raise ``NodeError``."""
-
-    def lookup(self, peer: str, input_stream: InputStream) -> tuple[list[NetworkStream], dict] | None: ...
-
-    def statistics(self, peer: str, name: str) -> dict: ...
-
-    def announce(self, peer: str, stream: NetworkStream) -> list[Waiting] | None: ...
-
-    def activate(self, peer: str, subscription: str) -> None: ...
-
-    def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str, version: int | None = None, attach: dict | None = None) -> Reserved: ...
-
-    def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
-               required: bool, replay: dict[str, int] | None = None,
-               since: dict[str, float] | None = None) -> Committed: ...
-
-    def abort(self, peer: str, txn: str) -> bool | None:
-        """Whether a replay ``txn`` held at ``peer`` had been let go before (None: unreachable)."""
-
-    def remove(self, peer: str, subscription: str) -> list[str] | None: ...
-
-    def truncate(self, peer: str, stream: str, last: str) -> None: ...
-
-
-# ---------------------------------------------------------------------- wire forms
-
-def input_to_wire(input_stream: InputStream) -> str:
-    return json.dumps({"stream": input_stream.stream, "items": list(input_stream.items)})
-
-
-def input_from_wire(text: str) -> InputStream:
-    return input_from_json(json.loads(text))
-
-
-def part_to_wire(streams: list[NetworkStream], subscription: str, target: str,
-                 version: int | None = None, attach: dict | None = None) -> str:
-    return json.dumps({"streams": [stream_to_json(s) for s in streams],
-                       "subscription": subscription, "target": target, "version": version,
-                       **({"attach": attach} if attach else {})})
-
-
-def part_from_wire(text: str) -> tuple[list[NetworkStream], str, str, int | None, dict]:
-    """(streams, subscription, target, the peer's version the plan was made over, if known,
-    the new copies of running replays: new copy -> {"copy": running copy, "since_s": seconds
-    or None for everything retained})."""
-    part = json.loads(text)
-    version = part.get("version")
-    attach = {str(k): {"copy": str(v["copy"]), "since_s": None if v.get("since_s") is None else float(v["since_s"])}
-              for k, v in (part.get("attach") or {}).items()}
-    return ([stream_from_json(j) for j in part["streams"]], part["subscription"], part["target"],
-            int(version) if version is not None else None, attach)
-
-
-def commit_to_wire(subscription: str, lineage: list[str], replay: dict[str, int] | None = None,
-                   since: dict[str, float] | None = None) -> str:
-    return json.dumps({"subscription": subscription, "lineage": lineage, "replay": replay or {},
-                       "since": since or {}})
-
-
-def commit_from_wire(text: str) -> tuple[str, list[str], dict[str, int], dict[str, float]]:
-    """(subscription, reused streams and ancestors, new copies to fill from their stream's log
-    and from which item, those of them to fill from the items of the last so many seconds)."""
-    info = json.loads(text)
-    return (info["subscription"], list(info["lineage"]), {k: int(v) for k, v in info.get("replay", {}).items()},
-            {k: float(v) for k, v in info.get("since", {}).items()})
-
-
-def waiting_to_wire(waiting: list[Waiting]) -> str:
-    return json.dumps([{"subscription": w.subscription, "registered_at": w.registered_at}
-                       for w in waiting])
-
-
-def waiting_from_wire(text: str) -> list[Waiting]:
-    return [Waiting(w["subscription"], w["registered_at"]) for w in json.loads(text or "[]")]
-
-
-def copy_stream(s: NetworkStream) -> NetworkStream:
-    """A stream entry no other peer (or plan) shares: what the wire gives a remote peer."""
-    return stream_from_json(stream_to_json(s))
-
-
 class _Stopped(Exception):
     """An RPC was attempted while this node is stopping."""
 
@@ -206,13 +50,13 @@ class _Stopped(Exception):
 class GrpcPeerChannels:
     """``PeerLink`` over gRPC, plus the outbound forwarders and the heartbeats."""
 
-    def __init__(self, peer: str, topology: Topology, local: PeerHandler | None = None,
+    def __init__(self, peer: str, topology: Topology, local: PeerHandler,
                  heartbeats: HeartbeatSettings | None = None, security: Security | None = None) -> None:
+        """``local``: this peer's own handler (its ``Node``), for calls to itself."""
         self.id = peer
         self.topology = topology
         self.security = security  # mutual TLS to the other super-peers' peer addresses
-        # this peer's own handler; the owner sets it once its parts exist (they need the link)
-        self.local: PeerHandler = local  # type: ignore[assignment]
+        self.local = local
         self.unreachable: dict[str, str] = {}  # the last failed call per peer, for errors
         self.detector = FailureDetector(peer, frozenset(topology.backbone.graph.neighbors(peer)),
                                         heartbeats or HeartbeatSettings())
@@ -243,12 +87,16 @@ class GrpcPeerChannels:
         if f is None:
             counters = self.link_counters.setdefault(peer, LinkCounters())
             f = self.forwarders[peer] = Forwarder(self.id, peer, self.stub(peer), counters, self.epoch)
+            f.start()  # (each starts with its first item, and stops with the channels)
         return f
 
     def discard(self, stream: str) -> None:
         """A stream removed here: nothing more of it is sent to any neighbour."""
         for f in list(self.forwarders.values()):
             f.discard(stream)
+
+    def start(self) -> None:
+        """Channels and forwarders open as they are first needed."""
 
     def stop(self) -> None:
         self._stop.set()

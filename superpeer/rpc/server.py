@@ -1,6 +1,6 @@
-"""Start a super-peer: the node, its gRPC server with health checking and reflection, listening
-on its client address (thin peers) and its peer address (the other super-peers; mutual TLS
-when secure, ``security.tls``)."""
+"""Start a super-peer: the node (``node``), then its gRPC servers with health checking and
+reflection, listening on its client address (thin peers) and its peer address (the other
+super-peers; mutual TLS when secure, ``security.tls``)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from proto import streamglobe_pb2_grpc as pb_grpc
 from ..data.limits import MESSAGE_LIMIT, DataLimits
 from ..history.archive.writer import ArchiveSettings
 from ..history.bounds import HistoryBound
-from ..node import Node
+from ..node import Node, NodeSettings
 from ..recovery.failure_detector import HeartbeatSettings
 from ..security.access import UserQuotas
 from ..security.tls import Security
@@ -52,19 +52,64 @@ def limit_malloc_arenas(arenas: int = MALLOC_ARENAS) -> bool:
         return False
 
 
+class Servers:
+    """A super-peer's two gRPC servers, each with its own threads, so that thin peers (long reads,
+    slow subscriptions) never hold up the other super-peers' transfers and heartbeats: one on
+    its client address (thin peers; TLS and tokens), one on its peer address (the other
+    super-peers; mutual TLS), with health checking and reflection. A long-lived part: it
+    listens from ``start``, and is serving when that returns."""
+
+    def __init__(self, node: Node, address: str, peer_address: str, security: Security | None = None,
+                 quotas: UserQuotas | None = None) -> None:
+        self.address, self.peer_address, self.security = address, peer_address, security
+        self.server, self.peer_server = _server(f"rpc-{node.id}"), _server(f"peer-rpc-{node.id}")
+        pb_grpc.add_ThinPeerServicer_to_server(ThinPeerService(node, security, quotas), self.server)
+        pb_grpc.add_SuperPeerServicer_to_server(SuperPeerService(node, security), self.peer_server)
+        self.server.add_generic_rpc_handlers((refused_super_peer_calls(node.id),))
+        self.health = health.HealthServicer()
+        for s in (self.server, self.peer_server):
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, s)
+        self.services = (pb.DESCRIPTOR.services_by_name["ThinPeer"].full_name,
+                         pb.DESCRIPTOR.services_by_name["SuperPeer"].full_name)
+        reflection.enable_server_reflection((self.services[0], health.SERVICE_NAME, reflection.SERVICE_NAME),
+                                            self.server)
+
+    def start(self) -> None:
+        security = self.security
+        for s, where, credentials in (
+                (self.server, self.address, security.client_credentials() if security else None),
+                (self.peer_server, self.peer_address, security.backbone_credentials() if security else None)):
+            bound = s.add_secure_port(where, credentials) if credentials is not None else s.add_insecure_port(where)
+            if bound == 0:
+                raise OSError(f"cannot listen on {where} (port in use?)")
+        self.server.start()
+        self.peer_server.start()
+        for name in ("", *self.services):
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+
+    def stop(self, grace: float = 0.5) -> None:
+        stopping = [s.stop(grace) for s in (self.server, self.peer_server)]
+        for done in stopping:
+            done.wait(5)
+
+
 @dataclass
 class RunningSuperPeer:
     node: Node
-    server: grpc.Server
-    address: str
-    peer_address: str = ""
-    peer_server: grpc.Server | None = None
+    servers: Servers
+
+    @property
+    def address(self) -> str:
+        return self.servers.address
+
+    @property
+    def peer_address(self) -> str:
+        return self.servers.peer_address
 
     def stop(self, grace: float = 0.5) -> None:
+        """The servers first (no new calls), then the node's parts, in reverse order."""
+        self.servers.stop(grace)
         self.node.stop()
-        stopping = [s.stop(grace) for s in (self.server, self.peer_server) if s is not None]
-        for done in stopping:
-            done.wait(5)
 
 
 def start_superpeer(topology: Topology, peer: str, port: int | None = None,
@@ -79,40 +124,25 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     replay_rate: float = 0.0) -> RunningSuperPeer:
     """Serve ``peer``. It listens on ``listen`` and ``peer_listen`` (e.g. ``0.0.0.0:50051`` and
     ``0.0.0.0:50052`` in a container) if given, else on its topology addresses; the other
-    super-peers always reach it at its topology peer address. ``security.tls``: TLS on both, mutual
-    on the peer address, tokens for thin peers (None: plaintext, everyone trusted)."""
-    node = Node(peer, topology, retention=retention, executor=executor,
-                executor_options=executor_options, limits=limits, heartbeats=heartbeats,
-                state_dir=state_dir, watermark_idle_s=watermark_idle_s, security=security, history=history,
-                archive=archive, replay_rate=replay_rate)
-    # Two servers, each with its own threads: thin peers (long reads, slow subscriptions) can
-    # never hold up the other super-peers' transfers and heartbeats.
-    server, peer_server = _server(f"rpc-{peer}"), _server(f"peer-rpc-{peer}")
-    pb_grpc.add_ThinPeerServicer_to_server(ThinPeerService(node, security, quotas), server)
-    pb_grpc.add_SuperPeerServicer_to_server(SuperPeerService(node, security), peer_server)
-    server.add_generic_rpc_handlers((refused_super_peer_calls(peer),))
-    health_servicer = health.HealthServicer()
-    for s in (server, peer_server):
-        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, s)
-    services = (pb.DESCRIPTOR.services_by_name["ThinPeer"].full_name,
-                pb.DESCRIPTOR.services_by_name["SuperPeer"].full_name,
-                health.SERVICE_NAME, reflection.SERVICE_NAME)
-    reflection.enable_server_reflection((services[0], *services[2:]), server)
+    super-peers always reach it at its topology peer address. ``security``: TLS on both, mutual
+    on the peer address, tokens for thin peers (None: plaintext, everyone trusted). The node
+    starts first (what it had is back before the first call is taken), then the servers."""
+    settings = NodeSettings(retention=retention, executor=executor, executor_options=executor_options or {},
+                            limits=limits or DataLimits(), heartbeats=heartbeats or HeartbeatSettings(),
+                            state_dir=state_dir, watermark_idle_s=watermark_idle_s, history=history,
+                            archive=archive, replay_rate=replay_rate)
+    node = Node(peer, topology, settings, security)
     host, _, default_port = topology.address(peer).rpartition(":")
-    address = listen or f"{host}:{port if port is not None else default_port}"
-    peer_address = peer_listen or topology.peer_address(peer)
-    for s, where, credentials in ((server, address, security.client_credentials() if security else None),
-                                  (peer_server, peer_address, security.backbone_credentials() if security else None)):
-        bound = s.add_secure_port(where, credentials) if credentials is not None else s.add_insecure_port(where)
-        if bound == 0:
-            raise OSError(f"cannot listen on {where} (port in use?)")
-    server.start()
-    peer_server.start()
+    servers = Servers(node, listen or f"{host}:{port if port is not None else default_port}",
+                      peer_listen or topology.peer_address(peer), security, quotas)
     node.start()
-    health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
-    for name in services[:2]:
-        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
-    return RunningSuperPeer(node, server, address, peer_address, peer_server)
+    try:
+        servers.start()
+    except BaseException:
+        servers.stop(0)
+        node.stop()
+        raise
+    return RunningSuperPeer(node, servers)
 
 
 def _server(threads: str) -> grpc.Server:

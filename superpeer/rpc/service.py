@@ -13,13 +13,16 @@ import grpc
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 
+from sharing.serialization import stream_from_json, stream_to_json
+
 from ..node import Node, NodeError
 from ..security.access import Access, UserQuotas
 from ..security.audit import deny
-from ..security.peer_access import owner_of
+from ..security.peer_access import check_backbone_caller
 from ..security.tls import Security, peer_identity
 from ..subscriptions.approximation import CONFIDENCE
 from ..subscriptions.record import past_text
+from .wire import commit_from_wire, input_from_wire, part_from_wire, waiting_to_wire
 
 log = logging.getLogger("streamglobe.superpeer")
 MAX_WAIT_MS = 30_000  # a result read waits at most this long for new results
@@ -130,16 +133,15 @@ def _peers_only(method):
         caller = None
         if self.security is not None:
             caller = peer_identity(context)
-            if caller is None or caller not in self.node.topology.backbone.peers:
-                raise deny(caller or "", f"{method.__name__} from {context.peer()}",
-                           f"{method.__name__} is a super-peer call: it needs a certificate of this backbone "
-                           "naming one of its super-peers, on the peer address")
+            check_backbone_caller(caller, self.node.topology.backbone.peers, method.__name__, context.peer())
         return method(self, request, context, caller)
 
     return wrapper
 
 
 class SuperPeerService(pb_grpc.SuperPeerServicer):
+    """The super-peer RPCs: their JSON payloads (``wire``) decoded into the node's own types."""
+
     def __init__(self, node: Node, security: Security | None = None) -> None:
         self.node = node
         self.security = security
@@ -147,18 +149,20 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def LookupStreams(self, request, context, caller):
-        streams, usage = self.node.lookup(request.input_json)
-        return pb.LookupStreamsReply(streams_json=streams, usage_json=usage)
+        streams, usage = self.node.lookup(input_from_wire(request.input_json))
+        return pb.LookupStreamsReply(streams_json=json.dumps([stream_to_json(s) for s in streams]),
+                                     usage_json=json.dumps(usage))
 
     @_handled
     @_peers_only
     def GetStatistics(self, request, context, caller):
-        return pb.GetStatisticsReply(json=self.node.statistics_json(request.stream))
+        return pb.GetStatisticsReply(json=json.dumps(self.node.statistics(request.stream)))
 
     @_handled
     @_peers_only
     def AnnounceStream(self, request, context, caller):
-        return pb.AnnounceStreamReply(waiting_json=self.node.announce(request.stream_json, caller))
+        stream = stream_from_json(json.loads(request.stream_json))
+        return pb.AnnounceStreamReply(waiting_json=waiting_to_wire(self.node.announce(stream, caller)))
 
     @_handled
     @_peers_only
@@ -169,14 +173,16 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def Reserve(self, request, context, caller):
-        got = self.node.reserve(request.transaction, request.part_json, caller)
+        streams, subscription, target, version, attach = part_from_wire(request.part_json)
+        got = self.node.reserve(request.transaction, streams, subscription, target, version, attach, caller=caller)
         return pb.ReserveReply(ok=got.ok, reason=got.reason, answer_json=json.dumps(got.to_json()))
 
     @_handled
     @_peers_only
     def Commit(self, request, context, caller):
-        starts, incarnation = self.node.commit(request.transaction, request.commit_json, caller)
-        return pb.CommitReply(starts_json=starts, incarnation=incarnation)
+        subscription, lineage, replay, since = commit_from_wire(request.commit_json)
+        starts = self.node.commit(request.transaction, subscription, lineage, replay, since, caller=caller)
+        return pb.CommitReply(starts_json=json.dumps(starts), incarnation=self.node.epoch)
 
     @_handled
     @_peers_only
@@ -186,36 +192,21 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def Remove(self, request, context, caller):
-        if caller is not None and owner_of(request.subscription) != caller:
-            raise deny(caller, f"Remove {request.subscription}",
-                       f"{caller} may remove only its own subscriptions' streams ({caller}-…)")
-        return pb.RemoveReply(removed=self.node.remove(request.subscription))
+        return pb.RemoveReply(removed=self.node.remove(request.subscription, caller))
 
     @_handled
     @_peers_only
     def Truncate(self, request, context, caller):
-        entry = self.node.state.table.get(request.stream)
-        if caller is not None and entry is not None and caller in entry.route[1:]:
-            previous = entry.route[entry.route.index(caller) - 1]
-            if request.peer != previous:  # a peer cuts the route only back to the one before it
-                raise deny(caller, f"Truncate {request.stream} to {request.peer}",
-                           f"{caller} may cut the route of {request.stream} only back to {previous}")
-        elif caller is not None and entry is not None and entry.route[-1] != request.peer:
-            # (a peer cut away already asks the others too: that is a no-op, and answered so)
-            raise deny(caller, f"Truncate {request.stream}", f"{caller} is not on the route of {request.stream}")
-        self.node.truncate(request.stream, request.peer)
+        self.node.truncate(request.stream, request.peer, caller)
         return pb.TruncateReply()
 
     @_handled
     @_peers_only
     def Transfer(self, request, context, caller):
-        if caller is not None and request.sender != caller:
-            raise deny(caller, f"Transfer of {request.stream}", f"{caller} sent a transfer naming "
-                                                                f"{request.sender or 'no sender'} as its sender")
         watermark = (request.watermark_path, request.watermark) if request.watermark_path else None
         acknowledged = self.node.transfer(request.stream, list(request.items), request.end,
                                           request.sender, request.sender_epoch, request.first_sequence,
-                                          watermark)
+                                          watermark, caller=caller)
         return pb.TransferReply(acknowledged=acknowledged)
 
     @_handled

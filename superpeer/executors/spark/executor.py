@@ -8,11 +8,9 @@ scan task that fetches a partition's items from the feed evaluates every chain o
 batch is cut into consecutive ranges, one per task slot, so every item is parsed once for all
 chains; the driver joins each chain's pieces (``wxquery.operators.pieces``), merges per-pane
 partials into window state (``wxquery.operators.panes``) and hands the new items of every
-derived stream to the node. The session and its Python workers start with the daemon
-(``warm``), so installing an operator never waits for a JVM.
-
-Installing or removing a chain changes the registry the next micro-batch reads; the loop keeps
-running. A chain sees the feed from the offset at which it was installed.
+derived stream to the node. The session and its Python workers start with the executor
+(``warm``), so installing an operator never waits for a JVM. Installing or removing a chain
+changes the registry the next micro-batch reads; a chain sees the feed from where it was installed.
 
 **Exactly once.** The feed is durable (``feed``); after every micro-batch the driver writes its
 window state, the chains' output sequence numbers, the batch's outputs and the feed offset it
@@ -22,8 +20,7 @@ outputs with their sequence numbers (a consumer drops numbers it has seen) and r
 offset: no output is lost or produced twice. A job that fails (a worker killed, the cluster
 gone) changes nothing and the same batch is run again.
 
-**Pacing.** A batch starts when the feed has items, at most one per trigger interval (``pacing``:
-a burst is waited for; the next job may be queued behind the running one, as ``pieces`` allows).
+**Pacing.** A batch starts when the feed has items, at most one per trigger interval (``pacing``).
 """
 
 from __future__ import annotations
@@ -59,14 +56,14 @@ class SparkExecutor:
 
     def __init__(self, peer: str, master: str = "local[2]", checkpoint_dir: str | Path | None = None,
                  trigger_ms: int = 100, lateness: float = 0.0, max_batch: int = 100_000,
-                 feed_host: str | None = None, cores: int | None = None, warm: bool = True) -> None:
+                 feed_host: str | None = None, cores: int | None = None, warm: bool = True,
+                 deliver: Deliver | None = None) -> None:
         """``feed_host``: the address Spark's workers reach this super-peer at, for its feed
         and its driver (default: loopback for a local master, this host's address for a
         cluster). ``cores``: task slots of a micro-batch (default: N of ``local[N]``, else 2).
-        ``warm``: start Spark when the node attaches (``set_deliver``), not with the first
-        operator. ``max_batch``: items per micro-batch at most — a backlog is worked off in
-        batches of this size, which bounds a task's memory (measured at 30 operators: 1.3 GB for
-        the whole process tree at 100,000, 2.2 GB at 200,000, for the same throughput)."""
+        ``deliver``: where outputs go. ``warm``: Spark starts with the executor, not with the
+        first operator. ``max_batch``: items per micro-batch at most, which bounds a task's
+        memory (at 30 operators: 1.3 GB for the process tree at 100,000, 2.2 GB at 200,000)."""
         self.peer, self.master = peer, master
         self.interval = max(int(trigger_ms), 0) / 1000
         self.lateness = lateness
@@ -78,12 +75,10 @@ class SparkExecutor:
         self.max_batch = max_batch
         if feed_host is None:
             feed_host = "0.0.0.0" if is_cluster(master) else "127.0.0.1"
-        self.server = FeedServer(self.feed, listen=feed_host)
-        host, port = self.server.address
-        self.jobs = SparkJobs(master, host, self.parallelism, FeedAddress(host, port, self.server.authkey.hex()),
-                              peer)
+        self.server = FeedServer(self.feed, listen=feed_host)  # listening from ``start``
+        self.jobs: SparkJobs | None = None  # with the feed's address, at ``start``
         self.lock = threading.RLock()
-        self.deliver: Deliver = lambda stream, seq, texts, end: None
+        self.deliver: Deliver = deliver or (lambda stream, seq, texts, end: None)
         self.chains: dict[int, Chain] = {}
         self.by_stream: dict[str, int] = {}
         self.copies: set[str] = set()
@@ -143,13 +138,16 @@ class SparkExecutor:
     def _save_chains(self) -> None:
         self.checkpoint.write_chains(self.chains, self.next_chain)
 
-    def set_deliver(self, deliver: Deliver) -> None:
-        """Where outputs go; after a restart, the last checkpointed batch's outputs go there again
-        (with their sequence numbers) and the loop resumes where that batch ended."""
-        self.deliver = deliver
+    def start(self) -> None:
+        """After a restart, the last checkpointed batch's outputs go to ``deliver`` again (with
+        their sequence numbers) and the loop resumes where that batch ended; Spark starts now
+        (``warm``), or with the first operator."""
+        host, port = self.server.start()
+        self.jobs = SparkJobs(self.master, host, self.parallelism, FeedAddress(host, port, self.server.authkey.hex()),
+                              self.peer)
         with self.lock:
             for stream, seq, texts, end in self.state.outputs:
-                deliver(stream, seq, texts, end)
+                self.deliver(stream, seq, texts, end)
             if self.chains or self.warm:
                 self._start()
 
@@ -250,7 +248,7 @@ class SparkExecutor:
 
     def _start(self) -> None:
         with self.lock:
-            if self._loop is not None or self._stopped:
+            if self._loop is not None or self._stopped or self.jobs is None:  # (not started: at ``start``)
                 return
             self._loop = threading.Thread(target=self._run, name=f"spark-{self.peer}", daemon=True)
             self._loop.start()
@@ -408,7 +406,8 @@ class SparkExecutor:
                 "spark_restarts": self.spark_restarts, "delivery_failures": self.delivery_failures,
                 "last_delivery_error": self.delivery_error, "last_batch_ms": round(self.last_batch_ms, 1),
                 "backlog_items": self.feed.backlog(), "checkpoint": str(self.directory), "error": self.error,
-                "feed": "%s:%d" % self.server.address, "feed_rejected": self.server.rejected,
+                "feed": "%s:%d" % self.server.address if self.server.address else None,
+                "feed_rejected": self.server.rejected,
                 "watermarks": {"applied": self.watermarks.applied, "waiting": len(self.watermarks)},
                 **(cluster_status(self.master) if self._loop is not None else {})}
 
@@ -430,7 +429,7 @@ class SparkExecutor:
         # a job submitted just as the first cancel went is cancelled by the next one; a JVM still
         # starting is left to the process exit (the loop writes nothing once it sees the stop)
         deadline = time.monotonic() + 10
-        while True:
+        while self.jobs is not None:
             self.jobs.cancel()
             if loop is None or loop is threading.current_thread() or not loop.is_alive():
                 break
@@ -438,7 +437,8 @@ class SparkExecutor:
             if time.monotonic() > deadline:
                 log.warning("Spark executor of %s: its loop did not stop within 10 s", self.peer)
                 break
-        self.jobs.close()
+        if self.jobs is not None:
+            self.jobs.close()
         self.server.stop()
         self.feed.close()
         if self.temporary:

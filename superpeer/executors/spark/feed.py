@@ -254,15 +254,22 @@ class FeedServer:
 
     def __init__(self, log: FeedLog, listen: str = "127.0.0.1", advertise: str | None = None) -> None:
         self.log = log
+        self.listen, self.advertise = listen, advertise
         self.authkey = secrets.token_bytes(32)
-        self.listener = Listener((listen, 0))
-        port = self.listener.address[1]
-        self.address: tuple[str, int] = (advertise or reachable_host(listen), port)
+        self.listener: Listener | None = None
+        self.address: tuple[str, int] | None = None  # where the tasks reach it, once started
         self.rejected = 0  # connections that failed the challenge
         self._stopped = False
+
+    def start(self) -> tuple[str, int]:
+        """Listen (on a free port) and accept connections; the address the tasks reach."""
+        self.listener = Listener((self.listen, 0))
+        self.address = (self.advertise or reachable_host(self.listen), self.listener.address[1])
         threading.Thread(target=self._accept, name="spark-feed", daemon=True).start()
+        return self.address
 
     def _accept(self) -> None:
+        assert self.listener is not None
         while not self._stopped:
             try:
                 conn = self.listener.accept()
@@ -302,7 +309,8 @@ class FeedServer:
     def stop(self) -> None:
         self._stopped = True
         try:
-            self.listener.close()
+            if self.listener is not None:
+                self.listener.close()
         except OSError:
             pass
 

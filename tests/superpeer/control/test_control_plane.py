@@ -65,7 +65,7 @@ def test_commit_goes_only_to_the_peers_a_plan_touches(network):
         entry = network.peers[peer].state.table.get(part1.result_stream)
         assert entry is not None and q2.runtime.id in entry.users
     assert q2.runtime.id in network.peers["SP4"].state.table.get("photons").users
-    assert all(not p.participant.pending for p in network.peers.values())
+    assert all(not p.state.transactions.open for p in network.peers.values())
 
 
 def test_refused_reservation_aborts_what_was_reserved_and_replans(network):
@@ -80,7 +80,7 @@ def test_refused_reservation_aborts_what_was_reserved_and_replans(network):
     assert not [c for c in network.calls_of("commit") if c.args[0] == first_txn]
     assert q1.plan is not None and q1.plan.admitted
     assert len({t for _, t in reserves}) == 2  # planned again, and installed the second time
-    assert all(not p.participant.pending for p in network.peers.values())
+    assert all(not p.state.transactions.open for p in network.peers.values())
     assert network.peers["SP5"].state.table.get(q1.plan.parts[0].result_stream) is not None
 
 
@@ -91,7 +91,7 @@ def test_reservation_refused_every_time_fails_cleanly(network):
     assert err.value.code == "ABORTED" and "SP5: no room (test)" in err.value.message
     assert len({c.args[0] for c in network.calls_of("reserve")}) == REPLANS
     assert not network.calls_of("commit")
-    assert all(not p.participant.pending for p in network.peers.values())
+    assert all(not p.state.transactions.open for p in network.peers.values())
     assert all(s.original for p in network.peers.values() for s in p.state.table)
     assert not network.peers["SP1"].control.subscriptions
 

@@ -103,13 +103,16 @@ def test_a_held_replay_stops_before_the_item_and_goes_on_when_let_go() -> None:
         record = net.peers["SP1"].control.subscribe(example_query("q1"), from_start=True)
         copy = record.plan.parts[0].new_streams[0].id
         until(lambda: replays.status().get(copy, {}).get("next_item", 0) > 0, what=replays.status)
-        with sp4.state.lock:
+        with sp4.state.lock:  # (held for transactions open here, as a reservation opens them)
+            sp4.state.transactions.reserve("t0", [], None, "SP1-test")
+            sp4.state.transactions.reserve("t1", [], None, "SP1-test")
             assert "has sent item 0 already" in replays.hold(copy, "t0", 0)
             at = replays.status()[copy]["next_item"] + 50
             assert replays.hold(copy, "t1", at) == ""
         until(lambda: replays.status()[copy]["next_item"] == at, what=replays.status)
         time.sleep(0.5)  # (it stays there: nothing to wait for but time)
         assert replays.status()[copy] == {"stream": "photons", "next_item": at, "error": "", "held_before": at}
+        sp4.participant.abort("t0")
         sp4.participant.abort("t1")
         until(lambda: copy not in replays.status(), what=replays.status)  # caught up: live
         assert sp4.state.table.get(copy).live_from == 400
@@ -135,10 +138,10 @@ def test_a_hold_that_lapsed_is_planned_again_before_the_commit_and_said_after_it
             if call.method == "commit" and call.peer == lapse_at and call.sender == "SP7" and not lapsed:
                 txn = call.args[0]
                 with sp4.state.lock:
-                    for r in replays.active.values():
-                        if txn in r.holds:
-                            r.holds[txn] = (r.holds[txn][0], 0.0)
-                            lapsed.append(txn)
+                    held = sp4.state.transactions.get(txn)
+                    if held is not None and held.replays:
+                        held.lease_until = 0.0
+                        lapsed.append(txn)
 
         net.hook = lapse
         sp4.control.register_stream("photons", "photons", "photon", rate=100)

@@ -46,7 +46,7 @@ def test_shared_streams_deliver_the_reference_results(network):
     q1_stream = records[1].plan.parts[0].result_stream
     assert records[2].plan.parts[0].reused == q1_stream
     assert network.peers["SP5"].state.derived_here(q1_stream)
-    assert network.peers["SP5"].senders["SP7"].items > 0
+    assert network.peers["SP5"].transport.senders["SP7"].items > 0
 
 
 def test_pure_forwarding_does_not_parse(network):
@@ -123,7 +123,7 @@ def test_a_replay_sends_the_logged_watermarks_in_their_place_and_not_the_live_on
         sp4.data.idle_watermarks(0.0)  # after item 30
         sp4.data.publish("photons", PHOTONS[30:50])
         recorder = Recorder()
-        sp4.senders["SP5"] = recorder
+        sp4.transport.senders["SP5"] = recorder
         entry = sp4.state.table.get("photons")
         copy = dataclasses.replace(entry, id="copy", parent="photons", original=False, route=("SP4", "SP5"),
                                    users={"s"})

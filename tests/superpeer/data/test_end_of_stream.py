@@ -15,7 +15,7 @@ from superpeer_fakes import Call, FakeNetwork, in_process_network
 
 from photons.generator import generate
 from sharing.scenarios import paper_query
-from superpeer import peer_state
+from superpeer.control import transactions
 from superpeer.errors import NodeError
 from superpeer.subscriptions.runtime import SubscriptionRuntime
 from thinpeer.client import SuperPeerClient, ThinPeerError
@@ -154,7 +154,7 @@ def leftovers(net: FakeNetwork, sid: str) -> list[str]:
     for name, p in net.peers.items():
         found += [f"{name}: stream {s.id}" for s in p.state.table if sid in s.users or not s.original]
         found += [f"{name}: operator {s}" for s in p.executor.installed()]
-        found += [f"{name}: reservation {t}" for t in p.state.reserved]
+        found += [f"{name}: reservation {t}" for t in p.state.transactions.open]
         found += [f"{name}: delivery of {s}" for s, d in p.state.deliveries.items() if d]
     return found
 
@@ -172,7 +172,7 @@ def test_a_source_peer_lost_while_committing_leaves_nothing_behind(ends, monkeyp
     """The stream's super-peer stops answering just as its part of the plan is committed: the
     subscriber is told why, and no peer keeps anything of the subscription — the lost peer's
     reservation, which nobody can abort, expires, and it installs subscriptions again."""
-    monkeypatch.setattr(peer_state, "RESERVATION_TTL_S", 0.3)
+    monkeypatch.setattr(transactions, "RESERVATION_TTL_S", 0.3)
     net = network_with_photons()
 
     def source_goes_down(call: Call) -> None:
@@ -188,7 +188,7 @@ def test_a_source_peer_lost_while_committing_leaves_nothing_behind(ends, monkeyp
     assert [x for x in leftovers(net, sid) if not x.startswith("SP4: reservation")] == []
     net.hook = lambda call: None
     net.down.clear()
-    assert wait_for(lambda: not net.peers["SP4"].state.held())
+    assert wait_for(lambda: not net.peers["SP4"].state.transactions.reserved())
     assert leftovers(net, sid) == []
     assert net.peers["SP1"].control.subscribe(paper_query(1)).plan.admitted
     stop(net)

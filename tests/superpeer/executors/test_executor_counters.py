@@ -37,12 +37,13 @@ def check(factory, texts: list[str], source: TestingSource) -> None:
 
 def test_inline_executor_counts_what_it_drops() -> None:
     texts = photons(3000, seed=11, messy=True)
-    check(lambda: make_executor("inline", "p", lateness=LATENESS),
+    check(lambda deliver: make_executor("inline", "p", deliver, lateness=LATENESS),
           texts, TestingSource.of("photons", texts, 250))
 
 
 @pytest.mark.slow
 def test_spark_executor_counts_what_it_drops_across_a_restart(tmp_path) -> None:
     texts = photons(3000, seed=11, messy=True)
-    check(lambda: make_executor("spark", "p", lateness=LATENESS, checkpoint_dir=str(tmp_path), trigger_ms=50),
+    check(lambda deliver: make_executor("spark", "p", deliver, lateness=LATENESS, checkpoint_dir=str(tmp_path),
+                                        trigger_ms=50),
           texts, TestingSource.of("photons", texts, 250, abort_after=5))

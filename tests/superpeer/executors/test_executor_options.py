@@ -20,10 +20,11 @@ def test_inline_executor_drops_only_items_later_than_its_lateness() -> None:
     outputs = {}
     late = {}
     for lateness in (0.0, 5.0):
-        ex = make_executor("inline", "p", lateness=lateness, trigger_ms=None)
-        assert ex.wants_text
         got: list[str] = []
-        ex.set_deliver(lambda stream, seq, out, end: got.extend(out))
+        ex = make_executor("inline", "p", deliver=lambda stream, seq, out, end: got.extend(out),
+                           lateness=lateness, trigger_ms=None)
+        assert ex.wants_text
+        ex.start()
         ex.install("w", WINDOW, parent="raw")
         ex.push("raw", [], items([1, 12, 8, 25]), True)  # 8 arrives after 12: 4 late
         outputs[lateness] = got
@@ -55,9 +56,9 @@ def test_cli_passes_lateness_to_the_executor() -> None:
 def test_inline_executor_drops_and_counts_an_item_that_does_not_parse() -> None:
     """A malformed item (from a neighbour that did not validate it) reaches no operator output,
     not even as a placeholder, and the executor's status counts it."""
-    ex = make_executor("inline", "p")
     got: dict[str, list[str]] = {"project": [], "count": []}
-    ex.set_deliver(lambda stream, seq, out, end: got[stream].extend(out))
+    ex = make_executor("inline", "p", deliver=lambda stream, seq, out, end: got[stream].extend(out))
+    ex.start()
     ex.install("project", (alg.Project(frozenset({"t"})),), parent="raw")
     ex.install("count", (alg.WindowAggregate(alg.WindowSpec("count", F(2), F(2)), (("count", "."),)),),
                parent="raw")
@@ -72,12 +73,13 @@ def test_spark_starts_with_the_node_unless_told_to_wait_for_the_first_operator(t
     any operator is installed; cold: nothing starts until the first operator."""
     from network_harness import until
 
-    warm = make_executor("spark", "warm", checkpoint_dir=str(tmp_path / "w"), trigger_ms=50)
-    cold = make_executor("spark", "cold", checkpoint_dir=str(tmp_path / "c"), trigger_ms=50, warm=False)
     got: list[str] = []
+    warm = make_executor("spark", "warm", deliver=lambda stream, seq, out, end: got.extend(out),
+                         checkpoint_dir=str(tmp_path / "w"), trigger_ms=50)
+    cold = make_executor("spark", "cold", checkpoint_dir=str(tmp_path / "c"), trigger_ms=50, warm=False)
     try:
-        warm.set_deliver(lambda stream, seq, out, end: got.extend(out))
-        cold.set_deliver(lambda stream, seq, out, end: None)
+        warm.start()
+        cold.start()
         until(lambda: warm.status()["state"] == "ready", seconds=300, pause=0.1)
         status = warm.status()
         assert status["ready_after_s"] > 0 and status["chains"] == 0 and status["error"] is None

@@ -30,14 +30,14 @@ def started(peer: str, directory, names: list[str]):
     stream by sequence number (a number delivered again must carry the same output)."""
     from superpeer.executors.spark.executor import SparkExecutor
 
-    ex = SparkExecutor(peer, checkpoint_dir=directory, trigger_ms=50)
     got: dict[str, dict[int, str]] = {name: {} for name in names}
 
     def deliver(stream, seq, texts, end):
         for k, t in enumerate(texts):
             assert got[stream].setdefault(seq + k, t) == t
 
-    ex.set_deliver(deliver)
+    ex = SparkExecutor(peer, checkpoint_dir=directory, trigger_ms=50, deliver=deliver)
+    ex.start()
     for name in names:
         ex.install(name, tuple(CHAINS[name]), parent="p")
     return ex, got
@@ -81,7 +81,6 @@ def test_an_output_the_node_refuses_is_reported_and_the_loop_goes_on(tmp_path):
     from superpeer.executors.spark.executor import SparkExecutor
 
     items = photons(1000, seed=12, messy=False)
-    ex = SparkExecutor("refused", checkpoint_dir=tmp_path / "ckpt", trigger_ms=50)
     delivered: list[str] = []
     ended: list[str] = []
     calls = [0]
@@ -94,7 +93,8 @@ def test_an_output_the_node_refuses_is_reported_and_the_loop_goes_on(tmp_path):
         if end:
             ended.append(stream)
 
-    ex.set_deliver(deliver)
+    ex = SparkExecutor("refused", checkpoint_dir=tmp_path / "ckpt", trigger_ms=50, deliver=deliver)
+    ex.start()
     try:
         ex.install("s", tuple(CHAINS["select-project"]), parent="p")
         ex.push("p", [], items[:500], False)
@@ -119,7 +119,7 @@ def test_a_failed_job_is_told_by_its_python_error_not_by_its_traceback_header(tm
         yield  # pragma: no cover — a generator, as mapPartitionsWithIndex wants
 
     ex = SparkExecutor("reasons", checkpoint_dir=tmp_path / "ckpt", trigger_ms=50)
-    ex.set_deliver(lambda *args: None)
+    ex.start()
     try:
         until(lambda: ex.ready, 300, "Spark")
         with pytest.raises(Exception) as failed:

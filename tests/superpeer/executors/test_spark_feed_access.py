@@ -21,6 +21,7 @@ def server(tmp_path):
     log = FeedLog(tmp_path / "feed")
     log.append("photons", ["<photon><en>1.5</en></photon>"], end=False)
     feed = FeedServer(log, listen="0.0.0.0")
+    feed.start()
     yield feed
     feed.stop()
     log.close()
@@ -59,7 +60,7 @@ def test_a_loopback_feed_is_not_reachable_from_other_addresses(tmp_path) -> None
     log = FeedLog(tmp_path / "feed")
     feed = FeedServer(log)
     try:
-        assert feed.address[0] == "127.0.0.1"
+        assert feed.start()[0] == "127.0.0.1"
         other = reachable_host("0.0.0.0")
         if other.startswith("127."):
             pytest.skip("this host has no address besides loopback")

@@ -102,14 +102,14 @@ def test_a_micro_batch_whose_workers_die_is_run_again_without_loss_or_duplicates
     items = photons(3000, seed=8, messy=False)
     ops = CHAINS["count"]
     expected = [serialize(v) for v in Pipeline(ops).run(etree.fromstring(t) for t in items)]
-    ex = SparkExecutor("restarting", checkpoint_dir=tmp_path / "ckpt", trigger_ms=50)
     got: dict[int, str] = {}
 
     def deliver(stream, seq, texts, end):
         for k, t in enumerate(texts):
             assert got.setdefault(seq + k, t) == t  # a repeated number carries the same output
 
-    ex.set_deliver(deliver)
+    ex = SparkExecutor("restarting", checkpoint_dir=tmp_path / "ckpt", trigger_ms=50, deliver=deliver)
+    ex.start()
     try:
         ex.install("w", tuple(ops), parent="p")
         ex.push("p", [], items[:1500], False)

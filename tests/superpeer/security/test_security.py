@@ -21,7 +21,7 @@ from photons.generator import generate
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 from sharing.scenarios import example_query
-from superpeer import peer_state
+from superpeer.control import transactions
 from superpeer.security.access import UserQuotas
 from thinpeer.certs import hosts_of, init_backbone
 from thinpeer.tokens import issue_token
@@ -183,15 +183,15 @@ def test_the_whole_attack_list_is_refused_and_the_genuine_subscription_still_ser
 
 
 def test_an_uncommitted_reservation_is_a_lease_that_expires(net: Net, monkeypatch) -> None:
-    monkeypatch.setattr(peer_state, "RESERVATION_TTL_S", 0.5)
+    monkeypatch.setattr(transactions, "RESERVATION_TTL_S", 0.5)
     sp5 = net.peers["SP5"].node
     photons = sp5.state.known_originals["photons"]
     held = {**_stream(photons, "SP7.999100", ["SP7", "SP5"]), "origin": "SP7"}
     reply = net.backbone("SP5", "SP7").Reserve(pb.ReserveRequest(transaction="t-lease", part_json=json.dumps(
         {"subscription": "SP7-0badcafe", "target": "SP7", "version": None, "streams": [held]})))
     assert reply.ok, reply.reason
-    assert sp5.state.held()
-    until(lambda: not sp5.state.held(), seconds=5)
+    assert sp5.state.transactions.reserved()
+    until(lambda: not sp5.state.transactions.reserved(), seconds=5)
 
 
 def test_hostile_items_and_queries_are_refused_with_the_reason(net: Net) -> None:

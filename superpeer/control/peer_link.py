@@ -1,0 +1,121 @@
+"""How the control plane talks to super-peers, itself included: the calls (``PeerLink``), what a
+peer serves when called (``PeerHandler``), and the answers, in the optimizer's own types.
+
+A transport implements ``PeerLink``: ``rpc.peer_channels.GrpcPeerChannels`` over gRPC (a call to
+this peer itself goes to its own handler without the network), and the in-process fake of the
+tests. The handler is the super-peer's ``Node``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from sharing.properties import InputStream
+from sharing.serialization import stream_from_json, stream_to_json
+from sharing.stream_table import NetworkStream
+
+
+@dataclass
+class Waiting:
+    """A subscription at some peer that was waiting for a stream that is now registered."""
+
+    subscription: str
+    registered_at: float
+
+
+@dataclass
+class Committed:
+    """A peer's answer to a commit."""
+
+    starts: dict[str, int]  # stream registered there -> items logged when the plan took it
+    incarnation: str = ""  # the process that committed: a later new one has lost the plan
+    anchors: dict[str, int] = field(default_factory=dict)  # original -> exact first item taken there
+    replayed: dict[str, int] = field(default_factory=dict)  # original -> first log item its replay sends
+    history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history goes
+
+    @classmethod
+    def of(cls, reply: dict, incarnation: str = "") -> "Committed":
+        """From ``Participant.commit``'s answer."""
+        return cls(dict(reply.get("logged", {})), incarnation, dict(reply.get("anchors", {})),
+                   {k: int(v) for k, v in reply.get("replayed", {}).items()},
+                   {k: str(v) for k, v in reply.get("history", {}).items()})
+
+
+@dataclass
+class Reserved:
+    """A peer's answer to a reservation. For a past subscription served from a running replay
+    of a stream registered there (``sharing.replay_plans``): where it starts, and which
+    running copy could not serve it (``refused``: plan again without it)."""
+
+    ok: bool
+    reason: str = ""
+    starts: dict[str, int] = field(default_factory=dict)  # new copy of a running replay -> its first item
+    replayed: dict[str, int] = field(default_factory=dict)  # original -> the subscription's first item
+    history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history goes
+    refused: str = ""
+
+    def to_json(self) -> dict:
+        return {"starts": self.starts, "replayed": self.replayed, "history": self.history, "refused": self.refused}
+
+    @classmethod
+    def of(cls, ok: bool, reason: str, answer: dict) -> "Reserved":
+        return cls(ok, reason, {k: int(v) for k, v in answer.get("starts", {}).items()},
+                   {k: int(v) for k, v in answer.get("replayed", {}).items()},
+                   {k: str(v) for k, v in answer.get("history", {}).items()}, str(answer.get("refused", "")))
+
+
+class PeerHandler(Protocol):
+    """What a super-peer serves to the others (its participant side)."""
+
+    def lookup(self, input_stream: InputStream) -> tuple[list[NetworkStream], dict]: ...
+
+    def statistics(self, name: str) -> dict: ...
+
+    def announce(self, stream: NetworkStream) -> list[Waiting]: ...
+
+    def activate(self, subscription: str) -> tuple[bool, str]: ...
+
+    def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
+                target: str, version: int | None = None, attach: dict | None = None) -> Reserved: ...
+
+    def commit(self, txn: str, subscription: str, lineage: list[str],
+               replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> dict[str, dict]: ...
+
+    def abort(self, txn: str) -> bool: ...
+
+    def remove(self, subscription: str) -> list[str]: ...
+
+    def truncate(self, stream: str, last: str) -> None: ...
+
+
+class PeerLink(Protocol):
+    """Calls to a peer by id. ``None`` answers mean the peer could not be reached and the
+    caller can do without it; methods that cannot do without raise ``NodeError``."""
+
+    def lookup(self, peer: str, input_stream: InputStream) -> tuple[list[NetworkStream], dict] | None: ...
+
+    def statistics(self, peer: str, name: str) -> dict: ...
+
+    def announce(self, peer: str, stream: NetworkStream) -> list[Waiting] | None: ...
+
+    def activate(self, peer: str, subscription: str) -> None: ...
+
+    def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
+                target: str, version: int | None = None, attach: dict | None = None) -> Reserved: ...
+
+    def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
+               required: bool, replay: dict[str, int] | None = None,
+               since: dict[str, float] | None = None) -> Committed: ...
+
+    def abort(self, peer: str, txn: str) -> bool | None:
+        """Whether a replay ``txn`` held at ``peer`` had been let go before (None: unreachable)."""
+
+    def remove(self, peer: str, subscription: str) -> list[str] | None: ...
+
+    def truncate(self, peer: str, stream: str, last: str) -> None: ...
+
+
+def copy_stream(s: NetworkStream) -> NetworkStream:
+    """A stream entry no other peer (or plan) shares: what the wire gives a remote peer."""
+    return stream_from_json(stream_to_json(s))
