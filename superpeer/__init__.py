@@ -1,4 +1,7 @@
-"""The super-peer daemon: gRPC services over a node's stream tables, planner and data plane."""
+"""The super-peer daemon, one sub-package per concern: ``rpc`` (the network boundary), ``control``
+(planning and installing subscriptions), ``data`` (items in and out), ``history`` (the past),
+``security`` (every authorisation decision), ``recovery`` (failures), ``subscriptions`` (results
+at the subscriber's super-peer), ``executors``; ``node`` builds them into one super-peer."""
 
 import os as _os
 

@@ -10,9 +10,10 @@ import math
 from statistics import NormalDist
 
 import pytest
+from approximate_cases import WINDOWS, scaled
 from lxml import etree
-
 from network_harness import reference_results, running_network, same
+
 from photons.generator import generate
 from sharing.analysis import analyze
 from sharing.estimates import samplable
@@ -22,20 +23,6 @@ from wxquery.operators.sampling import kept
 
 PHOTONS = [p.to_xml() for p in generate(4000, seed=3)]
 ITEMS = '<all>{ for $p in stream("photons")/photons/photon return <e>{ $p/en }{ $p/det_time }</e> }</all>'
-WINDOWS = """<photons>{ for $w in stream("photons")/photons/photon |det_time diff 50 step 50|
-    return <w><n>{ count($w/en) }</n><s>{ sum($w/en) }</s></w> }</photons>"""
-
-
-def scaled(items: list[str], rate: int) -> list[str]:
-    out = []
-    for text in items:
-        el = etree.fromstring(text)
-        el.find("n").text = str(int(el.findtext("n")) * rate)
-        el.find("s").text = repr(float(el.findtext("s")) * rate)
-        out.append(etree.tostring(el, encoding="unicode"))
-    return out
-
-
 def test_an_overloading_subscription_is_admitted_on_a_sample_when_it_asks(tmp_path) -> None:
     with running_network(tmp_path) as (topology, _):
         publisher = SuperPeerClient(topology.address("SP4"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
+from executor_harness import EOF, TestingSource, run_executor
 from superpeer.executors import make_executor
 from thinpeer.cli import build_parser
 from wxquery.operators import definitions as alg
@@ -20,15 +21,10 @@ def test_inline_executor_drops_only_items_later_than_its_lateness() -> None:
     outputs = {}
     late = {}
     for lateness in (0.0, 5.0):
-        got: list[str] = []
-        ex = make_executor("inline", "p", deliver=lambda stream, seq, out, end: got.extend(out),
-                           lateness=lateness, trigger_ms=None)
-        assert ex.wants_text
-        ex.start()
-        ex.install("w", WINDOW, parent="raw")
-        ex.push("raw", [], items([1, 12, 8, 25]), True)  # 8 arrives after 12: 4 late
-        outputs[lateness] = got
-        late[lateness] = ex.window_counters()["w"].late_items
+        run = run_executor(lambda deliver: make_executor("inline", "p", deliver, lateness=lateness, trigger_ms=None),
+                           {"w": WINDOW}, TestingSource("raw", [items([1, 12, 8, 25]), EOF]))  # 8 after 12: 4 late
+        outputs[lateness] = run.sink.items("w")
+        late[lateness] = run.counters["w"].late_items
     first = '<w k="0"><p f="count" e=".">{}</p></w>'
     assert outputs[0.0][0] == first.format(1)  # 8 dropped: 4 later than the 12 before it
     assert outputs[5.0][0] == first.format(2)  # within 5 of 12: counted in window [0, 10)
@@ -56,16 +52,18 @@ def test_cli_passes_lateness_to_the_executor() -> None:
 def test_inline_executor_drops_and_counts_an_item_that_does_not_parse() -> None:
     """A malformed item (from a neighbour that did not validate it) reaches no operator output,
     not even as a placeholder, and the executor's status counts it."""
-    got: dict[str, list[str]] = {"project": [], "count": []}
-    ex = make_executor("inline", "p", deliver=lambda stream, seq, out, end: got[stream].extend(out))
-    ex.start()
-    ex.install("project", (alg.Project(frozenset({"t"})),), parent="raw")
-    ex.install("count", (alg.WindowAggregate(alg.WindowSpec("count", F(2), F(2)), (("count", "."),)),),
-               parent="raw")
-    ex.push("raw", [], ["<i><t>1</t></i>", "<i><t>2", "<i><t>3</t></i>"], True)
-    assert got["project"] == ["<i><t>1</t></i>", "<i><t>3</t></i>"]
-    assert got["count"] == ['<w k="0"><p f="count" e=".">2</p></w>']
-    assert ex.status()["malformed_items_dropped"] == 1
+    made = []
+
+    def inline(deliver):
+        made.append(make_executor("inline", "p", deliver))
+        return made[-1]
+
+    chains = {"project": (alg.Project(frozenset({"t"})),),
+              "count": (alg.WindowAggregate(alg.WindowSpec("count", F(2), F(2)), (("count", "."),)),)}
+    run = run_executor(inline, chains, TestingSource("raw", [["<i><t>1</t></i>", "<i><t>2", "<i><t>3</t></i>"], EOF]))
+    assert run.sink.items("project") == ["<i><t>1</t></i>", "<i><t>3</t></i>"]
+    assert run.sink.items("count") == ['<w k="0"><p f="count" e=".">2</p></w>']
+    assert made[0].status()["malformed_items_dropped"] == 1
 
 
 def test_spark_starts_with_the_node_unless_told_to_wait_for_the_first_operator(tmp_path) -> None:

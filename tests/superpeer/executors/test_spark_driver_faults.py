@@ -10,6 +10,7 @@ import time
 import pytest
 from lxml import etree
 
+from executor_harness import TestingSink
 from operator_cases import CHAINS, assert_same, photons
 from per_item_operators import Pipeline, serialize
 
@@ -30,24 +31,19 @@ def started(peer: str, directory, names: list[str]):
     stream by sequence number (a number delivered again must carry the same output)."""
     from superpeer.executors.spark.executor import SparkExecutor
 
-    got: dict[str, dict[int, str]] = {name: {} for name in names}
-
-    def deliver(stream, seq, texts, end):
-        for k, t in enumerate(texts):
-            assert got[stream].setdefault(seq + k, t) == t
-
-    ex = SparkExecutor(peer, checkpoint_dir=directory, trigger_ms=50, deliver=deliver)
+    sink = TestingSink()  # (a number delivered again must carry the same output)
+    ex = SparkExecutor(peer, checkpoint_dir=directory, trigger_ms=50, deliver=sink.deliver)
     ex.start()
     for name in names:
         ex.install(name, tuple(CHAINS[name]), parent="p")
-    return ex, got
+    return ex, (sink, names)
 
 
-def assert_exactly_once(got: dict[str, dict[int, str]], items: list[str]) -> None:
-    for name, out in got.items():
+def assert_exactly_once(got: tuple[TestingSink, list[str]], items: list[str]) -> None:
+    sink, names = got
+    for name in names:
         expected = [serialize(v) for v in Pipeline(CHAINS[name]).run(etree.fromstring(t) for t in items)]
-        assert sorted(out) == list(range(len(out))), name  # no gaps in the sequence
-        assert_same(expected, [out[k] for k in range(len(out))])
+        assert_same(expected, sink.items(name))  # (numbered without gaps)
 
 
 def test_a_checkpoint_that_cannot_be_written_holds_the_stream_and_loses_or_repeats_nothing(tmp_path):

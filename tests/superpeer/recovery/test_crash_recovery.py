@@ -19,12 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
+from approximate_cases import WINDOWS as APPROX_WINDOWS
+from approximate_cases import scaled
 from lxml import etree
-
 from network_harness import reference_results, same, until
+
 from photons.generator import generate
 from sharing.scenarios import example_query
-from test_approximate_admission import WINDOWS as APPROX_WINDOWS, scaled
 from thinpeer.approximation import merged
 from thinpeer.client import SuperPeerClient
 from thinpeer.network import LocalNetwork, up, with_free_ports
