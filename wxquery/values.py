@@ -1,9 +1,10 @@
 """XQuery value semantics shared by every evaluator of WXQuery.
 
 Values compare as numbers: untyped element content is cast to ``xs:double`` exactly as XQuery's
-general comparison does, and numbers print the way XQuery serializes them. The executors (inline,
-Spark) and the reference evaluator must all use these functions, so that their results agree
-with each other and with standard XQuery to the last digit.
+general comparison does (the comparison itself is ``operators.comparisons``), and numbers print
+the way XQuery serializes them. The executors (inline, Spark) and the reference evaluator must
+all use these functions, so that their results agree with each other and with standard XQuery to
+the last digit.
 """
 
 from __future__ import annotations
@@ -81,16 +82,3 @@ def format_atomic(value: object) -> str:
     if isinstance(value, Decimal):
         return format_decimal(value)
     return str(value)
-
-
-def compare(op: str, a: float, b: float) -> bool:
-    """A numeric comparison; NaN compares false with everything, as in XQuery."""
-    if op == ">=":
-        return a >= b
-    if op == "<=":
-        return a <= b
-    if op == ">":
-        return a > b
-    if op == "<":
-        return a < b
-    return a == b

@@ -19,8 +19,8 @@ import math
 from functools import lru_cache
 from typing import Callable
 
+from .comparisons import Comparison
 from .definitions import Atom, CombineWindows, WindowAggregate, WindowSpec
-from ..values import compare
 from .aggregates import merge
 from .chains import Chain
 from .pane_folds import FOLDED, fold_windows
@@ -111,13 +111,10 @@ def aggregate_filter(atoms: tuple[Atom, ...]) -> Callable[[WindowRecord], bool]:
         fn, _, rest = name.partition("(")
         return [float(v) for v in record.final(fn, rest[:-1])]
 
-    def holds(atom: Atom, record: WindowRecord) -> bool:
-        c = float(atom.constant)
-        lefts = values(record, atom.left)
-        rights = [c] if atom.right is None else [y + c for y in values(record, atom.right)]
-        return any(compare(atom.op, x, y) for x in lefts for y in rights)
-
-    return lambda record: all(holds(a, record) for a in atoms)
+    tests = [(Comparison(a.op, a.constant), a.left, a.right) for a in atoms]
+    return lambda record: all(
+        comparison.holds(values(record, left), None if right is None else values(record, right))
+        for comparison, left, right in tests)
 
 
 class ChainState:
