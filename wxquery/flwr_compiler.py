@@ -93,9 +93,10 @@ class QueryCompiler(ExpressionCompiler):
 
 def count_window_contents(size: int, step: int) -> Callable[[Iterable[Value]], Iterator[list]]:
     """The contents of ``|count size step step|`` windows over a sequence of items."""
+    spec = WindowSpec("count", Fraction(size), Fraction(step))
 
     def windows(items: Iterable[Value]) -> Iterator[list]:
-        assigner: CountWindows[Value] = CountWindows(size, step)
+        assigner: CountWindows[Value] = CountWindows(spec)
         for item in items:
             for w in assigner.push(item):
                 yield w.items

@@ -6,7 +6,9 @@ the semantics of DESIGN.md §3:
 
 * time windows close when the clock's watermark (highest accepted reference less the lateness)
   reaches their end, or when the input ends; windows without items produce nothing;
-* count windows close when Δ items have reached them; incomplete ones are dropped at the end;
+* count windows close when Δ items have reached them; incomplete ones are dropped at the end
+  (which windows are final is ``WindowAssigner.complete``/``final``, as in the evaluator's
+  collecting windows; the clock is ``WindowClock``);
 * coarser windows from a finer aggregate stream (``CombineWindows``) and aggregate filters run on
   whole records (a record stream carries one record per window, a trickle next to items).
 
@@ -190,20 +192,17 @@ class ChainState:
 
     def _close_count(self, spec: WindowSpec) -> list[tuple[int, list]]:
         assigner = assigner_for(spec)
-        size, step = int(spec.size), int(spec.step)
         k = self.next_k or 0
-        closing = max(0, (self.clock.seen - size) // step + 1 - k)
+        complete = max(k, assigner.complete(self.clock.seen))
         partials = self.chain.window.partials  # type: ignore[union-attr]
-        out = []
-        if closing >= FOLD_AT_LEAST and all(fn in FOLDED for fn, _ in partials):
-            rows = fold_windows(self.panes, [fn for fn, _ in partials], k, closing,
+        if complete - k >= FOLD_AT_LEAST and all(fn in FOLDED for fn, _ in partials):
+            rows = fold_windows(self.panes, [fn for fn, _ in partials], k, complete - k,
                                 assigner.panes_per_window, assigner.panes_per_step)
-            out.extend(zip(range(k, k + closing), rows))
-            k += closing
-        while k * step + size <= self.clock.seen:
-            out.append((k, self._merged([p for p in assigner.panes_of_window(k) if p in self.panes])))
-            k += 1
-        self.next_k = k
+            out = list(zip(range(k, complete), rows))
+        else:
+            out = [(j, self._merged([p for p in assigner.panes_of_window(j) if p in self.panes]))
+                   for j in range(k, complete)]
+        k = self.next_k = complete
         lowest = assigner.panes_of_window(k).start
         for p in [p for p in self.panes if p < lowest]:
             del self.panes[p]
@@ -215,11 +214,8 @@ class ChainState:
         for p in self.panes:
             ks = assigner.windows_of_pane(p)
             candidates.update(range(ks.start if self.next_k is None else max(ks.start, self.next_k), ks.stop))
-        closing = []  # every candidate has a pane: a window without one is never written
-        for k in sorted(candidates):
-            if not end and assigner.bounds(k)[1] > watermark:
-                break
-            closing.append(k)
+        # every candidate has a pane: a window without one is never written
+        closing = assigner.final(sorted(candidates), watermark, end)
         partials = self.chain.window.partials  # type: ignore[union-attr]
         spanned = (closing[-1] - closing[0]) * assigner.panes_per_step + assigner.panes_per_window if closing else 0
         if (len(closing) >= FOLD_AT_LEAST and all(fn in FOLDED for fn, _ in partials)

@@ -4,13 +4,16 @@
   **panes** — the largest intervals that never straddle a window boundary, ``g = gcd(Δ, μ)``:
   pane p holds references in ``[p·g, (p+1)·g)`` (time windows) or ordinals ``p·g … p·g+g-1``
   (count windows), and window k is the panes ``k·μ/g … (k·μ+Δ)/g - 1``. Bounds are exact
-  fractions, compared as doubles the way XQuery compares untyped data with a decimal.
+  fractions, compared as doubles the way XQuery compares untyped data with a decimal. It also
+  holds the one rule of which windows are final: a count window once Δ items have reached it
+  (``complete``), a time window once the watermark reaches its end or the input ends (``final``).
 * ``WindowClock``: the event-time clock of one window operator — items seen (count windows), the
   highest accepted reference, and the one counter of items dropped as late or without a numeric
   reference. It is plain data: executors snapshot it with their state and ship it to tasks.
 * ``CountWindows`` / ``TimeWindows``: windows that collect their items, for the reference
-  evaluator, whose window contents feed arbitrary return expressions. They assign and admit
-  items with the two objects above, so the evaluator closes the same windows as the executors.
+  evaluator, whose window contents feed arbitrary return expressions. They assign, admit and
+  close with the two objects above, so the evaluator closes the same windows as the executors
+  (``panes.ChainState``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import math
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Generic, TypeVar
+from typing import Callable, Generic, Iterable, TypeVar
 
 import numpy as np
 
@@ -68,10 +71,28 @@ class WindowAssigner:
         self.panes_per_window = int(self.size / self.pane)
         self.panes_per_step = int(self.step / self.pane)
         self.bounds = lru_cache(maxsize=4096)(self._bounds)
+        self.size_i, self.step_i = int(self.size), int(self.step)  # count windows: whole numbers
 
     def _bounds(self, k: int) -> tuple[float, float]:
         """Window k covers ``[k·μ, k·μ+Δ)``, as doubles."""
         return float(k * self.step), float(k * self.step + self.size)
+
+    def complete(self, seen: int) -> int:
+        """Count windows: how many are complete (windows 0 … n-1) once ``seen`` items reached
+        them; window k holds items k·μ … k·μ+Δ-1, and one never completed produces nothing."""
+        return max(0, (seen - self.size_i) // self.step_i + 1)
+
+    def final(self, windows: Iterable[int], watermark: float, end: bool) -> list[int]:
+        """Time windows: the leading ones of ``windows`` (ascending) that are final, those that
+        end at or before ``watermark`` (``WindowClock.watermark``); every one at the input's end."""
+        if end:
+            return list(windows)
+        out = []
+        for k in windows:
+            if self.bounds(k)[1] > watermark:
+                break
+            out.append(k)
+        return out
 
     def windows_of(self, x: float) -> list[int]:
         """The time windows whose bounds contain reference value x."""
@@ -190,20 +211,24 @@ class ClosedWindow(Generic[T]):
 class CountWindows(Generic[T]):
     """A window starts at every μ-th item and holds Δ items; only complete windows are emitted."""
 
-    def __init__(self, size: int, step: int) -> None:
-        self.size, self.step = size, step
+    def __init__(self, spec: WindowSpec) -> None:
+        self.assigner = assigner_for(spec)
+        self.step = self.assigner.step_i
         self.clock = WindowClock()
         self.open: list[ClosedWindow[T]] = []
 
     def push(self, item: T) -> list[ClosedWindow[T]]:
-        if self.clock.seen % self.step == 0:
-            self.open.append(ClosedWindow(self.clock.seen // self.step, []))
-        self.clock.seen += 1
+        seen = self.clock.seen
+        if seen % self.step == 0:  # window k starts at item k·μ
+            self.open.append(ClosedWindow(seen // self.step, []))
+        self.clock.seen = seen + 1
         for w in self.open:
             w.items.append(item)
-        if self.open and len(self.open[0].items) == self.size:
-            return [self.open.pop(0)]
-        return []
+        complete = self.assigner.complete(seen + 1)
+        closed = []
+        while self.open and self.open[0].index < complete:
+            closed.append(self.open.pop(0))
+        return closed
 
     def flush(self) -> list[ClosedWindow[T]]:
         self.open.clear()  # incomplete count windows produce nothing
@@ -227,28 +252,21 @@ class TimeWindows(Generic[T]):
             return []
         for k in self.assigner.windows_of(x):
             self.open.setdefault(k, []).append(item)
-        return self.advance(self.clock.watermark(self.lateness))
-
-    def advance(self, watermark: float) -> list[ClosedWindow[T]]:
-        """Close every window that ends at or before ``watermark`` (a heartbeat may call this)."""
-        closed = []
-        for k in sorted(self.open):
-            if self.assigner.bounds(k)[1] > watermark:
-                break
-            closed.append(ClosedWindow(k, self.open.pop(k)))
-        return closed
+        return self._close(end=False)
 
     def flush(self) -> list[ClosedWindow[T]]:
-        closed = [ClosedWindow(k, self.open[k]) for k in sorted(self.open)]
-        self.open.clear()
-        return closed
+        return self._close(end=True)
+
+    def _close(self, end: bool) -> list[ClosedWindow[T]]:
+        final = self.assigner.final(sorted(self.open), self.clock.watermark(self.lateness), end)
+        return [ClosedWindow(k, self.open.pop(k)) for k in final]
 
 
 def collecting_windows(spec: WindowSpec, reference: Callable[[T], float] | None = None,
                        lateness: float = 0.0, clock: WindowClock | None = None
                        ) -> CountWindows[T] | TimeWindows[T]:
     if spec.kind == "count":
-        return CountWindows(int(spec.size), int(spec.step))
+        return CountWindows(spec)
     assert reference is not None, "time windows need a reference function"
     return TimeWindows(spec, reference, lateness, clock)
 
