@@ -240,7 +240,7 @@ class ChainState:
         if clock is not None:
             # the batch's clock: a watermark applied while the batch ran may have raised ours
             # past it, and event time never goes back
-            clock.high = max(clock.high, self.clock.high)
+            clock.reach(self.clock.high)
             self.clock = clock
         if self.chain.output_kind == "items":
             return items
@@ -261,6 +261,6 @@ class ChainState:
         texts of the windows it closes."""
         if self.ended or self.chain.input_kind != "items" or watermark_element(self.chain) != path:
             return []
-        self.clock.high = max(self.clock.high, value)
+        self.clock.reach(value)
         return self.apply([], [], [], None, lateness, False)
 

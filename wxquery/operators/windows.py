@@ -9,7 +9,8 @@
   (``complete``), a time window once the watermark reaches its end or the input ends (``final``).
 * ``WindowClock``: the event-time clock of one window operator — items seen (count windows), the
   highest accepted reference, and the one counter of items dropped as late or without a numeric
-  reference. It is plain data: executors snapshot it with their state and ship it to tasks.
+  reference. It is the one place event time is raised (``reach``, ``follow``) and an item is
+  judged late. It is plain data: executors snapshot it with their state and ship it to tasks.
 * ``CountWindows`` / ``TimeWindows``: windows that collect their items, for the reference
   evaluator, whose window contents feed arbitrary return expressions. They assign, admit and
   close with the two objects above, so the evaluator closes the same windows as the executors
@@ -155,16 +156,31 @@ class WindowClock:
         """Windows ending at or before this are final."""
         return self.high - lateness
 
+    def reach(self, value: float) -> None:
+        """Event time has reached ``value`` (an admitted item's reference, a watermark, a clock
+        that went further): it never goes back, and a NaN reaches nothing (as ``max`` ignores it)."""
+        if value > self.high:
+            self.high = value
+
+    def follow(self, after: "WindowClock", counted: bool = True) -> None:
+        """Advanced past the items another clock went through after this one's (a piece of a
+        batch, an archive chunk): their number and highest reference, and with ``counted`` the
+        items it dropped (without: where the items leave the clock, as a starting point)."""
+        self.seen += after.seen
+        self.reach(after.high)
+        if counted:
+            self.late_items += after.late_items
+            self.missing_reference += after.missing_reference
+
     def admit(self, x: float, lateness: float) -> bool:
         """Whether an item with reference x joins its windows; a dropped one is counted."""
         if math.isnan(x) or math.isinf(x):
             self.missing_reference += 1
             return False
-        if x < self.high - lateness:
+        if x < self.watermark(lateness):
             self.late_items += 1
             return False
-        if x > self.high:
-            self.high = x
+        self.reach(x)
         return True
 
     def admit_batch(self, refs: np.ndarray, lateness: float, floors: np.ndarray | None = None) -> np.ndarray:
@@ -182,7 +198,7 @@ class WindowClock:
                 before = np.maximum(before, floors[admitted])
             on_time = ~(valid < before - lateness)
             self.late_items += int(valid.size - on_time.sum())
-            self.high = max(self.high, float(running[-1]))
+            self.reach(float(running[-1]))
             admitted[np.flatnonzero(admitted)] = on_time
         return admitted
 
