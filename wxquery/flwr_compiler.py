@@ -18,8 +18,7 @@ from .operators.definitions import WindowSpec
 from .evaluation_context import Env, SeqFn, Value
 from .expression_compiler import ExpressionCompiler
 from .item_navigation import atomize, child_elements
-from .operators.windows import CountWindows, TimeWindows, WindowClock, WindowCounters
-from .values import NAN
+from .operators.windows import CountWindows, TimeWindows, WindowClock, WindowCounters, first_reference
 
 
 class QueryCompiler(ExpressionCompiler):
@@ -105,13 +104,14 @@ def count_window_contents(size: int, step: int) -> Callable[[Iterable[Value]], I
 
 
 def reference_value(ref: tuple[str, ...]) -> Callable[[Value], float]:
-    """The window reference of an item: its first ``ref`` element as a double (NaN if absent)."""
+    """The window reference of an item: its first ``ref`` element as a double
+    (``first_reference``: NaN if absent)."""
 
     def reference(item: Value) -> float:
         current = [item]
         for name in ref:
             current = child_elements(current, name)
-        return atomize(current[0]) if current else NAN
+        return first_reference(current, atomize)
 
     return reference
 

@@ -10,7 +10,6 @@ values follow ``items`` exactly: the same casts (``values``), and atoms are ``co
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Callable, Iterable, Sequence, Union
 
@@ -24,6 +23,7 @@ from ..stream_document import string_value
 from ..values import cast_double
 from .items import Projection, path_values, projection_for
 from .shapes import ItemShape, match_shapes, shape_of
+from .windows import first_reference
 
 Column = Union[np.ndarray, list]  # one float per item, or a list of floats per item
 
@@ -212,7 +212,7 @@ class ItemBatch:
         col = self.column(path)
         if isinstance(col, np.ndarray):
             return col
-        return np.array([v[0] if v else math.nan for v in col], dtype=np.float64)
+        return np.array([first_reference(v, float) for v in col], dtype=np.float64)
 
 
 def _memoised(project: Callable[[int], str]) -> Callable[[int], str]:

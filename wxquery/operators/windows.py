@@ -10,7 +10,7 @@
 * ``WindowClock``: the event-time clock of one window operator — items seen (count windows), the
   highest accepted reference, and the one counter of items dropped as late or without a numeric
   reference. It is the one place event time is raised (``reach``, ``follow``) and an item is
-  judged late. It is plain data: executors snapshot it with their state and ship it to tasks.
+  judged late or missing (its reference is ``first_reference``). It is plain data: executors snapshot it with their state and ship it to tasks.
 * ``CountWindows`` / ``TimeWindows``: windows that collect their items, for the reference
   evaluator, whose window contents feed arbitrary return expressions. They assign, admit and
   close with the two objects above, so the evaluator closes the same windows as the executors
@@ -23,11 +23,12 @@ import math
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Generic, Iterable, TypeVar
+from typing import Callable, Generic, Iterable, Sequence, TypeVar
 
 import numpy as np
 
 from .definitions import WindowSpec
+from ..values import NAN
 
 T = TypeVar("T")
 
@@ -135,6 +136,12 @@ def watermark_floors(positions: np.ndarray, marks: list[tuple[int, float]]) -> n
     cuts = np.searchsorted(positions, [after for after, _ in marks], side="left")
     np.fmax.at(raised, cuts, [value for _, value in marks])  # a NaN watermark raises nothing, as max() ignores it
     return np.maximum.accumulate(raised)[:-1]
+
+
+def first_reference(found: Sequence[T], value: Callable[[T], float]) -> float:
+    """An item's window reference: the ``value`` of the first of what it has at the reference
+    path, NaN when it has nothing there (``WindowClock.admit`` then drops it, counted missing)."""
+    return value(found[0]) if found else NAN
 
 
 @lru_cache(maxsize=1024)
