@@ -8,7 +8,6 @@ namespaced projections come here. Values cast as XQuery casts untyped data to do
 
 from __future__ import annotations
 
-from copy import deepcopy
 from functools import lru_cache
 from typing import Callable
 
@@ -16,6 +15,7 @@ from lxml import etree
 
 from .comparisons import Comparison
 from .definitions import WHOLE_ITEM, Atom
+from ..result_content import detached_copy
 from ..stream_document import string_value
 from ..values import cast_double
 
@@ -70,7 +70,7 @@ class Projection:
                 continue
             here = at + (child.tag,)
             if here in self.whole:
-                out.append(_detached_copy(child))
+                out.append(detached_copy(child))
             elif here in self.prefixes:
                 out.append(self._prune(child, here))
         return out
@@ -114,9 +114,3 @@ _TEXT_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#
 def _escape_text(text: str) -> str:
     """Text content as lxml serialises it."""
     return text.translate(_TEXT_ESCAPES) if ("&" in text or "<" in text or ">" in text or "\r" in text) else text
-
-
-def _detached_copy(el: etree._Element) -> etree._Element:
-    c = deepcopy(el)
-    c.tail = None
-    return c
