@@ -3,9 +3,9 @@
 A FLWR expression compiles into a chain of tuple streams, one per clause: each for clause binds
 its variable to every item of its source, or to every window's contents when the path carries a
 window, and each let clause binds an aggregate. Windows use the shared window assigners and
-event-time clock of ``wxquery.operators.windows``, so that the oracle and the executors agree on
-window boundaries and on which items are late. ``QueryCompiler`` adds this to
-``ExpressionCompiler`` and is the complete compiler.
+event-time clock of ``wxquery.operators.windows``, so that the evaluator and the executors agree
+on window boundaries, on which items are late and on which windows are final. ``QueryCompiler``
+adds this to ``ExpressionCompiler`` and is the complete compiler.
 """
 
 from __future__ import annotations
