@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Iterable
 
 # xs:double lexical space (XSD 1.1 also allows a leading '+' in INF).
 _DOUBLE_RE = re.compile(r"\s*(?:[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?INF|NaN)\s*\Z")
@@ -79,8 +79,7 @@ def format_atomics(values: Iterable[object]) -> list[str]:
     out = []
     for v in values:
         if type(v) is float and 1e-4 <= abs(v) < 1e6:  # as format_double's first case
-            text = repr(v)
-            out.append(text[:-2] if text.endswith(".0") else text)
+            out.append(repr(v).removesuffix(".0"))
         else:
             out.append(format_atomic(v))
     return out

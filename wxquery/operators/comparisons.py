@@ -13,7 +13,8 @@ window records all call ``Comparison``: its scalar entry point (``holds``) and i
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, SupportsFloat
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, SupportsFloat
 
 if TYPE_CHECKING:
     import numpy as np
@@ -28,7 +29,7 @@ class Comparison:
     """``x θ y + c`` (or ``x θ c``) compiled once per condition atom: θ looked up and the
     constant cast to ``xs:double`` here, not per item."""
 
-    __slots__ = ("op", "constant", "test")
+    __slots__ = ("constant", "op", "test")
 
     def __init__(self, op: str, constant: SupportsFloat) -> None:
         self.op = op

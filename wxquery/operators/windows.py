@@ -20,15 +20,16 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Generic, Iterable, Sequence, TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
-from .definitions import WindowSpec
 from ..values import NAN
+from .definitions import WindowSpec
 
 T = TypeVar("T")
 
@@ -169,7 +170,7 @@ class WindowClock:
         if value > self.high:
             self.high = value
 
-    def follow(self, after: "WindowClock", counted: bool = True) -> None:
+    def follow(self, after: WindowClock, counted: bool = True) -> None:
         """Advanced past the items another clock went through after this one's (a piece of a
         batch, an archive chunk): their number and highest reference, and with ``counted`` the
         items it dropped (without: where the items leave the clock, as a starting point)."""
