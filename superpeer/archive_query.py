@@ -181,8 +181,9 @@ def run_input(spark, plan: InputPlan, units: list[Unit], request: ArchiveRequest
         return [t for a in answers for _, t in a["items"]], rows, built
     state = ChainState(plan.chain)
     out: list[str] = []
-    for i, a in enumerate(answers):  # a unit that started from a fresh clock (``ordered``) has
-        # its event time raised to where the units before it left it by ``apply``
+    for i, a in enumerate(answers):
+        # a unit that started from a fresh clock (``ordered``) is raised by ``apply`` to where
+        # the units before it left event time, as every batch's clock is
         clock = WindowClock.from_dict(a["clock"])
         out.extend(state.apply([], a["panes"], [], clock, request.lateness, end=i == len(answers) - 1))
     if not answers:

@@ -10,7 +10,8 @@
 * ``WindowClock``: the event-time clock of one window operator — items seen (count windows), the
   highest accepted reference, and the one counter of items dropped as late or without a numeric
   reference. It is the one place event time is raised (``reach``, ``follow``) and an item is
-  judged late or missing (its reference is ``first_reference``). It is plain data: executors snapshot it with their state and ship it to tasks.
+  judged late or missing (its reference is ``first_reference``). It is plain data: executors
+  snapshot it with their state and ship it to tasks.
 * ``CountWindows`` / ``TimeWindows``: windows that collect their items, for the reference
   evaluator, whose window contents feed arbitrary return expressions. They assign, admit and
   close with the two objects above, so the evaluator closes the same windows as the executors
