@@ -15,7 +15,6 @@ from typing import Union
 from .errors import Position
 
 AGGREGATE_FUNCTIONS = ("min", "max", "sum", "count", "avg")
-COMPARISON_OPERATORS = ("=", "<", "<=", ">", ">=")
 
 
 @dataclass(frozen=True)

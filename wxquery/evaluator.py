@@ -1,8 +1,12 @@
 """The reference evaluator: WXQuery over finite streams, with exactly the semantics of DESIGN.md §3.
 
-It is the semantic yardstick for every executor (inline, Spark) and is checked differentially
-against Saxon-HE. It compiles the AST into nested Python closures once and then pulls items
-through them one at a time, so results stream out while the input is still being read.
+It is production code, not a test oracle: it is the post-processing that runs at a subscriber's
+super-peer and in archive queries, so it is built on the one implementation of each rule in
+``wxquery.operators`` (comparisons, windows and event time, aggregates) and ``values``, which the
+executors run too. The independent oracle is Saxon-HE, which the differential tests
+(``tests/wxquery/test_oracle_saxon.py`` and the suites built on ``tests/oracle.py``) compare it
+and the executors with. It compiles the AST into nested Python closures once and then pulls
+items through them one at a time, so results stream out while the input is still being read.
 
 This module is the public API (``evaluate``, ``post_process``, ``Evaluation``) and the
 serialization of results. The parts:

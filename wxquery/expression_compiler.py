@@ -23,10 +23,11 @@ from . import ast
 from .evaluation_context import CondFn, Env, EvaluationContext, SeqFn, Value
 from .item_navigation import atomize, child_elements, navigate_items, navigator
 from .operators.aggregates import aggregate_values
+from .operators.comparisons import Comparison
 from .operators.records import WindowRecord
 from .result_content import TextNode, append_text, detached_copy
 from .stream_document import string_value
-from .values import cast_double, compare, format_atomic
+from .values import cast_double, format_atomic
 
 
 def literal_value(number: ast.Number) -> Value:
@@ -219,33 +220,13 @@ class ExpressionCompiler(ABC):
         return values
 
     def comparison(self, a: ast.Comparison) -> CondFn:
+        """An atom of a condition: ``operators.comparisons`` over its operands' values."""
         left = self.operand(a.left)
-        op = a.op
-        constant = float(a.constant)
+        holds = Comparison(a.op, a.constant).holds
         if a.right is None:
-            def against_constant(env: Env, ctx: object) -> bool:
-                for x in left(env):
-                    if compare(op, x, constant):
-                        return True
-                return False
-
-            return against_constant
+            return lambda env, ctx: holds(left(env))
         right = self.operand(a.right)
-        plus = a.constant.value != 0
-
-        def against_path(env: Env, ctx: object) -> bool:
-            rights = right(env)
-            if not rights:
-                return False
-            if plus:
-                rights = [y + constant for y in rights]
-            for x in left(env):
-                for y in rights:
-                    if compare(op, x, y):
-                        return True
-            return False
-
-        return against_path
+        return lambda env, ctx: holds(left(env), right(env))
 
     # ---------------------------------------------------------------- aggregates
 

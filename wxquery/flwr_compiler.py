@@ -3,9 +3,9 @@
 A FLWR expression compiles into a chain of tuple streams, one per clause: each for clause binds
 its variable to every item of its source, or to every window's contents when the path carries a
 window, and each let clause binds an aggregate. Windows use the shared window assigners and
-event-time clock of ``wxquery.operators.windows``, so that the oracle and the executors agree on
-window boundaries and on which items are late. ``QueryCompiler`` adds this to
-``ExpressionCompiler`` and is the complete compiler.
+event-time clock of ``wxquery.operators.windows``, so that the evaluator and the executors agree
+on window boundaries, on which items are late and on which windows are final. ``QueryCompiler``
+adds this to ``ExpressionCompiler`` and is the complete compiler.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from .operators.definitions import WindowSpec
 from .evaluation_context import Env, SeqFn, Value
 from .expression_compiler import ExpressionCompiler
 from .item_navigation import atomize, child_elements
-from .operators.windows import CountWindows, TimeWindows, WindowClock, WindowCounters
-from .values import NAN
+from .operators.windows import CountWindows, TimeWindows, WindowClock, WindowCounters, first_reference
 
 
 class QueryCompiler(ExpressionCompiler):
@@ -93,9 +92,10 @@ class QueryCompiler(ExpressionCompiler):
 
 def count_window_contents(size: int, step: int) -> Callable[[Iterable[Value]], Iterator[list]]:
     """The contents of ``|count size step step|`` windows over a sequence of items."""
+    spec = WindowSpec("count", Fraction(size), Fraction(step))
 
     def windows(items: Iterable[Value]) -> Iterator[list]:
-        assigner: CountWindows[Value] = CountWindows(size, step)
+        assigner: CountWindows[Value] = CountWindows(spec)
         for item in items:
             for w in assigner.push(item):
                 yield w.items
@@ -104,13 +104,14 @@ def count_window_contents(size: int, step: int) -> Callable[[Iterable[Value]], I
 
 
 def reference_value(ref: tuple[str, ...]) -> Callable[[Value], float]:
-    """The window reference of an item: its first ``ref`` element as a double (NaN if absent)."""
+    """The window reference of an item: its first ``ref`` element as a double
+    (``first_reference``: NaN if absent)."""
 
     def reference(item: Value) -> float:
         current = [item]
         for name in ref:
             current = child_elements(current, name)
-        return atomize(current[0]) if current else NAN
+        return first_reference(current, atomize)
 
     return reference
 

@@ -4,13 +4,12 @@ Items arrive as wire texts, thousands at a time (a ``Publish``/``Transfer`` batc
 executor, a feed range in a Spark scan task). The batch is parsed in one go; each referenced
 element becomes a column — a numpy array when every item has exactly one such element, a list of
 values per item otherwise — shared by all chains; selections are vectorised comparisons. The
-values follow ``items`` exactly: the same casts, NaN rules and existential comparisons over
-repeated elements.
+values follow ``items`` exactly: the same casts (``values``), and atoms are ``comparisons``'
+``mask`` on numpy columns and its ``holds`` per item elsewhere.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Callable, Iterable, Sequence, Union
 
@@ -18,11 +17,13 @@ import numpy as np
 import pyarrow as pa
 from lxml import etree
 
+from .comparisons import Comparison
 from .definitions import WHOLE_ITEM, Atom
 from ..stream_document import string_value
-from ..values import cast_double, compare
+from ..values import cast_double
 from .items import Projection, path_values, projection_for
 from .shapes import ItemShape, match_shapes, shape_of
+from .windows import first_reference
 
 Column = Union[np.ndarray, list]  # one float per item, or a list of floats per item
 
@@ -211,7 +212,7 @@ class ItemBatch:
         col = self.column(path)
         if isinstance(col, np.ndarray):
             return col
-        return np.array([v[0] if v else math.nan for v in col], dtype=np.float64)
+        return np.array([first_reference(v, float) for v in col], dtype=np.float64)
 
 
 def _memoised(project: Callable[[int], str]) -> Callable[[int], str]:
@@ -249,9 +250,6 @@ def _doubles(texts: list[str]) -> np.ndarray:
     return np.array([cast_double(t) for t in texts], dtype=np.float64)
 
 
-_NUMPY_OPS = {"=": np.equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
-
-
 def _as_lists(col: Column) -> list[list[float]]:
     if isinstance(col, np.ndarray):
         return [[x] for x in col.tolist()]
@@ -259,16 +257,16 @@ def _as_lists(col: Column) -> list[list[float]]:
 
 
 def atom_mask(batch: ItemBatch, atom: Atom) -> np.ndarray:
-    """The atom on every item: existential over repeated elements, NaN compares false."""
-    c = float(atom.constant)
+    """The atom on every item: vectorised where both sides are one value per item, else per
+    item over its repeated or missing values."""
+    comparison = Comparison(atom.op, atom.constant)
     left = batch.column(atom.left)
     right = None if atom.right is None else batch.column(atom.right)
     if isinstance(left, np.ndarray) and (right is None or isinstance(right, np.ndarray)):
-        return _NUMPY_OPS[atom.op](left, c if right is None else right + c)
-    lefts = _as_lists(left)
-    rights = [[c]] * batch.n if right is None else [[y + c for y in ys] for ys in _as_lists(right)]
-    return np.fromiter((any(compare(atom.op, x, y) for x in xs for y in ys)
-                        for xs, ys in zip(lefts, rights)), dtype=bool, count=batch.n)
+        return comparison.mask(left, right)
+    rights = [None] * batch.n if right is None else _as_lists(right)
+    return np.fromiter((comparison.holds(xs, ys) for xs, ys in zip(_as_lists(left), rights)),
+                       dtype=bool, count=batch.n)
 
 
 def selection_mask(batch: ItemBatch, atoms: Iterable[Atom], rows: np.ndarray | None = None) -> np.ndarray:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, Union
 
+from .comparisons import THETA
+
 WHOLE_ITEM = "."
-OPERATORS = ("=", "<", "<=", ">", ">=")
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class Atom:
     constant: Fraction
 
     def __post_init__(self) -> None:
-        if self.op not in OPERATORS:
+        if self.op not in THETA:
             raise ValueError(f"unknown comparison operator {self.op!r}")
 
     def __str__(self) -> str:

@@ -2,21 +2,22 @@
 
 The batch operators read columns for a whole batch at once; items whose shape defeats the
 column fast paths (repeated or missing elements, complex paths), the statistics' samples and
-namespaced projections come here. Values cast as XQuery casts untyped data to double;
-comparisons are existential over repeated elements and false on NaN.
+namespaced projections come here. Values cast as XQuery casts untyped data to double
+(``values``); atoms compare them as ``comparisons`` defines.
 """
 
 from __future__ import annotations
 
-from copy import deepcopy
 from functools import lru_cache
 from typing import Callable
 
 from lxml import etree
 
+from .comparisons import Comparison
 from .definitions import WHOLE_ITEM, Atom
+from ..result_content import detached_copy
 from ..stream_document import string_value
-from ..values import cast_double, compare
+from ..values import cast_double
 
 
 def path_values(item: etree._Element, path: str) -> list[float]:
@@ -33,17 +34,11 @@ def path_values(item: etree._Element, path: str) -> list[float]:
 
 
 def atom_test(atom: Atom) -> Callable[[etree._Element], bool]:
-    """An atom's test on one item: existential over repeated elements, NaN compares false."""
-    op, left, right = atom.op, atom.left, atom.right
-    c = float(atom.constant)
+    """An atom's test on one item (``Comparison.holds`` over the item's values)."""
+    left, right, comparison = atom.left, atom.right, Comparison(atom.op, atom.constant)
     if right is None:
-        return lambda item: any(compare(op, x, c) for x in path_values(item, left))
-
-    def test(item: etree._Element) -> bool:
-        rights = [y + c for y in path_values(item, right)]
-        return any(compare(op, x, y) for x in path_values(item, left) for y in rights)
-
-    return test
+        return lambda item: comparison.holds(path_values(item, left))
+    return lambda item: comparison.holds(path_values(item, left), path_values(item, right))
 
 
 class Projection:
@@ -75,7 +70,7 @@ class Projection:
                 continue
             here = at + (child.tag,)
             if here in self.whole:
-                out.append(_detached_copy(child))
+                out.append(detached_copy(child))
             elif here in self.prefixes:
                 out.append(self._prune(child, here))
         return out
@@ -119,9 +114,3 @@ _TEXT_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#
 def _escape_text(text: str) -> str:
     """Text content as lxml serialises it."""
     return text.translate(_TEXT_ESCAPES) if ("&" in text or "<" in text or ">" in text or "\r" in text) else text
-
-
-def _detached_copy(el: etree._Element) -> etree._Element:
-    c = deepcopy(el)
-    c.tail = None
-    return c

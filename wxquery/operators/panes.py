@@ -6,7 +6,9 @@ the semantics of DESIGN.md §3:
 
 * time windows close when the clock's watermark (highest accepted reference less the lateness)
   reaches their end, or when the input ends; windows without items produce nothing;
-* count windows close when Δ items have reached them; incomplete ones are dropped at the end;
+* count windows close when Δ items have reached them; incomplete ones are dropped at the end
+  (which windows are final is ``WindowAssigner.complete``/``final``, as in the evaluator's
+  collecting windows; the clock is ``WindowClock``);
 * coarser windows from a finer aggregate stream (``CombineWindows``) and aggregate filters run on
   whole records (a record stream carries one record per window, a trickle next to items).
 
@@ -19,8 +21,8 @@ import math
 from functools import lru_cache
 from typing import Callable
 
+from .comparisons import Comparison
 from .definitions import Atom, CombineWindows, WindowAggregate, WindowSpec
-from ..values import compare
 from .aggregates import merge
 from .chains import Chain
 from .pane_folds import FOLDED, fold_windows
@@ -111,13 +113,10 @@ def aggregate_filter(atoms: tuple[Atom, ...]) -> Callable[[WindowRecord], bool]:
         fn, _, rest = name.partition("(")
         return [float(v) for v in record.final(fn, rest[:-1])]
 
-    def holds(atom: Atom, record: WindowRecord) -> bool:
-        c = float(atom.constant)
-        lefts = values(record, atom.left)
-        rights = [c] if atom.right is None else [y + c for y in values(record, atom.right)]
-        return any(compare(atom.op, x, y) for x in lefts for y in rights)
-
-    return lambda record: all(holds(a, record) for a in atoms)
+    tests = [(Comparison(a.op, a.constant), a.left, a.right) for a in atoms]
+    return lambda record: all(
+        comparison.holds(values(record, left), None if right is None else values(record, right))
+        for comparison, left, right in tests)
 
 
 class ChainState:
@@ -193,20 +192,17 @@ class ChainState:
 
     def _close_count(self, spec: WindowSpec) -> list[tuple[int, list]]:
         assigner = assigner_for(spec)
-        size, step = int(spec.size), int(spec.step)
         k = self.next_k or 0
-        closing = max(0, (self.clock.seen - size) // step + 1 - k)
+        complete = max(k, assigner.complete(self.clock.seen))
         partials = self.chain.window.partials  # type: ignore[union-attr]
-        out = []
-        if closing >= FOLD_AT_LEAST and all(fn in FOLDED for fn, _ in partials):
-            rows = fold_windows(self.panes, [fn for fn, _ in partials], k, closing,
+        if complete - k >= FOLD_AT_LEAST and all(fn in FOLDED for fn, _ in partials):
+            rows = fold_windows(self.panes, [fn for fn, _ in partials], k, complete - k,
                                 assigner.panes_per_window, assigner.panes_per_step)
-            out.extend(zip(range(k, k + closing), rows))
-            k += closing
-        while k * step + size <= self.clock.seen:
-            out.append((k, self._merged([p for p in assigner.panes_of_window(k) if p in self.panes])))
-            k += 1
-        self.next_k = k
+            out = list(zip(range(k, complete), rows))
+        else:
+            out = [(j, self._merged([p for p in assigner.panes_of_window(j) if p in self.panes]))
+                   for j in range(k, complete)]
+        k = self.next_k = complete
         lowest = assigner.panes_of_window(k).start
         for p in [p for p in self.panes if p < lowest]:
             del self.panes[p]
@@ -218,11 +214,8 @@ class ChainState:
         for p in self.panes:
             ks = assigner.windows_of_pane(p)
             candidates.update(range(ks.start if self.next_k is None else max(ks.start, self.next_k), ks.stop))
-        closing = []  # every candidate has a pane: a window without one is never written
-        for k in sorted(candidates):
-            if not end and assigner.bounds(k)[1] > watermark:
-                break
-            closing.append(k)
+        # every candidate has a pane: a window without one is never written
+        closing = assigner.final(sorted(candidates), watermark, end)
         partials = self.chain.window.partials  # type: ignore[union-attr]
         spanned = (closing[-1] - closing[0]) * assigner.panes_per_step + assigner.panes_per_window if closing else 0
         if (len(closing) >= FOLD_AT_LEAST and all(fn in FOLDED for fn, _ in partials)
@@ -247,7 +240,7 @@ class ChainState:
         if clock is not None:
             # the batch's clock: a watermark applied while the batch ran may have raised ours
             # past it, and event time never goes back
-            clock.high = max(clock.high, self.clock.high)
+            clock.reach(self.clock.high)
             self.clock = clock
         if self.chain.output_kind == "items":
             return items
@@ -268,6 +261,6 @@ class ChainState:
         texts of the windows it closes."""
         if self.ended or self.chain.input_kind != "items" or watermark_element(self.chain) != path:
             return []
-        self.clock.high = max(self.clock.high, value)
+        self.clock.reach(value)
         return self.apply([], [], [], None, lateness, False)
 

@@ -20,7 +20,7 @@ That is exact for per-item chains and record chains. For the two window kinds:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from .chains import Chain, ChainOutput, concat_columns, reduce_panes
@@ -54,11 +54,11 @@ def merge_pieces(chain: Chain, start: WindowClock, pieces: list[Piece], lateness
     for piece in pieces:
         out.items.extend(piece.output.items)
         out.records.extend(piece.output.records)
-    clock = WindowClock(start.seen, start.high, start.late_items, start.missing_reference)
+    clock = replace(start)
     window = chain.window
     if not isinstance(window, WindowAggregate) or chain.input_kind != "items":
         for piece in pieces:
-            _count(clock, piece.clock)
+            _follow(clock, piece.clock)
         return out, clock
     spec = window.window
     if spec.kind == "count":
@@ -69,23 +69,20 @@ def merge_pieces(chain: Chain, start: WindowClock, pieces: list[Piece], lateness
             panes = assigner_for(spec).count_panes(start.seen, len(columns[0]))
             out.panes.extend(reduce_panes(columns, panes, window.partials))
         for piece in pieces:
-            _count(clock, piece.clock)
+            _follow(clock, piece.clock)
         return out, clock
     for piece in pieces:
         output, after = piece.output, piece.clock
-        if output.low < clock.high - lateness:  # admitted against too low a threshold
+        if output.low < clock.watermark(lateness):  # admitted against too low a threshold
             output, after = redo(piece, WindowClock(high=clock.high))
         out.panes.extend(output.panes)
         out.low = min(out.low, output.low)
-        _count(clock, after)
+        _follow(clock, after)
     return out, clock
 
 
-def _count(clock: WindowClock, piece: WindowClock | None) -> None:
+def _follow(clock: WindowClock, piece: WindowClock | None) -> None:
     """``clock`` advanced by what a piece's clock counted (None: the piece had none of the
     stream's items)."""
     if piece is not None:
-        clock.seen += piece.seen
-        clock.high = max(clock.high, piece.high)
-        clock.late_items += piece.late_items
-        clock.missing_reference += piece.missing_reference
+        clock.follow(piece)

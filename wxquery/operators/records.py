@@ -15,7 +15,7 @@ from functools import lru_cache
 from lxml import etree
 
 from .definitions import Partial
-from ..values import format_atomic
+from ..values import format_atomic, format_atomics
 from .aggregates import Number, PartialValue, final
 from ..xml_safety import parse_untrusted
 
@@ -73,18 +73,10 @@ def window_texts(partials: Sequence[Partial], rows: Sequence[tuple[int, Sequence
                             for v in values])
             continue
         empty = head + "/>"
-        columns.append([empty if v is None else f"{head}>{_double(v)}</p>" for v in values])
+        texts = iter(format_atomics([v for v in values if v is not None]))
+        columns.append([empty if v is None else f"{head}>{next(texts)}</p>" for v in values])
     columns.append(["</w>"] * len(rows))
     return ["".join(parts) for parts in zip(*columns)]
-
-
-def _double(v: PartialValue) -> str:
-    """``format_atomic`` of a partial value; a double between 1e-4 and 1e6 (nearly every one) is
-    its shortest round-trip ``repr`` without ``.0``."""
-    if type(v) is float and 1e-4 <= abs(v) < 1e6:
-        text = repr(v)
-        return text[:-2] if text.endswith(".0") else text
-    return format_atomic(v)
 
 
 @lru_cache(maxsize=4096)

@@ -4,25 +4,32 @@
   **panes** — the largest intervals that never straddle a window boundary, ``g = gcd(Δ, μ)``:
   pane p holds references in ``[p·g, (p+1)·g)`` (time windows) or ordinals ``p·g … p·g+g-1``
   (count windows), and window k is the panes ``k·μ/g … (k·μ+Δ)/g - 1``. Bounds are exact
-  fractions, compared as doubles the way XQuery compares untyped data with a decimal.
+  fractions, compared as doubles the way XQuery compares untyped data with a decimal. It also
+  holds the one rule of which windows are final: a count window once Δ items have reached it
+  (``complete``), a time window once the watermark reaches its end or the input ends (``final``).
 * ``WindowClock``: the event-time clock of one window operator — items seen (count windows), the
   highest accepted reference, and the one counter of items dropped as late or without a numeric
-  reference. It is plain data: executors snapshot it with their state and ship it to tasks.
+  reference. It is the one place event time is raised (``reach``, ``follow``) and an item is
+  judged late or missing (its reference is ``first_reference``). It is plain data: executors
+  snapshot it with their state and ship it to tasks.
 * ``CountWindows`` / ``TimeWindows``: windows that collect their items, for the reference
-  evaluator, whose window contents feed arbitrary return expressions. They assign and admit
-  items with the two objects above, so the evaluator closes the same windows as the executors.
+  evaluator, whose window contents feed arbitrary return expressions. They assign, admit and
+  close with the two objects above, so the evaluator closes the same windows as the executors
+  (``panes.ChainState``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import numpy as np
 
+from ..values import NAN
 from .definitions import WindowSpec
 
 T = TypeVar("T")
@@ -68,10 +75,28 @@ class WindowAssigner:
         self.panes_per_window = int(self.size / self.pane)
         self.panes_per_step = int(self.step / self.pane)
         self.bounds = lru_cache(maxsize=4096)(self._bounds)
+        self.size_i, self.step_i = int(self.size), int(self.step)  # count windows: whole numbers
 
     def _bounds(self, k: int) -> tuple[float, float]:
         """Window k covers ``[k·μ, k·μ+Δ)``, as doubles."""
         return float(k * self.step), float(k * self.step + self.size)
+
+    def complete(self, seen: int) -> int:
+        """Count windows: how many are complete (windows 0 … n-1) once ``seen`` items reached
+        them; window k holds items k·μ … k·μ+Δ-1, and one never completed produces nothing."""
+        return max(0, (seen - self.size_i) // self.step_i + 1)
+
+    def final(self, windows: Iterable[int], watermark: float, end: bool) -> list[int]:
+        """Time windows: the leading ones of ``windows`` (ascending) that are final, those that
+        end at or before ``watermark`` (``WindowClock.watermark``); every one at the input's end."""
+        if end:
+            return list(windows)
+        out = []
+        for k in windows:
+            if self.bounds(k)[1] > watermark:
+                break
+            out.append(k)
+        return out
 
     def windows_of(self, x: float) -> list[int]:
         """The time windows whose bounds contain reference value x."""
@@ -115,6 +140,12 @@ def watermark_floors(positions: np.ndarray, marks: list[tuple[int, float]]) -> n
     return np.maximum.accumulate(raised)[:-1]
 
 
+def first_reference(found: Sequence[T], value: Callable[[T], float]) -> float:
+    """An item's window reference: the ``value`` of the first of what it has at the reference
+    path, NaN when it has nothing there (``WindowClock.admit`` then drops it, counted missing)."""
+    return value(found[0]) if found else NAN
+
+
 @lru_cache(maxsize=1024)
 def assigner_for(spec: WindowSpec) -> WindowAssigner:
     """One assigner per window specification, kept out of operator state (which is pickled)."""
@@ -134,16 +165,31 @@ class WindowClock:
         """Windows ending at or before this are final."""
         return self.high - lateness
 
+    def reach(self, value: float) -> None:
+        """Event time has reached ``value`` (an admitted item's reference, a watermark, a clock
+        that went further): it never goes back, and a NaN reaches nothing (as ``max`` ignores it)."""
+        if value > self.high:
+            self.high = value
+
+    def follow(self, after: WindowClock, counted: bool = True) -> None:
+        """Advanced past the items another clock went through after this one's (a piece of a
+        batch, an archive chunk): their number and highest reference, and with ``counted`` the
+        items it dropped (without: where the items leave the clock, as a starting point)."""
+        self.seen += after.seen
+        self.reach(after.high)
+        if counted:
+            self.late_items += after.late_items
+            self.missing_reference += after.missing_reference
+
     def admit(self, x: float, lateness: float) -> bool:
         """Whether an item with reference x joins its windows; a dropped one is counted."""
         if math.isnan(x) or math.isinf(x):
             self.missing_reference += 1
             return False
-        if x < self.high - lateness:
+        if x < self.watermark(lateness):
             self.late_items += 1
             return False
-        if x > self.high:
-            self.high = x
+        self.reach(x)
         return True
 
     def admit_batch(self, refs: np.ndarray, lateness: float, floors: np.ndarray | None = None) -> np.ndarray:
@@ -161,7 +207,7 @@ class WindowClock:
                 before = np.maximum(before, floors[admitted])
             on_time = ~(valid < before - lateness)
             self.late_items += int(valid.size - on_time.sum())
-            self.high = max(self.high, float(running[-1]))
+            self.reach(float(running[-1]))
             admitted[np.flatnonzero(admitted)] = on_time
         return admitted
 
@@ -190,20 +236,24 @@ class ClosedWindow(Generic[T]):
 class CountWindows(Generic[T]):
     """A window starts at every μ-th item and holds Δ items; only complete windows are emitted."""
 
-    def __init__(self, size: int, step: int) -> None:
-        self.size, self.step = size, step
+    def __init__(self, spec: WindowSpec) -> None:
+        self.assigner = assigner_for(spec)
+        self.step = self.assigner.step_i
         self.clock = WindowClock()
         self.open: list[ClosedWindow[T]] = []
 
     def push(self, item: T) -> list[ClosedWindow[T]]:
-        if self.clock.seen % self.step == 0:
-            self.open.append(ClosedWindow(self.clock.seen // self.step, []))
-        self.clock.seen += 1
+        seen = self.clock.seen
+        if seen % self.step == 0:  # window k starts at item k·μ
+            self.open.append(ClosedWindow(seen // self.step, []))
+        self.clock.seen = seen + 1
         for w in self.open:
             w.items.append(item)
-        if self.open and len(self.open[0].items) == self.size:
-            return [self.open.pop(0)]
-        return []
+        complete = self.assigner.complete(seen + 1)
+        closed = []
+        while self.open and self.open[0].index < complete:
+            closed.append(self.open.pop(0))
+        return closed
 
     def flush(self) -> list[ClosedWindow[T]]:
         self.open.clear()  # incomplete count windows produce nothing
@@ -227,28 +277,21 @@ class TimeWindows(Generic[T]):
             return []
         for k in self.assigner.windows_of(x):
             self.open.setdefault(k, []).append(item)
-        return self.advance(self.clock.watermark(self.lateness))
-
-    def advance(self, watermark: float) -> list[ClosedWindow[T]]:
-        """Close every window that ends at or before ``watermark`` (a heartbeat may call this)."""
-        closed = []
-        for k in sorted(self.open):
-            if self.assigner.bounds(k)[1] > watermark:
-                break
-            closed.append(ClosedWindow(k, self.open.pop(k)))
-        return closed
+        return self._close(end=False)
 
     def flush(self) -> list[ClosedWindow[T]]:
-        closed = [ClosedWindow(k, self.open[k]) for k in sorted(self.open)]
-        self.open.clear()
-        return closed
+        return self._close(end=True)
+
+    def _close(self, end: bool) -> list[ClosedWindow[T]]:
+        final = self.assigner.final(sorted(self.open), self.clock.watermark(self.lateness), end)
+        return [ClosedWindow(k, self.open.pop(k)) for k in final]
 
 
 def collecting_windows(spec: WindowSpec, reference: Callable[[T], float] | None = None,
                        lateness: float = 0.0, clock: WindowClock | None = None
                        ) -> CountWindows[T] | TimeWindows[T]:
     if spec.kind == "count":
-        return CountWindows(int(spec.size), int(spec.step))
+        return CountWindows(spec)
     assert reference is not None, "time windows need a reference function"
     return TimeWindows(spec, reference, lateness, clock)
 

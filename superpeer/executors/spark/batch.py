@@ -98,7 +98,7 @@ def run_unit(unit: Unit, scan: Scan, clock: dict | None) -> dict:
         if clock is not None or scan.chain.window is None:
             out["items"], out["panes"] = result.items, result.panes
     for _, value in marks:  # event time reached them: later units' items below are late
-        start.high = max(start.high, value)
+        start.reach(value)
     out["clock"] = start.to_dict()
     out["seconds"] = time.perf_counter() - began
     return out

@@ -170,10 +170,9 @@ def run_input(spark, plan: InputPlan, units: list[Unit], request: ArchiveRequest
         measured = run_units(spark, units, scan, None)
         built += sum(a["built_s"] for a in measured)
         clocks, running = [], WindowClock()
-        for a in measured:
+        for a in measured:  # (the measuring pass's drop counts are not the evaluation's)
             clocks.append(running.to_dict())
-            c = WindowClock.from_dict(a["clock"])
-            running = WindowClock(running.seen + c.seen, max(running.high, c.high))
+            running.follow(WindowClock.from_dict(a["clock"]), counted=False)
     progress(f"${plan.variable}: evaluating {len(units)} chunk(s) of {plan.meta.stream}")
     answers = run_units(spark, units, scan, clocks or [WindowClock().to_dict()] * len(units))
     built += sum(a["built_s"] for a in answers)
@@ -182,11 +181,10 @@ def run_input(spark, plan: InputPlan, units: list[Unit], request: ArchiveRequest
         return [t for a in answers for _, t in a["items"]], rows, built
     state = ChainState(plan.chain)
     out: list[str] = []
-    running = WindowClock()
     for i, a in enumerate(answers):
+        # a unit that started from a fresh clock (``ordered``) is raised by ``apply`` to where
+        # the units before it left event time, as every batch's clock is
         clock = WindowClock.from_dict(a["clock"])
-        if ordered:  # each unit started from a fresh clock: the driver's goes on from the last one
-            clock.high = running.high = max(running.high, clock.high)
         out.extend(state.apply([], a["panes"], [], clock, request.lateness, end=i == len(answers) - 1))
     if not answers:
         out.extend(state.apply([], [], [], None, request.lateness, end=True))
@@ -209,11 +207,12 @@ def in_event_order(plan: InputPlan, units: list[Unit], lateness: float) -> bool:
     if not isinstance(window, WindowAggregate) or window.window.kind != "diff" or \
             window.window.ref != plan.meta.event_time or not units:
         return False
-    high = -math.inf
+    clock = WindowClock()
     for u in units:
-        if u.events is None or u.events[0] < high - lateness:
+        if u.events is None or u.events[0] < clock.watermark(lateness):
             return False
-        high = max(high, u.events[1], *(value for _, value in watermarks_for(plan.chain, u.watermarks)))
+        for value in (u.events[1], *(value for _, value in watermarks_for(plan.chain, u.watermarks))):
+            clock.reach(value)
     return True
 
 

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wxquery.operators.records import WindowRecord, window_texts
+from wxquery.values import format_atomic, format_atomics
 
 FUNCTIONS = ["count", "sum", "min", "max", "sumsq"]
 VALUES = st.one_of(st.none(), st.floats(width=64), st.integers(-10**12, 10**12),
@@ -21,3 +22,8 @@ def test_window_texts_equal_the_records_texts(partials, rows):
     want = [WindowRecord(k, {p: (v or 0) if p[0] == "count" else v for p, v in zip(partials, values)}).to_xml()
             for k, values in rows]
     assert window_texts(partials, rows) == want
+
+
+@given(st.lists(VALUES.filter(lambda v: v is not None), max_size=20))
+def test_a_column_of_values_is_written_as_each_value_alone(values):
+    assert format_atomics(values) == [format_atomic(v) for v in values]

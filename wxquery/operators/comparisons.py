@@ -1,0 +1,58 @@
+"""The comparison ``x θ y + c``: its one definition, for every place that evaluates a condition.
+
+A WXQuery condition atom compares untyped element content cast to ``xs:double``
+(``values.cast_double``) with a constant, or with another element plus a constant, the way
+XQuery's general comparison does: it is **existential** over repeated elements (some x and some
+y), **false** when either side has no value, and false whenever a NaN takes part (a value that is
+not a number, or missing, never satisfies a condition). The reference evaluator's conditions and
+predicates, the per-item and vectorised selections of the executors and the aggregate filters on
+window records all call ``Comparison``: its scalar entry point (``holds``) and its vectorised one
+(``mask``) apply the same operator of ``THETA`` to the same ``y + c``, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, SupportsFloat
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# θ → the comparison. Python's operators compare doubles as IEEE 754 does (NaN false with
+# everything, -0 = 0) and, applied to numpy arrays, compare element-wise with the same rules.
+THETA: dict[str, Callable[[Any, Any], Any]] = {
+    "=": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+class Comparison:
+    """``x θ y + c`` (or ``x θ c``) compiled once per condition atom: θ looked up and the
+    constant cast to ``xs:double`` here, not per item."""
+
+    __slots__ = ("constant", "op", "test")
+
+    def __init__(self, op: str, constant: SupportsFloat) -> None:
+        self.op = op
+        self.test = THETA[op]
+        self.constant = float(constant)
+
+    def holds(self, xs: Iterable[float], ys: Sequence[float] | None = None) -> bool:
+        """Whether some x θ some y + c (``ys`` None: some x θ c) — one item's values."""
+        test, c = self.test, self.constant
+        if ys is None:
+            for x in xs:
+                if test(x, c):
+                    return True
+            return False
+        if not ys:
+            return False
+        rights = [y + c for y in ys] if c else ys  # y + 0 compares as y (-0 = 0, NaN stays NaN)
+        for x in xs:
+            for y in rights:
+                if test(x, y):
+                    return True
+        return False
+
+    def mask(self, xs: np.ndarray, ys: np.ndarray | None = None) -> np.ndarray:
+        """Per row, x θ y + c (``ys`` None: x θ c) — one value per row on each side, vectorised."""
+        return self.test(xs, self.constant if ys is None else ys + self.constant)
