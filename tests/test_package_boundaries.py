@@ -1,5 +1,6 @@
 """DESIGN §2 boundaries, checked on the source: the pure packages import nothing that does I/O
-with the outside world, and nothing above them; ``photons`` sits at the bottom."""
+with the outside world, and nothing above them; ``photons`` and ``streamglobe`` (units) sit at
+the bottom."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ FORBIDDEN = {
                 "thinpeer", "sharing", "photons", "proto"},
     "sharing": {"grpc", "pyspark", "threading", "socket", "matplotlib", "rich", "superpeer",
                 "thinpeer", "proto"},
+    "streamglobe": {"grpc", "pyspark", "threading", "socket", "matplotlib", "rich", "superpeer",
+                    "thinpeer", "sharing", "wxquery", "photons", "proto", "os", "io", "subprocess",
+                    "pathlib"},
     "photons": {"grpc", "pyspark", "threading", "socket", "matplotlib", "rich", "superpeer",
                 "thinpeer", "sharing", "wxquery", "proto"},
 }

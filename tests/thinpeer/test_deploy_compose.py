@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from streamglobe.units import parse_bitrate
 from superpeer.topology import load_topology
-from thinpeer.cli.command import CliError
-from thinpeer.cli.deploy import parse_rate
+from thinpeer.cli import main
 from thinpeer.deploy.compose import Deployment, compose_file, container_topology, place
 from thinpeer.topologies import shipped_topology
 
@@ -56,12 +56,17 @@ def test_a_subnet_too_small_is_refused() -> None:
 @pytest.mark.parametrize("text,rate", [("100e6", 100_000_000), ("10mbit", 10_000_000),
                                        ("1.5Gbit", 1_500_000_000), ("500kbit", 500_000), ("64000", 64000)])
 def test_rates(text: str, rate: int) -> None:
-    assert parse_rate(text) == rate
+    assert main(["deploy", "bandwidth", "--state-dir", "/nonexistent", "SP4", "SP5", text]) == 1  # (read, no deployment)
+    assert parse_bitrate(text) == rate
 
 
-def test_a_rate_that_does_not_read_is_an_error() -> None:
-    with pytest.raises(CliError, match="cannot read the rate"):
-        parse_rate("fast")
+@pytest.mark.parametrize("text, says", [("fast", "not a number with a unit"), ("10MB", "that is a size in bytes"),
+                                         ("10m", "that is a duration")])
+def test_a_bandwidth_that_is_no_bit_rate_is_an_error_naming_bits_per_second(text: str, says: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["deploy", "bandwidth", "SP4", "SP5", text])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "argument RATE: expected a bit rate in bits per second" in err and says in err, err
 
 
 def test_a_scenario_backbone_becomes_a_topology_the_containers_read(tmp_path) -> None:

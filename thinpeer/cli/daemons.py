@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from streamglobe.units import parse_duration, parse_item_rate, parse_milliseconds, parse_size
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
 from thinpeer.cli.ui import add_ui_port_option
 
@@ -89,8 +90,13 @@ def _run_network(args: argparse.Namespace, topology: Path) -> int:
     import threading
 
     from sharing.backbone import TopologyError
+    from superpeer.history.bounds import parse_history
     from thinpeer.network import NetworkError, up
 
+    try:
+        parse_history(args.history or "")  # (said here, not in every daemon's log)
+    except ValueError as exc:
+        raise CliError(f"error: --history: {exc}") from None
     try:
         past = ((("--history", args.history) if args.history else ())
                 + (("--archive", str(Path(args.archive).resolve())) if args.archive else ())
@@ -200,8 +206,9 @@ def add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -
     p.add_argument("--spark-cores", type=int, metavar="N",
                    help="cores a super-peer's Spark application takes on a cluster, and task slots "
                         "per micro-batch (default: N of local[N], else 2)")
-    p.add_argument("--trigger-ms", type=int, metavar="MS",
-                   help="micro-batch trigger interval of the Spark executor (default 100)")
+    p.add_argument("--trigger-ms", type=parse_milliseconds, metavar="MS",
+                   help="micro-batch trigger interval of the Spark executor, in milliseconds or with "
+                        "a unit (100ms, 1s; default 100)")
     p.add_argument("--spark-cold-start", action="store_true",
                    help="start a super-peer's Spark session with its first operator rather than with "
                         "the daemon (saves a JVM where no operator ever runs; the first operator then "
@@ -216,7 +223,7 @@ def add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -
 
 
 def add_replay_rate(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--replay-rate", type=float, default=0.0, metavar="ITEMS_PER_S",
+    p.add_argument("--replay-rate", type=parse_item_rate, default=0.0, metavar="ITEMS_PER_S",
                    help="the most items per second a replay of a stream's past (subscribe --since/"
                         "--from-start, recovery) sends; 0 (default): as fast as the links take them. "
                         "A slower replay leaves the links to live streams, and runs long enough for "
@@ -260,31 +267,32 @@ def register_superpeer(add_command: AddCommand) -> None:
                    help="plaintext, no tokens: anyone who reaches the ports may do anything")
     p.add_argument("--max-subscriptions-per-user", type=int, default=1000, metavar="N",
                    help="subscriptions one user may have at this super-peer (default %(default)s)")
-    p.add_argument("--max-publish-rate-per-user", type=float, default=0.0, metavar="ITEMS_PER_S",
+    p.add_argument("--max-publish-rate-per-user", type=parse_item_rate, default=0.0, metavar="ITEMS_PER_S",
                    help="items per second one user may publish at this super-peer (default 0: no limit)")
     add_executor_options(p, checkpoint=True)
     p.add_argument("--retention", type=int, default=500_000,
                    help="result items kept per subscription for disconnected readers")
     defaults = _limit_defaults()
-    p.add_argument("--max-item-bytes", type=int, default=defaults.max_item_bytes, metavar="BYTES",
-                   help="largest item a publisher may send (UTF-8 bytes; default %(default)s; "
-                        "at most the gRPC message limit less 1 MiB)")
-    p.add_argument("--max-read-bytes", type=int, default=defaults.max_read_bytes, metavar="BYTES",
-                   help="bytes of results one read returns (at least one item; default %(default)s)")
-    p.add_argument("--finished-retention", type=float, default=defaults.finished_retention_s,
-                   metavar="SECONDS",
-                   help="how long an ended subscription keeps results not read to the end "
-                        "(default %(default)s)")
-    p.add_argument("--heartbeat-s", type=float, default=1.0, metavar="SECONDS",
-                   help="how often this super-peer asks the others how they are (default %(default)s)")
+    p.add_argument("--max-item-bytes", type=parse_size, default=defaults.max_item_bytes, metavar="SIZE",
+                   help="largest item a publisher may send (UTF-8 bytes, e.g. 16MiB, or a number of bytes; "
+                        "default %(default)s; at most the gRPC message limit less 1 MiB)")
+    p.add_argument("--max-read-bytes", type=parse_size, default=defaults.max_read_bytes, metavar="SIZE",
+                   help="bytes of results one read returns (e.g. 4MiB; at least one item; default %(default)s)")
+    p.add_argument("--finished-retention", type=parse_duration, default=defaults.finished_retention_s,
+                   metavar="DURATION",
+                   help="how long an ended subscription keeps results not read to the end (e.g. 10m, "
+                        "or seconds; default %(default)s)")
+    p.add_argument("--heartbeat-s", type=parse_duration, default=1.0, metavar="DURATION",
+                   help="how often this super-peer asks the others how they are (seconds, or e.g. "
+                        "500ms; default %(default)s)")
     p.add_argument("--heartbeat-misses", type=int, default=3, metavar="N",
                    help="missed heartbeats in a row before a peer (or the link to it) is declared "
                         "down (default %(default)s)")
     p.add_argument("--history", default="", metavar="BOUND",
                    help="how much of its past each stream registered here keeps on disk for "
                         "subscriptions over it (subscribe --since/--from-start), unless registered "
-                        "with its own (publish --history): items ('100000'), bytes ('64MB'), a "
-                        "duration ('10m', '2h'), several with commas ('10m,1GB': whichever keeps "
+                        "with its own (publish --history): items ('100000'), a size ('64MB', "
+                        "'1GiB'), a duration ('10m', '1h30m'), several with commas ('10m,1GB': whichever keeps "
                         "less); default: everything. Items a running subscription may still replay "
                         "are kept beyond it")
     add_replay_rate(p)
@@ -299,7 +307,7 @@ def register_superpeer(add_command: AddCommand) -> None:
                    help="with --archive: build the 1/2 … 1/64 samples approximate queries read as "
                         "items are archived (eager), by the first query that needs them (lazy), or "
                         "the coarse ones eagerly and the fine ones lazily (hybrid, default)")
-    p.add_argument("--watermark-idle-s", type=float, default=2.0, metavar="SECONDS",
+    p.add_argument("--watermark-idle-s", type=parse_duration, default=2.0, metavar="DURATION",
                    help="a stream registered here with an event time (publish --event-time) that "
                         "gets no item this long is sent watermarks, so time windows downstream "
                         "close (default %(default)s)")

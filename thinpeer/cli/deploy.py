@@ -6,23 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
+from streamglobe.units import parse_bitrate, parse_duration, parse_milliseconds
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
 from thinpeer.cli.ui import add_ui_port_option
-
-_RATE = re.compile(r"\s*([0-9.]+(?:e[0-9]+)?)\s*([kmg]?)(bit|bps|b)?(?:/s)?\s*\Z", re.IGNORECASE)
-_SCALE = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}
-
-
-def parse_rate(text: str) -> int:
-    """A link rate in bit/s: ``100e6``, ``100mbit``, ``1.5Gbit``, ``500kbit``."""
-    m = _RATE.match(text)
-    if not m:
-        raise CliError(f"error: cannot read the rate {text!r} (examples: 10mbit, 100e6, 1gbit)")
-    return int(float(m.group(1)) * _SCALE[m.group(2).lower()])
 
 
 def _progress(message: str) -> None:
@@ -129,7 +118,7 @@ def cmd_fault(args: argparse.Namespace) -> int:
         "start": lambda: project.start(deployment, args.peer, _progress),
         "cut": lambda: project.cut(deployment, args.a, args.b),
         "restore": lambda: project.restore(deployment, args.a, args.b),
-        "bandwidth": lambda: project.bandwidth(deployment, args.a, args.b, parse_rate(args.rate)),
+        "bandwidth": lambda: project.bandwidth(deployment, args.a, args.b, int(args.rate)),
     }[args.deploy_command]
     _guard(action)
     return EXIT_OK
@@ -188,14 +177,15 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--executor", choices=["inline", "spark"], default="inline")
     _spark_cluster_option(p)
     p.add_argument("--lateness", type=float, metavar="UNITS")
-    p.add_argument("--trigger-ms", type=int, metavar="MS")
-    p.add_argument("--heartbeat-s", type=float, metavar="SECONDS",
+    p.add_argument("--trigger-ms", type=parse_milliseconds, metavar="MS")
+    p.add_argument("--heartbeat-s", type=parse_duration, metavar="DURATION",
                    help="the super-peers' heartbeat interval (superpeer serve's default if not given)")
     p.add_argument("--heartbeat-misses", type=int, metavar="N",
                    help="missed heartbeats before a peer or link is declared down")
     p.add_argument("--subnet", help="the containers' network (default: a 10.231-238.x.0/24 chosen "
                                     "by the project name)")
-    p.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for health")
+    p.add_argument("--timeout", type=parse_duration, default=240.0, metavar="DURATION",
+                   help="how long to wait for health (seconds, or e.g. 5m; default %(default)s)")
     p.add_argument("--insecure", action="store_true",
                    help="plaintext and no tokens (default: TLS, mutual between super-peers, tokens)")
     add_ui_port_option(p)
@@ -209,12 +199,13 @@ def register(add_command: AddCommand) -> None:
         p.add_argument("peer", metavar="SP")
         p.set_defaults(func=cmd_fault)
     for name, help in (("cut", "the link drops all traffic"), ("restore", "undo a cut"),
-                       ("bandwidth", "change a link's bandwidth (e.g. 10mbit)")):
+                       ("bandwidth", "change a link's bandwidth (bits per second: 10Mbit, 10mbit/s, "
+                                     "100e6; or bytes per second: 10MB/s)")):
         p = parser(name, help)
         p.add_argument("a", metavar="SP")
         p.add_argument("b", metavar="SP")
         if name == "bandwidth":
-            p.add_argument("rate", metavar="RATE")
+            p.add_argument("rate", metavar="RATE", type=parse_bitrate)
         p.set_defaults(func=cmd_fault)
     from thinpeer.cli.simulate import add_scenario_options
 

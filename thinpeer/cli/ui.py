@@ -8,6 +8,7 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
+from streamglobe.units import parse_duration
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
 from thinpeer.cli.pubsub import add_connection_options
 
@@ -73,6 +74,6 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen at (default 127.0.0.1: the view shows what your token may see)")
-    p.add_argument("--interval", type=float, default=1.0, metavar="S",
-                   help="how often every super-peer's status is read (default 1 s)")
+    p.add_argument("--interval", type=parse_duration, default=1.0, metavar="DURATION",
+                   help="how often every super-peer's status is read (seconds, or e.g. 500ms; default 1 s)")
     p.set_defaults(func=cmd_ui)

@@ -28,7 +28,7 @@ from typing import Callable
 
 BASE_IMAGE = "streamglobe-base:bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
-PACKAGES = ("wxquery", "sharing", "superpeer", "thinpeer", "photons", "proto")
+PACKAGES = ("streamglobe", "wxquery", "sharing", "superpeer", "thinpeer", "photons", "proto")
 DOCKER_FILES = resources.files("thinpeer") / "data" / "docker"
 
 Progress = Callable[[str], None]
