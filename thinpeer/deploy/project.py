@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from sharing.backbone import TopologyError
 from thinpeer.credentials import Credentials
 
 from .compose import FIRST_HOST, PORT, Deployment, compose_file, container_topology, place
@@ -49,6 +50,8 @@ def up(topology_file: Path, root: Path, project: str, executor: str, serve_args:
         data, placements = place(topology_file, subnet)
         spark = (place_cluster(spark_workers, subnet, FIRST_HOST - 1 + len(placements),
                                frozenset(p.service for p in placements.values())) if spark_workers else {})
+    except TopologyError as exc:  # (it names the file and line)
+        raise DeployError(str(exc)) from None
     except (ValueError, KeyError) as exc:
         raise DeployError(f"{topology_file}: {exc}") from None
     deployment = Deployment(project, str(directory), executor, placements, spark)
