@@ -23,8 +23,8 @@ from local_network import local_network, write_report
 from network_measures import forwarding, latency, registration
 
 from streamglobe.units import parse_bitrate
-from thinpeer.deploy.compose import Deployment
-from thinpeer.deploy.measure import link_rate
+from thinpeer.ops.containers.compose import Deployment
+from thinpeer.ops.containers.measure import link_rate
 
 CLI = [sys.executable, "-m", "thinpeer.cli"]
 PROJECT = "sgbench"

@@ -127,7 +127,7 @@ def test_web_view_serves_its_page_from_the_installed_package(installed: Installe
     import time
     import urllib.request
 
-    from thinpeer.network import free_ports
+    from thinpeer.ops.ports import free_ports
 
     port, nobody = free_ports(2)
     ui = subprocess.Popen([str(installed.venv / "bin" / "streamglobe"), "ui", "--superpeer",

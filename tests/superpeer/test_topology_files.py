@@ -10,7 +10,7 @@ import pytest
 
 from sharing.backbone import TopologyError
 from superpeer.topology import load_topology
-from thinpeer.topologies import shipped_topologies, shipped_topology
+from thinpeer.ops.topologies import shipped_topologies, shipped_topology
 
 GOOD = '''# two super-peers
 [[superpeer]]

@@ -14,7 +14,7 @@ from thinpeer.cli.pubsub import add_connection_options
 
 if TYPE_CHECKING:
     from thinpeer.credentials import Credentials
-    from thinpeer.ui.server import WebView
+    from thinpeer.ops.ui.server import WebView
 
 
 def add_ui_port_option(p: argparse.ArgumentParser) -> None:
@@ -36,8 +36,8 @@ def check_port(host: str, port: int) -> None:
 
 def web_view(entry: str, credentials: Credentials, port: int, host: str = "127.0.0.1",
              interval_s: float = 1.0, addresses: dict[str, str] | None = None) -> WebView:
-    from thinpeer.ui.collector import Collector
-    from thinpeer.ui.server import WebView
+    from thinpeer.ops.ui.collector import Collector
+    from thinpeer.ops.ui.server import WebView
 
     check_port(host, port)
     return WebView(Collector(entry, credentials, interval_s, addresses=addresses), host, port)

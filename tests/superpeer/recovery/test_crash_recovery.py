@@ -27,8 +27,9 @@ from sharing.scenarios import example_query
 from test_approximate_admission import WINDOWS as APPROX_WINDOWS, scaled
 from thinpeer.approximation import merged
 from thinpeer.client import SuperPeerClient
-from thinpeer.network import LocalNetwork, up, with_free_ports
-from thinpeer.topologies import shipped_topology
+from thinpeer.ops.processes import LocalNetwork, up
+from thinpeer.ops.ports import with_free_ports
+from thinpeer.ops.topologies import shipped_topology
 from wxquery.operators.sampling import kept
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ import pytest
 from streamglobe.units import parse_bitrate
 from superpeer.topology import load_topology
 from thinpeer.cli import main
-from thinpeer.deploy.compose import Deployment, compose_file, container_topology, place
-from thinpeer.topologies import shipped_topology
+from thinpeer.ops.containers.compose import Deployment, compose_file, container_topology, place
+from thinpeer.ops.topologies import shipped_topology
 
 
 def test_every_link_is_shaped_at_both_ends_and_the_containers_topology_loads(tmp_path) -> None:
@@ -71,7 +71,7 @@ def test_a_bandwidth_that_is_no_bit_rate_is_an_error_naming_bits_per_second(text
 
 def test_a_scenario_backbone_becomes_a_topology_the_containers_read(tmp_path) -> None:
     from sharing.scenarios import SCENARIOS
-    from thinpeer.deploy.live_simulation import topology_toml
+    from thinpeer.ops.containers.live_simulation import topology_toml
 
     scenario = SCENARIOS["paper-grid-constrained"](1)
     path = tmp_path / "grid.toml"
@@ -86,7 +86,7 @@ def test_a_scenario_backbone_becomes_a_topology_the_containers_read(tmp_path) ->
 
 
 def test_a_spark_cluster_joins_the_network_and_every_peer_runs_on_it(tmp_path) -> None:
-    from thinpeer.deploy.spark_cluster import CORES_PER_APP, place_cluster
+    from thinpeer.ops.containers.spark_cluster import CORES_PER_APP, place_cluster
 
     data, placements = place(shipped_topology("paper-example"), "10.9.0.0/24")
     spark = place_cluster(2, "10.9.0.0/24", 9 + len(placements))
@@ -109,8 +109,8 @@ def test_a_spark_cluster_joins_the_network_and_every_peer_runs_on_it(tmp_path) -
 
 
 def test_a_spark_cluster_needs_the_spark_executor_and_a_worker(tmp_path) -> None:
-    from thinpeer.deploy.images import DeployError
-    from thinpeer.deploy.project import up
+    from thinpeer.ops.containers.images import DeployError
+    from thinpeer.ops.containers.project import up
 
     with pytest.raises(DeployError, match="needs --executor spark"):
         up(shipped_topology("paper-example"), tmp_path, "p", "inline", [], "10.9.0.0/24", print, spark_workers=2)
