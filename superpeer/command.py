@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import ContextManager
 
 from streamglobe.units import parse_duration, parse_item_rate, parse_size
+from superpeer.data.limits import DataLimits
 from superpeer.options import TOPOLOGY_HELP, add_executor_options, add_replay_rate, spark_options
 
 TopologyPath = Callable[[str], ContextManager[Path]]
@@ -50,7 +51,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import logging
 
     from sharing.backbone import TopologyError
-    from superpeer.data.limits import DataLimits
     from superpeer.node import NodeError
     from superpeer.rpc.server import limit_malloc_arenas, serve_forever, start_superpeer
     from superpeer.topology import load_topology
@@ -99,12 +99,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _limit_defaults():
-    from superpeer.data.limits import DataLimits
-
-    return DataLimits()
-
-
 def build_parser(prog: str = "streamglobe superpeer") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="run a super-peer daemon")
     sp_commands = parser.add_subparsers(dest="superpeer_command", metavar="ACTION", required=True)
@@ -130,7 +124,7 @@ def build_parser(prog: str = "streamglobe superpeer") -> argparse.ArgumentParser
     add_executor_options(p, checkpoint=True)
     p.add_argument("--retention", type=int, default=500_000,
                    help="result items kept per subscription for disconnected readers")
-    defaults = _limit_defaults()
+    defaults = DataLimits()
     p.add_argument("--max-item-bytes", type=parse_size, default=defaults.max_item_bytes, metavar="SIZE",
                    help="largest item a publisher may send (UTF-8 bytes, e.g. 16MiB, or a number of bytes; "
                         "default %(default)s; at most the gRPC message limit less 1 MiB)")

@@ -11,7 +11,7 @@ import sys
 from typing import Sequence
 
 from thinpeer.cli import archive, deploy, keys, network, photon_commands, pubsub, query, simulate, ui
-from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, CliError
+from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, AddCommand, CliError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def register_superpeer(add_command) -> None:
+def register_superpeer(add_command: AddCommand) -> None:
     """``superpeer …`` is the super-peer's own command (``superpeer.command``), imported only
     when it runs: here it is listed, and its arguments handed on whole."""
     p = add_command("superpeer", add_help=False, help="run a super-peer daemon (superpeer serve --help)")

@@ -78,6 +78,10 @@ def test_the_default_deployment_is_secure(deployed) -> None:
         SuperPeerClient(addresses["SP1"], credentials=Credentials(ca.read_bytes())).status()
     assert anonymous.value.code == "UNAUTHENTICATED"
     assert "SP1" == SuperPeerClient(addresses["SP1"]).status()["superpeer"]  # the admin's (fixture)
+    exports = subprocess.run([*CLI, "deploy", "credentials", "--project", PROJECT, "--state-dir", str(state)],
+                             capture_output=True, text=True, timeout=120).stdout.strip()
+    assert exports == (f"export STREAMGLOBE_CA={ca.resolve()} "
+                       f"STREAMGLOBE_TOKEN=$(cat {(state / PROJECT / 'admin.token').resolve()})"), exports
 
 
 def test_the_web_view_reads_the_containers_from_the_host(deployed) -> None:
