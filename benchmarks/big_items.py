@@ -70,8 +70,8 @@ def measure(mb: int) -> dict:
     """Runs inside the checkout being measured (its modules on sys.path)."""
     sys.path.insert(0, str(Path.cwd()))
     from thinpeer.client import SuperPeerClient, ThinPeerError
-    from thinpeer.network import with_free_ports
-    from thinpeer.topologies import shipped_topology
+    from thinpeer.ops.ports import with_free_ports
+    from thinpeer.ops.topologies import shipped_topology
 
     report: dict = {}
     with tempfile.TemporaryDirectory(prefix="big-items-") as tmp:

@@ -22,9 +22,9 @@ from pathlib import Path
 from local_network import local_network, write_report
 from network_measures import forwarding, latency, registration
 
-from thinpeer.cli.deploy import parse_rate
-from thinpeer.deploy.compose import Deployment
-from thinpeer.deploy.measure import link_rate
+from streamglobe.units import parse_bitrate
+from thinpeer.ops.containers.compose import Deployment
+from thinpeer.ops.containers.measure import link_rate
 
 CLI = [sys.executable, "-m", "thinpeer.cli"]
 PROJECT = "sgbench"
@@ -68,10 +68,10 @@ def main() -> int:
                 subprocess.run([*CLI, "deploy", "bandwidth", "SP4", "SP5", rate, "--project", PROJECT,
                                 "--state-dir", tmp], check=True, capture_output=True)
                 measured = link_rate(Deployment.load(Path(tmp) / PROJECT), "SP4", "SP5", seconds=4)
-                measured["configured_bit_s"] = parse_rate(rate)
+                measured["configured_bit_s"] = parse_bitrate(rate)
                 measured["ratio"] = round(measured["measured_bit_s"] / measured["configured_bit_s"], 3)
                 report["links"].append(measured)
-                print(f"link SP4->SP5 configured {parse_rate(rate) / 1e6:8.1f} Mbit/s, measured "
+                print(f"link SP4->SP5 configured {parse_bitrate(rate) / 1e6:8.1f} Mbit/s, measured "
                       f"{measured['measured_bit_s'] / 1e6:8.1f} Mbit/s ({measured['ratio']:.0%})", flush=True)
     write_report("containers", report, args.out)
     return 0

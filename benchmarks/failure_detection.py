@@ -21,8 +21,9 @@ from pathlib import Path
 from local_network import percentile, write_report
 
 from thinpeer.client import SuperPeerClient
-from thinpeer.network import up, with_free_ports
-from thinpeer.topologies import shipped_topology
+from thinpeer.ops.processes import up
+from thinpeer.ops.ports import with_free_ports
+from thinpeer.ops.topologies import shipped_topology
 
 
 def trial(heartbeat_s: float, misses: int) -> dict:

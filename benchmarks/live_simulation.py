@@ -20,7 +20,7 @@ from pathlib import Path
 
 from sharing.planner import Strategy
 from sharing.scenarios import SCENARIOS
-from thinpeer.deploy.live_simulation import simulate_live
+from thinpeer.ops.containers.live_simulation import simulate_live
 
 
 def _ratio(measured: float, model: float) -> str:

@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from thinpeer.credentials import CA_ENV, TOKEN_ENV  # noqa: E402
-from thinpeer.network import up, with_free_ports  # noqa: E402
-from thinpeer.topologies import shipped_topology  # noqa: E402
+from thinpeer.ops.processes import up  # noqa: E402
+from thinpeer.ops.ports import with_free_ports  # noqa: E402
+from thinpeer.ops.topologies import shipped_topology  # noqa: E402
 
 
 @contextmanager

@@ -31,8 +31,9 @@ from network_harness import reference_results, same  # noqa: E402
 from photons.generator import generate  # noqa: E402
 from sharing.scenarios import example_query  # noqa: E402
 from thinpeer.client import SuperPeerClient  # noqa: E402
-from thinpeer.network import up, with_free_ports  # noqa: E402
-from thinpeer.topologies import shipped_topology  # noqa: E402
+from thinpeer.ops.processes import up  # noqa: E402
+from thinpeer.ops.ports import with_free_ports  # noqa: E402
+from thinpeer.ops.topologies import shipped_topology  # noqa: E402
 
 KILL_AFTER_S = 3.0
 

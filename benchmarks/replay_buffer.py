@@ -25,8 +25,9 @@ from local_network import write_report
 from photons.generator import generate
 from sharing.scenarios import example_query
 from thinpeer.client import SuperPeerClient
-from thinpeer.network import up, with_free_ports
-from thinpeer.topologies import shipped_topology
+from thinpeer.ops.processes import up
+from thinpeer.ops.ports import with_free_ports
+from thinpeer.ops.topologies import shipped_topology
 
 
 def main() -> int:

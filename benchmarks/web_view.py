@@ -29,9 +29,9 @@ from browser import headless_chromium  # noqa: E402  (the tests' browser set-up)
 from photons.generator import generate  # noqa: E402
 from sharing.scenarios import paper_grid  # noqa: E402
 from thinpeer.client import ThinPeerError  # noqa: E402
-from thinpeer.network import free_ports  # noqa: E402
-from thinpeer.ui.collector import Collector  # noqa: E402
-from thinpeer.ui.server import WebView  # noqa: E402
+from thinpeer.ops.ports import free_ports  # noqa: E402
+from thinpeer.ops.ui.collector import Collector  # noqa: E402
+from thinpeer.ops.ui.server import WebView  # noqa: E402
 
 
 def main() -> int:

@@ -1,5 +1,7 @@
 """Topology files (shipped in ``thinpeer/data/topologies/``, or any file of that form):
-super-peers with addresses and capacities, links with bandwidths. Parsed here (I/O), turned into a ``sharing.backbone.Backbone``.
+super-peers with addresses and capacities, links with bandwidths. Read here (I/O), checked
+strictly (``topology_schema``: unknown keys, wrong types, values out of range are errors with
+the file's line), turned into a ``sharing.backbone.Backbone``.
 
 A super-peer has two addresses (``superpeer.security.tls``): ``address``, where thin peers reach it,
 and ``peer_address``, where the other super-peers do (mutual TLS). Without ``peer_address`` it
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from sharing.backbone import Backbone, TopologyError
 
-PEER_PORT_OFFSET = 1000
+from .topology_schema import PEER_PORT_OFFSET, check_topology
 
 
 @dataclass(frozen=True)
@@ -51,39 +53,17 @@ def derived_peer_address(address: str) -> str:
 
 
 def load_topology(path: str | Path) -> Topology:
+    """The topology file at ``path``, checked strictly (``topology_schema``): every fault is a
+    ``TopologyError`` naming the file and line."""
     p = Path(path)
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TopologyError(f"{p}: no such topology file") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise TopologyError(f"{p}: not valid TOML: {exc}") from None
-    backbone = Backbone.from_mapping(data)
-    addresses, peer_addresses = {}, {}
-    for entry in data.get("superpeer", []):
-        for key, table in (("address", addresses), ("peer_address", peer_addresses)):
-            address = str(entry.get(key, ""))
-            if not address and key == "peer_address":
-                continue
-            host, _, port = address.rpartition(":")
-            top = 65536 - (PEER_PORT_OFFSET if key == "address" and "peer_address" not in entry else 0)
-            if not host or not port.isdigit() or not 0 < int(port) < top:
-                raise TopologyError(f"{p}: super-peer {entry.get('id')} needs {key} = \"host:port\" "
-                                    f"(a port below {top}), not {address!r}")
-            table[str(entry["id"])] = address
-    return Topology(backbone, addresses, peer_addresses, positions_of(p, data))
-
-
-def positions_of(path: Path, data: dict) -> dict[str, tuple[float, float]]:
-    """Optional ``position = [x, y]`` of each super-peer (a drawing's layout, e.g. the paper's
-    figure); peers without one are placed by the drawing."""
-    positions = {}
-    for entry in data.get("superpeer", []):
-        if "position" not in entry:
-            continue
-        xy = entry["position"]
-        if not (isinstance(xy, list) and len(xy) == 2 and all(isinstance(v, (int, float)) for v in xy)):
-            raise TopologyError(f"{path}: super-peer {entry.get('id')} needs position = [x, y] (two numbers), "
-                                f"not {xy!r}")
-        positions[str(entry["id"])] = (float(xy[0]), float(xy[1]))
-    return positions
+    checked = check_topology(p, text, data)
+    backbone = Backbone.from_mapping(checked.mapping)
+    return Topology(backbone, checked.addresses, checked.peer_addresses, checked.positions)

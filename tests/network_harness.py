@@ -11,9 +11,9 @@ from lxml import etree
 from superpeer.rpc.server import start_superpeer
 from superpeer.security.tls import Security
 from superpeer.topology import load_topology
-from thinpeer.certs import init_backbone
-from thinpeer.network import with_free_ports
-from thinpeer.topologies import shipped_topology
+from thinpeer.ops.certs import init_backbone
+from thinpeer.ops.ports import with_free_ports
+from thinpeer.ops.topologies import shipped_topology
 
 ATTEMPTS = 3  # a free port found first may be taken by another process before the server binds it
 
@@ -50,7 +50,7 @@ def running_network(tmp_path: Path, name: str = "paper-example.toml", retention:
                     executor: str = "inline", limits=None, keys: Path | None = None, quotas=None,
                     peer_options: dict | None = None):
     """``limits``: a ``superpeer.data.limits.DataLimits`` for every peer (default: the daemon's);
-    ``keys``: serve securely with a backbone directory made there (``thinpeer.certs``);
+    ``keys``: serve securely with a backbone directory made there (``thinpeer.ops.certs``);
     ``peer_options``: per peer, more ``start_superpeer`` arguments (``archive``, ``history``)."""
     topology, peers = _start(tmp_path, name, retention, executor, limits, keys, quotas, peer_options)
     try:

@@ -74,7 +74,7 @@ def installed(tmp_path_factory) -> Installed:
 
 def test_imports_resolve_inside_the_venv(installed: Installed):
     site = installed.python("import sysconfig; print(sysconfig.get_paths()['purelib'])")
-    for package in ("wxquery", "sharing", "superpeer", "thinpeer", "photons", "proto"):
+    for package in ("streamglobe", "wxquery", "sharing", "superpeer", "thinpeer", "photons", "proto"):
         where = installed.python(f"import {package}; print({package}.__file__)")
         assert where.startswith(site), (package, where)
 
@@ -127,7 +127,7 @@ def test_web_view_serves_its_page_from_the_installed_package(installed: Installe
     import time
     import urllib.request
 
-    from thinpeer.network import free_ports
+    from thinpeer.ops.ports import free_ports
 
     port, nobody = free_ports(2)
     ui = subprocess.Popen([str(installed.venv / "bin" / "streamglobe"), "ui", "--superpeer",

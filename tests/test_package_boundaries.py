@@ -1,5 +1,6 @@
 """DESIGN §2 boundaries, checked on the source: the pure packages import nothing that does I/O
-with the outside world, and nothing above them; ``photons`` sits at the bottom."""
+with the outside world, and nothing above them; ``photons`` and ``streamglobe`` (units) sit at
+the bottom."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ FORBIDDEN = {
                 "thinpeer", "sharing", "photons", "proto"},
     "sharing": {"grpc", "pyspark", "threading", "socket", "matplotlib", "rich", "superpeer",
                 "thinpeer", "proto"},
+    "streamglobe": {"grpc", "pyspark", "threading", "socket", "matplotlib", "rich", "superpeer",
+                    "thinpeer", "sharing", "wxquery", "photons", "proto", "os", "io", "subprocess",
+                    "pathlib"},
     "photons": {"grpc", "pyspark", "threading", "socket", "matplotlib", "rich", "superpeer",
                 "thinpeer", "sharing", "wxquery", "proto"},
 }
@@ -39,3 +43,23 @@ def test_package_imports_stay_within_its_layer(package: str):
         if bad:
             offending[str(path.relative_to(ROOT))] = sorted(bad)
     assert not offending, offending
+
+
+# The thin peer's client library (what a program that publishes or subscribes imports) is the
+# package less its command line (``cli/``), its operations tooling (``ops/``: launchers, keys,
+# the web view…) and the files it ships for containers (``data/``): it must not need the
+# super-peer, Spark or the planner.
+THIN_PEER_TOOLING = ("cli", "ops", "data")
+CLIENT_LIBRARY_FORBIDDEN = {"superpeer", "pyspark", "sharing"}
+
+
+def client_library_modules() -> list[Path]:
+    return [path for path in sorted((ROOT / "thinpeer").rglob("*.py"))
+            if path.relative_to(ROOT / "thinpeer").parts[0] not in THIN_PEER_TOOLING]
+
+
+def test_the_thin_peer_client_library_needs_no_superpeer_spark_or_sharing():
+    modules = client_library_modules()
+    assert {p.name for p in modules} >= {"__init__.py", "client.py", "credentials.py", "approximation.py"}
+    offending = {str(p.relative_to(ROOT)): sorted(imported_modules(p) & CLIENT_LIBRARY_FORBIDDEN) for p in modules}
+    assert not {p: bad for p, bad in offending.items() if bad}

@@ -1,4 +1,6 @@
-"""The thin peer: the client library, sources and the ``streamglobe`` command line."""
+"""The thin peer: the client library (``client``, ``credentials``, ``approximation``), which a
+program that publishes or subscribes imports, and apart from it the ``streamglobe`` command line
+(``cli``) and the operations tooling (``ops``: launchers, keys, the web view)."""
 
 import os as _os
 

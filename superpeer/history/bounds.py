@@ -22,18 +22,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from decimal import Decimal
 
-UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-UNIT_WORDS = {"sec": "s", "secs": "s", "second": "s", "seconds": "s", "min": "m", "mins": "m",
-              "minute": "m", "minutes": "m", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
-              "day": "d", "days": "d", "week": "w", "weeks": "w"}
-UNITS_BYTES = {"b": 1, "kb": 1000, "mb": 1000 ** 2, "gb": 1000 ** 3, "kib": 1024, "mib": 1024 ** 2,
-               "gib": 1024 ** 3}
+from streamglobe import units
+from streamglobe.units import parse_duration  # noqa: F401 - ``--since`` is read as every duration
+
 UNLIMITED = ("", "all", "unlimited")
-TERM = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*")
-_ISO = r"(?:(\d+(?:\.\d+)?){})?"
-ISO_DURATION = re.compile("p" + _ISO.format("w") + _ISO.format("d") + "(?:t" + _ISO.format("h") + _ISO.format("m")
-                          + _ISO.format("s") + ")?")
+ITEMS = re.compile(r"\s*(\d+)\s*items?\s*")
 
 
 @dataclass(frozen=True)
@@ -56,54 +51,29 @@ class HistoryBound:
 
 
 def parse_history(spec: str) -> HistoryBound:
-    """``"100000"`` or ``"100000 items"``, ``"64MB"`` / ``"1GiB"``, ``"10m"`` / ``"2h"`` / ``"1h30m"``
-    (any ``parse_duration``), several separated by commas (``"10m,1GB"``: whichever keeps less);
-    ``""``, ``"all"``, ``"unlimited"``: no bound. Raises ``ValueError`` saying what is wrong."""
-    text = spec.strip().lower()
-    if text in UNLIMITED:
+    """``"100000"`` or ``"100000 items"``, a size (``"64MB"``, ``"1GiB"``), a duration (``"10m"``,
+    ``"2h"``, ``"1h30m"``), several separated by commas (``"10m,1GB"``: whichever keeps less);
+    ``""``, ``"all"``, ``"unlimited"``: no bound. Sizes and durations are read by
+    ``streamglobe.units``, as in every flag. Raises ``ValueError`` saying what is wrong."""
+    if spec.strip().lower() in UNLIMITED:
         return HistoryBound()
     items = size = seconds = None
-    for term in text.split(","):
-        m = TERM.fullmatch(term)
-        unit = UNIT_WORDS.get(m.group(2), m.group(2)) if m is not None else None
-        if m is not None and unit in ("", "item", "items"):
-            value = float(m.group(1))
+    for term in spec.split(","):
+        found, counted = units.quantity(term), ITEMS.fullmatch(term)
+        if counted is not None or (found is not None and found.kind == "number"):
+            value = Decimal(counted.group(1)) if counted is not None else found.value
             if value != int(value):
                 raise ValueError(f"history {spec!r}: a number of items is whole")
             items = int(value) if items is None else min(items, int(value))
-        elif m is not None and unit in UNITS_BYTES:
-            b = int(float(m.group(1)) * UNITS_BYTES[unit])
-            size = b if size is None else min(size, b)
+        elif found is not None and found.kind == "size" and found.value == int(found.value):
+            size = int(found.value) if size is None else min(size, int(found.value))
+        elif found is not None and found.kind == "duration":
+            seconds = float(found.value) if seconds is None else min(seconds, float(found.value))
         else:
-            try:
-                s = parse_duration(term)
-            except ValueError:
-                raise ValueError(f"history {spec!r}: {term.strip()!r} is not a number with a unit (items, "
-                                 "B/KB/MB/GB, s/m/h/d/w, e.g. 1h30m)") from None
-            seconds = s if seconds is None else min(seconds, s)
+            what = f" ({units.WHAT[found.kind]})" if found is not None else ""
+            raise ValueError(f"history {spec!r}: {term.strip()!r}{what} is not a bound: a number of items, "
+                             "a size (64MB, 1GiB) or a duration (10m, 1h30m)")
     return HistoryBound(items, size, seconds)
-
-
-def parse_duration(spec: str) -> float:
-    """``--since`` (and a token's ``--expires``): ``"90s"``, ``"10m"``, ``"1.5h"``, ``"2d"``,
-    ``"1w"``, several added up (``"1h30m"``, ``"1 hour 30 minutes"``), ISO 8601 (``"PT10M"``) or
-    a number of seconds. Raises ``ValueError`` saying what is wrong."""
-    text = spec.strip().lower()
-    iso = ISO_DURATION.fullmatch(text)
-    if iso is not None and text not in ("p", "pt") and not text.endswith("t"):
-        return sum(float(v or 0) * UNITS_S[u] for v, u in zip(iso.groups(), "wdhms"))
-    terms, at = [], 0
-    while at < len(text):  # (term after term, each at least one character: no backtracking)
-        t = TERM.match(text, at)
-        if t is None:
-            break
-        terms.append((float(t.group(1)), UNIT_WORDS.get(t.group(2), t.group(2))))
-        at = t.end()
-    units = [u for _, u in terms]
-    if at < len(text) or not terms or any(u not in UNITS_S for u in units if u) or ("" in units and len(units) > 1):
-        raise ValueError(f"duration {spec!r}: a number with a unit s, m, h, d or w (e.g. 10m, 1h30m), "
-                         "or seconds")
-    return sum(value * UNITS_S[u or "s"] for value, u in terms)
 
 
 def format_duration(seconds: float) -> str:

@@ -5,9 +5,12 @@ typed errors into ``FILE:LINE:COL: error: …`` lines and non-zero exit codes. N
 reaches a user for bad input.
 
 One module per command group: ``query`` (check, explain, run, match), ``simulate`` (with its
-tables; ``plots`` draws the figures), ``daemons`` (superpeer serve, network up/down, demo),
-``pubsub`` (publish, subscribe, unsubscribe, status), ``photon_commands`` (generate, from-fits);
-``app`` assembles the parser and runs a command. The console script is
+tables; ``plots`` draws the figures), ``network`` (network up and the launcher verbs for
+processes, demo), ``deploy`` (the same for containers, with build, bandwidth and simulate),
+``launchers`` (the verbs both share), ``keys`` (certs, tokens), ``pubsub`` (publish, subscribe,
+unsubscribe, status), ``photon_commands`` (generate, from-fits), ``archive``, ``ui``; ``app``
+assembles the parser, runs a command, and hands ``superpeer …`` to the super-peer's own command
+(``superpeer.command``), imported only then. The console script is
 ``streamglobe = "thinpeer.cli:main"``.
 """
 

@@ -10,8 +10,8 @@ import argparse
 import sys
 from typing import Sequence
 
-from thinpeer.cli import archive, daemons, deploy, keys, photon_commands, pubsub, query, simulate, ui
-from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, CliError
+from thinpeer.cli import archive, deploy, keys, network, photon_commands, pubsub, query, simulate, ui
+from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, AddCommand, CliError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,9 +22,9 @@ def build_parser() -> argparse.ArgumentParser:
     # The order here is the order of `streamglobe --help`.
     query.register(commands.add_parser)
     simulate.register(commands.add_parser)
-    daemons.register_superpeer(commands.add_parser)
+    register_superpeer(commands.add_parser)
     pubsub.register(commands.add_parser)
-    daemons.register_network_and_demo(commands.add_parser)
+    network.register_network_and_demo(commands.add_parser)
     photon_commands.register(commands.add_parser)
     deploy.register(commands.add_parser)
     keys.register(commands.add_parser)
@@ -33,10 +33,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def register_superpeer(add_command: AddCommand) -> None:
+    """``superpeer …`` is the super-peer's own command (``superpeer.command``), imported only
+    when it runs: here it is listed, and its arguments handed on whole."""
+    p = add_command("superpeer", add_help=False, help="run a super-peer daemon (superpeer serve --help)")
+    p.add_argument("arguments", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda args: run_superpeer(args.arguments))
+
+
+def run_superpeer(arguments: Sequence[str]) -> int:
+    from superpeer.command import main as superpeer_main
+    from thinpeer.ops.topologies import topology_path
+
+    return superpeer_main(list(arguments), "streamglobe superpeer", topology_path)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if argv[:1] == ["superpeer"]:  # (its options would not pass the parser of the other commands)
+            return run_superpeer(argv[1:])
+        args = build_parser().parse_args(argv)
         return args.func(args)
     except CliError as exc:
         print(str(exc), file=sys.stderr)

@@ -10,20 +10,22 @@ import re
 import sys
 from pathlib import Path
 
+from streamglobe.units import quantity
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
 
-BUDGET = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(s|rows)?\s*")
+ROWS = re.compile(r"\s*(\d+)\s*(?:rows?)?\s*", re.IGNORECASE)
 
 
 def parse_budget(text: str) -> tuple[int | None, float | None]:
-    """``--budget 100000`` (rows) or ``--budget 10s`` (seconds)."""
-    m = BUDGET.fullmatch(text.lower())
-    if m is None:
-        raise CliError(f"error: --budget {text!r}: a number of rows (100000) or of seconds (10s)")
-    value = float(m.group(1))
-    if m.group(2) == "s":
-        return None, value
-    return int(value), None
+    """``--budget 100000`` (rows) or a duration (``--budget 10s``, ``1m``: seconds, read as every
+    duration is, ``streamglobe.units``)."""
+    rows = ROWS.fullmatch(text)
+    if rows is not None:
+        return int(rows.group(1)), None
+    found = quantity(text)
+    if found is None or found.kind != "duration":
+        raise CliError(f"error: --budget {text!r}: a number of rows (100000) or a duration (10s, 2m)")
+    return None, float(found.value)
 
 
 def cmd_archive_query(args: argparse.Namespace) -> int:
@@ -106,7 +108,7 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--approximate", action="store_true",
                    help="answer from the coarsest sample (1/64): window aggregates scaled, with "
                         "confidence intervals in a trailing <sg:approximation> element")
-    p.add_argument("--budget", metavar="ROWS|SECONDSs",
+    p.add_argument("--budget", metavar="ROWS|DURATION",
                    help="answer from the finest sample whose rows fit (e.g. 100000), or that the "
                         "throughput measured on the coarsest says fits the time (e.g. 10s)")
     p.add_argument("--confidence", type=float, default=0.95, help="of the intervals (default %(default)s)")

@@ -1,5 +1,5 @@
 """``streamglobe certs init`` and ``streamglobe token issue``: a backbone's keys and its users'
-tokens (``thinpeer.certs``, ``thinpeer.tokens``; README "Security")."""
+tokens (``thinpeer.ops.certs``, ``thinpeer.ops.tokens``; README "Security")."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ DEFAULT_KEYS = ".streamglobe/tls"  # where ``network up`` (default state directo
 def cmd_certs_init(args: argparse.Namespace) -> int:
     from sharing.backbone import TopologyError
     from superpeer.topology import load_topology
-    from thinpeer.certs import init_backbone, topology_hosts
-    from thinpeer.topologies import topology_path
+    from thinpeer.ops.certs import init_backbone, topology_hosts
+    from thinpeer.ops.topologies import topology_path
 
     try:
         with topology_path(args.topology) as path:
@@ -37,7 +37,7 @@ def cmd_certs_init(args: argparse.Namespace) -> int:
 
 
 def cmd_token_issue(args: argparse.Namespace) -> int:
-    from thinpeer.tokens import TokenError, issue_token, parse_duration
+    from thinpeer.ops.tokens import TokenError, issue_token, parse_duration
 
     keys = args.keys or os.environ.get(KEYS_ENV) or DEFAULT_KEYS
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from streamglobe.units import parse_item_rate
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
 
 
@@ -47,7 +48,7 @@ def register(add_command: AddCommand) -> None:
     p = photon_commands.add_parser("generate", help="seeded synthetic photons on stdout")
     p.add_argument("--count", type=int, required=True)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rate", type=float, default=10.0, help="mean photons per second (default 10)")
+    p.add_argument("--rate", type=parse_item_rate, default=10.0, help="mean photons per second (default 10)")
     p.add_argument("--start-time", type=float, default=0.0, help="det_time origin in seconds")
     p.set_defaults(func=cmd_photons_generate)
     p = photon_commands.add_parser("from-fits", help="convert a FITS X-ray event list")

@@ -21,6 +21,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, BinaryIO, Iterator
 
+from streamglobe.units import parse_duration, parse_item_rate
 from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, AddCommand, CliError, thin_error
 from thinpeer.cli.offsets import save_offset, saved_offset
 from thinpeer.cli.query import read_query
@@ -234,16 +235,9 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     if args.confidence is not None and not (args.approximate and 0 < args.confidence < 1):
         raise CliError("error: --confidence is for --approximate, between 0 and 1"
                        + (f", not {args.confidence}" if args.approximate else ""))
-    since_s = None
-    if args.since is not None:
-        from superpeer.history.bounds import parse_duration
-
-        if args.from_start:
-            raise CliError("error: give --since or --from-start, not both")
-        try:
-            since_s = parse_duration(args.since)
-        except ValueError as exc:
-            raise CliError(f"error: --since: {exc}") from None
+    since_s = args.since
+    if since_s is not None and args.from_start:
+        raise CliError("error: give --since or --from-start, not both")
     try:
         with _client(args) as client:
             if args.resume:
@@ -365,7 +359,8 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--input", metavar="DOC.xml", help="stream document ('-' for stdin)")
     p.add_argument("--synthetic", action="store_true", help="generated photons")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--rate", type=float, help="items per second (default: as fast as possible)")
+    p.add_argument("--rate", type=parse_item_rate, metavar="ITEMS_PER_S",
+                   help="items per second (default: as fast as possible)")
     p.add_argument("--event-time", metavar="PATH",
                    help="the item's element time windows read (e.g. det_time): while the stream is "
                         "idle its super-peer advances event time with watermarks, so time windows "
@@ -378,8 +373,8 @@ def register(add_command: AddCommand) -> None:
                         "rest of the same input with --resume)")
     p.add_argument("--history", metavar="BOUND",
                    help="how much of the stream's past its super-peer keeps for subscriptions over "
-                        "it (subscribe --since): items ('100000'), bytes ('64MB'), a duration "
-                        "('10m'), several with commas; default: the super-peer's (serve --history)")
+                        "it (subscribe --since): items ('100000'), a size ('64MB'), a duration "
+                        "('10m', '1h30m'), several with commas; default: the super-peer's (serve --history)")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted publish of the same input: skip the items the "
                         "super-peer already has (the stream stays open after a lost connection or "
@@ -392,14 +387,15 @@ def register(add_command: AddCommand) -> None:
     add_connection_options(p)
     p.add_argument("--query", metavar="FILE")
     p.add_argument("--count", type=int, help="stop after N result items (0: only subscribe)")
-    p.add_argument("--timeout", type=float, help="stop after S seconds without results")
+    p.add_argument("--timeout", type=parse_duration, metavar="DURATION",
+                   help="stop after this long without results (seconds, or e.g. 5m)")
     p.add_argument("--resume", metavar="ID", help="resume reading a subscription")
     p.add_argument("--offset", type=int, help="with --resume: the offset to read from")
     p.add_argument("--strategy", default="sharing", choices=["sharing", "data-shipping", "query-shipping"])
     p.add_argument("--from-start", action="store_true",
                    help="over every item its streams' super-peers retain (their history), then "
                         "live: no gap and no duplicate at the seam")
-    p.add_argument("--since", metavar="DURATION",
+    p.add_argument("--since", metavar="DURATION", type=parse_duration,
                    help="over the items that arrived in the last DURATION ('90s', '10m', '2h'), "
                         "then live; when the history does not reach that far, it starts at the "
                         "oldest item retained and says so")

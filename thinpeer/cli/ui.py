@@ -8,12 +8,13 @@ import socket
 import sys
 from typing import TYPE_CHECKING
 
+from streamglobe.units import parse_duration
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
 from thinpeer.cli.pubsub import add_connection_options
 
 if TYPE_CHECKING:
     from thinpeer.credentials import Credentials
-    from thinpeer.ui.server import WebView
+    from thinpeer.ops.ui.server import WebView
 
 
 def add_ui_port_option(p: argparse.ArgumentParser) -> None:
@@ -35,8 +36,8 @@ def check_port(host: str, port: int) -> None:
 
 def web_view(entry: str, credentials: Credentials, port: int, host: str = "127.0.0.1",
              interval_s: float = 1.0, addresses: dict[str, str] | None = None) -> WebView:
-    from thinpeer.ui.collector import Collector
-    from thinpeer.ui.server import WebView
+    from thinpeer.ops.ui.collector import Collector
+    from thinpeer.ops.ui.server import WebView
 
     check_port(host, port)
     return WebView(Collector(entry, credentials, interval_s, addresses=addresses), host, port)
@@ -73,6 +74,6 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen at (default 127.0.0.1: the view shows what your token may see)")
-    p.add_argument("--interval", type=float, default=1.0, metavar="S",
-                   help="how often every super-peer's status is read (default 1 s)")
+    p.add_argument("--interval", type=parse_duration, default=1.0, metavar="DURATION",
+                   help="how often every super-peer's status is read (seconds, or e.g. 500ms; default 1 s)")
     p.set_defaults(func=cmd_ui)

@@ -22,8 +22,9 @@ from photons.generator import generate
 from sharing.scenarios import example_query
 from superpeer.data.event_time import EventTime, check_event_time
 from thinpeer.client import SuperPeerClient
-from thinpeer.network import up, with_free_ports
-from thinpeer.topologies import shipped_topology
+from thinpeer.ops.processes import up
+from thinpeer.ops.ports import with_free_ports
+from thinpeer.ops.topologies import shipped_topology
 from wxquery.operators import definitions as alg
 from wxquery.operators.chains import normalise
 from wxquery.operators.runner import ChainGroup

@@ -7,7 +7,8 @@ from fractions import Fraction as F
 
 from executor_harness import EOF, TestingSource, run_executor
 from superpeer.executors import make_executor
-from thinpeer.cli import build_parser
+from superpeer.command import build_parser
+from superpeer.options import spark_options
 from wxquery.operators import definitions as alg
 
 WINDOW = (alg.WindowAggregate(alg.WindowSpec("diff", F(10), F(10), "t"), (("count", "."),)),)
@@ -42,10 +43,7 @@ def test_spark_executor_takes_the_lateness_option(tmp_path) -> None:
 
 
 def test_cli_passes_lateness_to_the_executor() -> None:
-    from thinpeer.cli.daemons import spark_options
-
-    args = build_parser().parse_args(["superpeer", "serve", "--topology", "t.toml", "--id", "P0",
-                                      "--lateness", "3"])
+    args = build_parser().parse_args(["serve", "--topology", "t.toml", "--id", "P0", "--lateness", "3"])
     assert spark_options(args)["lateness"] == 3.0
 
 

@@ -28,8 +28,9 @@ from photons.generator import generate
 from sharing.scenarios import example_query
 from thinpeer.approximation import merged
 from thinpeer.client import SuperPeerClient
-from thinpeer.network import LocalNetwork, up, with_free_ports
-from thinpeer.topologies import shipped_topology
+from thinpeer.ops.processes import LocalNetwork, up
+from thinpeer.ops.ports import with_free_ports
+from thinpeer.ops.topologies import shipped_topology
 from wxquery.operators.sampling import kept
 
 pytestmark = pytest.mark.slow

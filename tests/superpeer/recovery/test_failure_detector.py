@@ -12,7 +12,7 @@ from superpeer.recovery.failure_detector import FailureDetector, HeartbeatSettin
 from superpeer.rpc.server import start_superpeer
 from superpeer.topology import load_topology
 from thinpeer.client import SuperPeerClient
-from thinpeer.network import free_ports
+from thinpeer.ops.ports import free_ports
 
 
 def test_down_after_the_configured_misses_and_up_at_the_first_answer() -> None:

@@ -17,8 +17,9 @@ from network_harness import reference_results, same, until
 from photons.generator import generate
 from sharing.scenarios import example_query
 from thinpeer.client import SuperPeerClient
-from thinpeer.network import up, with_free_ports
-from thinpeer.topologies import shipped_topology
+from thinpeer.ops.processes import up
+from thinpeer.ops.ports import with_free_ports
+from thinpeer.ops.topologies import shipped_topology
 
 pytestmark = pytest.mark.slow
 

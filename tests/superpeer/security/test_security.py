@@ -23,8 +23,8 @@ from proto import streamglobe_pb2_grpc as pb_grpc
 from sharing.scenarios import example_query
 from superpeer.control import transactions
 from superpeer.security.access import UserQuotas
-from thinpeer.certs import hosts_of, init_backbone
-from thinpeer.tokens import issue_token
+from thinpeer.ops.certs import hosts_of, init_backbone
+from thinpeer.ops.tokens import issue_token
 
 PHOTONS = [p.to_xml() for p in generate(400, seed=3)]
 

@@ -17,8 +17,9 @@ from pathlib import Path
 from photons.generator import generate
 from sharing.scenarios import example_query
 from thinpeer.client import ThinPeerError
-from thinpeer.network import NetworkError, up, with_free_ports
-from thinpeer.topologies import shipped_topology
+from thinpeer.ops.processes import NetworkError, up
+from thinpeer.ops.ports import with_free_ports
+from thinpeer.ops.topologies import shipped_topology
 
 # The shipped example queries and where the paper registers them; topology and queries are
 # package data, so the demo runs the same from an installed package in any directory.

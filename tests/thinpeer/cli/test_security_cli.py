@@ -14,8 +14,9 @@ import pytest
 from conftest import ROOT
 from thinpeer.client import SuperPeerClient, ThinPeerError
 from thinpeer.credentials import Credentials
-from thinpeer.network import up, with_free_ports
-from thinpeer.topologies import shipped_topology
+from thinpeer.ops.processes import up
+from thinpeer.ops.ports import with_free_ports
+from thinpeer.ops.topologies import shipped_topology
 
 CLI = [sys.executable, "-m", "thinpeer.cli"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import jwt
 from cryptography.hazmat.primitives import serialization
 
-from superpeer.history.bounds import parse_duration as history_duration
+from streamglobe import units
 from superpeer.security.tokens import TOKEN_ALGORITHM, Grant, claims_of
 
 from .certs import TOKEN_KEY, write_private
@@ -23,13 +23,15 @@ class TokenError(ValueError):
 
 def parse_duration(text: str) -> float:
     """A token's lifetime: ``90s``, ``15m``, ``12h``, ``30d``, ``2w``, ``1d12h`` (a bare number is
-    seconds; ``superpeer.history.bounds.parse_duration``), more than nothing."""
+    seconds; ``streamglobe.units.parse_duration``, as every duration), more than nothing."""
     try:
-        seconds = history_duration(text)
-    except ValueError:
-        seconds = 0.0
+        seconds = units.parse_duration(text)
+    except units.UnitError:
+        found = units.quantity(text)
+        kind = f" (that is {units.WHAT[found.kind]})" if found is not None else ""
+        raise TokenError(f"{text!r} is not a duration{kind}: write e.g. 90s, 15m, 12h, 30d or 2w") from None
     if seconds <= 0:
-        raise TokenError(f"{text!r} is not a duration: write e.g. 90s, 15m, 12h, 30d or 2w")
+        raise TokenError(f"{text!r}: a token lasts more than nothing (or 'never')")
     return seconds
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import tomllib
 
-import thinpeer.network as network
-from thinpeer.topologies import shipped_topology
+import thinpeer.ops.ports as network
+from thinpeer.ops.topologies import shipped_topology
 
 
 def test_free_ports_equal_to_listed_ones_give_each_peer_its_own(tmp_path, monkeypatch) -> None:

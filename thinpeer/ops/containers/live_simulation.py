@@ -28,7 +28,7 @@ from sharing.scenarios import Scenario
 from sharing.simulator import STATISTICS_SAMPLE, compare_results
 from thinpeer.client import SuperPeerClient, ThinPeerError
 from thinpeer.credentials import Credentials
-from thinpeer.deploy.project import credentials
+from thinpeer.ops.containers.project import credentials
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
 

@@ -84,18 +84,21 @@ def default_subnet(project: str) -> str:
 
 def place(topology_file: Path, subnet: str) -> tuple[dict, dict[str, PeerPlacement]]:
     """The topology's data and each super-peer's service name, address and shaped links."""
+    from superpeer.topology import load_topology
+
+    backbone = load_topology(topology_file).backbone  # checked strictly: a fault names its line
     data = tomllib.loads(topology_file.read_text(encoding="utf-8"))
     network = ipaddress.ip_network(subnet)
     hosts = list(network.hosts())
-    ids = [str(p["id"]) for p in data.get("superpeer", [])]
+    ids = list(backbone.peers)
     if len(ids) + FIRST_HOST > len(hosts):
         raise ValueError(f"subnet {subnet} is too small for {len(ids)} super-peers")
     services = {p: p.lower().replace("_", "-") for p in ids}
     if len(set(services.values())) != len(ids):
         raise ValueError("super-peer ids differ only in case; they must name distinct containers")
     placements = {p: PeerPlacement(p, services[p], str(hosts[FIRST_HOST - 1 + i])) for i, p in enumerate(ids)}
-    for link in data.get("link", []):
-        a, b, rate = str(link["a"]), str(link["b"]), int(float(link["bandwidth"]))
+    for link in backbone.links.values():
+        a, b, rate = link.a, link.b, int(link.bandwidth)
         for here, there in ((a, b), (b, a)):
             placement = placements[here]
             placement.links[there] = (f"{FIRST_CLASS + len(placement.links):x}", rate)

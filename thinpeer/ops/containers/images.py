@@ -26,16 +26,19 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable
 
+from thinpeer.ops.launcher import LaunchError
+
 BASE_IMAGE = "streamglobe-base:bookworm"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
-PACKAGES = ("wxquery", "sharing", "superpeer", "thinpeer", "photons", "proto")
+PACKAGES = ("streamglobe", "wxquery", "sharing", "superpeer", "thinpeer", "photons", "proto")
 DOCKER_FILES = resources.files("thinpeer") / "data" / "docker"
 
 Progress = Callable[[str], None]
 
 
-class DeployError(Exception):
-    """A deployment step failed; the message says which and why."""
+class DeployError(LaunchError):
+    """A deployment step failed; the message says which and why (the container launcher's
+    ``LaunchError``)."""
 
 
 def run(cmd: list[str], progress: Progress | None = None, **kwargs) -> subprocess.CompletedProcess:

@@ -23,10 +23,10 @@ from sharing.analysis import analyze
 from sharing.scenarios import example_query
 from thinpeer.client import SuperPeerClient, ThinPeerError
 from thinpeer.credentials import Credentials
-from thinpeer.deploy.compose import Deployment
-from thinpeer.deploy.images import DeployError
-from thinpeer.deploy.project import credentials
-from thinpeer.deploy.measure import link_rate
+from thinpeer.ops.containers.compose import Deployment
+from thinpeer.ops.containers.images import DeployError
+from thinpeer.ops.containers.project import credentials
+from thinpeer.ops.containers.measure import link_rate
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
 
@@ -78,12 +78,16 @@ def test_the_default_deployment_is_secure(deployed) -> None:
         SuperPeerClient(addresses["SP1"], credentials=Credentials(ca.read_bytes())).status()
     assert anonymous.value.code == "UNAUTHENTICATED"
     assert "SP1" == SuperPeerClient(addresses["SP1"]).status()["superpeer"]  # the admin's (fixture)
+    exports = subprocess.run([*CLI, "deploy", "credentials", "--project", PROJECT, "--state-dir", str(state)],
+                             capture_output=True, text=True, timeout=120).stdout.strip()
+    assert exports == (f"export STREAMGLOBE_CA={ca.resolve()} "
+                       f"STREAMGLOBE_TOKEN=$(cat {(state / PROJECT / 'admin.token').resolve()})"), exports
 
 
 def test_the_web_view_reads_the_containers_from_the_host(deployed) -> None:
     """What ``deploy up --ui-port`` serves: the backbone read inside the containers, every
     super-peer reached at its host address with the admin's credentials."""
-    from thinpeer.ui.collector import Collector
+    from thinpeer.ops.ui.collector import Collector
 
     addresses, _, _ = deployed
     collector = Collector(addresses["SP1"], Credentials.resolve(), addresses=addresses)

@@ -13,9 +13,11 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from sharing.backbone import TopologyError
 from thinpeer.credentials import Credentials
 
-from .compose import FIRST_HOST, PORT, Deployment, compose_file, container_topology, place
+from ..launcher import Access, UpOptions
+from .compose import FIRST_HOST, PORT, Deployment, compose_file, container_topology, default_subnet, place
 from .images import DeployError, build_images, run
 from .spark_cluster import MASTER_UI_PORT, place_cluster
 
@@ -49,6 +51,8 @@ def up(topology_file: Path, root: Path, project: str, executor: str, serve_args:
         data, placements = place(topology_file, subnet)
         spark = (place_cluster(spark_workers, subnet, FIRST_HOST - 1 + len(placements),
                                frozenset(p.service for p in placements.values())) if spark_workers else {})
+    except TopologyError as exc:  # (it names the file and line)
+        raise DeployError(str(exc)) from None
     except (ValueError, KeyError) as exc:
         raise DeployError(f"{topology_file}: {exc}") from None
     deployment = Deployment(project, str(directory), executor, placements, spark)
@@ -73,8 +77,8 @@ def up(topology_file: Path, root: Path, project: str, executor: str, serve_args:
 def secure_keys(directory: Path, placements: dict) -> Path:
     """The backbone's keys in ``directory/tls`` (made once: tokens stay valid across ``up``),
     one directory per peer under ``tls/peers`` with only what it needs, an admin token."""
-    from thinpeer.certs import ensure_backbone
-    from thinpeer.tokens import write_admin_token
+    from thinpeer.ops.certs import ensure_backbone
+    from thinpeer.ops.tokens import write_admin_token
 
     hosts = {p: [v.ip, v.service, "localhost", "127.0.0.1"] for p, v in placements.items()}
     keys = ensure_backbone(directory / "tls", hosts)
@@ -89,10 +93,7 @@ def secure_keys(directory: Path, placements: dict) -> Path:
 
 def credentials(directory: Path) -> Credentials:
     """An admin's credentials for a deployment (plaintext for an insecure one)."""
-    token = directory / ADMIN_TOKEN
-    if not token.exists():
-        return Credentials()
-    return Credentials((directory / "tls" / "ca.pem").read_bytes(), token.read_text().strip())
+    return ContainerLauncher(directory.parent, directory.name).access({}).credentials()
 
 
 def services(deployment: Deployment) -> dict[str, str]:
@@ -269,3 +270,60 @@ def bandwidth(deployment: Deployment, a: str, b: str, rate_bit_s: int) -> None:
               f"1:{cls}", "htb", "rate", f"{rate_bit_s}bit", "ceil", f"{rate_bit_s}bit")
         deployment.peers[here].links[there] = (cls, rate_bit_s)
     deployment.save()
+
+
+class ContainerLauncher:
+    """The ``Launcher`` over containers (``streamglobe deploy …``): the project ``project``,
+    whose compose file and ``deployment.json`` are under ``root/project``. ``subnet`` and
+    ``spark_workers`` are for ``up`` (default subnet: chosen by the project's name)."""
+
+    kind = "containers"
+
+    def __init__(self, root: Path, project: str, subnet: str | None = None, spark_workers: int = 0) -> None:
+        self.root, self.project = Path(root), project
+        self.subnet, self.spark_workers = subnet, spark_workers
+
+    @property
+    def directory(self) -> Path:
+        return state_directory(self.root, self.project)
+
+    def deployment(self) -> Deployment:
+        if not (self.directory / "deployment.json").is_file():
+            raise DeployError(f"no deployment {self.project!r} under {self.root} "
+                              "(start one with 'streamglobe deploy up')")
+        return Deployment.load(self.directory)
+
+    def up(self, topology: Path, options: UpOptions, progress: Progress) -> Access:
+        addresses = up(topology, self.root, self.project, options.executor, list(options.serve_args),
+                       self.subnet or default_subnet(self.project), progress, options.timeout_s,
+                       self.spark_workers, secure=options.secure)
+        return self.access(addresses)
+
+    def down(self) -> str:
+        down(self.deployment())
+        return f"removed project {self.project}"
+
+    def status(self) -> dict:
+        return status(self.deployment())
+
+    def kill(self, peer: str) -> str:
+        kill(self.deployment(), peer)
+        return f"killed {peer}'s container"
+
+    def start(self, peer: str, progress: Progress) -> str:
+        start(self.deployment(), peer, progress)
+        return f"{peer}'s container started again, healthy"
+
+    def cut(self, a: str, b: str) -> str:
+        cut(self.deployment(), a, b)
+        return f"cut the link {a}–{b} (both ways)"
+
+    def restore(self, a: str, b: str) -> str:
+        restore(self.deployment(), a, b)
+        return f"restored the link {a}–{b}"
+
+    def access(self, addresses: dict[str, str] | None = None) -> Access:
+        token = self.directory / ADMIN_TOKEN
+        secure = token.exists()
+        return Access(addresses if addresses is not None else host_addresses(self.deployment()),
+                      self.directory / "tls" / "ca.pem" if secure else None, token if secure else None)

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from streamglobe.units import parse_bitrate
 from superpeer.topology import load_topology
-from thinpeer.cli.command import CliError
-from thinpeer.cli.deploy import parse_rate
-from thinpeer.deploy.compose import Deployment, compose_file, container_topology, place
-from thinpeer.topologies import shipped_topology
+from thinpeer.cli import main
+from thinpeer.ops.containers.compose import Deployment, compose_file, container_topology, place
+from thinpeer.ops.topologies import shipped_topology
 
 
 def test_every_link_is_shaped_at_both_ends_and_the_containers_topology_loads(tmp_path) -> None:
@@ -56,17 +56,22 @@ def test_a_subnet_too_small_is_refused() -> None:
 @pytest.mark.parametrize("text,rate", [("100e6", 100_000_000), ("10mbit", 10_000_000),
                                        ("1.5Gbit", 1_500_000_000), ("500kbit", 500_000), ("64000", 64000)])
 def test_rates(text: str, rate: int) -> None:
-    assert parse_rate(text) == rate
+    assert main(["deploy", "bandwidth", "--state-dir", "/nonexistent", "SP4", "SP5", text]) == 1  # (read, no deployment)
+    assert parse_bitrate(text) == rate
 
 
-def test_a_rate_that_does_not_read_is_an_error() -> None:
-    with pytest.raises(CliError, match="cannot read the rate"):
-        parse_rate("fast")
+@pytest.mark.parametrize("text, says", [("fast", "not a number with a unit"), ("10MB", "that is a size in bytes"),
+                                         ("10m", "that is a duration")])
+def test_a_bandwidth_that_is_no_bit_rate_is_an_error_naming_bits_per_second(text: str, says: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["deploy", "bandwidth", "SP4", "SP5", text])
+    err = capsys.readouterr().err
+    assert exit.value.code == 2 and "argument RATE: expected a bit rate in bits per second" in err and says in err, err
 
 
 def test_a_scenario_backbone_becomes_a_topology_the_containers_read(tmp_path) -> None:
     from sharing.scenarios import SCENARIOS
-    from thinpeer.deploy.live_simulation import topology_toml
+    from thinpeer.ops.containers.live_simulation import topology_toml
 
     scenario = SCENARIOS["paper-grid-constrained"](1)
     path = tmp_path / "grid.toml"
@@ -81,7 +86,7 @@ def test_a_scenario_backbone_becomes_a_topology_the_containers_read(tmp_path) ->
 
 
 def test_a_spark_cluster_joins_the_network_and_every_peer_runs_on_it(tmp_path) -> None:
-    from thinpeer.deploy.spark_cluster import CORES_PER_APP, place_cluster
+    from thinpeer.ops.containers.spark_cluster import CORES_PER_APP, place_cluster
 
     data, placements = place(shipped_topology("paper-example"), "10.9.0.0/24")
     spark = place_cluster(2, "10.9.0.0/24", 9 + len(placements))
@@ -104,8 +109,8 @@ def test_a_spark_cluster_joins_the_network_and_every_peer_runs_on_it(tmp_path) -
 
 
 def test_a_spark_cluster_needs_the_spark_executor_and_a_worker(tmp_path) -> None:
-    from thinpeer.deploy.images import DeployError
-    from thinpeer.deploy.project import up
+    from thinpeer.ops.containers.images import DeployError
+    from thinpeer.ops.containers.project import up
 
     with pytest.raises(DeployError, match="needs --executor spark"):
         up(shipped_topology("paper-example"), tmp_path, "p", "inline", [], "10.9.0.0/24", print, spark_workers=2)

@@ -4,7 +4,7 @@ From one super-peer's ``status`` the collector learns the backbone (every super-
 capacities, links), then reads every super-peer's ``status`` each interval, in parallel, with
 the user's credentials: with security on, each super-peer shows the token only what it may see
 (``superpeer.security.access``). A super-peer that does not answer is shown down at once, with the
-error. Each round becomes a snapshot (``thinpeer.ui.snapshot``) and a point of the time series;
+error. Each round becomes a snapshot (``thinpeer.ops.ui.snapshot``) and a point of the time series;
 readers wait for the next one (``wait``) instead of polling."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from thinpeer.client import SuperPeerClient, ThinPeerError
 from thinpeer.credentials import Credentials
-from thinpeer.ui import snapshot as snap
+from thinpeer.ops.ui import snapshot as snap
 
 HISTORY_POINTS = 600  # ten minutes at one round a second
 LATEST_RESULTS = 5

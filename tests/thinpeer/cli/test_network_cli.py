@@ -18,8 +18,9 @@ from photons.generator import generate
 from sharing.analysis import analyze
 from sharing.scenarios import EXAMPLE_QUERIES
 from thinpeer.client import SuperPeerClient
-from thinpeer.network import _alive, with_free_ports
-from thinpeer.topologies import shipped_topology
+from thinpeer.ops.processes import _alive
+from thinpeer.ops.ports import with_free_ports
+from thinpeer.ops.topologies import shipped_topology
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
 
@@ -247,8 +248,19 @@ def test_network_kill_and_start_a_publishers_superpeer_then_publish_resume(tmp_p
         sid = subscriber.subscribe(query).subscription
         killed = run("network", "kill", "SP4", "--state-dir", str(state))
         assert killed.returncode == 0 and "SIGKILL" in killed.stderr, killed.stderr
+        shown = json.loads(run("network", "status", "--state-dir", str(state)).stdout)["superpeers"]
+        assert shown["SP4"]["status"] == "exited" and shown["SP5"] == {**shown["SP5"], "status": "running",
+                                                                        "health": "healthy"}, shown
+        cut = run("network", "cut", "SP4", "SP5", "--state-dir", str(state))  # the same verbs as deploy's
+        assert cut.returncode == 1 and "not supported by the process launcher" in cut.stderr \
+            and "use deploy (containers)" in cut.stderr, cut.stderr
         started = run("network", "start", "SP4", "--state-dir", str(state))
         assert started.returncode == 0, started.stderr
+        shown = json.loads(run("network", "status", "--state-dir", str(state)).stdout)["superpeers"]
+        assert shown["SP4"]["health"] == "healthy", shown
+        exports = run("network", "credentials", "--state-dir", str(state)).stdout.strip()
+        assert exports == (f"export STREAMGLOBE_CA={(state / 'tls' / 'ca.pem').resolve()} "
+                           f"STREAMGLOBE_TOKEN=$(cat {(state / 'admin.token').resolve()})"), exports
         r = run("publish", "--superpeer", addresses["SP4"], "--stream", "photons", "--synthetic", "--seed", "0",
                 "--count", "1000", "--resume")
         assert r.returncode == 0, r.stderr

@@ -1,9 +1,9 @@
-"""The web view's snapshot of the network (``thinpeer.ui.snapshot``), built from the
+"""The web view's snapshot of the network (``thinpeer.ops.ui.snapshot``), built from the
 super-peers' status as they report it: what the pages draw of each subscription."""
 
 from __future__ import annotations
 
-from thinpeer.ui.snapshot import _subscriptions
+from thinpeer.ops.ui.snapshot import _subscriptions
 
 
 def test_a_subscription_over_the_past_carries_how_far_its_replay_has_come() -> None:

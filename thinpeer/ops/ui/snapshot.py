@@ -1,6 +1,6 @@
 """The network as the web view shows it: one snapshot built from every super-peer's ``status``.
 
-Pure (no I/O): ``thinpeer.ui.collector`` reads the statuses; this module turns them, and the
+Pure (no I/O): ``thinpeer.ops.ui.collector`` reads the statuses; this module turns them, and the
 snapshot before, into what a person looks at — the backbone with each peer's load ``u_l(v)``
 against its capacity ``l(v)`` and each link's ``u_b(e)`` against its bandwidth, every stream
 along its route with its properties, the subscriptions, the faults, and what sharing saves

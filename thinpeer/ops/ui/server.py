@@ -1,7 +1,7 @@
 """``streamglobe ui``: the web view's HTTP server (Starlette on uvicorn).
 
 Pages: ``/`` (the network) and ``/subscription/{id}``. The same data as JSON: ``/api/network``
-(the current snapshot, ``thinpeer.ui.snapshot``), ``/api/history`` (the time series),
+(the current snapshot, ``thinpeer.ops.ui.snapshot``), ``/api/history`` (the time series),
 ``/api/subscriptions/{id}`` (one subscription in full) and ``/api/events``, server-sent events
 carrying each new snapshot, which is how the pages update without reloading.
 
@@ -27,7 +27,7 @@ from starlette.responses import FileResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from thinpeer.ui.collector import Collector
+from thinpeer.ops.ui.collector import Collector
 
 STATIC = Path(__file__).resolve().parent / "static"
 PLOTLY_JS = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"

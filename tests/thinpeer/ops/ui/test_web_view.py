@@ -25,11 +25,12 @@ from photons.generator import generate
 from sharing.scenarios import example_query
 from thinpeer.client import SuperPeerClient, ThinPeerError
 from thinpeer.credentials import Credentials
-from thinpeer.network import free_ports, up, with_free_ports
-from thinpeer.tokens import issue_token
-from thinpeer.topologies import shipped_topology
-from thinpeer.ui.collector import Collector
-from thinpeer.ui.server import WebView
+from thinpeer.ops.processes import up
+from thinpeer.ops.ports import free_ports, with_free_ports
+from thinpeer.ops.tokens import issue_token
+from thinpeer.ops.topologies import shipped_topology
+from thinpeer.ops.ui.collector import Collector
+from thinpeer.ops.ui.server import WebView
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser]
 SHOTS = Path(os.environ.get("STREAMGLOBE_SCREENSHOTS", ROOT / "build" / "screenshots"))

@@ -7,6 +7,9 @@ all on Ctrl-C. A daemon that dies during start-up is reported with the end of it
 ``secure`` (the CLI's default): the backbone's keys go to ``<state>/tls`` (made once, kept), the
 daemons serve with them, and an admin token is written to ``<state>/admin.token``
 (``LocalNetwork.credentials`` uses both).
+
+``ProcessLauncher`` is these functions behind the ``Launcher`` interface (``streamglobe network
+…``); it cannot cut a link (the daemons talk over loopback) and says so.
 """
 
 from __future__ import annotations
@@ -18,24 +21,30 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from superpeer.options import serve_flags
 from superpeer.topology import Topology, load_topology
 
-from .client import SuperPeerClient
-from .credentials import Credentials, CredentialsError
+from thinpeer.client import SuperPeerClient
+from thinpeer.credentials import Credentials, CredentialsError
+
+from .launcher import Access, LaunchError, Progress, UpOptions
 
 STATE_FILE = "network.json"
 KEYS_DIR = "tls"
 ADMIN_TOKEN = "admin.token"
 
 
-class NetworkError(Exception):
-    pass
+class NetworkError(LaunchError):
+    """The process launcher's failure (``LaunchError``)."""
+
+
+CUT_UNSUPPORTED = ("cutting a link is not supported by the process launcher (the daemons talk over "
+                   "loopback: there is no link to cut): use deploy (containers)")
 
 
 @dataclass
@@ -97,71 +106,6 @@ class LocalNetwork:
             state.unlink()
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports free now, drawn below the kernel's ephemeral range: a port of
-    that range may go to any process's ``bind(0)`` or outgoing connection between this call and
-    the daemon's bind (eight Spark JVMs starting at once take dozens), which once made a
-    super-peer of a test's network fail to start (CI, issue 17's stop)."""
-    import random
-    import socket
-
-    low = _ephemeral_low()
-    candidates = random.sample(range(10000, low), min(low - 10000, 64 * n)) if low > 10000 + 64 * n else []
-    socks: list[socket.socket] = []
-    try:
-        for port in [*candidates, *[0] * n]:  # 0: the kernel's choice, if too few were free
-            if len(socks) == n:
-                break
-            s = socket.socket()
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                s.close()
-                continue
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def _ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (Linux; 32768, its default, elsewhere)."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
-def with_free_ports(source: str | Path | Traversable, dest: str | Path) -> Path:
-    """A copy of a topology file whose super-peers listen on free loopback ports.
-
-    ``source`` may be a shipped topology (``thinpeer.topologies.shipped_topology``), which is
-    package data rather than necessarily a file on disk.
-    """
-    import tomllib
-
-    import re
-
-    text = (Path(source) if isinstance(source, str) else source).read_text(encoding="utf-8")
-    peers = tomllib.loads(text)["superpeer"]
-    ports = free_ports(2 * len(peers))
-    new = {peer["address"]: (port, peer_port) for peer, port, peer_port in zip(peers, ports[::2], ports[1::2])}
-
-    # One pass over the address lines: substituting peer by peer would rewrite a line a former
-    # substitution wrote when a free port equals another peer's listed one (a duplicate key).
-    def moved(match: re.Match) -> str:
-        indent, key, value = match.groups()
-        if key == "peer_address":
-            return ""
-        port, peer_port = new[value]
-        return f'{indent}address = "127.0.0.1:{port}"\n{indent}peer_address = "127.0.0.1:{peer_port}"\n'
-
-    text = re.sub(r'^([ \t]*)(address|peer_address)\s*=\s*"([^"]*)"[ \t]*(?:#.*)?\n?', moved, text, flags=re.M)
-    Path(dest).write_text(text)
-    return Path(dest)
-
-
 def healthy(address: str, timeout: float = 0.5, credentials: Credentials | None = None) -> bool:
     try:
         with (credentials or Credentials()).channel(address) as channel:
@@ -190,14 +134,7 @@ def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Pat
     if busy:
         raise NetworkError(f"super-peers already answer at {', '.join(topology.addresses[p] for p in busy)}; "
                            "stop them first (streamglobe network down)")
-    extra: list[str] = []
-    for option, value in (spark or {}).items():
-        flag = {"master": "--spark-master", "trigger_ms": "--trigger-ms", "lateness": "--lateness",
-                "feed_host": "--spark-feed-host", "cores": "--spark-cores"}.get(option)
-        if value is not None and flag is not None:
-            extra += [flag, str(value)]
-        elif option == "warm" and value is False:
-            extra.append("--spark-cold-start")
+    extra = serve_flags(spark)
     processes, commands = {}, {}
     for peer in topology.backbone.peers:
         commands[peer] = [sys.executable, "-m", "thinpeer.cli", "superpeer", "serve", "--topology",
@@ -276,11 +213,16 @@ def _stop_restarted(state_dir: Path, own: set[int]) -> None:
                 pass
 
 
-def _recorded(state_dir: str | Path, peer: str) -> tuple[Path, dict, dict]:
+def _recorded_network(state_dir: str | Path) -> tuple[Path, dict]:
+    """The state file ``up`` wrote, and what it says."""
     state = Path(state_dir) / STATE_FILE
     if not state.exists():
         raise NetworkError(f"no running network recorded in {state}")
-    info = json.loads(state.read_text())
+    return state, json.loads(state.read_text())
+
+
+def _recorded(state_dir: str | Path, peer: str) -> tuple[Path, dict, dict]:
+    state, info = _recorded_network(state_dir)
     entry = next((e for p, e in info["superpeers"].items() if p.lower() == peer.lower()), None)
     if entry is None:
         raise NetworkError(f"no super-peer {peer} in the network recorded in {state} "
@@ -321,10 +263,7 @@ def start_peer(state_dir: str | Path, peer: str, wait_s: float = 60.0) -> str:
     if not entry.get("command"):
         raise NetworkError(f"the state file {state} does not say how {peer} was started")
     name = next(p for p, e in info["superpeers"].items() if e is entry)
-    try:
-        credentials = Credentials.resolve(info["ca"]) if info.get("ca") else Credentials()
-    except CredentialsError as exc:
-        raise NetworkError(str(exc)) from None
+    credentials = _ca_only(info)
     proc = _launch(entry["command"], Path(state_dir) / f"{name}.log", append=True)
     entry["pid"] = proc.pid
     state.write_text(json.dumps(info, indent=2))
@@ -339,11 +278,16 @@ def start_peer(state_dir: str | Path, peer: str, wait_s: float = 60.0) -> str:
     return entry["address"]
 
 
+def _ca_only(info: dict) -> Credentials:
+    """Enough to ask a daemon of the recorded network whether it is healthy."""
+    try:
+        return Credentials.resolve(info["ca"]) if info.get("ca") else Credentials()
+    except CredentialsError as exc:
+        raise NetworkError(str(exc)) from None
+
+
 def down(state_dir: str | Path = ".streamglobe") -> list[str]:
-    state = Path(state_dir) / STATE_FILE
-    if not state.exists():
-        raise NetworkError(f"no running network recorded in {state}")
-    info = json.loads(state.read_text())
+    state, info = _recorded_network(state_dir)
     stopped = []
     for peer, entry in info["superpeers"].items():
         try:
@@ -357,3 +301,61 @@ def down(state_dir: str | Path = ".streamglobe") -> list[str]:
         pass
     state.unlink(missing_ok=True)
     return stopped
+
+
+def status(state_dir: str | Path = ".streamglobe") -> dict:
+    """Each daemon of the recorded network: pid, address, running or not, and healthy or not."""
+    state, info = _recorded_network(state_dir)
+    credentials = _ca_only(info)
+    peers = {}
+    for peer, entry in info["superpeers"].items():
+        running = _alive(entry["pid"])
+        health = ("healthy" if healthy(entry["address"], credentials=credentials) else "unhealthy") if running else "none"
+        peers[peer] = {"pid": entry["pid"], "address": entry["address"],
+                       "status": "running" if running else "exited", "health": health}
+    return {"state_dir": str(state.parent.resolve()), "topology": info.get("topology", ""),
+            "launcher": {"pid": info["launcher"], "running": _alive(info["launcher"])},
+            "secure": bool(info.get("ca")), "superpeers": peers}
+
+
+class ProcessLauncher:
+    """The ``Launcher`` over daemon processes on this host (``streamglobe network …``). ``up``
+    keeps the network it started in ``running``: its caller stays in the foreground and stops
+    it (``LocalNetwork.stop``); the other verbs work from any process, by the state file."""
+
+    kind = "processes"
+
+    def __init__(self, state_dir: str | Path = ".streamglobe") -> None:
+        self.state_dir = Path(state_dir)
+        self.running: LocalNetwork | None = None
+
+    def up(self, topology: Path, options: UpOptions, progress: Progress) -> Access:
+        self.running = up(topology, options.executor, self.state_dir, options.timeout_s, progress, options.spark,
+                          options.serve_args, options.secure, options.keys)
+        return self.access()
+
+    def down(self) -> str:
+        stopped = down(self.state_dir)
+        return f"stopped {', '.join(stopped) or 'nothing (already gone)'}"
+
+    def status(self) -> dict:
+        return status(self.state_dir)
+
+    def kill(self, peer: str) -> str:
+        return f"killed {peer} (pid {kill_peer(self.state_dir, peer)}, SIGKILL)"
+
+    def start(self, peer: str, progress: Progress) -> str:
+        return f"{peer} serving again at {start_peer(self.state_dir, peer)}"
+
+    def cut(self, a: str, b: str) -> str:
+        raise NetworkError(CUT_UNSUPPORTED)
+
+    def restore(self, a: str, b: str) -> str:
+        raise NetworkError(CUT_UNSUPPORTED)
+
+    def access(self) -> Access:
+        _, info = _recorded_network(self.state_dir)
+        token = self.state_dir / ADMIN_TOKEN
+        return Access({p: e["address"] for p, e in info["superpeers"].items()},
+                      Path(info["ca"]).resolve() if info.get("ca") else None,
+                      token.resolve() if info.get("ca") and token.exists() else None)

@@ -117,7 +117,7 @@ def test_from_fits(tmp_path):
 def test_topology_by_shipped_name_or_file(tmp_path, monkeypatch):
     """--topology takes a file, or a shipped topology by name; an existing file wins."""
     from superpeer.topology import load_topology
-    from thinpeer.topologies import shipped_topologies, topology_path
+    from thinpeer.ops.topologies import shipped_topologies, topology_path
 
     assert {"paper-example", "grid-4x4"} <= set(shipped_topologies())
     with topology_path("paper-example") as path:

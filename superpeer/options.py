@@ -1,0 +1,72 @@
+"""Options of ``superpeer serve`` that the launchers take too (``network up``, ``deploy up``,
+``demo``) and pass on to every daemon they start: the executor options (``--executor``,
+``--spark-master``, ``--trigger-ms``, ``--lateness``…), which reach a daemon as
+``spark_options``, and ``--replay-rate``. Defined once here, beside the command that reads them
+(``superpeer.command``), so that a launcher's flag and the daemon's are the same flag."""
+
+from __future__ import annotations
+
+import argparse
+
+from streamglobe.units import parse_item_rate, parse_milliseconds
+
+TOPOLOGY_HELP = "a topology TOML file, or a shipped one by name (paper-example, grid-4x4)"
+# spark_options' keys as ``superpeer serve`` flags (``warm`` False: --spark-cold-start)
+SERVE_FLAGS = {"master": "--spark-master", "trigger_ms": "--trigger-ms", "lateness": "--lateness",
+               "feed_host": "--spark-feed-host", "cores": "--spark-cores"}
+
+
+def add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -> None:
+    p.add_argument("--executor", choices=["inline", "spark"], default="inline",
+                   help="where operators run: in the daemon (inline) or on Spark (one job per micro-batch)")
+    p.add_argument("--spark-master", metavar="URL",
+                   help="Spark master for --executor spark (default local[2]; a cluster URL scales out)")
+    p.add_argument("--spark-feed-host", metavar="HOST",
+                   help="the address Spark's workers reach this super-peer's feed and driver at "
+                        "(default 127.0.0.1 for local masters; for a cluster, this host's address)")
+    p.add_argument("--spark-cores", type=int, metavar="N",
+                   help="cores a super-peer's Spark application takes on a cluster, and task slots "
+                        "per micro-batch (default: N of local[N], else 2)")
+    p.add_argument("--trigger-ms", type=parse_milliseconds, metavar="MS",
+                   help="micro-batch trigger interval of the Spark executor, in milliseconds or with "
+                        "a unit (100ms, 1s; default 100)")
+    p.add_argument("--spark-cold-start", action="store_true",
+                   help="start a super-peer's Spark session with its first operator rather than with "
+                        "the daemon (saves a JVM where no operator ever runs; the first operator then "
+                        "waits for it)")
+    p.add_argument("--lateness", type=float, metavar="UNITS",
+                   help="how far (in reference units) items may arrive out of order in time windows "
+                        "before they are dropped and counted (default 0)")
+    if checkpoint:
+        p.add_argument("--checkpoint-dir", metavar="DIR",
+                       help="Spark executor checkpoint; restarting with the same directory resumes "
+                            "exactly once (default: a temporary directory, removed at exit)")
+
+
+def add_replay_rate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--replay-rate", type=parse_item_rate, default=0.0, metavar="ITEMS_PER_S",
+                   help="the most items per second a replay of a stream's past (subscribe --since/"
+                        "--from-start, recovery) sends; 0 (default): as fast as the links take them. "
+                        "A slower replay leaves the links to live streams, and runs long enough for "
+                        "later subscriptions over the same past to share it")
+
+
+def spark_options(args: argparse.Namespace) -> dict:
+    """The executor options as ``start_superpeer``, the process launcher and the demo take them."""
+    return {"master": args.spark_master, "trigger_ms": args.trigger_ms, "lateness": args.lateness,
+            "feed_host": args.spark_feed_host, "cores": args.spark_cores,
+            "warm": False if args.spark_cold_start else None,
+            "checkpoint_dir": getattr(args, "checkpoint_dir", None)}
+
+
+def serve_flags(spark: dict | None) -> list[str]:
+    """``spark_options`` (None values: the defaults) as ``superpeer serve`` flags, for a launcher
+    starting daemons (a checkpoint directory is one daemon's own: never passed on)."""
+    flags: list[str] = []
+    for option, value in (spark or {}).items():
+        flag = SERVE_FLAGS.get(option)
+        if value is not None and flag is not None:
+            flags += [flag, str(value)]
+        elif option == "warm" and value is False:
+            flags.append("--spark-cold-start")
+    return flags

@@ -1,0 +1,1 @@
+"""``streamglobe deploy``: the network in containers (the container ``Launcher``: ``project``)."""
