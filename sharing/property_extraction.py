@@ -172,15 +172,9 @@ class _Extractor:
             self.residual.append("if " + conjunction_text(e.condition))
             self.walk(e.then, output)
             self.walk(e.otherwise, output)
-        elif isinstance(e, ast.SequenceExpr):
-            for item in e.items:
-                self.walk(item, output)
-        elif isinstance(e, ast.ElementConstructor):
-            for part in e.content:
-                if isinstance(part, ast.ElementConstructor):
-                    self.walk(part, output)
-                elif isinstance(part, ast.Enclosed):
-                    self.walk(part.expr, output)
+        elif isinstance(e, (ast.SequenceExpr, ast.ElementConstructor)):
+            for inner in ast.nested(e):
+                self.walk(inner, output)
         elif isinstance(e, ast.PathExpr):
             self.path(e, needed=True)
         elif isinstance(e, ast.AggregateCall):

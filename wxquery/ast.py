@@ -228,6 +228,17 @@ class NumberLiteral:
 Expr = Union[FLWR, IfExpr, SequenceExpr, ElementConstructor, PathExpr, AggregateCall, NumberLiteral]
 
 
+def nested(e: Expr) -> tuple[Expr, ...]:
+    """What a sequence or a direct element constructor holds, in order: the sequence's items, the
+    constructor's nested constructors and enclosed expressions (not its literal text). Every walk
+    over a query descends into these the same way; what it does at the other nodes is its own."""
+    if isinstance(e, SequenceExpr):
+        return e.items
+    if isinstance(e, ElementConstructor):
+        return tuple(p.expr if isinstance(p, Enclosed) else p for p in e.content if not isinstance(p, Text))
+    return ()
+
+
 @dataclass(frozen=True)
 class Query:
     """A parsed subscription: the body plus the source text it came from."""

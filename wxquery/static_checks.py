@@ -68,15 +68,9 @@ class _Checker:
             self.conjunction(e.condition, scope, context=None)
             self.expr(e.then, scope)
             self.expr(e.otherwise, scope)
-        elif isinstance(e, ast.SequenceExpr):
-            for item in e.items:
-                self.expr(item, scope)
-        elif isinstance(e, ast.ElementConstructor):
-            for part in e.content:
-                if isinstance(part, ast.ElementConstructor):
-                    self.expr(part, scope)
-                elif isinstance(part, ast.Enclosed):
-                    self.expr(part.expr, scope)
+        elif isinstance(e, (ast.SequenceExpr, ast.ElementConstructor)):
+            for inner in ast.nested(e):
+                self.expr(inner, scope)
         elif isinstance(e, ast.PathExpr):
             self.output_path(e, scope)
         elif isinstance(e, ast.AggregateCall):

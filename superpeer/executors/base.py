@@ -19,6 +19,17 @@ from wxquery.operators.windows import WindowCounters
 Deliver = Callable[[str, int, list, bool], None]
 
 
+def installs_a_copy(copies: set[str], stream: str, operators: tuple, parent: str | None) -> bool:
+    """A derived stream without operators is a copy of its parent, which the node duplicates
+    itself (``is_copy``): recorded in ``copies``, and nothing is computed for it. Any other
+    derived stream is computed from a named parent."""
+    if not operators:
+        copies.add(stream)
+        return True
+    assert parent is not None, "a computed stream has a parent"
+    return False
+
+
 class Executor(Protocol):
     name: str
     wants_text: bool  # push needs the wire text (else parsed values); outputs are of the same kind

@@ -12,7 +12,7 @@ from wxquery.operators.chains import normalise
 from wxquery.operators.runner import ChainGroup
 from wxquery.operators.windows import WindowCounters
 
-from .base import Deliver
+from .base import Deliver, installs_a_copy
 
 
 class InlineExecutor:
@@ -34,11 +34,7 @@ class InlineExecutor:
 
     def install(self, stream: str, operators: tuple[alg.Operator, ...], parent: str | None = None,
                 parent_kind: str = "items") -> None:
-        if not operators:
-            self.copies.add(stream)
-            return
-        assert parent is not None, "a computed stream has a parent"
-        if stream in self.parents:
+        if installs_a_copy(self.copies, stream, operators, parent) or stream in self.parents:
             return
         chain = normalise(self.next_chain, stream, parent, parent_kind, operators)
         self.next_chain += 1

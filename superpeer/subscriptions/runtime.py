@@ -106,15 +106,9 @@ def single_pass_clauses(body: ast.Expr) -> set[int]:
         elif isinstance(e, ast.IfExpr):
             walk(e.then)
             walk(e.otherwise)
-        elif isinstance(e, ast.SequenceExpr):
-            for item in e.items:
-                walk(item)
-        elif isinstance(e, ast.ElementConstructor):
-            for part in e.content:
-                if isinstance(part, ast.ElementConstructor):
-                    walk(part)
-                elif isinstance(part, ast.Enclosed):
-                    walk(part.expr)
+        else:
+            for inner in ast.nested(e):
+                walk(inner)
 
     walk(body)
     return found

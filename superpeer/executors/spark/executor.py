@@ -37,7 +37,7 @@ from wxquery.operators.chains import Chain, ChainOutput, normalise
 from wxquery.operators.pieces import Piece
 from wxquery.operators.windows import WindowClock, WindowCounters
 
-from ..base import Deliver
+from ..base import Deliver, installs_a_copy
 from ..spark import pacing
 from .checkpoint import DriverCheckpoint
 from .driver_state import DriverState, PendingWatermarks
@@ -153,10 +153,8 @@ class SparkExecutor:
 
     def install(self, stream: str, operators: tuple[alg.Operator, ...], parent: str | None = None,
                 parent_kind: str = "items") -> None:
-        if not operators:
-            self.copies.add(stream)
+        if installs_a_copy(self.copies, stream, operators, parent):
             return
-        assert parent is not None, "a computed stream has a parent"
         with self.lock:
             if stream in self.by_stream:
                 return
