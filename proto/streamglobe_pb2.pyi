@@ -164,6 +164,20 @@ class StatusReply(_message.Message):
     json: str
     def __init__(self, json: _Optional[str] = ...) -> None: ...
 
+class CutLinkRequest(_message.Message):
+    __slots__ = ("peer", "cut")
+    PEER_FIELD_NUMBER: _ClassVar[int]
+    CUT_FIELD_NUMBER: _ClassVar[int]
+    peer: str
+    cut: bool
+    def __init__(self, peer: _Optional[str] = ..., cut: _Optional[bool] = ...) -> None: ...
+
+class CutLinkReply(_message.Message):
+    __slots__ = ("cut",)
+    CUT_FIELD_NUMBER: _ClassVar[int]
+    cut: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, cut: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class LookupStreamsRequest(_message.Message):
     __slots__ = ("input_json",)
     INPUT_JSON_FIELD_NUMBER: _ClassVar[int]

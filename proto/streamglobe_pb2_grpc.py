@@ -71,6 +71,11 @@ class ThinPeerStub:
                 request_serializer=proto_dot_streamglobe__pb2.StatusRequest.SerializeToString,
                 response_deserializer=proto_dot_streamglobe__pb2.StatusReply.FromString,
                 _registered_method=True)
+        self.CutLink = channel.unary_unary(
+                '/streamglobe.v1.ThinPeer/CutLink',
+                request_serializer=proto_dot_streamglobe__pb2.CutLinkRequest.SerializeToString,
+                response_deserializer=proto_dot_streamglobe__pb2.CutLinkReply.FromString,
+                _registered_method=True)
 
 
 class ThinPeerServicer:
@@ -121,6 +126,15 @@ class ThinPeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CutLink(self, request, context):
+        """Fault injection, for an admin (``network cut|restore``): this super-peer stops (cut) or
+        resumes talking to a neighbour — every call and transfer between the two fails as if the
+        link were down.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ThinPeerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -158,6 +172,11 @@ def add_ThinPeerServicer_to_server(servicer, server):
                     servicer.Status,
                     request_deserializer=proto_dot_streamglobe__pb2.StatusRequest.FromString,
                     response_serializer=proto_dot_streamglobe__pb2.StatusReply.SerializeToString,
+            ),
+            'CutLink': grpc.unary_unary_rpc_method_handler(
+                    servicer.CutLink,
+                    request_deserializer=proto_dot_streamglobe__pb2.CutLinkRequest.FromString,
+                    response_serializer=proto_dot_streamglobe__pb2.CutLinkReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -351,6 +370,33 @@ class ThinPeer:
             '/streamglobe.v1.ThinPeer/Status',
             proto_dot_streamglobe__pb2.StatusRequest.SerializeToString,
             proto_dot_streamglobe__pb2.StatusReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CutLink(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/streamglobe.v1.ThinPeer/CutLink',
+            proto_dot_streamglobe__pb2.CutLinkRequest.SerializeToString,
+            proto_dot_streamglobe__pb2.CutLinkReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -73,6 +73,10 @@ class Transport(PeerLink, Outbound, HeartbeatTransport, Lifecycle, Protocol):
 
     def status(self) -> dict: ...
 
+    def cut_link(self, peer: str, cut: bool) -> list[str]:
+        """Fault injection: cut (or restore) the link to a neighbour; the links cut now."""
+        ...
+
 
 @dataclass(frozen=True)
 class NodeSettings:
@@ -186,6 +190,10 @@ class Node:
     def read_results(self, sid: str, offset: int, max_items: int, wait_s: float, peek: bool = False
                      ) -> tuple[ResultBuffer, tuple[int, list[str], bool, int]]:
         return self.control.read_results(sid, offset, max_items, wait_s, peek)
+
+    def cut_link(self, peer: str, cut: bool) -> list[str]:
+        """``network cut``: nothing passes between this peer and ``peer`` until it is restored."""
+        return self.transport.cut_link(peer, cut)
 
     def status(self) -> dict:
         return report(self.state, self.topology, self.executor, self.control, self.data, self.retention,

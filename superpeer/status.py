@@ -58,6 +58,7 @@ def report(state: PeerState, topology: Topology, executor: Executor, control: Co
             "unreachable_peers": links["unreachable_peers"],
             "peers_last_heard_s_ago": links["peers_last_heard_s_ago"],
             "failure_detector": links["failure_detector"],
+            "cut_links": links.get("cut_links", []),
             "archive": archiver.status() if archiver is not None else None,
             **data.status(),
         }

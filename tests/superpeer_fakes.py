@@ -77,6 +77,9 @@ class FakeTransport:
     def heartbeat_round(self, peers: list[str]) -> dict:
         return {}
 
+    def cut_link(self, peer: str, cut: bool) -> list[str]:
+        raise NodeError("UNIMPLEMENTED", "the in-process transport cannot cut a link: use network.down")
+
     def status(self) -> dict:
         return {"links": {}, "unreachable_peers": {}, "peers_last_heard_s_ago": {}, "failure_detector": {}}
 

@@ -270,3 +270,8 @@ class SuperPeerClient:
 
     def status(self) -> dict:
         return json.loads(self._call("Status", pb.StatusRequest()).json)
+
+    def cut_link(self, peer: str, cut: bool = True) -> list[str]:
+        """An admin's fault injection: this super-peer stops (``cut``) or resumes talking to its
+        neighbour ``peer``; the neighbours its links are cut to now."""
+        return list(self._call("CutLink", pb.CutLinkRequest(peer=peer, cut=cut)).cut)

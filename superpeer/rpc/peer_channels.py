@@ -32,6 +32,7 @@ from ..errors import NodeError
 from ..recovery.failure_detector import FailureDetector, HeartbeatSettings
 from ..security.tls import Security, channel_options
 from ..topology import Topology
+from .link_cut import CutLink
 from .wire import commit_to_wire, input_to_wire, part_to_wire, waiting_from_wire
 
 T = TypeVar("T")
@@ -65,6 +66,7 @@ class GrpcPeerChannels:
         self.epoch = secrets.token_hex(8)  # this process's numbering of items on its links
         self._channels: dict[str, grpc.Channel] = {}
         self._stop = threading.Event()
+        self.cut: set[str] = set()  # neighbours the link to is cut on purpose (``link_cut``)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -78,6 +80,8 @@ class GrpcPeerChannels:
             else:  # its certificate must name the peer meant, whatever address it answers at
                 ch = grpc.secure_channel(address, self.security.channel_credentials(),
                                          options=options + channel_options(peer))
+            ch = grpc.intercept_channel(ch, CutLink(lambda: peer in self.cut, f"the link {self.id}–{peer} "
+                                                                              "is cut (streamglobe network cut)"))
             self._channels[peer] = ch
         return pb_grpc.SuperPeerStub(ch)
 
@@ -97,6 +101,14 @@ class GrpcPeerChannels:
 
     def start(self) -> None:
         """Channels and forwarders open as they are first needed."""
+
+    def cut_link(self, peer: str, cut: bool) -> list[str]:
+        """Cut the link to a neighbour (``link_cut``), or restore it; the links cut now."""
+        if peer not in self.detector.neighbours:
+            raise NodeError("INVALID_ARGUMENT", f"{peer} is not a neighbour of {self.id} on the backbone "
+                                                f"(neighbours: {', '.join(sorted(self.detector.neighbours))})")
+        (self.cut.add if cut else self.cut.discard)(peer)
+        return sorted(self.cut)
 
     def stop(self) -> None:
         self._stop.set()
@@ -252,4 +264,5 @@ class GrpcPeerChannels:
             "peers_last_heard_s_ago": {p: round(time.time() - h.last_heard, 1)
                                        for p, h in self.detector.peers.items() if h.last_heard is not None},
             "failure_detector": self.detector.status(time.time()),
+            "cut_links": sorted(self.cut),
         }

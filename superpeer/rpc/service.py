@@ -122,6 +122,12 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
         grant = self.access.grant(context, "Status")
         return pb.StatusReply(json=json.dumps(self.access.status(grant, self.node.status())))
 
+    @_handled
+    def CutLink(self, request, context):
+        grant = self.access.grant(context, "CutLink")
+        self.access.administer(grant, f"{'CutLink' if request.cut else 'RestoreLink'} {request.peer}")
+        return pb.CutLinkReply(cut=self.node.cut_link(request.peer, request.cut))
+
 
 def _peers_only(method):
     """Super-peer calls: on a secure network the caller must present a certificate of this

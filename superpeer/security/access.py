@@ -129,6 +129,11 @@ class Access:
             raise deny(grant.user, f"{what} subscription {sid}",
                        f"subscription {sid} belongs to another user")
 
+    def administer(self, grant: Grant, what: str) -> None:
+        """What only an admin may do (fault injection: ``network cut``)."""
+        if not grant.admin:
+            raise deny(grant.user, what, f"user {grant.user} may not {what}: it needs an admin's token")
+
     def status(self, grant: Grant, status: dict) -> dict:
         """What ``status`` shows the caller: everything to an admin, else their own."""
         if grant.admin:

@@ -48,14 +48,11 @@ def guard(action: Callable):
         raise CliError(f"error: {exc}") from None
 
 
-def add_verbs(commands, make: MakeLauncher, state_options: StateOptions, what: str,
-              unsupported: tuple[str, ...] = ()) -> None:
+def add_verbs(commands, make: MakeLauncher, state_options: StateOptions, what: str) -> None:
     """Register the shared verbs under a group's ``add_subparsers``; ``what``: the group's
-    network, for the help (``processes``, ``containers``); ``unsupported``: verbs its launcher
-    refuses (they are there all the same, and say why)."""
+    network, for the help (``processes``, ``containers``)."""
     for verb, help in VERBS.items():
-        note = f"not supported for {what}: use deploy" if verb in unsupported else what
-        p = commands.add_parser(verb, help=f"{help} ({note})")
+        p = commands.add_parser(verb, help=f"{help} ({what})")
         if verb in ("kill", "start"):
             p.add_argument("peer", metavar="SP")
         if verb in ("cut", "restore"):

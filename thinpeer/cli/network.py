@@ -126,7 +126,7 @@ def register_network_and_demo(add_command: AddCommand) -> None:
                    help="every super-peer archives the streams registered there under DIR (serve --archive)")
     add_ui_port_option(p)
     p.set_defaults(func=cmd_network_up)
-    add_verbs(net_commands, launcher, _state_dir, "processes", unsupported=("cut", "restore"))
+    add_verbs(net_commands, launcher, _state_dir, "processes")
 
     p = add_command("demo", help="the paper's example network, live: plans, results, traffic")
     p.add_argument("--photons", type=int, default=6000)

@@ -5,8 +5,9 @@ down, look at, or break the network with the same verbs: ``up``, ``down``, ``sta
 ``kill``, ``start``, ``cut``, ``restore``, and ``access``: the addresses and an admin's
 credentials a user of the network needs.
 
-A launcher may not be able to do everything: the process launcher cannot cut a link between two
-processes (there is no link to cut: they talk over loopback), and says so (``LaunchError``).
+Both do everything: containers cut a link with ``iptables``; daemon processes, which talk over
+loopback, are each told to stop talking to the other (``superpeer.rpc.link_cut``). A failure is a
+``LaunchError`` with its reason.
 """
 
 from __future__ import annotations

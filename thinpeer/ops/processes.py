@@ -9,7 +9,8 @@ daemons serve with them, and an admin token is written to ``<state>/admin.token`
 (``LocalNetwork.credentials`` uses both).
 
 ``ProcessLauncher`` is these functions behind the ``Launcher`` interface (``streamglobe network
-…``); it cannot cut a link (the daemons talk over loopback) and says so.
+…``). It cuts a link by telling each of its two daemons to stop talking to the other (on
+loopback there is no link to unplug: ``superpeer.rpc.link_cut``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from superpeer.options import serve_flags
 from superpeer.topology import Topology, load_topology
 
-from thinpeer.client import SuperPeerClient
+from thinpeer.client import SuperPeerClient, ThinPeerError
 from thinpeer.credentials import Credentials, CredentialsError
 
 from .launcher import Access, LaunchError, Progress, UpOptions
@@ -43,8 +44,6 @@ class NetworkError(LaunchError):
     """The process launcher's failure (``LaunchError``)."""
 
 
-CUT_UNSUPPORTED = ("cutting a link is not supported by the process launcher (the daemons talk over "
-                   "loopback: there is no link to cut): use deploy (containers)")
 
 
 @dataclass
@@ -79,16 +78,19 @@ class LocalNetwork:
         self.processes[peer] = _launch(self.commands[peer], self.state_dir / f"{peer}.log", append=True)
         self.record()  # ``down`` stops the new process, not the old pid
         _wait_healthy(self, {peer}, wait_s, None, stop_all=False)
+        _cut_again(json.loads((self.state_dir / STATE_FILE).read_text()), peer, self.topology.addresses[peer],
+                   self.credentials)
 
     def record(self) -> None:
         """The state file ``down`` reads: this launcher and every daemon's pid."""
-        topology = self.topology
-        (self.state_dir / STATE_FILE).write_text(json.dumps({
+        topology, state = self.topology, self.state_dir / STATE_FILE
+        cut = json.loads(state.read_text()).get("cut", []) if state.exists() else []  # (``cut_link``'s)
+        state.write_text(json.dumps({
             "launcher": os.getpid(), "topology": self.topology_path,
             "ca": str(self.keys / "ca.pem") if self.credentials.secure else None,
             "superpeers": {p: {"pid": proc.pid, "address": topology.addresses[p],
                                "command": self.commands.get(p, [])}
-                           for p, proc in self.processes.items()}}, indent=2))
+                           for p, proc in self.processes.items()}, "cut": cut}, indent=2))
 
     def stop(self) -> None:
         _stop_restarted(self.state_dir, {p.pid for p in self.processes.values()})
@@ -223,11 +225,16 @@ def _recorded_network(state_dir: str | Path) -> tuple[Path, dict]:
 
 def _recorded(state_dir: str | Path, peer: str) -> tuple[Path, dict, dict]:
     state, info = _recorded_network(state_dir)
-    entry = next((e for p, e in info["superpeers"].items() if p.lower() == peer.lower()), None)
-    if entry is None:
+    return state, info, info["superpeers"][_recorded_name(state, info, peer)]
+
+
+def _recorded_name(state: Path, info: dict, peer: str) -> str:
+    """The recorded super-peer ``peer`` names (in any case)."""
+    name = next((p for p in info["superpeers"] if p.lower() == peer.lower()), None)
+    if name is None:
         raise NetworkError(f"no super-peer {peer} in the network recorded in {state} "
                            f"(it has {', '.join(info['superpeers'])})")
-    return state, info, entry
+    return name
 
 
 def _alive(pid: int) -> bool:
@@ -254,9 +261,10 @@ def kill_peer(state_dir: str | Path, peer: str) -> int:
     return entry["pid"]
 
 
-def start_peer(state_dir: str | Path, peer: str, wait_s: float = 60.0) -> str:
+def start_peer(state_dir: str | Path, peer: str, wait_s: float = 60.0, admin: Credentials | None = None) -> str:
     """Start a stopped daemon of a running network again, with its options and state directory
-    (it takes back what it kept); wait until it answers. Returns its address."""
+    (it takes back what it kept); wait until it answers, and cut again the links recorded as
+    cut (``admin``'s credentials). Returns its address."""
     state, info, entry = _recorded(state_dir, peer)
     if _alive(entry["pid"]):
         raise NetworkError(f"{peer} is running (pid {entry['pid']})")
@@ -275,7 +283,42 @@ def start_peer(state_dir: str | Path, peer: str, wait_s: float = 60.0) -> str:
         if time.monotonic() > deadline:
             raise NetworkError(f"super-peer {name} not healthy after {wait_s:.0f} s")
         time.sleep(0.1)
+    _cut_again(info, name, entry["address"], admin or credentials)
     return entry["address"]
+
+
+def cut_link(state_dir: str | Path, a: str, b: str, cut: bool, credentials: Credentials) -> str:
+    """Cut the backbone link between two daemons, both ways, or restore it: each of the two
+    stops (or resumes) talking to the other (``superpeer.rpc.link_cut``; on loopback there is
+    no link to unplug). Recorded in the state file: a daemon started again is cut again. An end
+    that is not running now is told when it is started."""
+    state, info = _recorded_network(state_dir)
+    a, b = (_recorded_name(state, info, peer) for peer in (a, b))
+    first, second = info["superpeers"][a], info["superpeers"][b]
+    if frozenset((a, b)) not in load_topology(info["topology"]).backbone.links:
+        raise NetworkError(f"{a}–{b} is not a link of the backbone")
+    later = []
+    for here, there, entry in ((a, b, first), (b, a, second)):
+        if not _alive(entry["pid"]):
+            later.append(here)
+            continue
+        try:
+            SuperPeerClient(entry["address"], credentials=credentials).cut_link(there, cut)
+        except ThinPeerError as exc:
+            raise NetworkError(f"{here} could not {'cut' if cut else 'restore'} its link to {there}: {exc}") from None
+    cuts = {tuple(pair) for pair in info.get("cut", [])} - {(a, b), (b, a)}
+    info["cut"] = sorted([list(pair) for pair in cuts] + ([[a, b]] if cut else []))
+    state.write_text(json.dumps(info, indent=2))
+    done = f"{'cut' if cut else 'restored'} the link {a}–{b}{' (both ways)' if cut else ''}"
+    return done + (f"; {' and '.join(later)} not running: told when started" if later else "")
+
+
+def _cut_again(info: dict, peer: str, address: str, credentials: Credentials) -> None:
+    """A daemon started again forgets its cut links: it is told them again."""
+    client = SuperPeerClient(address, credentials=credentials)
+    for pair in info.get("cut", []):
+        if peer in pair:
+            client.cut_link(pair[1] if pair[0] == peer else pair[0], True)
 
 
 def _ca_only(info: dict) -> Credentials:
@@ -315,7 +358,7 @@ def status(state_dir: str | Path = ".streamglobe") -> dict:
                        "status": "running" if running else "exited", "health": health}
     return {"state_dir": str(state.parent.resolve()), "topology": info.get("topology", ""),
             "launcher": {"pid": info["launcher"], "running": _alive(info["launcher"])},
-            "secure": bool(info.get("ca")), "superpeers": peers}
+            "secure": bool(info.get("ca")), "superpeers": peers, "cut_links": info.get("cut", [])}
 
 
 class ProcessLauncher:
@@ -345,13 +388,13 @@ class ProcessLauncher:
         return f"killed {peer} (pid {kill_peer(self.state_dir, peer)}, SIGKILL)"
 
     def start(self, peer: str, progress: Progress) -> str:
-        return f"{peer} serving again at {start_peer(self.state_dir, peer)}"
+        return f"{peer} serving again at {start_peer(self.state_dir, peer, admin=self.access().credentials())}"
 
     def cut(self, a: str, b: str) -> str:
-        raise NetworkError(CUT_UNSUPPORTED)
+        return cut_link(self.state_dir, a, b, cut=True, credentials=self.access().credentials())
 
     def restore(self, a: str, b: str) -> str:
-        raise NetworkError(CUT_UNSUPPORTED)
+        return cut_link(self.state_dir, a, b, cut=False, credentials=self.access().credentials())
 
     def access(self) -> Access:
         _, info = _recorded_network(self.state_dir)

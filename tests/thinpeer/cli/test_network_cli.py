@@ -252,12 +252,18 @@ def test_network_kill_and_start_a_publishers_superpeer_then_publish_resume(tmp_p
         assert shown["SP4"]["status"] == "exited" and shown["SP5"] == {**shown["SP5"], "status": "running",
                                                                         "health": "healthy"}, shown
         cut = run("network", "cut", "SP4", "SP5", "--state-dir", str(state))  # the same verbs as deploy's
-        assert cut.returncode == 1 and "not supported by the process launcher" in cut.stderr \
-            and "use deploy (containers)" in cut.stderr, cut.stderr
+        assert cut.returncode == 0 and "SP4 not running: told when started" in cut.stderr, cut.stderr
+        assert SuperPeerClient(addresses["SP5"]).status()["cut_links"] == ["SP4"]
         started = run("network", "start", "SP4", "--state-dir", str(state))
         assert started.returncode == 0, started.stderr
-        shown = json.loads(run("network", "status", "--state-dir", str(state)).stdout)["superpeers"]
-        assert shown["SP4"]["health"] == "healthy", shown
+        shown = json.loads(run("network", "status", "--state-dir", str(state)).stdout)
+        assert shown["superpeers"]["SP4"]["health"] == "healthy" and shown["cut_links"] == [["SP4", "SP5"]], shown
+        assert SuperPeerClient(addresses["SP4"]).status()["cut_links"] == ["SP5"]  # (cut again at its start)
+        restored = run("network", "restore", "SP5", "SP4", "--state-dir", str(state))
+        assert restored.returncode == 0 and "restored the link SP5–SP4" in restored.stderr, restored.stderr
+        assert [SuperPeerClient(addresses[p]).status()["cut_links"] for p in ("SP4", "SP5")] == [[], []]
+        not_a_link = run("network", "cut", "SP4", "SP1", "--state-dir", str(state))
+        assert not_a_link.returncode == 1 and "SP4–SP1 is not a link of the backbone" in not_a_link.stderr
         exports = run("network", "credentials", "--state-dir", str(state)).stdout.strip()
         assert exports == (f"export STREAMGLOBE_CA={(state / 'tls' / 'ca.pem').resolve()} "
                            f"STREAMGLOBE_TOKEN=$(cat {(state / 'admin.token').resolve()})"), exports
