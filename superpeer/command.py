@@ -88,7 +88,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                   spark_options(args), limits, listen=args.listen, heartbeats=heartbeats,
                                   state_dir=state_dir, watermark_idle_s=args.watermark_idle_s,
                                   security=security, peer_listen=args.peer_listen, quotas=quotas,
-                                  history=history, archive=archive, replay_rate=args.replay_rate)
+                                  history=history, archive=archive, replay_rate=args.replay_rate,
+                                  cut_links=tuple(args.cut_link))
     except (TopologyError, NodeError, OSError) as exc:
         raise ServeError(f"error: {getattr(exc, 'message', exc)}") from None
     kept = f"state in {state_dir}" if state_dir else "state in memory only"
@@ -170,6 +171,9 @@ def build_parser(prog: str = "streamglobe superpeer") -> argparse.ArgumentParser
                         "resumes everything")
     p.add_argument("--in-memory", action="store_true",
                    help="keep nothing across a restart (no state directory)")
+    p.add_argument("--cut-link", action="append", default=[], metavar="PEER",
+                   help="start with the link to this neighbour cut (fault injection; 'streamglobe network "
+                        "cut' passes it to a daemon it starts again); may be repeated")
     p.set_defaults(func=cmd_serve)
     return parser
 

@@ -4,7 +4,8 @@ Constructors only store what they are given; threads, sockets and JVMs start in 
 node (``node.Node``, the composition root) lists its parts in the order they depend on each
 other; ``Parts.start`` starts them in that order and ``Parts.stop`` stops them in the reverse
 one, so that no part is used before it started or after it stopped. A part that fails to start
-stops the ones started before it; a part that fails to stop does not keep the others running.
+is stopped (what it had started of itself goes) and so are the ones started before it; a part
+that fails to stop does not keep the others running. A ``stop`` copes with a partial start.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Parts:
                 part.start()
             except BaseException:
                 log.error("%s did not start: stopping what had started", name)
+                self.started.append((name, part))
                 self.stop()
                 raise
             self.started.append((name, part))

@@ -93,6 +93,7 @@ class NodeSettings:
     archive: ArchiveSettings | None = None  # persist the streams registered here as Parquet
     replay_rate: float = 0.0  # items/s a replay of the past sends at most (0: as the links take)
     cut_routes_in_background: bool = True  # False: routes are cut before ``remove`` returns
+    cut_links: tuple[str, ...] = ()  # neighbours the links to are cut from the start (``rpc.link_cut``)
 
 
 class Node:
@@ -115,7 +116,7 @@ class Node:
                                                    f"{exc}") from None
         self.state = PeerState(peer, topology.backbone, settings.limits, store)
         self.transport: Transport = transport or GrpcPeerChannels(
-            peer, topology, local=self, heartbeats=settings.heartbeats, security=security)
+            peer, topology, local=self, heartbeats=settings.heartbeats, security=security, cut=settings.cut_links)
         archive = settings.archive
         past = HistorySource(store, archive.directory if archive is not None else None)
         self.retention = Retention(self.state, settings.history, past)
@@ -138,10 +139,10 @@ class Node:
             ("trimming the history", self.pins.trim),
             ("late activations", self.control.activate_late),
         ], own_pins=self.pins.own)
-        self.parts = Parts([
-            ("subscriptions", self.control), ("executor", self.executor), ("replays", self.replays),
-            *([("archive", self.archiver)] if self.archiver is not None else []),
-            ("transport", self.transport), ("recovery", self.recovery), ("heartbeats", self.heartbeats)])
+        self.parts = Parts([  # (the transport before, and stopped after, every part that sends through it)
+            ("subscriptions", self.control), ("transport", self.transport), ("executor", self.executor),
+            ("replays", self.replays), *([("archive", self.archiver)] if self.archiver is not None else []),
+            ("recovery", self.recovery), ("heartbeats", self.heartbeats)])
 
     def _executor_output(self, stream: str, seq: int, outputs: list, end: bool) -> None:
         self.data.executor_output(stream, seq, outputs, end)

@@ -170,7 +170,8 @@ class DirectSender:
 def in_process_peer(peer: str, network: FakeNetwork, retention: int = 100_000) -> Node:
     """A peer as the daemon builds it, on the fake transport, started; routes are cut before a
     removal returns (deterministic tests)."""
-    node = Node(peer, Topology(network.backbone, {}),
+    addresses = {p: f"in-process:{p}" for p in network.backbone.peers}  # (no socket: for status only)
+    node = Node(peer, Topology(network.backbone, addresses),
                 NodeSettings(retention=retention, cut_routes_in_background=False),
                 transport=FakeTransport(peer, network))
     node.start()

@@ -17,9 +17,9 @@ transaction is one ``Transaction`` record:
   the commit here (the coordinator lets them go with a last abort, once every peer has
   committed) and end with the transaction's lease.
 
-"Reserve" is about capacity, "hold" only about replays. Every method is called with the peer
-state's lock held (it is the same re-entrant lock), so the data plane's replay threads, the
-control plane and the services see one state.
+"Reserve" is about capacity, "hold" only about replays. Every method takes the peer state's lock
+(the same re-entrant lock, mostly held by the caller already), so the data plane's replay
+threads, the control plane and the services see one state.
 """
 
 from __future__ import annotations
@@ -84,12 +84,14 @@ class Transactions:
 
     def reserves(self, txn: str) -> list[NetworkStream]:
         """What ``txn`` holds reserved here (none once committed, ended or unknown)."""
-        t = self.open.get(txn)
-        return list(t.streams) if t is not None else []
+        with self.lock:
+            t = self.open.get(txn)
+            return list(t.streams) if t is not None else []
 
     def get(self, txn: str) -> Transaction | None:
         """The open transaction ``txn`` (reserved, or committed and still holding replays)."""
-        return self.open.get(txn)
+        with self.lock:
+            return self.open.get(txn)
 
     def known(self, txn: str) -> Transaction | None:
         """``txn`` open here, or as it was when its lease ran out (None if unknown)."""
@@ -127,7 +129,7 @@ class Transactions:
 
     def sweep(self) -> None:
         """End the transactions whose lease ran out; forget those expired ten leases ago (a
-        commit that late is long given up)."""
+        commit that late is long given up). Called with the lock held."""
         now = self.clock()
         for txn in [t for t, record in self.open.items() if record.lease_until < now]:
             record = self.open.pop(txn)
@@ -140,23 +142,26 @@ class Transactions:
     def renew(self, txn: str) -> None:
         """``txn`` lasts another lease from now: the replay's origin, committing first, keeps its
         holds past every reservation the plan still has to commit elsewhere."""
-        t = self.open.get(txn)
-        if t is not None:
-            t.lease_until = self.clock() + self.ttl_s
+        with self.lock:
+            t = self.open.get(txn)
+            if t is not None:
+                t.lease_until = self.clock() + self.ttl_s
 
     # ------------------------------------------------------------------ replay holds
 
     def hold_replay(self, txn: str, copy: str, item: int) -> None:
         """The replay filling ``copy`` sends nothing from ``item`` on while ``txn`` is open."""
-        t = self.open.get(txn)
-        if t is None:
-            raise KeyError(f"no transaction {txn} is open here to hold the replay filling {copy}")
-        t.replays[copy] = item
+        with self.lock:
+            t = self.open.get(txn)
+            if t is None:
+                raise KeyError(f"no transaction {txn} is open here to hold the replay filling {copy}")
+            t.replays[copy] = item
 
     def replay_limit(self, copy: str) -> int | None:
         """The first item the replay filling ``copy`` may not send now (None: not held)."""
-        self.sweep()
-        return min((t.replays[copy] for t in self.open.values() if copy in t.replays), default=None)
+        with self.lock:
+            self.sweep()
+            return min((t.replays[copy] for t in self.open.values() if copy in t.replays), default=None)
 
     def replay_held(self, copy: str) -> bool:
         """Whether any open transaction holds the replay filling ``copy``."""
@@ -165,23 +170,25 @@ class Transactions:
     def holds_replay(self, txn: str, copy: str) -> bool:
         """Whether ``txn`` still holds the replay filling ``copy`` (its lease has not run out, the
         replay was not removed)."""
-        self.sweep()
-        t = self.open.get(txn)
-        return t is not None and copy in t.replays
+        with self.lock:
+            self.sweep()
+            t = self.open.get(txn)
+            return t is not None and copy in t.replays
 
     def lost_replays(self, txn: str) -> list[str]:
         """The running copies ``txn`` held a replay of and holds no more (lapsed, or removed)."""
-        self.sweep()
-        t = self.open.get(txn) or (self.expired[txn][1] if txn in self.expired else None)
+        t = self.known(txn)
         return sorted(t.lapsed) if t is not None else []
 
     def replay_gone(self, copy: str) -> None:
         """The replay filling ``copy`` ended (its copy was removed): no transaction holds it any more."""
-        for t in self.open.values():
-            if t.replays.pop(copy, None) is not None:
-                t.lapsed.add(copy)
+        with self.lock:
+            for t in self.open.values():
+                if t.replays.pop(copy, None) is not None:
+                    t.lapsed.add(copy)
 
     def held_by(self, txn: str) -> dict[str, int]:
         """Running copy -> the item ``txn`` holds its replay before."""
-        t = self.open.get(txn)
-        return dict(t.replays) if t is not None else {}
+        with self.lock:
+            t = self.open.get(txn)
+            return dict(t.replays) if t is not None else {}

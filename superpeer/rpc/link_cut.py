@@ -6,7 +6,8 @@ cut with ``iptables`` instead (``thinpeer.ops.containers``). Here a client inter
 channel to the neighbour answers every call with ``UNAVAILABLE`` while the link is cut, so the
 forwarders hold their items and retry, the heartbeats miss, and required calls fail — exactly
 what a dropped link does. Both ends are told (``network cut`` asks each of the two peers), so
-nothing passes either way; ``restore`` lets the calls through again.
+nothing passes either way; ``restore`` lets the calls through again. A call already on its way
+when the link is cut (a transfer, a heartbeat) still completes, as one the wire had carried.
 """
 
 from __future__ import annotations

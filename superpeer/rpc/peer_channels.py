@@ -52,8 +52,10 @@ class GrpcPeerChannels:
     """``PeerLink`` over gRPC, plus the outbound forwarders and the heartbeats."""
 
     def __init__(self, peer: str, topology: Topology, local: PeerHandler,
-                 heartbeats: HeartbeatSettings | None = None, security: Security | None = None) -> None:
-        """``local``: this peer's own handler (its ``Node``), for calls to itself."""
+                 heartbeats: HeartbeatSettings | None = None, security: Security | None = None,
+                 cut: tuple[str, ...] = ()) -> None:
+        """``local``: this peer's own handler (its ``Node``), for calls to itself; ``cut``: the
+        neighbours the links to are cut from the start (``cut_link``)."""
         self.id = peer
         self.topology = topology
         self.security = security  # mutual TLS to the other super-peers' peer addresses
@@ -67,6 +69,8 @@ class GrpcPeerChannels:
         self._channels: dict[str, grpc.Channel] = {}
         self._stop = threading.Event()
         self.cut: set[str] = set()  # neighbours the link to is cut on purpose (``link_cut``)
+        for neighbour in cut:
+            self.cut_link(neighbour, True)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -88,6 +92,8 @@ class GrpcPeerChannels:
     def forwarder(self, peer: str) -> Forwarder:
         """The ordered, batched, retried outbound queue of items towards a neighbour."""
         f = self.forwarders.get(peer)
+        if f is None and self._stop.is_set():  # (stopping: nothing leaves any more)
+            return Forwarder(self.id, peer, None, LinkCounters(), self.epoch)
         if f is None:
             counters = self.link_counters.setdefault(peer, LinkCounters())
             f = self.forwarders[peer] = Forwarder(self.id, peer, self.stub(peer), counters, self.epoch)
@@ -259,10 +265,10 @@ class GrpcPeerChannels:
                                           "errors": c.errors, "last_error": c.last_error,
                                           "dropped": c.dropped, "held_items": c.held_items,
                                           "held_bytes": c.held_bytes, "peak_held_bytes": c.peak_held_bytes}
-                      for n, c in self.link_counters.items()},
+                      for n, c in list(self.link_counters.items())},
             "unreachable_peers": dict(self.unreachable),
             "peers_last_heard_s_ago": {p: round(time.time() - h.last_heard, 1)
-                                       for p, h in self.detector.peers.items() if h.last_heard is not None},
+                                       for p, h in list(self.detector.peers.items()) if h.last_heard is not None},
             "failure_detector": self.detector.status(time.time()),
             "cut_links": sorted(self.cut),
         }

@@ -121,7 +121,7 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     watermark_idle_s: float = 2.0, security: Security | None = None,
                     peer_listen: str | None = None, quotas: UserQuotas | None = None,
                     history: HistoryBound | None = None, archive: ArchiveSettings | None = None,
-                    replay_rate: float = 0.0) -> RunningSuperPeer:
+                    replay_rate: float = 0.0, cut_links: tuple[str, ...] = ()) -> RunningSuperPeer:
     """Serve ``peer``. It listens on ``listen`` and ``peer_listen`` (e.g. ``0.0.0.0:50051`` and
     ``0.0.0.0:50052`` in a container) if given, else on its topology addresses; the other
     super-peers always reach it at its topology peer address. ``security``: TLS on both, mutual
@@ -130,7 +130,7 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
     settings = NodeSettings(retention=retention, executor=executor, executor_options=executor_options or {},
                             limits=limits or DataLimits(), heartbeats=heartbeats or HeartbeatSettings(),
                             state_dir=state_dir, watermark_idle_s=watermark_idle_s, history=history,
-                            archive=archive, replay_rate=replay_rate)
+                            archive=archive, replay_rate=replay_rate, cut_links=cut_links)
     node = Node(peer, topology, settings, security)
     host, _, default_port = topology.address(peer).rpartition(":")
     servers = Servers(node, listen or f"{host}:{port if port is not None else default_port}",

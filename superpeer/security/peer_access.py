@@ -2,7 +2,9 @@
 
 On a secure network a super-peer call carries its caller's certified id (the common name of its
 backbone certificate, ``tls.peer_identity``); on an insecure one, and for a peer's calls to
-itself, the caller is ``None`` and every check passes. A super-peer plans and installs only its
+itself, the caller is ``None`` and no check of who owns what applies (what a plan or an
+announcement may hold at all — no new original stream, no replay held for anything but a new
+copy of it — is checked for every caller). A super-peer plans and installs only its
 own subscriptions (``SP1-1a2b3c4d``, re-plans ``…~5e6f7a``) with stream ids from its own range
 (``SP1.12``), announces only the streams registered there, sends a stream only to the next peer
 of its route, and cuts a route only back to the peer before it. Every refusal is logged

@@ -38,14 +38,14 @@ def test_a_part_that_cannot_start_stops_those_started_before_it() -> None:
     parts = Parts([("a", Part("a", log)), ("b", Part("b", log, fails=True)), ("c", Part("c", log))])
     with pytest.raises(RuntimeError):
         parts.start()
-    assert log == ["start a", "stop a"]
+    assert log == ["start a", "stop b", "stop a"]  # (b stops what it had started of itself)
 
 
 def test_a_node_is_built_without_starting_anything_and_starts_its_parts_in_order() -> None:
     network = FakeNetwork(paper_example_backbone())
     node = Node("SP4", Topology(network.backbone, {}), NodeSettings(), transport=FakeTransport("SP4", network))
     assert node.parts.started == [] and not node.heartbeats._thread  # (a constructor only stores)
-    assert node.parts.names() == ["subscriptions", "executor", "replays", "transport", "recovery", "heartbeats"]
+    assert node.parts.names() == ["subscriptions", "transport", "executor", "replays", "recovery", "heartbeats"]
     node.start()
     try:
         assert [name for name, _ in node.parts.started] == node.parts.names()
@@ -58,6 +58,8 @@ def test_the_in_process_peers_are_the_daemons_nodes() -> None:
     network = in_process_network()
     try:
         assert all(type(p) is Node and isinstance(p.transport, FakeTransport) for p in network.peers.values())
+        status = network.peers["SP4"].status()
+        assert status["superpeer"] == "SP4" and status["cut_links"] == [] and status["subscriptions"] == {}
     finally:
         for p in network.peers.values():
             p.stop()

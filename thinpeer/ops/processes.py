@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,16 +76,17 @@ class LocalNetwork:
         back what it had kept), and wait until it answers."""
         if self.processes[peer].poll() is None:
             raise NetworkError(f"{peer} is running")
-        self.processes[peer] = _launch(self.commands[peer], self.state_dir / f"{peer}.log", append=True)
+        cut = json.loads((self.state_dir / STATE_FILE).read_text()).get("cut", [])
+        self.processes[peer] = _launch(self.commands[peer] + cut_flags(cut, peer), self.state_dir / f"{peer}.log",
+                                       append=True)
         self.record()  # ``down`` stops the new process, not the old pid
         _wait_healthy(self, {peer}, wait_s, None, stop_all=False)
-        _cut_again(json.loads((self.state_dir / STATE_FILE).read_text()), peer, self.topology.addresses[peer],
-                   self.credentials)
 
-    def record(self) -> None:
-        """The state file ``down`` reads: this launcher and every daemon's pid."""
+    def record(self, fresh: bool = False) -> None:
+        """The state file ``down`` reads: this launcher and every daemon's pid, and the links cut
+        (``cut_link``; none in a ``fresh`` network)."""
         topology, state = self.topology, self.state_dir / STATE_FILE
-        cut = json.loads(state.read_text()).get("cut", []) if state.exists() else []  # (``cut_link``'s)
+        cut = json.loads(state.read_text()).get("cut", []) if state.exists() and not fresh else []
         state.write_text(json.dumps({
             "launcher": os.getpid(), "topology": self.topology_path,
             "ca": str(self.keys / "ca.pem") if self.credentials.secure else None,
@@ -145,7 +147,7 @@ def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Pat
         processes[peer] = _launch(commands[peer], state / f"{peer}.log")
     network = LocalNetwork(topology, processes, state, commands, str(Path(topology_path).resolve()),
                            credentials, Path(keys or state / KEYS_DIR).resolve())
-    network.record()
+    network.record(fresh=True)
     _wait_healthy(network, set(processes), wait_s, progress)
     return network
 
@@ -261,10 +263,10 @@ def kill_peer(state_dir: str | Path, peer: str) -> int:
     return entry["pid"]
 
 
-def start_peer(state_dir: str | Path, peer: str, wait_s: float = 60.0, admin: Credentials | None = None) -> str:
+def start_peer(state_dir: str | Path, peer: str, wait_s: float = 60.0) -> str:
     """Start a stopped daemon of a running network again, with its options and state directory
-    (it takes back what it kept); wait until it answers, and cut again the links recorded as
-    cut (``admin``'s credentials). Returns its address."""
+    (it takes back what it kept) and the links recorded as cut cut from its start; wait until
+    it answers. Returns its address."""
     state, info, entry = _recorded(state_dir, peer)
     if _alive(entry["pid"]):
         raise NetworkError(f"{peer} is running (pid {entry['pid']})")
@@ -272,7 +274,8 @@ def start_peer(state_dir: str | Path, peer: str, wait_s: float = 60.0, admin: Cr
         raise NetworkError(f"the state file {state} does not say how {peer} was started")
     name = next(p for p, e in info["superpeers"].items() if e is entry)
     credentials = _ca_only(info)
-    proc = _launch(entry["command"], Path(state_dir) / f"{name}.log", append=True)
+    proc = _launch(entry["command"] + cut_flags(info.get("cut", []), name), Path(state_dir) / f"{name}.log",
+                   append=True)
     entry["pid"] = proc.pid
     state.write_text(json.dumps(info, indent=2))
     deadline = time.monotonic() + wait_s
@@ -283,7 +286,6 @@ def start_peer(state_dir: str | Path, peer: str, wait_s: float = 60.0, admin: Cr
         if time.monotonic() > deadline:
             raise NetworkError(f"super-peer {name} not healthy after {wait_s:.0f} s")
         time.sleep(0.1)
-    _cut_again(info, name, entry["address"], admin or credentials)
     return entry["address"]
 
 
@@ -297,28 +299,31 @@ def cut_link(state_dir: str | Path, a: str, b: str, cut: bool, credentials: Cred
     first, second = info["superpeers"][a], info["superpeers"][b]
     if frozenset((a, b)) not in load_topology(info["topology"]).backbone.links:
         raise NetworkError(f"{a}–{b} is not a link of the backbone")
-    later = []
+    later, done = [], []
     for here, there, entry in ((a, b, first), (b, a, second)):
         if not _alive(entry["pid"]):
             later.append(here)
             continue
         try:
-            SuperPeerClient(entry["address"], credentials=credentials).cut_link(there, cut)
+            with SuperPeerClient(entry["address"], credentials=credentials) as client:
+                client.cut_link(there, cut)
         except ThinPeerError as exc:
+            for back, other, address in done:  # (not half done: the first end is put back)
+                with SuperPeerClient(address, credentials=credentials) as client, suppress(ThinPeerError):
+                    client.cut_link(other, not cut)
             raise NetworkError(f"{here} could not {'cut' if cut else 'restore'} its link to {there}: {exc}") from None
+        done.append((here, there, entry["address"]))
     cuts = {tuple(pair) for pair in info.get("cut", [])} - {(a, b), (b, a)}
     info["cut"] = sorted([list(pair) for pair in cuts] + ([[a, b]] if cut else []))
     state.write_text(json.dumps(info, indent=2))
-    done = f"{'cut' if cut else 'restored'} the link {a}–{b}{' (both ways)' if cut else ''}"
-    return done + (f"; {' and '.join(later)} not running: told when started" if later else "")
+    said = f"{'cut' if cut else 'restored'} the link {a}–{b}{' (both ways)' if cut else ''}"
+    return said + (f"; {' and '.join(later)} not running: told when started" if later else "")
 
 
-def _cut_again(info: dict, peer: str, address: str, credentials: Credentials) -> None:
-    """A daemon started again forgets its cut links: it is told them again."""
-    client = SuperPeerClient(address, credentials=credentials)
-    for pair in info.get("cut", []):
-        if peer in pair:
-            client.cut_link(pair[1] if pair[0] == peer else pair[0], True)
+def cut_flags(cut: list[list[str]], peer: str) -> list[str]:
+    """``serve --cut-link`` for each recorded cut link of ``peer``: a daemon started again is cut
+    from its first call on."""
+    return [flag for a, b in cut if peer in (a, b) for flag in ("--cut-link", b if a == peer else a)]
 
 
 def _ca_only(info: dict) -> Credentials:
@@ -388,7 +393,7 @@ class ProcessLauncher:
         return f"killed {peer} (pid {kill_peer(self.state_dir, peer)}, SIGKILL)"
 
     def start(self, peer: str, progress: Progress) -> str:
-        return f"{peer} serving again at {start_peer(self.state_dir, peer, admin=self.access().credentials())}"
+        return f"{peer} serving again at {start_peer(self.state_dir, peer)}"
 
     def cut(self, a: str, b: str) -> str:
         return cut_link(self.state_dir, a, b, cut=True, credentials=self.access().credentials())
