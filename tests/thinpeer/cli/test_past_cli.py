@@ -56,7 +56,13 @@ def test_from_start_and_since_from_the_cli_then_the_archive(tmp_path: Path) -> N
                                         text=True, cwd=ROOT)
                        for flag in (["--from-start"], ["--since", "1s"])]
         client = SuperPeerClient(sp1)
-        until(lambda: len(client.status()["subscriptions"]) == 2, what=lambda: str(client.status()["subscriptions"]))
+
+        def installed() -> bool:  # (both planned, and the --from-start one's past fixed at the 700 items)
+            subs = client.status()["subscriptions"]
+            return (len(subs) == 2 and all(s["plan"] for s in subs.values())
+                    and any(s["past"] for s in subs.values()))
+
+        until(installed, what=lambda: str(client.status()["subscriptions"]))
         r = run("publish", "--superpeer", sp4, "--stream", "photons", "--input", str(doc), "--resume")
         assert r.returncode == 0 and "resuming at item 700" in r.stderr, r.stderr
         outputs = [p.communicate(timeout=120) for p in subscribers]
