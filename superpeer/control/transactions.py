@@ -45,12 +45,8 @@ class Transaction:
     subscription: str
     lease_until: float  # ``time.monotonic()`` after which it ends by itself
     streams: list[NetworkStream] = field(default_factory=list)  # reserved here until commit or abort
-    committed: bool = False
     replays: dict[str, int] = field(default_factory=dict)  # running copy -> the item it is held before
     lapsed: set[str] = field(default_factory=set)  # running copies whose hold ended before the transaction
-
-    def holds(self, copy: str) -> bool:
-        return copy in self.replays
 
 
 class Transactions:
@@ -82,12 +78,6 @@ class Transactions:
             self.sweep()
             return [s for t in self.open.values() for s in t.streams]
 
-    def reserves(self, txn: str) -> list[NetworkStream]:
-        """What ``txn`` holds reserved here (none once committed, ended or unknown)."""
-        with self.lock:
-            t = self.open.get(txn)
-            return list(t.streams) if t is not None else []
-
     def get(self, txn: str) -> Transaction | None:
         """The open transaction ``txn`` (reserved, or committed and still holding replays)."""
         with self.lock:
@@ -112,7 +102,7 @@ class Transactions:
             t = self.open.get(txn)
             if t is None:
                 return []
-            streams, t.streams, t.committed = t.streams, [], True
+            streams, t.streams = t.streams, []
             if not t.replays and not t.lapsed:
                 del self.open[txn]
             return streams
@@ -162,10 +152,6 @@ class Transactions:
         with self.lock:
             self.sweep()
             return min((t.replays[copy] for t in self.open.values() if copy in t.replays), default=None)
-
-    def replay_held(self, copy: str) -> bool:
-        """Whether any open transaction holds the replay filling ``copy``."""
-        return self.replay_limit(copy) is not None
 
     def holds_replay(self, txn: str, copy: str) -> bool:
         """Whether ``txn`` still holds the replay filling ``copy`` (its lease has not run out, the

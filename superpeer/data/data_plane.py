@@ -172,9 +172,6 @@ class DataPlane:
         then live (``log_replay``); (the first item replayed, what the subscriber should be told)."""
         return self.replays.fill(stream, self, start, since_s)
 
-    def replaying(self) -> dict[str, list[int]]:
-        return self.replays.needed()
-
     def next_position(self, name: str) -> int:
         """Where a stream registered here stands: the number its next new item gets."""
         state = self.state.originals.get(name)

@@ -123,10 +123,6 @@ class GrpcPeerChannels:
         for ch in self._channels.values():
             ch.close()
 
-    def wait_stopped(self, seconds: float) -> bool:
-        """Sleep up to ``seconds``; True as soon as this node is stopping."""
-        return self._stop.wait(seconds)
-
     def _call(self, peer: str, method: str, request, handle: Callable[[object], T],
               required: bool) -> T | None:
         """One RPC; an unreachable peer is recorded, then raises (``required``) or gives None."""
