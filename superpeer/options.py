@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from streamglobe.units import parse_item_rate, parse_milliseconds
+from streamglobe.units import parse_duration, parse_item_rate, parse_milliseconds
 
 TOPOLOGY_HELP = "a topology TOML file, or a shipped one by name (paper-example, grid-4x4)"
 # spark_options' keys as ``superpeer serve`` flags (``warm`` False: --spark-cold-start)
@@ -49,6 +49,36 @@ def add_replay_rate(p: argparse.ArgumentParser) -> None:
                         "--from-start, recovery) sends; 0 (default): as fast as the links take them. "
                         "A slower replay leaves the links to live streams, and runs long enough for "
                         "later subscriptions over the same past to share it")
+
+
+def add_reoptimisation_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-reoptimise", action="store_true",
+                   help="never re-plan a running subscription for a cheaper plan (plans stay as "
+                        "registered; failures are still planned around)")
+    p.add_argument("--reoptimise-every", type=parse_duration, default=5.0, metavar="DURATION",
+                   help="re-run SUBSCRIBE for every subscription registered here this often, besides "
+                        "after events that can change the best plan (default 5s)")
+    p.add_argument("--reoptimise-margin", type=float, default=0.10, metavar="FRACTION",
+                   help="take a new plan only if it costs less than (1 - FRACTION) × the running "
+                        "one (default 0.1)")
+    p.add_argument("--reoptimise-cooldown", type=parse_duration, default=10.0, metavar="DURATION",
+                   help="no re-plan of a subscription within this long of its last one (default 10s)")
+
+
+def reoptimisation_settings(args: argparse.Namespace):
+    """``add_reoptimisation_options``' flags as the daemon's settings (ValueError if out of range)."""
+    from superpeer.control.reoptimisation_settings import ReoptimisationSettings
+
+    return ReoptimisationSettings(not args.no_reoptimise, args.reoptimise_every, args.reoptimise_margin,
+                                  args.reoptimise_cooldown)
+
+
+def reoptimisation_flags(args: argparse.Namespace) -> list[str]:
+    """The same flags for a launcher to pass on to every daemon it starts."""
+    if getattr(args, "no_reoptimise", False):
+        return ["--no-reoptimise"]
+    return ["--reoptimise-every", str(args.reoptimise_every), "--reoptimise-margin", str(args.reoptimise_margin),
+            "--reoptimise-cooldown", str(args.reoptimise_cooldown)]
 
 
 def spark_options(args: argparse.Namespace) -> dict:
