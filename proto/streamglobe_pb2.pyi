@@ -303,7 +303,7 @@ class TruncateReply(_message.Message):
     def __init__(self) -> None: ...
 
 class TransferRequest(_message.Message):
-    __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender", "sender_epoch", "watermark_path")
+    __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender", "sender_epoch", "watermark_path", "origins", "numbered_by_origin")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
@@ -312,6 +312,8 @@ class TransferRequest(_message.Message):
     SENDER_FIELD_NUMBER: _ClassVar[int]
     SENDER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     WATERMARK_PATH_FIELD_NUMBER: _ClassVar[int]
+    ORIGINS_FIELD_NUMBER: _ClassVar[int]
+    NUMBERED_BY_ORIGIN_FIELD_NUMBER: _ClassVar[int]
     stream: str
     first_sequence: int
     items: _containers.RepeatedScalarFieldContainer[str]
@@ -320,7 +322,9 @@ class TransferRequest(_message.Message):
     sender: str
     sender_epoch: str
     watermark_path: str
-    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., watermark: _Optional[float] = ..., end: _Optional[bool] = ..., sender: _Optional[str] = ..., sender_epoch: _Optional[str] = ..., watermark_path: _Optional[str] = ...) -> None: ...
+    origins: _containers.RepeatedScalarFieldContainer[int]
+    numbered_by_origin: bool
+    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., watermark: _Optional[float] = ..., end: _Optional[bool] = ..., sender: _Optional[str] = ..., sender_epoch: _Optional[str] = ..., watermark_path: _Optional[str] = ..., origins: _Optional[_Iterable[int]] = ..., numbered_by_origin: _Optional[bool] = ...) -> None: ...
 
 class TransferReply(_message.Message):
     __slots__ = ("acknowledged",)

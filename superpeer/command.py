@@ -20,7 +20,8 @@ from typing import ContextManager
 
 from streamglobe.units import parse_duration, parse_item_rate, parse_size
 from superpeer.data.limits import DataLimits
-from superpeer.options import TOPOLOGY_HELP, add_executor_options, add_replay_rate, spark_options
+from superpeer.options import (TOPOLOGY_HELP, add_executor_options, add_reoptimisation_options, add_replay_rate,
+                               reoptimisation_settings, spark_options)
 
 TopologyPath = Callable[[str], ContextManager[Path]]
 
@@ -65,6 +66,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         limits = DataLimits(max_item_bytes=args.max_item_bytes, max_read_bytes=args.max_read_bytes,
                             finished_retention_s=args.finished_retention)
         heartbeats = HeartbeatSettings(args.heartbeat_s, args.heartbeat_misses)
+        reoptimisation = reoptimisation_settings(args)
         history = parse_history(args.history)
         archive = (ArchiveSettings(Path(args.archive), args.archive_bucket, args.archive_samples)
                    if args.archive else None)
@@ -89,7 +91,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                   state_dir=state_dir, watermark_idle_s=args.watermark_idle_s,
                                   security=security, peer_listen=args.peer_listen, quotas=quotas,
                                   history=history, archive=archive, replay_rate=args.replay_rate,
-                                  cut_links=tuple(args.cut_link))
+                                  cut_links=tuple(args.cut_link), reoptimisation=reoptimisation)
     except (TopologyError, NodeError, OSError) as exc:
         raise ServeError(f"error: {getattr(exc, 'message', exc)}") from None
     kept = f"state in {state_dir}" if state_dir else "state in memory only"
@@ -149,6 +151,7 @@ def build_parser(prog: str = "streamglobe superpeer") -> argparse.ArgumentParser
                         "less); default: everything. Items a running subscription may still replay "
                         "are kept beyond it")
     add_replay_rate(p)
+    add_reoptimisation_options(p)
     p.add_argument("--archive", metavar="DIR",
                    help="persist every stream registered here as Parquet under DIR, partitioned by "
                         "event time, for 'streamglobe archive query' and for subscribe --since "

@@ -34,6 +34,9 @@ from sharing.properties import InputStream
 from sharing.stream_table import NetworkStream
 
 from .control.control_plane import ControlPlane
+from .control.reoptimisation import Reoptimiser
+from .control.reoptimisation_settings import ReoptimisationSettings
+from .data.origins import Origins
 from .control.participant import Participant
 from .control.peer_link import PeerLink, Reserved, Waiting
 from .data.data_plane import DataPlane, Outbound, Published
@@ -94,6 +97,7 @@ class NodeSettings:
     replay_rate: float = 0.0  # items/s a replay of the past sends at most (0: as the links take)
     cut_routes_in_background: bool = True  # False: routes are cut before ``remove`` returns
     cut_links: tuple[str, ...] = ()  # neighbours the links to are cut from the start (``rpc.link_cut``)
+    reoptimisation: ReoptimisationSettings = field(default_factory=ReoptimisationSettings)
 
 
 class Node:
@@ -132,6 +136,10 @@ class Node:
         self.control = ControlPlane(self.state, self.transport, settings.retention, self.positions,
                                     self.transport.detector.incarnation)
         self.recovery = Recovery(self.control, self.transport.detector)
+        self.reoptimiser = Reoptimiser(self.control, self.recovery, settings.reoptimisation,
+                                       synchronous=self.executor.synchronous)
+        self.control.replanned = self.reoptimiser.wake  # (events that can change the best plans)
+        self.recovery.replanned = self.reoptimiser.wake
         self.pins = HistoryPins(self.state, self.control.subscriptions, self.retention, self.replays, self.archiver)
         self.heartbeats = Heartbeats(self.state, self.transport, [
             ("re-planning", self.recovery.after_heartbeat),
@@ -142,10 +150,11 @@ class Node:
         self.parts = Parts([  # (the transport before, and stopped after, every part that sends through it)
             ("subscriptions", self.control), ("transport", self.transport), ("executor", self.executor),
             ("replays", self.replays), *([("archive", self.archiver)] if self.archiver is not None else []),
-            ("recovery", self.recovery), ("heartbeats", self.heartbeats)])
+            ("recovery", self.recovery), ("re-optimisation", self.reoptimiser), ("heartbeats", self.heartbeats)])
 
-    def _executor_output(self, stream: str, seq: int, outputs: list, end: bool) -> None:
-        self.data.executor_output(stream, seq, outputs, end)
+    def _executor_output(self, stream: str, seq: int, outputs: list, end: bool,
+                         origins: Origins | None = None) -> None:
+        self.data.executor_output(stream, seq, outputs, end, origins)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -197,8 +206,8 @@ class Node:
         return self.transport.cut_link(peer, cut)
 
     def status(self) -> dict:
-        return report(self.state, self.topology, self.executor, self.control, self.data, self.retention,
-                      self.transport, self.archiver)
+        return {**report(self.state, self.topology, self.executor, self.control, self.data, self.retention,
+                         self.transport, self.archiver), "reoptimisation": self.reoptimiser.status()}
 
     # ------------------------------------------------------------------ super-peers (``PeerHandler``)
     # ``caller``: the calling super-peer's certified id; None on an insecure network, and when
@@ -247,9 +256,9 @@ class Node:
 
     def transfer(self, stream: str, items: list[str], end: bool, sender: str = "", epoch: str = "",
                  first: int | None = None, watermark: tuple[str, float] | None = None,
-                 caller: str | None = None) -> int:
+                 caller: str | None = None, origins: Origins | None = None) -> int:
         peer_access.check_transfer_sender(caller, sender, stream)
-        return self.data.transfer(stream, items, end, sender, epoch, first, watermark)
+        return self.data.transfer(stream, items, end, sender, epoch, first, watermark, origins)
 
     # ------------------------------------------------------------------ heartbeats
 

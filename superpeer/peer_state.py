@@ -112,7 +112,9 @@ class PeerState:
     def stop_delivering(self, runtime: SubscriptionRuntime, streams) -> None:
         """``runtime`` takes nothing more from ``streams`` (called with the lock held)."""
         for stream in streams:
-            self.deliveries[stream] = [(r, v) for r, v in self.deliveries.get(stream, ()) if r is not runtime]
+            # (a ``TrackSwitch``'s sides deliver to its runtime)
+            self.deliveries[stream] = [(r, v) for r, v in self.deliveries.get(stream, ())
+                                       if getattr(r, "runtime", r) is not runtime]
 
     def own_usage(self) -> PeerUsage:
         """This peer's load (cores) and the bandwidth it sends on each of its links (bit/s),

@@ -17,6 +17,7 @@ from sharing.scenarios import paper_example_backbone
 from sharing.stream_table import NetworkStream
 from superpeer.control.peer_link import Committed, Reserved, Waiting, copy_stream
 from superpeer.errors import NodeError
+from superpeer.control.reoptimisation_settings import ReoptimisationSettings
 from superpeer.node import Node, NodeSettings
 from superpeer.recovery.failure_detector import FailureDetector, HeartbeatSettings
 from superpeer.topology import Topology
@@ -159,9 +160,11 @@ class DirectSender:
         self.sender = sender
         self.items = 0
 
-    def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None) -> None:
+    def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None,
+             origins=None) -> None:
         self.items += len(items)
-        self.network.peers[self.neighbour].data.transfer(stream, list(items), end, self.sender, first=position)
+        self.network.peers[self.neighbour].data.transfer(stream, list(items), end, self.sender, first=position,
+                                                         origins=origins)
 
     def send_watermark(self, stream: str, path: str, value: float) -> None:
         self.network.peers[self.neighbour].data.transfer(stream, [], False, self.sender, watermark=(path, value))
@@ -169,10 +172,12 @@ class DirectSender:
 
 def in_process_peer(peer: str, network: FakeNetwork, retention: int = 100_000) -> Node:
     """A peer as the daemon builds it, on the fake transport, started; routes are cut before a
-    removal returns (deterministic tests)."""
+    removal returns, and subscriptions are re-optimised only when a test runs a round
+    (``node.reoptimiser.round``): deterministic tests."""
     addresses = {p: f"in-process:{p}" for p in network.backbone.peers}  # (no socket: for status only)
     node = Node(peer, Topology(network.backbone, addresses),
-                NodeSettings(retention=retention, cut_routes_in_background=False),
+                NodeSettings(retention=retention, cut_routes_in_background=False,
+                             reoptimisation=ReoptimisationSettings(enabled=False)),
                 transport=FakeTransport(peer, network))
     node.start()
     return node

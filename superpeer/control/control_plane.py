@@ -99,6 +99,8 @@ class ControlPlane:
         self._ids = iter(())  # stream numbers, reserved in blocks (``new_stream_id``)
         self._installing = threading.Lock()  # one installation at a time from this peer
         self.announced: dict[str, float] = {}  # waiting subscriptions the stream's peer activates, when told
+        # told of what can change the best plans of the subscriptions here (``reoptimisation``)
+        self.replanned: Callable[[str], None] = lambda why: None
 
     def new_stream_id(self) -> str:
         number = next(self._ids, None)
@@ -232,6 +234,7 @@ class ControlPlane:
                 runtime.stop()
                 self.state.store.remove_subscription(sid)
                 raise as_node_error(exc, sid) from None
+            self.replanned(f"subscription {sid} registered here")
         return record
 
     def result_buffer(self, sid: str, analysis) -> ResultBuffer:
@@ -403,6 +406,7 @@ class ControlPlane:
         for peer in self.state.backbone.peers:
             for owner in (*record.stale, record.plan_id):
                 removed.extend(self.link.remove(peer, owner) or [])
+        self.replanned(f"subscription {sid} ended here")
         return sorted(set(removed))
 
     def read_results(self, sid: str, offset: int, max_items: int, wait_s: float, peek: bool = False

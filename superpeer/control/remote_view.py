@@ -55,10 +55,14 @@ class RemotePlanningView:
 
 def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties,
                         new_stream_id: Callable[[], str], backbone: Backbone | None = None,
-                        tables: bool = True) -> RemotePlanningView:
+                        tables: bool = True, scoped: bool = False) -> RemotePlanningView:
     """Fetch statistics, originals and every peer's table for the inputs of ``properties``.
     ``backbone``: the part of the backbone to plan on (what remains around a failure);
-    without ``tables`` no peer is asked what it has (a plan that reuses nothing)."""
+    without ``tables`` no peer is asked what it has (a plan that reuses nothing). ``scoped``:
+    only the peers the inputs' streams reach are asked, found breadth-first from each
+    original's peer and this one (SUBSCRIBE's search itself): every stream of an original is
+    computed at a peer its parent passes, so no other peer has one (re-optimisation rounds ask
+    this way: their cost does not grow with the backbone)."""
     snapshot = PlanningSnapshot(backbone or state.backbone, new_stream_id)
     view = RemotePlanningView(snapshot)
     inputs: list[InputStream] = []
@@ -76,10 +80,30 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
         snapshot.originals[known.id] = original
         snapshot.streams[original.id] = original
         inputs.append(inp.input)
-    asks = [(peer, inp) for inp in inputs for peer in snapshot.backbone.peers] if tables else []
-    if asks:
+    peers = snapshot.backbone.peers
+    if scoped:
+        asks = [(p, inp) for inp in inputs for p in sorted({snapshot.originals[inp.stream].origin, state.id})
+                if p in peers]
+    else:
+        asks = [(peer, inp) for inp in inputs for peer in peers] if tables else []
+    asked: set[tuple[str, InputStream]] = set()
+    while asks:
+        asked.update(asks)
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_LOOKUPS, len(asks))) as pool:
             answers = list(pool.map(lambda a: link.lookup(*a), asks))
+        reached: set[tuple[str, InputStream]] = set()
+        for (peer, inp), answer in zip(asks, answers):
+            if answer is not None and scoped:
+                reached |= {(p, inp) for s in answer[0] for p in (s.origin, *s.route) if p in peers}
+        _take_answers(state, view, asks, answers)
+        asks = sorted(reached - asked, key=lambda a: (a[0], a[1].stream)) if scoped else []
+    snapshot.link_used, snapshot.peer_used = state.usage_view()
+    return view
+
+
+def _take_answers(state: PeerState, view: RemotePlanningView, asks: list, answers: list) -> None:
+    snapshot = view.snapshot
+    if asks:
         for (peer, inp), answer in zip(asks, answers):
             if answer is None:
                 continue  # unreachable: nothing to reuse there
@@ -92,5 +116,3 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
             snapshot.add_table(peer, inp, found, reached)
             for s in found:
                 view.holders.setdefault(s.id, set()).add(peer)
-    snapshot.link_used, snapshot.peer_used = state.usage_view()
-    return view

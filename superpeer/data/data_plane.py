@@ -30,6 +30,7 @@ from ..peer_state import PeerState
 from ..security.peer_access import check_transfer_route
 from .items import PARSER, check_items
 from .link_receipts import LinkReceipts
+from .origins import Origins
 from .positions import StreamPositions, kept_runs
 
 STATISTICS_FULL = 2000  # observe every item up to this many, then every 50th
@@ -42,8 +43,10 @@ log = logging.getLogger("streamglobe.superpeer")
 class Sender(Protocol):
     """Where a stream's items leave towards one neighbour (in order, batched)."""
 
-    def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None) -> None:
-        """``position``: the log number of the first item, for a stream numbered by a log."""
+    def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None,
+             origins: Origins | None = None) -> None:
+        """``position``: the log number of the first item, for a stream numbered by a log;
+        ``origins``: per item, its original's item (``origins``), when known."""
 
     def send_watermark(self, stream: str, path: str, value: float) -> None: ...
 
@@ -164,7 +167,7 @@ class DataPlane:
                     entry.estimate = StreamEstimate(stats.frequency, stats.avg_item_size)
                 # parsed trees stay only where something here reads values; the text travels on
                 self.ingest(name, values if self.needs_values(name) else [], False, checked.texts,
-                            position=logged)
+                            position=logged, origins=range(logged, logged + len(checked.texts)))
                 return Published(len(values), len(checked.rejected), reasons, state.next_position, skip)
 
     def replay(self, stream: str, start: int = 0, since_s: float | None = None) -> tuple[int, str]:
@@ -192,12 +195,14 @@ class DataPlane:
     # ------------------------------------------------------------------ neighbours
 
     def transfer(self, stream: str, items: list[str], end: bool, sender: str = "", epoch: str = "",
-                 first: int | None = None, watermark: tuple[str, float] | None = None) -> int:
+                 first: int | None = None, watermark: tuple[str, float] | None = None,
+                 origins: Origins | None = None) -> int:
         """A batch from the previous peer of the route; the acknowledgement. Numbered batches
         (``first``) are taken once: the items of a retried batch already taken are dropped
         (``link_receipts``), and the reply is the next number expected. A stream no longer here
         is acknowledged and dropped (counted), so a sender never blocks on a removed stream.
-        Only the peer before this one on the stream's route may send it here."""
+        Only the peer before this one on the stream's route may send it here. ``origins``: per
+        item, the original's item it came from (``origins``), if known."""
         with self.state.lock:
             entry = self.state.table.get(stream)
             if entry is None:
@@ -213,15 +218,20 @@ class DataPlane:
             if first is not None:
                 skip, acknowledged = self.receipts.admit((sender, epoch, stream), first, len(items))
                 items = items[skip:]
+                origins = origins[skip:] if origins is not None else None
                 position = first + skip  # the log number, for an original stream or a copy of one
-            self.ingest_text(entry, items, end, position=position)
+            self.ingest_text(entry, items, end, position=position, origins=origins)
             if watermark is not None:
                 self.watermark(stream, *watermark)
         return acknowledged
 
     def ingest_text(self, entry: NetworkStream, items: list[str], end: bool, replaying: bool = False,
-                    position: int | None = None) -> None:
-        """Wire text into the data plane, parsed only if something here reads values."""
+                    position: int | None = None, origins: Origins | None = None) -> None:
+        """Wire text into the data plane, parsed only if something here reads values. A copy
+        filled from the log (``replaying``) is numbered by the original's items: those are its
+        origins."""
+        if replaying and origins is None and position is not None:
+            origins = range(position, position + len(items))
         values: list = []
         if self.needs_values(entry.id):
             kept = []
@@ -237,13 +247,16 @@ class DataPlane:
                 runs, done = kept_runs(kept), 0
                 for k, (a, b) in enumerate(runs):
                     self.ingest(entry.id, values[done:done + b - a], end and k == len(runs) - 1,
-                                items[a:b], replaying, position + a)
+                                items[a:b], replaying, position + a,
+                                None if origins is None else origins[a:b])
                     done += b - a
                 if not runs and end:
                     self.ingest(entry.id, [], True, [], replaying)
                 return
             items = [x for x, k in zip(items, kept) if k]
-        self.ingest(entry.id, values, end, items, replaying, position)
+            if origins is not None and not all(kept):
+                origins = [o for o, k in zip(origins, kept) if k]
+        self.ingest(entry.id, values, end, items, replaying, position, origins)
 
     def needs_values(self, stream: str) -> bool:
         """Items are parsed only where an operator or a subscription reads them; copies and
@@ -259,11 +272,12 @@ class DataPlane:
         return False
 
     def ingest(self, sid: str, values: list, end: bool, serialized: list[str] | None,
-               replaying: bool = False, position: int | None = None) -> None:
+               replaying: bool = False, position: int | None = None, origins: Origins | None = None) -> None:
         """Called with the lock held: derived streams, deliveries, forwarding. A copy being
         filled from its stream's log takes only the replayed items (the live ones are in the
         log: it takes them from there). ``position``: the log number of the first item
-        (``positions``), passed on with the items of an original stream and its copies."""
+        (``positions``), passed on with the items of an original stream and its copies;
+        ``origins``: per item, its original's item (``origins``), when known."""
         entry = self.state.table.get(sid)
         if entry is None or (sid in self.replays and not replaying):
             return
@@ -276,24 +290,24 @@ class DataPlane:
         computed = False
         for child in self.state.derived_here(sid):
             if self.executor.is_copy(child):  # duplicated here: same items, same wire text
-                self._copy(child, values, end, serialized, position)
+                self._copy(child, values, end, serialized, position, origins)
             else:
                 computed = True
         if computed:  # one push per parent, whatever the number of operators on it
             texts = None
             if self.executor.wants_text:
                 texts = serialized if serialized is not None else [serialize(v) for v in values]
-            self.executor.push(sid, values, texts, end)
-        for runtime, variable in self.state.deliveries.get(sid, ()):
-            runtime.feed(variable, values, end)
+            self.executor.push(sid, values, texts, end, origins)
+        for consumer, variable in self.state.deliveries.get(sid, ()):
+            consumer.feed(variable, values, end, origins)
         hops = entry.next_hops(self.state.id)
         if hops and (values or serialized or end):
             text = serialized if serialized is not None else [serialize(v) for v in values]
             for n in hops:
-                self.sender(n).send(sid, text, end, position)
+                self.sender(n).send(sid, text, end, position, origins)
 
     def _copy(self, child: str, values: list, end: bool, serialized: list[str] | None,
-              position: int | None) -> None:
+              position: int | None, origins: Origins | None = None) -> None:
         """Items of a parent into a copy made here: a copy of a running replay for a later past
         subscription (``sharing.replay_plans``) takes them from its first item on only."""
         below = self.positions.skip_below.get(child)
@@ -301,9 +315,10 @@ class DataPlane:
             skip = below - position
             values, position = values[skip:], below
             serialized = serialized[skip:] if serialized is not None else None
+            origins = origins[skip:] if origins is not None else None
             if not (values or serialized or end):
                 return
-        self.ingest(child, values, end, serialized, position=position)
+        self.ingest(child, values, end, serialized, position=position, origins=origins)
 
     def watermark(self, sid: str, path: str, value: float, replaying: bool = False) -> None:
         """Called with the lock held: event time ``value`` at element ``path`` reached stream
@@ -369,9 +384,11 @@ class DataPlane:
         else:
             self.executor.push(entry.parent, [], [] if self.executor.wants_text else None, True)
 
-    def executor_output(self, stream: str, seq: int, outputs: list, end: bool) -> None:
+    def executor_output(self, stream: str, seq: int, outputs: list, end: bool,
+                        origins: Origins | None = None) -> None:
         """A derived stream's new items from the executor (in order; a redelivery after an
-        executor restart repeats sequence numbers, which are dropped here)."""
+        executor restart repeats sequence numbers, which are dropped here); ``origins``: per
+        output of a per-item chain, its original's item, when the executor knows it."""
         with self.state.lock:
             expected = self.executor_seqs.get(stream, seq)
             self.executor_seqs[stream] = max(expected, seq + len(outputs))
@@ -379,13 +396,15 @@ class DataPlane:
             # below where its subscription's chain went on from them
             first = max(expected, seq, self.positions.skip_below.get(stream, 0))
             outputs = outputs[max(first - seq, 0):]
+            if origins is not None:
+                origins = origins[max(first - seq, 0):]
             entry = self.state.table.get(stream)
             if entry is None or not (outputs or end):
                 return
             if self.executor.wants_text:
-                self.ingest_text(entry, outputs, end, position=first)
+                self.ingest_text(entry, outputs, end, position=first, origins=origins)
             else:
-                self.ingest(stream, outputs, end, None, position=first)
+                self.ingest(stream, outputs, end, None, position=first, origins=origins)
 
     def status(self) -> dict:
         return {"dropped_transfers_for_unknown_streams": self.unknown_transfers,

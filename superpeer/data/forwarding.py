@@ -23,6 +23,7 @@ from proto import streamglobe_pb2 as pb
 
 from .items import utf8_size
 from .limits import ENVELOPE, MESSAGE_LIMIT
+from .origins import Origins, joined, mergeable
 from .positions import kept_runs
 
 BATCH = 1000
@@ -42,11 +43,15 @@ class _Chunk:
     end: bool
     watermark: tuple[str, float] | None = None  # (element, event time) after the items
     position: int | None = None  # log number of the first item (an original stream, a copy)
+    origins: Origins | None = None  # per item, its original's item (``origins``)
 
     def split(self, n: int) -> "_Chunk":
         """Keep the first ``n`` items; the rest (and the end mark, the watermark) as a new chunk."""
         rest = _Chunk(self.stream, self.items[n:], self.sizes[n:], self.end, self.watermark,
-                      None if self.position is None else self.position + n)
+                      None if self.position is None else self.position + n,
+                      None if self.origins is None else self.origins[n:])
+        if self.origins is not None:
+            self.origins = self.origins[:n]
         del self.items[n:], self.sizes[n:]
         self.end, self.watermark = False, None
         return rest
@@ -84,9 +89,10 @@ class Forwarder:
         """The sender thread: it drains the queue until ``stop``."""
         self.thread.start()
 
-    def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None) -> None:
+    def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None,
+             origins: Origins | None = None) -> None:
         """Queue items (numbered from ``position`` if the stream is numbered by its log,
-        else by this link), or the end."""
+        else by this link), or the end; ``origins``: per item, its original's item, if known."""
         if not items and not end:
             return
         sizes = [utf8_size(x) for x in items]
@@ -99,20 +105,23 @@ class Forwarder:
             runs = kept_runs([n <= MAX_ITEM_BYTES for n in sizes])
             for k, (a, b) in enumerate(runs):
                 self._queue(stream, items[a:b], sizes[a:b], end and k == len(runs) - 1,
-                            None if position is None else position + a)
+                            None if position is None else position + a,
+                            None if origins is None else origins[a:b])
             if not runs and end:
                 self._queue(stream, [], [], True, None)
             return
-        self._queue(stream, items, sizes, end, position)
+        self._queue(stream, items, sizes, end, position, origins)
 
-    def _queue(self, stream: str, items: list[str], sizes: list[int], end: bool, position: int | None) -> None:
+    def _queue(self, stream: str, items: list[str], sizes: list[int], end: bool, position: int | None,
+               origins: Origins | None = None) -> None:
         with self.cond:
             if self.queued_items + len(items) > MAX_QUEUED_ITEMS:
                 self.counters.dropped += len(items)
                 items, sizes = [], []
                 if not end:
                     return
-            self.queue.append(_Chunk(stream, list(items), sizes, end, position=position if items else None))
+            self.queue.append(_Chunk(stream, list(items), sizes, end, position=position if items else None,
+                                     origins=origins if items else None))
             self.queued_items += len(items)
             c = self.counters
             c.held_items += len(items)
@@ -161,7 +170,9 @@ class Forwarder:
                    and sum(first.sizes) + sum(self.queue[0].sizes) <= BATCH_BYTES):
                 nxt = self.queue.popleft()
                 if not first.items:
-                    first.position = nxt.position
+                    first.position, first.origins = nxt.position, nxt.origins
+                elif nxt.items:
+                    first.origins = joined(first.origins, nxt.origins)
                 first.items.extend(nxt.items)
                 first.sizes.extend(nxt.sizes)
                 first.end = nxt.end
@@ -182,6 +193,10 @@ class Forwarder:
                                          end=chunk.end, sender=self.sender, sender_epoch=self.epoch)
             if chunk.watermark is not None:
                 request.watermark_path, request.watermark = chunk.watermark
+            if isinstance(chunk.origins, range):
+                request.numbered_by_origin = True
+            elif chunk.origins is not None:
+                request.origins.extend(chunk.origins)
             delay = 0.05
             while not self.stopped and chunk.stream not in self.discarded:
                 try:
@@ -207,10 +222,14 @@ class Forwarder:
 
 def _follows(first: _Chunk, nxt: _Chunk) -> bool:
     """Whether ``nxt`` continues ``first``'s numbering (one batch carries one first number)."""
-    if nxt.position is None or not nxt.items:
+    if not nxt.items or not first.items:
+        return True
+    if mergeable(first.origins, nxt.origins) is False:
+        return False
+    if nxt.position is None:
         return True
     if first.position is None:
-        return not first.items
+        return False
     return first.position + len(first.items) == nxt.position
 
 

@@ -10,13 +10,14 @@ operators of ``wxquery.operators``: ``inline`` in the super-peer process, synchr
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Sequence
 
 from wxquery.operators import definitions as alg
 from wxquery.operators.windows import WindowCounters
 
-# deliver(stream, first sequence number, outputs, end of stream)
-Deliver = Callable[[str, int, list, bool], None]
+# deliver(stream, first sequence number, outputs, end of stream[, origins]): ``origins``, per
+# output of a per-item chain, the original's item it came from (``data.origins``), if known
+Deliver = Callable[..., None]
 
 
 def installs_a_copy(copies: set[str], stream: str, operators: tuple, parent: str | None) -> bool:
@@ -53,7 +54,11 @@ class Executor(Protocol):
         """Whether computing this stream needs its parent's items parsed by the node."""
         ...
 
-    def push(self, parent: str, values: list, texts: list[str] | None, end: bool) -> None: ...
+    def push(self, parent: str, values: list, texts: list[str] | None, end: bool,
+             origins: Sequence[int] | None = None) -> None:
+        """The parent's next items; ``origins``: per item, its original's item, when known
+        (an executor that can, hands each per-item output on with its input's)."""
+        ...
 
     def advance(self, parent: str, path: str, value: float) -> None:
         """A watermark on ``parent``: event time at element ``path`` reached ``value``; the time

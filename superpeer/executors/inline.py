@@ -7,6 +7,8 @@ returns. It needs no JVM, so tests that run many peers and the simulator's seman
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from wxquery.operators import definitions as alg
 from wxquery.operators.chains import normalise
 from wxquery.operators.runner import ChainGroup
@@ -55,14 +57,19 @@ class InlineExecutor:
     def needs_values(self, stream: str) -> bool:
         return False  # the batch operators parse the wire text themselves
 
-    def push(self, parent: str, values: list, texts: list[str] | None, end: bool) -> None:
+    def push(self, parent: str, values: list, texts: list[str] | None, end: bool,
+             origins: Sequence[int] | None = None) -> None:
         group = self.groups.get(parent)
         if group is None:
             return
         for child, out in group.push(texts or [], end).items():
             seq = self.seqs.get(child, 0)
             self.seqs[child] = seq + len(out)
-            self.deliver(child, seq, out, end)
+            offsets = group.offsets.get(child)
+            if origins is None or offsets is None:
+                self.deliver(child, seq, out, end)
+            else:  # (where each output came from: ``data.origins``)
+                self.deliver(child, seq, out, end, [origins[o] for o in offsets])
 
     def advance(self, parent: str, path: str, value: float) -> None:
         group = self.groups.get(parent)

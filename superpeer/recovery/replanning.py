@@ -27,6 +27,7 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable
 
 from sharing.backbone import TopologyError
 from sharing.estimates import with_sample
@@ -35,6 +36,7 @@ from sharing.planner import Plan, Planner, RegistrationError
 from ..control.control_plane import ControlPlane
 from ..control.remote_view import fetch_planning_view
 from ..errors import as_node_error
+from ..subscriptions.plan_history import note_replan
 from ..subscriptions.record import SubscriptionRecord, replaced_by
 from ..subscriptions.runtime import SubscriptionRuntime
 from .failure_detector import FailureDetector
@@ -51,6 +53,8 @@ class Recovery:
         self._lock = threading.Lock()  # records' health fields and ``stale``
         self._wake = threading.Event()
         self._stopped = False
+        self.replanned: Callable[[str], None] = lambda why: None  # (``control.reoptimisation``)
+        self._up: set[str] = set()  # the peers up at the last round: one back is an event
         self._thread = threading.Thread(target=self._run, name="recovery", daemon=True)
 
     def start(self) -> None:
@@ -60,10 +64,11 @@ class Recovery:
         self._stopped = True
         self._wake.set()
 
-    def forget(self, plan_ids: list[str]) -> None:
-        """Remove these plans' streams at every peer, now or once it answers again."""
+    def forget(self, plan_ids: list[str], peers: list[str] | None = None) -> None:
+        """Remove these plans' streams at ``peers`` (default: every peer), now or once it
+        answers again."""
         with self._lock:
-            for peer in self.control.state.backbone.peers:
+            for peer in self.control.state.backbone.peers if peers is None else peers:
                 self.stale.setdefault(peer, set()).update(plan_ids)
 
     # ------------------------------------------------------------------ after each heartbeat round
@@ -72,6 +77,10 @@ class Recovery:
         """Check every subscription's path (in the heartbeat thread: no remote calls here);
         the worker plans again those that need it and removes stale plans."""
         now = time.time()
+        up = {p for p in self.control.state.backbone.peers if self.detector.peer_state(p) == "up"}
+        back, self._up = up - self._up, up
+        if back and len(back) < len(up):  # (not the first round)
+            self.replanned(f"{', '.join(sorted(back))} up again")
         with self._lock:
             for record in list(self.control.subscriptions.values()):
                 if (record.error or record.replanning or record.runtime.buffer.closed
@@ -204,6 +213,10 @@ class Recovery:
                 return False
             paths = data_paths(plan, view.lineage)
             with self._lock:
+                note_replan(record, f"failure: {record.last_failure or record.degraded}",
+                            record.replaced.cost if record.replaced is not None else None, plan.cost, plan,
+                            record.replaced)
+                record.last_replan = time.time()
                 record.owner, record.stale = new_id, []
                 record.paths = paths
                 record.incarnations = {p: done.incarnations.get(p) or self.detector.incarnation(p)
@@ -217,6 +230,7 @@ class Recovery:
             self.forget(old_ids)
         log.warning("subscription %s planned again as %s: %s", sid, new_id,
                     plan.describe().replace("\n", " | "))
+        self.replanned(f"subscription {sid} planned around a failure")
         return True
 
 

@@ -21,6 +21,7 @@ from grpc_reflection.v1alpha import reflection
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 
+from ..control.reoptimisation_settings import ReoptimisationSettings
 from ..data.limits import MESSAGE_LIMIT, DataLimits
 from ..history.archive.writer import ArchiveSettings
 from ..history.bounds import HistoryBound
@@ -121,7 +122,8 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     watermark_idle_s: float = 2.0, security: Security | None = None,
                     peer_listen: str | None = None, quotas: UserQuotas | None = None,
                     history: HistoryBound | None = None, archive: ArchiveSettings | None = None,
-                    replay_rate: float = 0.0, cut_links: tuple[str, ...] = ()) -> RunningSuperPeer:
+                    replay_rate: float = 0.0, cut_links: tuple[str, ...] = (),
+                    reoptimisation: ReoptimisationSettings | None = None) -> RunningSuperPeer:
     """Serve ``peer``. It listens on ``listen`` and ``peer_listen`` (e.g. ``0.0.0.0:50051`` and
     ``0.0.0.0:50052`` in a container) if given, else on its topology addresses; the other
     super-peers always reach it at its topology peer address. ``security``: TLS on both, mutual
@@ -130,7 +132,8 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
     settings = NodeSettings(retention=retention, executor=executor, executor_options=executor_options or {},
                             limits=limits or DataLimits(), heartbeats=heartbeats or HeartbeatSettings(),
                             state_dir=state_dir, watermark_idle_s=watermark_idle_s, history=history,
-                            archive=archive, replay_rate=replay_rate, cut_links=cut_links)
+                            archive=archive, replay_rate=replay_rate, cut_links=cut_links,
+                            reoptimisation=reoptimisation or ReoptimisationSettings())
     node = Node(peer, topology, settings, security)
     host, _, default_port = topology.address(peer).rpartition(":")
     servers = Servers(node, listen or f"{host}:{port if port is not None else default_port}",

@@ -15,6 +15,7 @@ from proto import streamglobe_pb2_grpc as pb_grpc
 
 from sharing.serialization import stream_from_json, stream_to_json
 
+from ..data.origins import of_batch
 from ..node import Node, NodeError
 from ..security.access import Access, UserQuotas
 from ..security.audit import deny
@@ -210,9 +211,11 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_peers_only
     def Transfer(self, request, context, caller):
         watermark = (request.watermark_path, request.watermark) if request.watermark_path else None
-        acknowledged = self.node.transfer(request.stream, list(request.items), request.end,
+        items = list(request.items)
+        origins = of_batch(request.numbered_by_origin, request.origins, request.first_sequence, len(items))
+        acknowledged = self.node.transfer(request.stream, items, request.end,
                                           request.sender, request.sender_epoch, request.first_sequence,
-                                          watermark, caller=caller)
+                                          watermark, caller=caller, origins=origins)
         return pb.TransferReply(acknowledged=acknowledged)
 
     @_handled

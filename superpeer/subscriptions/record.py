@@ -49,6 +49,11 @@ class SubscriptionRecord:
     replans: int = 0
     replaced: Plan | None = None  # the plan a re-plan replaces, until one is in (its streams still are)
     last_failure: str = ""
+    # Re-planned while running (``control.reoptimisation``, ``recovery.replanning``): each re-plan
+    # (``plan_history``), when the last was (the cool-down), and what the last round decided
+    plan_history: list[dict] = field(default_factory=list)
+    last_replan: float = 0.0
+    reoptimisation: str = ""
 
     @property
     def plan_id(self) -> str:
@@ -73,6 +78,7 @@ class SubscriptionRecord:
                                     "read": c.read} for v, c in self.chains.items()},
                 "plan": self.plan.to_json() if self.plan else None,
                 "waiting_for": list(self.waiting_for), "plan_error": self.error, "sample": self.sample,
+                "plan_history": self.plan_history, "reoptimisation": self.reoptimisation,
                 "intervals": self.runtime.estimates.status() if self.runtime.estimates else None,
                 **self.runtime.buffer.status()}
 

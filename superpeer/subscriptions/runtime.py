@@ -169,7 +169,9 @@ class SubscriptionRuntime:
                     log.exception("the stored intervals of %s could not be read", self.id)
         return self.estimates
 
-    def feed(self, variable: str, values: list, end: bool) -> None:
+    def feed(self, variable: str, values: list, end: bool, origins=None) -> None:
+        """The next items of an input (``origins``: where they came from, which only a
+        ``TrackSwitch`` in front of it reads)."""
         estimates = self.ensure_estimates()
         if estimates is not None:  # window records of a sample: the whole stream's estimates, intervals kept
             values = estimates.scale(variable, values, self.buffer.end)

@@ -23,6 +23,9 @@ class ChainGroup:
         self.lateness = lateness
         self.states: dict[str, ChainState] = {}
         self.malformed = 0  # items dropped because they did not parse
+        # per chain of per-item operators, the batch offsets of its last push's outputs: each
+        # output's input item, so that a caller can say where every output came from
+        self.offsets: dict[str, list[int]] = {}
 
     def add(self, chain: Chain) -> None:
         self.states[chain.stream] = ChainState(chain)
@@ -36,6 +39,7 @@ class ChainGroup:
     def push(self, texts: Sequence[str], end: bool) -> dict[str, list[str]]:
         """Every chain over the next batch of the parent's wire texts: outputs per stream."""
         out: dict[str, list[str]] = {}
+        self.offsets = {}
         batch = None
         if texts:
             batch = ItemBatch(texts)
@@ -51,6 +55,8 @@ class ChainGroup:
                 result = evaluate_chain(state.chain, batch, None, state.clock, self.lateness)
                 items = [x for _, x in result.items]
                 panes, records = result.panes, [x for _, x in result.records]
+                if state.chain.output_kind == "items" and state.chain.input_kind == "items":
+                    self.offsets[stream] = [int(o) for o, _ in result.items]
             out[stream] = state.apply(items, panes, records, None, self.lateness, end)
             state.ended = end
         return out

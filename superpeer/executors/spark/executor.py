@@ -182,7 +182,8 @@ class SparkExecutor:
     def installed(self) -> list[str]:
         return sorted(self.copies) + sorted(self.by_stream)
 
-    def push(self, parent: str, values: list, texts: list[str] | None, end: bool) -> None:
+    def push(self, parent: str, values: list, texts: list[str] | None, end: bool, origins=None) -> None:
+        """(``origins`` are not carried through Spark: its outputs' origins are not known.)"""
         if texts or end:
             self.feed.append(parent, texts, end)
             with self.wake:

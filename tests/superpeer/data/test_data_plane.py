@@ -107,7 +107,8 @@ class Recorder:
     def __init__(self) -> None:
         self.sent: list[tuple] = []
 
-    def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None) -> None:
+    def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None,
+             origins=None) -> None:
         self.sent.append(("items", stream, position, len(items)))
 
     def send_watermark(self, stream: str, path: str, value: float) -> None:

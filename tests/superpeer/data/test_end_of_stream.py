@@ -33,10 +33,10 @@ def ends(monkeypatch) -> Counter:
     seen: Counter = Counter()
     feed = SubscriptionRuntime.feed
 
-    def counting(self, variable, values, end):
+    def counting(self, variable, values, end, origins=None):
         if end:
             seen[(self.id, variable)] += 1
-        feed(self, variable, values, end)
+        feed(self, variable, values, end, origins)
 
     monkeypatch.setattr(SubscriptionRuntime, "feed", counting)
     return seen

@@ -1,0 +1,380 @@
+"""Sharing that lasts: the subscriptions registered at a super-peer are planned again while they
+run, and moved to a cheaper plan without a gap or a duplicate (DESIGN.md §12, issue 31).
+
+Registration plans a subscription once, over the streams that flow at that moment; later
+subscriptions, unsubscriptions and failures change what the best plan would be. So, every
+``every_s`` and after events that can change it (a subscription registered or ended here, a
+re-plan after a failure, a peer back), this peer runs SUBSCRIBE again for each subscription
+registered here, over a fresh view in which the streams only this subscription uses are taken
+out (what they cost is what the new plan must beat; they must not be reused by it):
+
+* the new plan is taken only if it costs less than ``(1 - margin)`` × what the running plan's
+  own streams cost, and not within ``cooldown_s`` of the subscription's last re-plan (no flapping);
+* it is installed in two phases under a new plan id, like a failure's re-plan; the
+  subscription's input is then fed by a ``TrackSwitch`` from both plans until the switch item
+  is passed (``subscriptions.track_switch``); only then are the old plan's streams removed,
+  along their routes;
+* every re-plan is recorded in the subscription's plan history (when, why, old and new cost,
+  the streams reused) — the failures' too (``recovery.replanning``).
+
+What moves this way: a subscription reading one input of per-item operators (selection,
+projection, its restructuring here), on peers whose executor says where each item came from
+(the inline one). Window aggregates computed in the network, joins, samples and subscriptions
+over the past keep their plan (``status`` says why); a failure still re-plans them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+import threading
+import time
+
+from sharing.backbone import TopologyError
+from sharing.cost_model import Usage
+from sharing.planner import Plan, Planner, RegistrationError, Strategy
+
+from ..errors import as_node_error
+from ..recovery.replanning import Recovery
+from ..recovery.route_health import broken, data_paths
+from ..subscriptions.plan_history import note_replan
+from ..subscriptions.record import SubscriptionRecord
+from ..subscriptions.track_switch import TrackSwitch
+from .control_plane import ControlPlane
+from .remote_view import RemotePlanningView, fetch_planning_view
+from .reoptimisation_settings import ReoptimisationSettings
+
+log = logging.getLogger("streamglobe.superpeer")
+
+SWITCH_CHECK_S = 0.05  # how often a pending switch is looked at
+SWITCH_DEADLINE_S = 60.0  # a switch not done by then is recomputed from the log instead (exact)
+
+
+class Reoptimiser:
+    def __init__(self, control: ControlPlane, recovery: Recovery, settings: ReoptimisationSettings,
+                 synchronous: bool) -> None:
+        """``synchronous``: the executor here delivers a push's outputs before it returns, and
+        says where each came from (the inline one): what a switch needs of this peer."""
+        self.control = control
+        self.recovery = recovery
+        self.settings = settings
+        self.synchronous = synchronous
+        self.switches: dict[str, tuple[TrackSwitch, dict]] = {}  # sid -> (switch, what to remove after)
+        self.rounds = 0
+        self.migrations = 0
+        self._wake = threading.Event()
+        self._why = ""
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="reoptimise", daemon=True)
+
+    def start(self) -> None:
+        if self.settings.enabled:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+
+    def wake(self, why: str) -> None:
+        """An event that can change the best plans: a round soon (after the cool-downs)."""
+        self._why = self._why or why
+        self._wake.set()
+
+    # ------------------------------------------------------------------ the loop
+
+    def _run(self) -> None:
+        last = time.monotonic()
+        while not self._stopped:
+            timeout = SWITCH_CHECK_S if self.switches else self.settings.every_s
+            self._wake.wait(timeout)
+            self._wake.clear()
+            if self._stopped:
+                return
+            try:
+                self.finish_switches()
+                now = time.monotonic()
+                why, self._why = self._why, ""
+                if why or now - last >= self.settings.every_s:
+                    last = now
+                    self.round(why or "periodic")
+            except Exception:  # noqa: BLE001 - the loop must go on
+                log.exception("re-optimisation round failed")
+
+    def round(self, why: str) -> None:
+        self.rounds += 1
+        with self.control.state.lock:
+            records = sorted(self.control.subscriptions.values(), key=lambda r: r.registered_at)
+        for record in records:
+            if self._stopped:
+                return
+            try:
+                self.consider(record, why)
+            except Exception as exc:  # noqa: BLE001 - the next one is still considered
+                record.reoptimisation = f"not re-planned: {as_node_error(exc, record.runtime.id).message}"
+                log.exception("re-planning %s failed", record.runtime.id)
+
+    def why_not(self, record: SubscriptionRecord) -> str:
+        """Why this subscription is not considered now ("" if it is)."""
+        if (record.plan is None or record.error or record.recovering or record.replanning
+                or record.runtime.buffer.closed):
+            return "not running"
+        if record.runtime.id in self.switches:
+            return "switching to its new plan"
+        if record.strategy != Strategy.SHARING:
+            return f"registered with strategy {record.strategy.value}"
+        props = record.runtime.analysis.properties
+        if len(props.inputs) != 1:
+            return "reads several inputs (joins are not moved between plans yet)"
+        if record.from_start:
+            return "over the past (not moved between plans)"
+        if record.sample != 1:
+            return "planned on a sample (not moved between plans)"
+        if not self.synchronous:
+            return "this peer's executor does not say where items come from (only the inline one does)"
+        entry = self.control.state.table.get(next(iter(record.inputs.values()), ""))
+        if entry is None:
+            return "not running"
+        window = props.inputs[0].window
+        if entry.kind == "records" and (window is None or window.kind != "diff"):
+            return ("count windows aggregated in the network (their alignment is their plan's): "
+                    "not moved between plans yet")
+        left = self.settings.cooldown_s - (time.time() - record.last_replan)
+        if left > 0:
+            return f"re-planned {self.settings.cooldown_s - left:.0f} s ago (cool-down {self.settings.cooldown_s:g} s)"
+        return ""
+
+    # ------------------------------------------------------------------ one subscription
+
+    def consider(self, record: SubscriptionRecord, why: str) -> bool:
+        control, state = self.control, self.control.state
+        with control._installing:
+            reason = self.why_not(record)
+            if reason:
+                record.reoptimisation = reason
+                return False
+            sid = record.runtime.id
+            props = record.runtime.analysis.properties
+            # (only the peers this input's streams reach are asked)
+            view = fetch_planning_view(state, control.link, props, control.new_stream_id, scoped=True)
+            mine = exclusive_streams(view, sid)
+            current = Usage()
+            for s in mine.values():
+                current = current.merge(s.usage)
+            take_out(view, mine)
+            new_id = f"{sid}~{secrets.token_hex(3)}"
+            planner = Planner(view.snapshot)
+            try:
+                plan = planner.subscribe(new_id, props, state.id, Strategy.SHARING)
+            except (RegistrationError, TopologyError, KeyError) as exc:
+                record.reoptimisation = f"no plan now: {exc}"
+                return False
+            old_cost = planner.cost(current)[0]
+            new_cost = planner.cost(parts_usage(plan))[0]
+            record.reoptimisation = (f"kept: the best other plan costs {new_cost:.4g}, its own streams "
+                                     f"{old_cost:.4g} (margin {self.settings.margin:g})")
+            if not plan.admitted or new_cost >= old_cost * (1 - self.settings.margin):
+                return False
+            variable, old_stream = next(iter(record.inputs.items()))
+            new_stream = plan.parts[0].result_stream
+            old_entry = state.table.get(old_stream)
+            new_entry = (next((s for s in plan.parts[0].new_streams if s.id == new_stream), None)
+                         or view.snapshot.streams.get(new_stream))
+            if new_stream == old_stream or old_entry is None or new_entry is None or new_entry.kind != old_entry.kind:
+                return False  # (records of other windows: not switched by window)
+            return self._migrate(record, plan, view, why, old_cost, new_cost, variable, old_stream)
+
+    def _migrate(self, record: SubscriptionRecord, plan: Plan, view: RemotePlanningView, why: str,
+                 old_cost: float, new_cost: float, variable: str, old_stream: str) -> bool:
+        control, state = self.control, self.control.state
+        sid, new_id = record.runtime.id, plan.subscription
+        old_ids = [*record.stale, record.plan_id]
+        old_paths = record.paths
+        old_peers = {p for path in record.paths for p in path}
+        old_peers |= {p for part in (record.plan.parts if record.plan else ()) for s in part.new_streams
+                      for p in (s.origin, *s.route)}
+        # the attempt's id is stored before anything is reserved: a crash now leaves nothing a
+        # restart would not remove
+        state.store.set_plan(sid, record.owner, [*record.stale, new_id], record.starts, record.chains,
+                             record.sample)
+        txn, reservation = control.two_phase.reserve(plan, view)
+        if not txn:
+            record.reoptimisation = f"kept: could not reserve the new plan ({reservation.reason})"
+            return False
+        new_stream = plan.parts[0].result_stream
+        window = record.runtime.analysis.properties.inputs[0].window
+        records = state.table.get(old_stream) is not None and state.table.get(old_stream).kind == "records"
+        switch = TrackSwitch(record.runtime, variable, old_stream, new_stream,
+                             partial_windows=math.ceil(window.size / window.step) if records and window else 0)
+        with state.lock:
+            entries = state.deliveries.get(old_stream, [])
+            state.deliveries[old_stream] = [(switch.old, v) if getattr(r, "runtime", r) is record.runtime
+                                            and v == variable else (r, v) for r, v in entries]
+            if state.table.has_ended(new_stream):
+                switch.from_new([], True, None)
+            else:
+                state.deliveries.setdefault(new_stream, []).append((switch.new, variable))
+        try:
+            done = control.two_phase.commit(txn, plan, view)
+        except Exception as exc:  # noqa: BLE001 - the old plan goes on alone
+            with state.lock:
+                self._detach(switch, old_to_runtime=True, new_to_runtime=False)
+            self._undo(txn, new_id, plan, view)
+            record.reoptimisation = f"kept: installing the new plan failed: {as_node_error(exc, new_id).message}"
+            return False
+        paths = data_paths(plan, view.lineage)
+        with state.lock:
+            old_plan = record.plan
+            record.plan, record.inputs = plan, {variable: new_stream}
+            record.owner, record.stale = new_id, old_ids
+            record.paths = paths
+            record.incarnations = {p: done.incarnations.get(p) or control.incarnation(p)
+                                   for path in paths for p in path}
+            record.last_replan = time.time()
+            entry = note_replan(record, why, old_cost, new_cost, plan, old_plan)
+            entry["state"] = "switching"
+        state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample)
+        self.switches[sid] = (switch, {"ids": old_ids, "peers": old_peers, "entry": entry, "since": time.monotonic(),
+                                       "record": record, "progress": progress_stream(state, old_stream),
+                                       "paths": old_paths})
+        self.migrations += 1
+        log.warning("subscription %s re-planned as %s (%s): cost %.4g -> %.4g: %s", sid, new_id, why,
+                    old_cost, new_cost, plan.describe().replace("\n", " | "))
+        return True
+
+    # ------------------------------------------------------------------ switches
+
+    def finish_switches(self) -> None:
+        """Look at each pending switch: once done, the old plan is removed along its routes."""
+        state = self.control.state
+        for sid, (switch, after) in list(self.switches.items()):
+            record: SubscriptionRecord = after["record"]
+            with state.lock:
+                if switch.runtime is not record.runtime or self.control.subscriptions.get(sid) is not record:
+                    self._detach(switch, old_to_runtime=False, new_to_runtime=False)  # re-planned, or ended
+                    del self.switches[sid]
+                    after["entry"]["state"] = "replaced"
+                    continue
+                stream = after["progress"]
+                if stream is not None:
+                    switch.progress(self.control.positions.next.get(stream, 0))
+                late = time.monotonic() - after["since"] > SWITCH_DEADLINE_S
+                if not switch.done and not late and not broken(after["paths"], self.recovery.detector):
+                    continue
+                if switch.done and not switch.failed:
+                    self._detach(switch, old_to_runtime=False, new_to_runtime=True)
+                    after["entry"].update(state="switched", switched_at_item=switch.at)
+                else:  # recomputed from the log into the same results (exact), as after a failure
+                    why = switch.failed or ("the old plan's route broke" if not late else
+                                            f"the old plan did not reach item {switch.at} in {SWITCH_DEADLINE_S:g} s")
+                    self._detach(switch, old_to_runtime=False, new_to_runtime=False)
+                    after["entry"].update(state="recomputed", why_recomputed=why)
+                    record.recovering, record.degraded = True, f"switching plans: {why}"
+                    record.degraded_since = time.time()
+                del self.switches[sid]
+            if record.recovering:
+                self.recovery.after_heartbeat()
+            else:
+                self._remove(after["ids"], after["peers"])
+
+    def _detach(self, switch: TrackSwitch, old_to_runtime: bool, new_to_runtime: bool) -> None:
+        """Called with the lock held: the switch stops feeding; the old plan's stream feeds the
+        runtime alone again (``old_to_runtime``: the new plan failed) or not at all, the new
+        plan's feeds it (``new_to_runtime``: the switch is done) or not at all."""
+        state = self.control.state
+        old = state.deliveries.get(switch.old_stream, [])
+        state.deliveries[switch.old_stream] = [(switch.runtime, v) if r is switch.old else (r, v)
+                                               for r, v in old if r is not switch.old or old_to_runtime]
+        new = [e for e in state.deliveries.get(switch.new_stream, []) if e[0] is not switch.new]
+        if new_to_runtime:
+            new.append((_After(switch), switch.variable))
+        state.deliveries[switch.new_stream] = new
+
+    def _undo(self, txn: str, new_id: str, plan: Plan, view: RemotePlanningView) -> None:
+        peers = set(self.control.two_phase.affected(plan)) | self.control.two_phase.holders(plan, view)
+        for peer in sorted(peers):
+            try:
+                self.control.link.abort(peer, txn)
+                self.control.link.remove(peer, new_id)
+            except Exception:  # noqa: BLE001 - removed when it answers again
+                self.recovery.forget([new_id], [peer])
+
+    def _remove(self, ids: list[str], peers: set[str]) -> None:
+        """The old plan's streams, at the peers it touched (now, or once they answer)."""
+        for peer in sorted(peers):
+            for owner in ids:
+                if self.control.link.remove(peer, owner) is None:
+                    self.recovery.forget([owner], [peer])
+
+    def status(self) -> dict:
+        return {"enabled": self.settings.enabled, "every_s": self.settings.every_s,
+                "margin": self.settings.margin, "cooldown_s": self.settings.cooldown_s,
+                "rounds": self.rounds, "migrations": self.migrations,
+                "switching": {sid: {"at_item": s.at, "held": len(s.held)} for sid, (s, _) in self.switches.items()}}
+
+
+class _After:
+    """The new plan's delivery once a switch is done: the items from before the switch item
+    that may still come on it (the new plan started earlier) are dropped."""
+
+    def __init__(self, switch: TrackSwitch) -> None:
+        self.switch, self.runtime, self.at = switch, switch.runtime, switch.at
+
+    def feed(self, variable: str, values: list, end: bool, origins=None) -> None:
+        origins = self.switch.keys(values, origins)
+        if origins is not None and self.at is not None and len(origins) and origins[0] < self.at:
+            values = [v for v, o in zip(values, origins) if o >= self.at]
+        self.runtime.feed(variable, values, end)
+
+
+def exclusive_streams(view: RemotePlanningView, sid: str) -> dict:
+    """The streams only this subscription's plans use: what its plan costs on its own."""
+    return {s.id: s for s in view.snapshot.streams.values()
+            if not s.original and s.users and all(u.split("~", 1)[0] == sid for u in s.users)}
+
+
+def take_out(view: RemotePlanningView, streams: dict) -> None:
+    """Plan as if these streams were gone: not reusable, their usage freed."""
+    snapshot = view.snapshot
+    for key, found in list(snapshot.tables.items()):
+        snapshot.tables[key] = [s for s in found if s.id not in streams]
+    for s in streams.values():
+        for link, bits in s.usage.links.items():
+            if link in snapshot.link_used:
+                snapshot.link_used[link] = max(snapshot.link_used[link] - bits, 0.0)
+        for peer, cores in s.usage.peers.items():
+            if peer in snapshot.peer_used:
+                snapshot.peer_used[peer] = max(snapshot.peer_used[peer] - cores, 0.0)
+
+
+def parts_usage(plan: Plan) -> Usage:
+    usage = Usage()
+    for part in plan.parts:
+        usage = usage.merge(part.usage)
+    return usage
+
+
+def progress_stream(state, stream: str) -> str | None:
+    """A stream here numbered by the original's items from which every operator down to
+    ``stream`` runs on this peer: how far it has come is how far the old plan has (None if
+    some operator runs elsewhere)."""
+    seen = set()
+    while stream and stream not in seen:
+        seen.add(stream)
+        entry = state.table.get(stream)
+        if entry is None:
+            return None
+        if entry.original:
+            return stream
+        if entry.operators and entry.origin != state.id:
+            return None
+        parent = entry.parent
+        if not entry.operators and parent is not None and parent not in state.table:
+            known = state.known_originals.get(parent)
+            return stream if known is not None else None
+        if parent is None:
+            return None
+        if not entry.operators and state.table.get(parent) is not None and state.table.get(parent).original:
+            return stream
+        stream = parent
+    return None

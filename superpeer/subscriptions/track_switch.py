@@ -1,0 +1,157 @@
+"""One input of a subscription moving from an old plan's stream to a new plan's, with no item
+missing and none twice (DESIGN.md §12; GenMig's parallel track, Krämer's thesis §9).
+
+Both plans run side by side for a while, each delivering to its own side of the switch. Every
+item says which item of the original stream it came from (its origin, ``data.origins``); the
+switch happens at an item ``at`` of the original:
+
+* the old side feeds the subscription every item, until ``at`` is known; from then on only
+  those from before ``at``;
+* ``at`` is the origin of the first item the new plan delivers (or just past the last one the
+  old side fed, if that is later): the new plan delivers every item of the subscription from
+  where its streams were attached on, so nothing before its first item is missing from it;
+* the new side's items from ``at`` on wait until the old side is *complete* below ``at`` — it
+  delivered an item from ``at`` on (items come in order), it ended, or this peer saw the
+  original pass ``at`` on the way to the old plan's operators here (``progress``) — and then go
+  on directly.
+
+A subscription whose time windows are aggregated in the network receives window records, not
+items: the same switch then runs on window indexes (window k covers ``[k·μ, k·μ+Δ)`` of the
+reference, aligned at 0 whichever plan computes it): the old plan delivers the windows before
+window ``at``, the new plan those from it on. The new plan's first windows may have begun before
+its streams were attached (partial), so ``at`` is at least ``partial_windows`` (⌈Δ/μ⌉) after the
+first window it delivers.
+
+Items are fed to one ``SubscriptionRuntime`` throughout, so whatever its post-processing holds
+goes on unchanged. Every call is made with the peer's lock held (the data plane's), so the two
+sides never interleave. An item without an origin cannot be placed: the switch is then given up
+(``failed``), the old side feeds everything, and the new plan is removed again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .runtime import SubscriptionRuntime
+
+
+@dataclass
+class TrackSwitch:
+    runtime: SubscriptionRuntime
+    variable: str
+    old_stream: str
+    new_stream: str
+    at: int | None = None  # the original's item the new plan takes over from
+    old_high: int = -1  # the latest origin the old side fed
+    complete: bool = False  # the old side has fed everything from before ``at``
+    ended: bool = False  # the input's end was fed
+    failed: str = ""
+    partial_windows: int = 0  # > 0: the input is time-window records, switched by window index
+    held: list = field(default_factory=list)  # the new side's items waiting for the old side
+    held_end: bool = False
+    switched_items: int = 0  # fed from the new side
+
+    def __post_init__(self) -> None:
+        self.old = _Side(self, old=True)
+        self.new = _Side(self, old=False)
+
+    @property
+    def done(self) -> bool:
+        """The old plan delivers nothing more: it can be removed."""
+        return self.complete or self.ended or bool(self.failed)
+
+    # ------------------------------------------------------------------ the two sides
+
+    def keys(self, values: list, origins: Sequence[int] | None) -> Sequence[int] | None:
+        """Where each item stands in the original: its origin, or its window's index."""
+        if self.partial_windows and values:
+            return [v.index for v in values]
+        return origins
+
+    def from_old(self, values: list, end: bool, origins: Sequence[int] | None) -> None:
+        origins = self.keys(values, origins)
+        if self.ended or (self.complete and not self.failed):
+            return
+        if self.failed or self.at is None:
+            if values and origins is None and not self.failed:
+                self.fail("the old plan's items do not say where they came from")
+            if origins is not None and len(origins):
+                self.old_high = max(self.old_high, origins[-1])
+            self._feed(values, end)
+            return
+        if origins is None:
+            self.fail("the old plan's items do not say where they came from")
+            self._feed(values, end)
+            return
+        keep = [v for v, o in zip(values, origins) if o < self.at]
+        if keep:
+            self.old_high = max(self.old_high, max(o for o in origins if o < self.at))
+        self._feed(keep, False)
+        if end or len(keep) < len(values):
+            self._complete()
+
+    def from_new(self, values: list, end: bool, origins: Sequence[int] | None) -> None:
+        origins = self.keys(values, origins)
+        if self.failed or self.ended:
+            return
+        if self.complete:  # switched: the new plan is the only one
+            if origins is not None:
+                values = [v for v, o in zip(values, origins) if o >= self.at]
+            self.switched_items += len(values)
+            self._feed(values, end)
+            return
+        if values and origins is None:
+            self.fail("the new plan's items do not say where they came from")
+            return
+        if self.at is None:
+            if not values:
+                return  # (an end before any item: the original ended, the old side ends too)
+            self.at = max(origins[0] + self.partial_windows, self.old_high + 1)
+        if values:
+            kept = [(v, o) for v, o in zip(values, origins) if o >= self.at]
+            values = [v for v, _ in kept]
+        self.held.extend(values)
+        self.held_end = self.held_end or end
+
+    def progress(self, next_origin: int) -> None:
+        """This peer has taken every item of the original below ``next_origin`` through the old
+        plan's operators here: the old side is complete below ``at`` once that passes it."""
+        if self.at is not None and not self.done and not self.partial_windows and next_origin >= self.at:
+            self._complete()
+
+    def fail(self, why: str) -> None:
+        self.failed = why
+        self.held, self.held_end = [], False
+
+    # ------------------------------------------------------------------
+
+    def _complete(self) -> None:
+        self.complete = True
+        held, end = self.held, self.held_end
+        self.held, self.held_end = [], False
+        self.switched_items += len(held)
+        self._feed(held, end)
+
+    def _feed(self, values: list, end: bool) -> None:
+        if values or end:
+            self.runtime.feed(self.variable, values, end)
+        self.ended = self.ended or end
+
+
+class _Side:
+    """What the data plane delivers one plan's stream to (``PeerState.deliveries``)."""
+
+    def __init__(self, switch: TrackSwitch, old: bool) -> None:
+        self.switch = switch
+        self.old = old
+
+    @property
+    def runtime(self) -> SubscriptionRuntime:
+        return self.switch.runtime
+
+    def feed(self, variable: str, values: list, end: bool, origins: Sequence[int] | None = None) -> None:
+        if self.old:
+            self.switch.from_old(values, end, origins)
+        else:
+            self.switch.from_new(values, end, origins)
