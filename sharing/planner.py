@@ -118,6 +118,10 @@ class Planner(PlanBuilder):
 
     # ------------------------------------------------------------------ SUBSCRIBE
 
+    def best_part(self, inp: InputProperties, target: str) -> PlanPart:
+        """SUBSCRIBE for one input alone (re-optimisation's look-ahead)."""
+        return self._subscribe_input(inp, self.state.original(inp.input), target)
+
     def _subscribe_input(self, inp: InputProperties, original: NetworkStream, target: str) -> PlanPart:
         """Algorithm 1 for one input: BFS from the original's peer, pruned by matching."""
         repeated = self._repeated(inp)

@@ -32,8 +32,8 @@ import threading
 import time
 
 from sharing.backbone import TopologyError
-from sharing.cost_model import Usage
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
+from sharing.reoptimisation import choose, follow_gain, own_streams, without
 
 from ..errors import as_node_error
 from ..recovery.replanning import Recovery
@@ -47,6 +47,8 @@ from .reoptimisation_settings import ReoptimisationSettings
 
 log = logging.getLogger("streamglobe.superpeer")
 
+# the look-ahead: another subscription's best plan of what it reads, at its registering peer
+FOLLOW = follow_gain(Planner, lambda planner, props, target: planner.best_part(props, target))
 SWITCH_CHECK_S = 0.05  # how often a pending switch is looked at
 SWITCH_DEADLINE_S = 60.0  # a switch not done by then is recomputed from the log instead (exact)
 
@@ -157,11 +159,8 @@ class Reoptimiser:
             props = record.runtime.analysis.properties
             # (only the peers this input's streams reach are asked)
             view = fetch_planning_view(state, control.link, props, control.new_stream_id, scoped=True)
-            mine = exclusive_streams(view, sid)
-            current = Usage()
-            for s in mine.values():
-                current = current.merge(s.usage)
-            take_out(view, mine)
+            streams = dict(view.snapshot.streams)  # (before its own streams are taken out)
+            without(view.snapshot, own_streams(streams, sid))
             new_id = f"{sid}~{secrets.token_hex(3)}"
             planner = Planner(view.snapshot)
             try:
@@ -169,13 +168,18 @@ class Reoptimiser:
             except (RegistrationError, TopologyError, KeyError) as exc:
                 record.reoptimisation = f"no plan now: {exc}"
                 return False
-            old_cost = planner.cost(current)[0]
-            new_cost = planner.cost(parts_usage(plan))[0]
-            record.reoptimisation = (f"kept: the best other plan costs {new_cost:.4g}, its own streams "
-                                     f"{old_cost:.4g} (margin {self.settings.margin:g})")
-            if not plan.admitted or new_cost >= old_cost * (1 - self.settings.margin):
-                return False
             variable, old_stream = next(iter(record.inputs.items()))
+            move = choose(planner, plan.parts[0], old_stream, sid, self.settings.margin, streams, FOLLOW)
+            part, old_cost, new_cost = move.part, move.running.marginal, move.best.marginal
+            record.reoptimisation = (f"kept: the best other plan costs {new_cost:.4g} at the margin "
+                                     f"(the running one {old_cost:.4g}, its share {move.running.share:.4g}); the "
+                                     f"network's cost would change by {move.change:+.4g} (margin "
+                                     f"{self.settings.margin:g})")
+            if part is None:
+                return False
+            plan = planner.plan(new_id, props, state.id, Strategy.SHARING, lambda inp, original, target: part)
+            if not plan.admitted:
+                return False
             new_stream = plan.parts[0].result_stream
             old_entry = state.table.get(old_stream)
             new_entry = (next((s for s in plan.parts[0].new_streams if s.id == new_stream), None)
@@ -325,33 +329,6 @@ class _After:
         if origins is not None and self.at is not None and len(origins) and origins[0] < self.at:
             values = [v for v, o in zip(values, origins) if o >= self.at]
         self.runtime.feed(variable, values, end)
-
-
-def exclusive_streams(view: RemotePlanningView, sid: str) -> dict:
-    """The streams only this subscription's plans use: what its plan costs on its own."""
-    return {s.id: s for s in view.snapshot.streams.values()
-            if not s.original and s.users and all(u.split("~", 1)[0] == sid for u in s.users)}
-
-
-def take_out(view: RemotePlanningView, streams: dict) -> None:
-    """Plan as if these streams were gone: not reusable, their usage freed."""
-    snapshot = view.snapshot
-    for key, found in list(snapshot.tables.items()):
-        snapshot.tables[key] = [s for s in found if s.id not in streams]
-    for s in streams.values():
-        for link, bits in s.usage.links.items():
-            if link in snapshot.link_used:
-                snapshot.link_used[link] = max(snapshot.link_used[link] - bits, 0.0)
-        for peer, cores in s.usage.peers.items():
-            if peer in snapshot.peer_used:
-                snapshot.peer_used[peer] = max(snapshot.peer_used[peer] - cores, 0.0)
-
-
-def parts_usage(plan: Plan) -> Usage:
-    usage = Usage()
-    for part in plan.parts:
-        usage = usage.merge(part.usage)
-    return usage
 
 
 def progress_stream(state, stream: str) -> str | None:

@@ -1,0 +1,187 @@
+"""Whether a running subscription should move to another plan, and to which (DESIGN.md §12).
+
+Two prices for a plan of one input, both over the same snapshot, priced by the cost model:
+
+* its **marginal** cost: what the network carries in addition for it — the new streams of a
+  candidate; for the running plan, its *own* streams (those only this subscription uses: what
+  the network saves when it moves);
+* its **share**: every stream of its chain from the original, each divided among the
+  subscriptions that use it (a shared stream is cheap for each of them).
+
+A move is judged by what the whole network carries (the sum of every stream's cost): the
+candidate's marginal cost, less the running plan's own streams, less what the other
+subscriptions on the running plan's chain would save by moving next (a **look-ahead** of one
+step: the streams only one of them would use then, against its own best plan on the network
+after this move). It is taken when that sum falls by the margin of the subscription's share.
+Without the look-ahead two subscriptions sharing a detour after a failure keep it for good —
+each costs nothing at the margin to keep, and the first move costs a little; with it, the first
+moves and the second follows. A move never raises the network's cost for nothing, so nothing
+flaps: a narrow subscription on a wide stream that must flow anyway stays there.
+
+Candidates are the planner's plans of the input over a snapshot without the subscription's own
+streams (``without``): the chosen one and the alternatives it priced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from .cost_model import Usage
+from .planning_view import PlanningSnapshot
+from .plans import PlanBuilder, PlanPart
+from .stream_table import NetworkStream, lineage
+
+
+def base(plan_id: str) -> str:
+    """The subscription a plan id is of (``sid`` and ``sid~xxxxxx``)."""
+    return plan_id.split("~", 1)[0]
+
+
+def own_streams(streams: Mapping[str, NetworkStream], sid: str) -> dict[str, NetworkStream]:
+    """The streams only this subscription's plans use: what its running plan costs at the margin."""
+    return {s.id: s for s in streams.values()
+            if not s.original and s.users and all(base(u) == sid for u in s.users)}
+
+
+def users_besides(stream: NetworkStream, sid: str) -> int:
+    return len({base(u) for u in stream.users} - {sid})
+
+
+@dataclass(frozen=True)
+class Price:
+    marginal: float
+    share: float
+
+
+def running_price(cost: Callable[[Usage], float], streams: Mapping[str, NetworkStream], delivered: str,
+                  sid: str) -> Price:
+    """The running plan's price: its own streams, and its share of its chain."""
+    own = Usage()
+    for s in own_streams(streams, sid).values():
+        own = own.merge(s.usage)
+    share = sum(cost(s.usage) / (users_besides(s, sid) + 1)
+                for s in lineage(streams, delivered) if not s.original)
+    return Price(cost(own), share)
+
+
+def candidate_price(cost: Callable[[Usage], float], streams: Mapping[str, NetworkStream], part: PlanPart,
+                    sid: str) -> Price:
+    """A candidate's price: its new streams, and its share of the chain it reuses (with this
+    subscription among the users)."""
+    reused = sum(cost(s.usage) / (users_besides(s, sid) + 1)
+                 for s in lineage(streams, part.reused) if not s.original)
+    new = cost(part.usage)
+    return Price(new, new + reused)
+
+
+LOOK_AHEAD = 4  # candidates (the cheapest at the margin and by share) priced with the look-ahead
+
+
+@dataclass(frozen=True)
+class Move:
+    part: PlanPart | None  # None: keep the running plan
+    running: Price
+    best: Price
+    change: float  # what the network's cost changes by (negative: it falls)
+
+
+def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, margin: float,
+           streams: Mapping[str, NetworkStream], follow: Callable[[PlanningSnapshot, str], float]) -> Move:
+    """The candidate to move to, by the network's cost after it and the moves it opens.
+    ``streams``: every stream of the view, this subscription's own included; ``follow``: what
+    another subscription on the running chain saves, on a snapshot, by moving next."""
+    cost = lambda u: planner.cost(u)[0]  # noqa: E731
+    running = running_price(cost, streams, delivered, sid)
+    candidates = [p for p in [chosen, *chosen.alternatives] if not p.overloads and p.result_stream != delivered]
+    priced = [(candidate_price(cost, streams, p, sid), p) for p in candidates]
+    if not priced:
+        return Move(None, running, Price(float("inf"), float("inf")), 0.0)
+    shortlist = {id(p): (price, p) for price, p in sorted(priced, key=lambda x: x[0].marginal)[:LOOK_AHEAD]}
+    shortlist |= {id(p): (price, p) for price, p in sorted(priced, key=lambda x: x[0].share)[:LOOK_AHEAD]}
+    others = {base(u) for s in lineage(streams, delivered) for u in s.users} - {sid}
+    best: Move | None = None
+    for price, part in shortlist.values():
+        change = price.marginal - running.marginal
+        if others:
+            after = moved(planner.state, streams, sid, part, planner.cost_model, planner.calibration)
+            change -= sum(follow(after, t) for t in sorted(others))
+        if best is None or change < best.change:
+            best = Move(part, running, price, change)
+    assert best is not None
+    if best.change < -margin * max(running.share, running.marginal):
+        return best
+    return Move(None, running, best.best, best.change)
+
+
+def moved(state, streams: Mapping[str, NetworkStream], sid: str, part: PlanPart, cost_model,
+          calibration) -> PlanningSnapshot:
+    """The planning view as it would be after the subscription moved to ``part``: it leaves its
+    chain (streams nobody uses then are gone: its own, already out of ``state``), joins the
+    reused chain, and the part's new streams flow."""
+    copies = {k: replace(s, users={u for u in s.users if base(u) != sid}) for k, s in streams.items()}
+    gone = {k for k, s in copies.items() if not s.original and not s.users}
+    for s in lineage(copies, part.reused):
+        s.users.add(sid)
+    gone -= {s.id for s in lineage(copies, part.reused)}
+    link_used, peer_used = dict(state.link_used), dict(state.peer_used)
+    new = [replace(s, users={sid}) for s in part.new_streams]
+    for s in new:
+        copies[s.id] = s
+        _add(link_used, peer_used, s.usage, +1)
+    tables = {}
+    for key, found in state.tables.items():
+        tables[key] = [copies[s.id] for s in found if s.id in copies and s.id not in gone]
+    for s in new:
+        for peer in dict.fromkeys((s.origin, *s.route)):
+            tables.setdefault((peer, s.input), []).append(s)
+    return PlanningSnapshot(state.backbone, state.new_stream_id, link_used, peer_used, dict(state.statistics),
+                            dict(state.originals), tables,
+                            {k: s for k, s in copies.items() if k not in gone}, dict(state.positions))
+
+
+def _add(link_used: dict, peer_used: dict, usage: Usage, sign: int) -> None:
+    for link, bits in usage.links.items():
+        link_used[link] = max(link_used.get(link, 0.0) + sign * bits, 0.0)
+    for peer, cores in usage.peers.items():
+        peer_used[peer] = max(peer_used.get(peer, 0.0) + sign * cores, 0.0)
+
+
+def without(snapshot: PlanningSnapshot, streams: Mapping[str, NetworkStream]) -> None:
+    """Plan as if these streams were gone: not reusable, their usage freed."""
+    for key, found in list(snapshot.tables.items()):
+        snapshot.tables[key] = [s for s in found if s.id not in streams]
+    for s in streams.values():
+        _add(snapshot.link_used, snapshot.peer_used, s.usage, -1)
+
+
+def follow_gain(planner_for: Callable[[PlanningSnapshot], PlanBuilder], best_part) -> Callable[[PlanningSnapshot, str], float]:
+    """``choose``'s look-ahead: what subscription ``t`` saves by moving next on a snapshot — its
+    own streams there, less its best plan without them. Its target is its registering peer
+    (the prefix of its id), what it needs is the properties of the deepest stream it reads."""
+    def gain(snapshot: PlanningSnapshot, t: str) -> float:
+        own = own_streams(snapshot.streams, t)
+        if not own:
+            return 0.0
+        target = t.rsplit("-", 1)[0]
+        reads = [s for s in snapshot.streams.values() if any(base(u) == t for u in s.users)]
+        parents = {s.parent for s in reads}
+        deepest = [s for s in reads if s.id not in parents]
+        if target not in snapshot.backbone.peers or len(deepest) != 1:
+            return 0.0
+        snapshot = PlanningSnapshot(snapshot.backbone, snapshot.new_stream_id, dict(snapshot.link_used),
+                                    dict(snapshot.peer_used), snapshot.statistics, snapshot.originals,
+                                    {k: list(v) for k, v in snapshot.tables.items()}, snapshot.streams,
+                                    snapshot.positions)
+        planner = planner_for(snapshot)
+        mine = Usage()
+        for s in own.values():
+            mine = mine.merge(s.usage)
+        saved = planner.cost(mine)[0]
+        without(snapshot, own)
+        try:
+            part = best_part(planner, deepest[0].properties, target)
+        except Exception:  # noqa: BLE001 - no plan for it: it saves nothing
+            return 0.0
+        return max(saved - part.cost, 0.0)
+    return gain

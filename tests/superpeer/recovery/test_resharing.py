@@ -1,0 +1,114 @@
+"""Sharing comes back after a fault (issue 31): real daemon processes on the paper-example
+backbone, q1 at SP1 and q2 at SP7 sharing q1's stream at SP5. SP5 is killed (``kill -9``): both
+are planned around it on private copies of the raw stream, filled from the log; SP5 is started
+again: re-optimisation folds both back onto one shared stream — neither keeps a private copy of
+the raw stream, the backbone carries less than during the fault — and every result is the
+reference evaluator's over the whole stream."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from network_harness import reference_results, same, until
+
+from photons.generator import generate
+from sharing.scenarios import example_query
+from thinpeer.client import SuperPeerClient
+from thinpeer.ops.processes import up
+from thinpeer.ops.ports import with_free_ports
+from thinpeer.ops.topologies import shipped_topology
+
+pytestmark = pytest.mark.slow
+
+SERVE = ("--heartbeat-s", "0.3", "--heartbeat-misses", "2",
+         "--reoptimise-every", "1s", "--reoptimise-cooldown", "2s")
+
+
+class Traffic:
+    """Bytes on every backbone link per photon accepted at SP4, between two samples."""
+
+    def __init__(self, address: dict[str, str]) -> None:
+        self.address = address
+
+    def sample(self) -> tuple[dict[str, int], int]:
+        links: dict[str, int] = {}
+        for peer, a in self.address.items():
+            try:
+                status = SuperPeerClient(a).status()
+            except Exception:  # noqa: BLE001 - a peer killed: it sends nothing
+                continue
+            for name, c in status["links"].items():
+                links[name] = c["bytes"]
+        accepted = SuperPeerClient(self.address["SP4"]).status()["streams_registered_here"]["photons"]["accepted"]
+        return links, accepted
+
+    def per_photon(self, seconds: float = 2.0) -> float:
+        (a, n), _ = self.sample(), time.sleep(seconds)
+        b, m = self.sample()
+        sent = sum(v - a.get(k, 0) if v >= a.get(k, 0) else v for k, v in b.items())
+        assert m > n, "photons are being published"
+        return sent / (m - n)
+
+
+def history(address: str, sid: str) -> list[dict]:
+    try:
+        return SuperPeerClient(address).status()["subscriptions"][sid]["plan_history"]
+    except Exception:  # noqa: BLE001 - starting again
+        return []
+
+
+def test_sharing_comes_back_after_a_carrier_peer_is_killed_and_restarted(tmp_path: Path) -> None:
+    path = with_free_ports(shipped_topology("paper-example"), tmp_path / "paper-example.toml")
+    network = up(path, state_dir=tmp_path / "state", serve_args=SERVE)
+    try:
+        address = network.addresses
+        publisher = SuperPeerClient(address["SP4"])
+        publisher.register_stream("photons", "photons", "photon", rate=500)
+        photons = [p.to_xml() for p in generate(16000, seed=3)]
+        publisher.publish("photons", photons[:200], position=0)
+        time.sleep(1.0)  # a heartbeat round: every peer has the statistics
+        subs = {name: (peer, SuperPeerClient(address[peer]).subscribe(example_query(name)).subscription)
+                for name, peer in (("q1", "SP1"), ("q2", "SP7"))}
+        done, errors = threading.Event(), []
+
+        def publish() -> None:
+            try:
+                publisher.publish("photons", photons[200:], rate=600, position=200, retry_s=120)
+                publisher.close_stream("photons")
+                done.set()
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+        threading.Thread(target=publish, daemon=True).start()
+        traffic = Traffic(address)
+        network.kill("SP5")  # on both routes (SP4→SP5→SP1, SP5→SP7)
+        for name, (peer, sid) in subs.items():
+            until(lambda: any(e["why"].startswith("failure") for e in history(address[peer], sid)), seconds=30)
+        during = traffic.per_photon()
+        network.start("SP5")
+        for name, (peer, sid) in subs.items():  # folded back onto shared streams
+            until(lambda: any(e.get("state") == "switched" and not e["why"].startswith("failure")
+                              for e in history(address[peer], sid)), seconds=40,
+                  what=lambda: str(SuperPeerClient(address[peer]).status()["subscriptions"][sid]))
+        after = traffic.per_photon()
+        assert after < during, (during, after)
+        chains = {}
+        for name, (peer, sid) in subs.items():  # one shared stream, no private copy of the raw one
+            table = {s["id"]: s for p in ("SP1", "SP4", "SP5", "SP7")
+                     for s in SuperPeerClient(address[p]).status()["stream_table"]}
+            inputs = SuperPeerClient(address[peer]).status()["subscriptions"][sid]["inputs"]
+            chain, stream = [], next(iter(inputs.values()))
+            while stream in table and not table[stream]["original"]:
+                chain.append(stream)
+                stream = table[stream]["parent"]
+            chains[name] = set(chain)
+        assert chains["q1"] & chains["q2"], chains
+        assert done.wait(120) and not errors, errors
+        for name, (peer, sid) in subs.items():
+            got = [item for _, item, _ in SuperPeerClient(address[peer]).results(sid, idle_timeout=60)]
+            expected = reference_results(example_query(name), photons[200:])
+            assert expected and same(got, expected), (name, len(got), len(expected))
+    finally:
+        network.stop()
