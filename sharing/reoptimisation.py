@@ -87,10 +87,13 @@ class Move:
 
 
 def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, margin: float,
-           streams: Mapping[str, NetworkStream], follow: Callable[[PlanningSnapshot, str], float]) -> Move:
-    """The candidate to move to, by the network's cost after it and the moves it opens.
+           streams: Mapping[str, NetworkStream], follow: Callable[[PlanningSnapshot, str, float], float]) -> Move:
+    """The candidate to move to, by the network's cost after it and the moves it opens; of
+    candidates within half the margin of the best, the one that sends the fewest bits (the cost
+    model can price a raw copy and a filtered stream alike on idle links: the bytes decide).
     ``streams``: every stream of the view, this subscription's own included; ``follow``: what
-    another subscription on the running chain saves, on a snapshot, by moving next."""
+    another subscription on the running chain saves, on a snapshot, by moving next (only if it
+    would: by more than the margin)."""
     cost = lambda u: planner.cost(u)[0]  # noqa: E731
     running = running_price(cost, streams, delivered, sid)
     candidates = [p for p in [chosen, *chosen.alternatives] if not p.overloads and p.result_stream != delivered]
@@ -100,18 +103,23 @@ def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, mar
     shortlist = {id(p): (price, p) for price, p in sorted(priced, key=lambda x: x[0].marginal)[:LOOK_AHEAD]}
     shortlist |= {id(p): (price, p) for price, p in sorted(priced, key=lambda x: x[0].share)[:LOOK_AHEAD]}
     others = {base(u) for s in lineage(streams, delivered) for u in s.users} - {sid}
-    best: Move | None = None
+    moves = []
     for price, part in shortlist.values():
         change = price.marginal - running.marginal
         if others:
             after = moved(planner.state, streams, sid, part, planner.cost_model, planner.calibration)
-            change -= sum(follow(after, t) for t in sorted(others))
-        if best is None or change < best.change:
-            best = Move(part, running, price, change)
-    assert best is not None
-    if best.change < -margin * max(running.share, running.marginal):
+            change -= sum(follow(after, t, margin) for t in sorted(others))
+        moves.append(Move(part, running, price, change))
+    scale = margin * max(running.share, running.marginal)
+    least = min(m.change for m in moves)
+    best = min((m for m in moves if m.change <= least + scale / 2), key=lambda m: (bits(m.part), m.change))
+    if best.change < -scale:
         return best
     return Move(None, running, best.best, best.change)
+
+
+def bits(part: PlanPart | None) -> float:
+    return sum(part.usage.links.values()) if part is not None else 0.0
 
 
 def moved(state, streams: Mapping[str, NetworkStream], sid: str, part: PlanPart, cost_model,
@@ -155,11 +163,12 @@ def without(snapshot: PlanningSnapshot, streams: Mapping[str, NetworkStream]) ->
         _add(snapshot.link_used, snapshot.peer_used, s.usage, -1)
 
 
-def follow_gain(planner_for: Callable[[PlanningSnapshot], PlanBuilder], best_part) -> Callable[[PlanningSnapshot, str], float]:
+def follow_gain(planner_for: Callable[[PlanningSnapshot], PlanBuilder],
+                best_part) -> Callable[[PlanningSnapshot, str, float], float]:
     """``choose``'s look-ahead: what subscription ``t`` saves by moving next on a snapshot — its
     own streams there, less its best plan without them. Its target is its registering peer
     (the prefix of its id), what it needs is the properties of the deepest stream it reads."""
-    def gain(snapshot: PlanningSnapshot, t: str) -> float:
+    def gain(snapshot: PlanningSnapshot, t: str, margin: float) -> float:
         own = own_streams(snapshot.streams, t)
         if not own:
             return 0.0
@@ -183,5 +192,6 @@ def follow_gain(planner_for: Callable[[PlanningSnapshot], PlanBuilder], best_par
             part = best_part(planner, deepest[0].properties, target)
         except Exception:  # noqa: BLE001 - no plan for it: it saves nothing
             return 0.0
-        return max(saved - part.cost, 0.0)
+        gained = saved - part.cost
+        return gained if gained > margin * saved else 0.0
     return gain

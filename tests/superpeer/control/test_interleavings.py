@@ -6,7 +6,10 @@ of them racing, with an invariant checker:
 - its results are the reference evaluator's over the items published while it was active: the
   items from the point where it started, which lies between the published count when it was
   requested and when it was admitted (the same point for a subscription not racing a publish);
-- a withdrawn subscription does not disturb the others' results.
+- a withdrawn subscription does not disturb the others' results;
+- re-optimisation rounds (every peer's, in the background, with no margin, and rounds the
+  schedule runs racing a publish) move subscriptions between plans without a gap or a
+  duplicate (DESIGN.md §12).
 
 Real daemons (the paper-example topology, inline executor); hypothesis draws the schedules and
 shrinks a failing one."""
@@ -25,6 +28,7 @@ from network_harness import running_network, same
 from photons.generator import generate
 from sharing.analysis import analyze
 from sharing.scenarios import example_query
+from superpeer.control.reoptimisation_settings import ReoptimisationSettings
 from thinpeer.client import SuperPeerClient, ThinPeerError
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
@@ -56,6 +60,7 @@ class World:
     published: int = 0
     closed: bool = False
     subs: list[Sub] = field(default_factory=list)
+    rounds: dict = field(default_factory=dict)  # peer -> run a re-optimisation round there
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -91,7 +96,10 @@ OPS = st.one_of(
     st.tuples(st.just("race-publish"), st.sampled_from(sorted(QUERIES)), st.sampled_from(PEERS),
               st.integers(1, 40), st.integers(0, 40)),
     st.tuples(st.just("unsubscribe"), st.integers(0, 50)),
+    st.tuples(st.just("reoptimise"), st.sampled_from(PEERS), st.integers(0, 200)),
 )
+# re-optimisation as eager as it gets: any cheaper plan, at once, in the background too
+EAGER = ReoptimisationSettings(every_s=0.3, margin=0.0, cooldown_s=0.0)
 # the stream closes once, somewhere in the schedule: alone, or racing a subscription
 CLOSES = st.one_of(st.tuples(st.just("close")),
                    st.tuples(st.just("race-close"), st.sampled_from(sorted(QUERIES)), st.sampled_from(PEERS),
@@ -119,6 +127,12 @@ def _run(world: World, publisher: SuperPeerClient, op: tuple) -> None:
         _subscribe(world, op[1], op[2])
         other.join(timeout=60)
         assert not other.is_alive(), f"{kind} hung"
+    elif kind == "reoptimise":  # a round at a peer while items flow
+        other = threading.Thread(target=_publish, args=(world, op[2], publisher))
+        other.start()
+        world.rounds[op[1]]()
+        other.join(timeout=60)
+        assert not other.is_alive(), "publishing during a re-optimisation round hung"
     elif kind == "unsubscribe":
         live = [s for s in world.subs if not s.withdrawn]
         if live:
@@ -177,12 +191,14 @@ def _explained(world: World, s: Sub, got: list[str]) -> bool:
 def test_random_interleavings_end_every_subscription_once_with_the_reference_results(
         tmp_path_factory, ops, close, at, after, seed):
     schedule = ops[:int(at * len(ops))] + [close] + ops[int(at * len(ops)):] + after
-    with running_network(tmp_path_factory.mktemp("net"), retention=100_000) as (topology, peers):
+    eager = {p: {"reoptimisation": EAGER} for p in PEERS}
+    with running_network(tmp_path_factory.mktemp("net"), retention=100_000, peer_options=eager) as (topology, peers):
         address = {p: topology.address(p) for p in topology.backbone.peers}
         publisher = SuperPeerClient(address["SP4"])
         publisher.register_stream("photons", "photons", "photon", rate=100)
         items = [p.to_xml() for p in generate(8000, seed=seed)]
         world = World(address, items)
+        world.rounds = {p: (lambda node=running.node: node.reoptimiser.round("test")) for p, running in peers.items()}
         _publish(world, 200, publisher)  # statistics before the first subscription
         for op in schedule:
             _run(world, publisher, op)

@@ -2,8 +2,8 @@
 backbone, q1 at SP1 and q2 at SP7 sharing q1's stream at SP5. SP5 is killed (``kill -9``): both
 are planned around it on private copies of the raw stream, filled from the log; SP5 is started
 again: re-optimisation folds both back onto one shared stream — neither keeps a private copy of
-the raw stream, the backbone carries less than during the fault — and every result is the
-reference evaluator's over the whole stream."""
+the raw stream, the backbone carries what it carried before the fault (within 15 %) — and every
+result is the reference evaluator's over the whole stream."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from thinpeer.ops.topologies import shipped_topology
 
 pytestmark = pytest.mark.slow
 
-SERVE = ("--heartbeat-s", "0.3", "--heartbeat-misses", "2",
+SERVE = ("--heartbeat-s", "0.5", "--heartbeat-misses", "3",
          "--reoptimise-every", "1s", "--reoptimise-cooldown", "2s")
 
 
@@ -67,7 +67,7 @@ def test_sharing_comes_back_after_a_carrier_peer_is_killed_and_restarted(tmp_pat
         address = network.addresses
         publisher = SuperPeerClient(address["SP4"])
         publisher.register_stream("photons", "photons", "photon", rate=500)
-        photons = [p.to_xml() for p in generate(16000, seed=3)]
+        photons = [p.to_xml() for p in generate(40000, seed=3)]
         publisher.publish("photons", photons[:200], position=0)
         time.sleep(1.0)  # a heartbeat round: every peer has the statistics
         subs = {name: (peer, SuperPeerClient(address[peer]).subscribe(example_query(name)).subscription)
@@ -83,6 +83,7 @@ def test_sharing_comes_back_after_a_carrier_peer_is_killed_and_restarted(tmp_pat
                 errors.append(exc)
         threading.Thread(target=publish, daemon=True).start()
         traffic = Traffic(address)
+        before = traffic.per_photon()
         network.kill("SP5")  # on both routes (SP4→SP5→SP1, SP5→SP7)
         for name, (peer, sid) in subs.items():
             until(lambda: any(e["why"].startswith("failure") for e in history(address[peer], sid)), seconds=30)
@@ -92,8 +93,10 @@ def test_sharing_comes_back_after_a_carrier_peer_is_killed_and_restarted(tmp_pat
             until(lambda: any(e.get("state") == "switched" and not e["why"].startswith("failure")
                               for e in history(address[peer], sid)), seconds=40,
                   what=lambda: str(SuperPeerClient(address[peer]).status()["subscriptions"][sid]))
-        after = traffic.per_photon()
-        assert after < during, (during, after)
+        # the backbone carries what it carried before the fault again (within 15 %)
+        seen: list[float] = []
+        until(lambda: seen.append(traffic.per_photon()) or seen[-1] <= 1.15 * before, seconds=90,
+              what=lambda: f"bytes per photon before the fault {before:.0f}, during {during:.0f}, since {seen}")
         chains = {}
         for name, (peer, sid) in subs.items():  # one shared stream, no private copy of the raw one
             table = {s["id"]: s for p in ("SP1", "SP4", "SP5", "SP7")

@@ -103,7 +103,8 @@ class Collector:
         except ThinPeerError as exc:
             error = exc.message
         return {**summary, "query": status.get("query"), "plan": status.get("plan"),
-                "replay_from": status.get("replay_from"), "latest": latest, "latest_error": error}
+                "replay_from": status.get("replay_from"), "plan_history": status.get("plan_history") or [],
+                "reoptimisation": status.get("reoptimisation") or "", "latest": latest, "latest_error": error}
 
     # ------------------------------------------------------------------ the rounds
 

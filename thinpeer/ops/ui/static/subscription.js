@@ -38,6 +38,15 @@ async function refresh() {
       alternatives.map(a => ({cells: [a.input, a.reused_stream, a.reuse_peer, a.operator_peer, SG.route(a.route),
         SG.num(a.cost, 6), a.admitted ? "costs more" : `overloads: ${a.overloads.join("; ")}`]})),
       "no other plan was priced");
+    document.getElementById("reoptimisation").textContent =
+      s.reoptimisation ? `last re-optimisation round: ${s.reoptimisation}` : "";
+    const switched = e => e.state === "switched" ? `switched at item ${e.switched_at_item}`
+      : e.state === "recomputed" ? `recomputed from the log: ${e.why_recomputed}` : (e.state || "planned around it");
+    SG.table(document.getElementById("history"),
+      ["when", "why", "old cost", "new cost", "streams reused", "was reusing", "switch"],
+      (s.plan_history || []).slice().reverse().map(e => ({cells: [e.at, e.why, SG.num(e.old_cost, 6),
+        SG.num(e.new_cost, 6), (e.reused || []).join(", "), (e.old_reused || []).join(", "), switched(e)]})),
+      "never re-planned: the plan it was registered with");
     document.getElementById("latest").replaceChildren(...(s.latest.length
       ? s.latest.map(r => SG.el("li", {value: r.offset}, SG.el("code", {}, r.item)))
       : [SG.el("li", {class: "none"}, "no results yet")]));
