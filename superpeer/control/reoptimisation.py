@@ -13,7 +13,9 @@ out (what they cost is what the new plan must beat; they must not be reused by i
 * it is installed in two phases under a new plan id, like a failure's re-plan; the
   subscription's input is then fed by a ``TrackSwitch`` from both plans until the switch item
   is passed (``subscriptions.track_switch``); only then are the old plan's streams removed,
-  along their routes;
+  along their routes. A switch not done in ``SWITCH_DEADLINE_S`` (the new plan delivered
+  nothing, or the old one did not reach the switch item), or whose old route broke, is
+  cancelled: the old plan, which fed everything so far, goes on alone, the new one is removed;
 * every re-plan is recorded in the subscription's plan history (when, why, old and new cost,
   the streams reused) — the failures' too (``recovery.replanning``).
 
@@ -50,7 +52,7 @@ log = logging.getLogger("streamglobe.superpeer")
 # the look-ahead: another subscription's best plan of what it reads, at its registering peer
 FOLLOW = follow_gain(Planner, lambda planner, props, target: planner.best_part(props, target))
 SWITCH_CHECK_S = 0.05  # how often a pending switch is looked at
-SWITCH_DEADLINE_S = 60.0  # a switch not done by then is recomputed from the log instead (exact)
+SWITCH_DEADLINE_S = 60.0  # a switch not done by then is cancelled: the old plan goes on alone
 
 
 class Reoptimiser:
@@ -227,6 +229,10 @@ class Reoptimiser:
             record.reoptimisation = f"kept: installing the new plan failed: {as_node_error(exc, new_id).message}"
             return False
         paths = data_paths(plan, view.lineage)
+        new_peers = {p for path in paths for p in path} | {p for s in plan.parts[0].new_streams
+                                                           for p in (s.origin, *s.route)}
+        restore = {"plan": record.plan, "inputs": dict(record.inputs), "owner": record.owner,
+                   "stale": list(record.stale), "paths": record.paths, "incarnations": dict(record.incarnations)}
         with state.lock:
             old_plan = record.plan
             record.plan, record.inputs = plan, {variable: new_stream}
@@ -240,7 +246,8 @@ class Reoptimiser:
         state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample)
         self.switches[sid] = (switch, {"ids": old_ids, "peers": old_peers, "entry": entry, "since": time.monotonic(),
                                        "record": record, "progress": progress_stream(state, old_stream),
-                                       "paths": old_paths})
+                                       "paths": old_paths, "restore": restore, "new_id": new_id,
+                                       "new_peers": new_peers})
         self.migrations += 1
         log.warning("subscription %s re-planned as %s (%s): cost %.4g -> %.4g: %s", sid, new_id, why,
                     old_cost, new_cost, plan.describe().replace("\n", " | "))
@@ -268,18 +275,31 @@ class Reoptimiser:
                 if switch.done and not switch.failed:
                     self._detach(switch, old_to_runtime=False, new_to_runtime=True)
                     after["entry"].update(state="switched", switched_at_item=switch.at)
-                else:  # recomputed from the log into the same results (exact), as after a failure
-                    why = switch.failed or ("the old plan's route broke" if not late else
-                                            f"the old plan did not reach item {switch.at} in {SWITCH_DEADLINE_S:g} s")
-                    self._detach(switch, old_to_runtime=False, new_to_runtime=False)
-                    after["entry"].update(state="recomputed", why_recomputed=why)
-                    record.recovering, record.degraded = True, f"switching plans: {why}"
-                    record.degraded_since = time.time()
+                    cancelled = False
+                else:  # the old plan fed everything so far: it goes on alone, the new one is removed
+                    why = switch.failed or (
+                        "the old plan's route broke" if not late else
+                        "the new plan delivered nothing" if switch.at is None else
+                        f"the old plan did not reach item {switch.at} in {SWITCH_DEADLINE_S:g} s")
+                    switch.fail(why)
+                    self._detach(switch, old_to_runtime=True, new_to_runtime=False)
+                    self._restore(record, after["restore"])
+                    after["entry"].update(state="cancelled", why_cancelled=why)
+                    record.reoptimisation = f"the move to {after['new_id']} was cancelled: {why}"
+                    cancelled = True
                 del self.switches[sid]
-            if record.recovering:
-                self.recovery.after_heartbeat()
+            if cancelled:
+                state.store.set_plan(sid, record.owner, [*record.stale, after["new_id"]], record.starts, record.chains,
+                                     record.sample)
+                self._remove([after["new_id"]], after["new_peers"])
             else:
                 self._remove(after["ids"], after["peers"])
+
+    def _restore(self, record: SubscriptionRecord, old: dict) -> None:
+        """Called with the lock held: the record as it was before the move (a route broken on
+        it is then seen, and planned around, as for any subscription)."""
+        record.plan, record.inputs, record.owner = old["plan"], old["inputs"], old["owner"]
+        record.stale, record.paths, record.incarnations = old["stale"], old["paths"], old["incarnations"]
 
     def _detach(self, switch: TrackSwitch, old_to_runtime: bool, new_to_runtime: bool) -> None:
         """Called with the lock held: the switch stops feeding; the old plan's stream feeds the

@@ -225,3 +225,30 @@ def test_a_round_asks_only_the_peers_the_streams_reach(net):
     sp1.reoptimiser.round("test")
     asked = {c.peer for c in net.calls_of("lookup")}
     assert asked == {"SP4", "SP5", "SP1"}, asked
+
+
+def test_a_switch_that_does_not_finish_in_time_is_cancelled_and_the_old_plan_goes_on(net, monkeypatch):
+    """The new plan delivers nothing before the deadline (nothing matches yet): the move is
+    cancelled, the old plan feeds the subscription alone, the new plan's streams are removed."""
+    from superpeer.control import reoptimisation
+
+    feed = Feed(net)
+    sp1 = net.peers["SP1"]
+    rare = ranged(120, 121, en=2.9)  # (a photon now and then)
+    narrow = sp1.control.subscribe(rare)
+    first = feed.at
+    feed.publish(100)
+    sp1.control.subscribe(WIDE)
+    feed.publish(100)
+    old_stream = narrow.plan.parts[0].result_stream
+    sp1.reoptimiser.round("test")
+    (entry,) = narrow.plan_history
+    new_id = entry["plan"]
+    monkeypatch.setattr(reoptimisation, "SWITCH_DEADLINE_S", 0.0)
+    switch_all(net)()
+    assert entry["state"] == "cancelled" and narrow.plan.parts[0].result_stream == old_stream
+    assert "cancelled" in narrow.reoptimisation
+    assert not any(new_id in s.users for p in net.peers.values() for s in p.state.table)
+    feed.publish(1000)
+    feed.close()
+    assert buffered_results(narrow) == reference(rare, first, feed.at)
