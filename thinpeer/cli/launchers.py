@@ -3,7 +3,8 @@ with the same arguments for both: ``down``, ``status``, ``kill SP``, ``start SP`
 ``restore SP SP`` and ``credentials``, each on a ``thinpeer.ops.launcher.Launcher`` that the group
 makes from its state options (``--state-dir``; ``deploy`` also ``--project``). ``up`` differs in
 its options (a foreground process launcher; containers with images, subnets and Spark
-clusters), so each group registers its own, and prints what ``say_up`` says.
+clusters), so each group registers its own, and prints what ``say_up`` says; the
+re-optimisation flags a launcher hands on to its daemons are ``given_reoptimisation_flags``.
 
 Messages go to stderr, JSON (``status``) and the exports (``credentials``) to stdout.
 """
@@ -78,6 +79,22 @@ def run_verb(args: argparse.Namespace) -> int:
     else:
         progress(str(done))
     return EXIT_OK
+
+
+def given_reoptimisation_flags(args: argparse.Namespace) -> list[str]:
+    """``superpeer serve``'s re-optimisation flags (``add_reoptimisation_options``) for every
+    daemon a launcher starts, but only when the user gave one a value other than its default:
+    re-optimisation lands in parts (issue 31), and a daemon that does not know the flags yet must
+    still start for everyone who never used them. The defaults are the parser's own, so a
+    changed default needs no change here."""
+    from superpeer.options import add_reoptimisation_options, reoptimisation_flags
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_reoptimisation_options(parser)
+    defaults = vars(parser.parse_args([]))
+    if all(getattr(args, option, default) == default for option, default in defaults.items()):
+        return []
+    return reoptimisation_flags(args)
 
 
 def say_up(access: Access, keys: str) -> None:

@@ -3,7 +3,8 @@
 ``network`` has the verbs of every launcher (``thinpeer.cli.launchers``: ``down``, ``status``,
 ``kill``, ``start``, ``cut``, ``restore``, ``credentials``, as ``deploy`` has them) and its own
 ``up``, which stays in the foreground: Ctrl-C (or ``network down`` from another terminal) stops
-the network. The daemons take ``superpeer serve``'s executor options (``superpeer.options``).
+the network. The daemons take ``superpeer serve``'s executor options (``superpeer.options``),
+and its re-optimisation flags when given other than their defaults (``given_reoptimisation_flags``).
 ``--topology`` takes a file or a shipped topology name (``thinpeer.ops.topologies``).
 """
 
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
-from thinpeer.cli.launchers import add_verbs, guard, progress, say_up
+from thinpeer.cli.launchers import add_verbs, given_reoptimisation_flags, guard, progress, say_up
 from thinpeer.cli.ui import add_ui_port_option
 
 STATE_DIR = ".streamglobe"
@@ -49,7 +50,8 @@ def _run_network(args: argparse.Namespace, topology: Path) -> int:
         raise CliError(f"error: --history: {exc}") from None
     past = ((("--history", args.history) if args.history else ())
             + (("--archive", str(Path(args.archive).resolve())) if args.archive else ())
-            + (("--replay-rate", str(args.replay_rate)) if args.replay_rate else ()))
+            + (("--replay-rate", str(args.replay_rate)) if args.replay_rate else ())
+            + tuple(given_reoptimisation_flags(args)))
     processes = launcher(args)
     options = UpOptions(args.executor, spark_options(args), past, not args.insecure, args.tls_dir)
     try:
@@ -96,7 +98,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, terminated)
     return run_demo(photons=args.photons, executor=args.executor, spark=spark_options(args),
-                    secure=not args.insecure, ui_port=args.ui_port)
+                    secure=not args.insecure, ui_port=args.ui_port,
+                    serve_args=tuple(given_reoptimisation_flags(args)))
 
 
 def _state_dir(p: argparse.ArgumentParser) -> None:
@@ -105,7 +108,8 @@ def _state_dir(p: argparse.ArgumentParser) -> None:
 
 
 def register_network_and_demo(add_command: AddCommand) -> None:
-    from superpeer.options import TOPOLOGY_HELP, add_executor_options, add_replay_rate
+    from superpeer.options import (TOPOLOGY_HELP, add_executor_options, add_replay_rate,
+                                   add_reoptimisation_options)
 
     net = add_command("network", help="run a local network of super-peer processes")
     net_commands = net.add_subparsers(dest="network_command", metavar="ACTION", required=True)
@@ -122,6 +126,7 @@ def register_network_and_demo(add_command: AddCommand) -> None:
                         "<state-dir>/tls)")
     p.add_argument("--history", metavar="BOUND", help="every super-peer's serve --history (default: everything)")
     add_replay_rate(p)
+    add_reoptimisation_options(p)
     p.add_argument("--archive", metavar="DIR",
                    help="every super-peer archives the streams registered there under DIR (serve --archive)")
     add_ui_port_option(p)
@@ -132,5 +137,6 @@ def register_network_and_demo(add_command: AddCommand) -> None:
     p.add_argument("--photons", type=int, default=6000)
     p.add_argument("--insecure", action="store_true", help="plaintext and no tokens (default: secure)")
     add_executor_options(p)
+    add_reoptimisation_options(p)
     add_ui_port_option(p)
     p.set_defaults(func=cmd_demo)

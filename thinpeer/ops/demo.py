@@ -31,15 +31,17 @@ def _say(message: str) -> None:
 
 
 def run_demo(photons: int = 6000, executor: str = "inline", spark: dict | None = None,
-             secure: bool = True, ui_port: int | None = None) -> int:
+             secure: bool = True, ui_port: int | None = None, serve_args: tuple[str, ...] = ()) -> int:
     """``ui_port``: serve the web view there too, and keep the network up for it after the
-    demo's queries are done, until Ctrl-C."""
+    demo's queries are done, until Ctrl-C; ``serve_args``: more ``superpeer serve`` options
+    for every daemon (the re-optimisation flags the user gave)."""
     with tempfile.TemporaryDirectory(prefix="streamglobe-demo-") as tmp:
         topology_file = with_free_ports(shipped_topology("paper-example"),
                                         Path(tmp) / "paper-example.toml")
         _say("Starting the paper's example network (SP0–SP7)…")
         try:
-            network = up(topology_file, executor, Path(tmp) / "state", spark=spark, secure=secure)
+            network = up(topology_file, executor, Path(tmp) / "state", spark=spark, secure=secure,
+                         serve_args=serve_args)
         except NetworkError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
