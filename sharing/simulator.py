@@ -33,6 +33,7 @@ from .scenarios import Scenario
 from .statistics import StreamStatistics
 
 STATISTICS_SAMPLE = 2000
+WARM_UP = 0.2  # the share of the photons a measured model is learnt from (issue 31)
 
 
 @dataclass
@@ -43,6 +44,9 @@ class StrategyResult:
     link_bytes: dict[frozenset[str], int] = field(default_factory=dict)
     peer_cpu_s: dict[str, float] = field(default_factory=dict)
     results: dict[str, int] = field(default_factory=dict)
+    # bits/s per link the streams were measured to carry over the warm-up (the first ``WARM_UP``
+    # of the photons): the model the live super-peers learn (``superpeer.data.stream_rates``)
+    measured_model: dict[frozenset[str], float] = field(default_factory=dict)
     verified: int = 0
     mismatches: list[str] = field(default_factory=list)
     state: NetworkState | None = None
@@ -99,7 +103,27 @@ class Simulation:
         self.progress(f"{strategy.value}: {sum(p.admitted for p in result.plans.values())} of "
                       f"{len(result.plans)} subscriptions admitted; pushing photons")
         self._push(state, result)
+        result.measured_model = self._measured_model(state)
         return result
+
+    def _measured_model(self, state: NetworkState) -> dict[frozenset[str], float]:
+        """Each stream's rate over the warm-up (its bytes over the first photons' simulated
+        time), on every link of its route: what a model priced with measured rates says."""
+        content: dict[str, list[str]] = {}
+        links: dict[frozenset[str], float] = {}
+        warm = max(1, int(self.photons * WARM_UP))
+        seconds = max(warm / s.rate for s in self.scenario.sources)
+        for sid, stream in state.streams.items():  # (parents before children)
+            if stream.original:
+                content[sid] = self.texts[stream.input.stream][:warm]
+                continue
+            parent = content[stream.parent]  # type: ignore[index]
+            content[sid] = (run_operators(stream.operators, state.streams[stream.parent].kind, parent)  # type: ignore[index]
+                            if stream.operators else parent)
+            bits = 8 * sum(len(v.encode()) for v in content[sid]) / seconds
+            for a, b in zip(stream.route, stream.route[1:]):
+                links[frozenset((a, b))] = links.get(frozenset((a, b)), 0.0) + bits
+        return links
 
     def _push(self, state: NetworkState, result: StrategyResult) -> None:
         content: dict[str, list[str]] = {}  # wire texts of every stream
@@ -185,6 +209,7 @@ class Simulation:
             links = {"–".join(sorted(e, key=_peer_order)): {
                 "bytes": r.link_bytes.get(e, 0),
                 "estimate_bytes": round(r.state.link_used.get(e, 0.0) * duration / 8),
+                "measured_model_bytes": round(r.measured_model.get(e, 0.0) * duration / 8),
                 "bandwidth_bits_per_s": backbone.links[e].bandwidth,
             } for e in sorted(backbone.links, key=lambda e: sorted(e, key=_peer_order))}
             rejected = [p for p in r.plans.values() if not p.admitted]
@@ -193,6 +218,7 @@ class Simulation:
                 "rejected": len(rejected),
                 "total_traffic_bytes": sum(r.link_bytes.values()),
                 "total_traffic_estimate_bytes": round(sum(r.state.link_used.values()) * duration / 8),
+                "model_accuracy": accuracy(links),
                 "registration_ms": {
                     "min": round(min(regs), 3) if regs else 0.0,
                     "avg": round(pystats.fmean(regs), 3) if regs else 0.0,
@@ -208,6 +234,20 @@ class Simulation:
                 "plans": {qid: p.to_json() for qid, p in r.plans.items()},
             }
         return out
+
+
+def accuracy(links: dict[str, dict]) -> dict:
+    """Per link that carries anything, measured bytes / model bytes: for the estimates and for
+    the model learnt from the warm-up's measured rates (the distribution, and the share of
+    links within ±25 %)."""
+    def spread(key: str) -> dict:
+        ratios = sorted(l["bytes"] / l[key] for l in links.values() if l["bytes"] and l[key])
+        if not ratios:
+            return {"links": 0}
+        return {"links": len(ratios), "min": round(ratios[0], 3), "median": round(pystats.median(ratios), 3),
+                "max": round(ratios[-1], 3),
+                "within_25_percent": round(sum(0.75 <= x <= 1.25 for x in ratios) / len(ratios), 3)}
+    return {"estimates": spread("estimate_bytes"), "measured_rates": spread("measured_model_bytes")}
 
 
 def _values(texts: list[str], kind: str) -> list:

@@ -146,11 +146,20 @@ class Node:
             ("idle watermarks", lambda: self.data.idle_watermarks(settings.watermark_idle_s)),
             ("trimming the history", self.pins.trim),
             ("late activations", self.control.activate_late),
+            ("measured rates", self._measure),
         ], own_pins=self.pins.own)
         self.parts = Parts([  # (the transport before, and stopped after, every part that sends through it)
             ("subscriptions", self.control), ("transport", self.transport), ("executor", self.executor),
             ("replays", self.replays), *([("archive", self.archiver)] if self.archiver is not None else []),
             ("recovery", self.recovery), ("re-optimisation", self.reoptimiser), ("heartbeats", self.heartbeats)])
+
+    def _measure(self) -> None:
+        """Each stream's measured rate into its entry (``data.stream_rates``); a drift is an
+        event for re-optimisation."""
+        with self.state.lock:
+            drifted = self.data.rates.measure(self.state.table)
+        if drifted:
+            self.reoptimiser.wake(f"measured rates of {', '.join(sorted(drifted)[:3])} drifted")
 
     def _executor_output(self, stream: str, seq: int, outputs: list, end: bool,
                          origins: Origins | None = None) -> None:

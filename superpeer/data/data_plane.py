@@ -32,6 +32,7 @@ from .items import PARSER, check_items
 from .link_receipts import LinkReceipts
 from .origins import Origins
 from .positions import StreamPositions, kept_runs
+from .stream_rates import StreamRates
 
 STATISTICS_FULL = 2000  # observe every item up to this many, then every 50th
 MAX_REJECTION_REASONS = 20
@@ -87,6 +88,7 @@ class DataPlane:
         self.bad_transfers = 0
         self.last_bad_transfer = ""
         self.receipts = LinkReceipts()
+        self.rates = StreamRates()  # what each stream passing here carries (``stream_rates``)
 
     def sender(self, neighbour: str) -> Sender:
         """The outbound queue towards a neighbour."""
@@ -100,6 +102,7 @@ class DataPlane:
         """A stream removed here (under the lock): its queued items and its numbering go."""
         self.outbound.discard(stream)
         self.positions.forget(stream)
+        self.rates.forget(stream)
 
     # ------------------------------------------------------------------ publishers
 
@@ -283,6 +286,8 @@ class DataPlane:
             return
         count = len(serialized) if serialized is not None else len(values)
         position = self.positions.advance(sid, position, count) if count else None
+        if count and serialized is not None:  # (text as it travels: ~ its UTF-8 bytes)
+            self.rates.add(sid, count, sum(map(len, serialized)))
         if end and not self.state.table.mark_ended(sid):
             end = False  # its end passed here already: every consumer sees it once
             if not values and not serialized:
@@ -413,7 +418,7 @@ class DataPlane:
                 "last_malformed_transfer": self.last_bad_transfer,
                 "duplicate_transfer_items": self.receipts.duplicates,
                 "transfer_sequence_gaps": {"items": self.receipts.gaps, "last": self.receipts.last_gap},
-                "replays": self.replays.status()}
+                "replays": self.replays.status(), "measured_rates": self.rates.status()}
 
 
 def parse(entry: NetworkStream, text: str):

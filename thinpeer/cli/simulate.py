@@ -86,13 +86,16 @@ def print_simulation(report: dict) -> None:
                   f"{report['photons_per_stream']} photons per stream "
                   f"({report['simulated_seconds']:.0f} simulated s)")
     table = Table("strategy", "registered", "rejected", "traffic measured", "traffic model",
-                  "registration ms min/avg/max", "results verified")
+                  "links within ±25 %: estimates / measured rates", "registration ms min/avg/max",
+                  "results verified")
     for name, d in report["strategies"].items():
         r = d["registration_ms"]
         v = d["verified"]
+        acc = d.get("model_accuracy", {})
         table.add_row(name, str(d["registered"]), str(d["rejected"]),
                       f"{d['total_traffic_bytes'] / 1e6:.2f} MB",
                       f"{d['total_traffic_estimate_bytes'] / 1e6:.2f} MB",
+                      " / ".join(_within(acc.get(k, {})) for k in ("estimates", "measured_rates")),
                       f"{r['min']:.2f} / {r['avg']:.2f} / {r['max']:.2f}",
                       f"{v['identical']}/{v['checked']}" if v["checked"] else "off")
     console.print(table)
@@ -117,3 +120,10 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--no-verify", action="store_true",
                    help="skip comparing delivered results with the reference evaluator")
     p.set_defaults(func=cmd_simulate)
+
+
+def _within(spread: dict) -> str:
+    """The share of links whose measured bytes are within ±25 % of the model's, and the range."""
+    if not spread.get("links"):
+        return "–"
+    return f"{spread['within_25_percent']:.0%} ({spread['min']:.2f}–{spread['max']:.2f}×)"

@@ -1,0 +1,77 @@
+"""Measured stream rates (issue 31): after a warm-up, a stream's entry carries the rate and item
+size it was measured to carry where it passes, and the peer reports its links with them."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from superpeer_fakes import in_process_network
+
+from photons.generator import generate
+from sharing.scenarios import example_query
+from superpeer.data import stream_rates
+
+PHOTONS = [p.to_xml() for p in generate(3000, seed=2)]
+
+
+@pytest.fixture
+def net(monkeypatch):
+    monkeypatch.setattr(stream_rates, "WARM_UP_S", 0.0)
+    network = in_process_network()
+    sp4 = network.peers["SP4"]
+    sp4.control.register_stream("photons", "photons", "photon", rate=5)  # (a wrong rate, on purpose)
+    sp4.data.publish("photons", PHOTONS[:200])
+    yield network
+    for p in network.peers.values():
+        p.stop()
+
+
+def test_a_streams_entry_takes_the_rate_and_size_it_was_measured_to_carry(net):
+    sp4 = net.peers["SP4"]
+    q1 = net.peers["SP1"].control.subscribe(example_query("q1"))
+    stream = q1.plan.parts[0].result_stream
+    guessed = sp4.state.table.get(stream).estimate
+    sp4._measure()  # (the interval starts)
+    start = time.monotonic()
+    for k in range(200, 2200, 100):
+        sp4.data.publish("photons", PHOTONS[k:k + 100])
+    time.sleep(0.2)
+    interval = time.monotonic() - start
+    sp4._measure()
+    measured = sp4.state.table.get(stream).estimate
+    received = net.peers["SP5"].data.positions.next[stream]  # what SP4 sent of it
+    assert received > 0 and measured != guessed
+    # its rate: what passed over the interval (smoothed once from nothing); its size: the mean
+    assert measured.freq == pytest.approx(received / interval, rel=0.2)
+    assert 50 < measured.size < 400
+    # what SP4 reports of its link to SP5 is the measured rate
+    usage = sp4.state.own_usage().to_json("SP4")
+    assert usage["links"]["SP5"] == pytest.approx(measured.bits_per_second)
+
+
+def test_a_rate_that_drifts_is_reported_once(monkeypatch):
+    rates = stream_rates.StreamRates()
+    monkeypatch.setattr(stream_rates, "WARM_UP_S", 0.0)
+
+    class Table(dict):
+        pass
+
+    net = in_process_network()
+    try:
+        sp4 = net.peers["SP4"]
+        sp4.control.register_stream("photons", "photons", "photon", rate=5)
+        sp4.data.publish("photons", PHOTONS[:50])
+        q1 = net.peers["SP1"].control.subscribe(example_query("q1"))
+        sid = q1.plan.parts[0].result_stream
+        table = Table({sid: sp4.state.table.get(sid)})
+        rates.add(sid, 100, 10_000)
+        assert rates.measure(table, now=rates.last + 1.0) == []  # first measured: the price
+        rates.add(sid, 100, 10_000)
+        assert rates.measure(table, now=rates.last + 1.0) == []  # same rate
+        rates.add(sid, 1000, 100_000)
+        assert rates.measure(table, now=rates.last + 1.0) == [sid]  # ten times the items: drifted
+        assert table[sid].estimate.size == pytest.approx(100.0)
+    finally:
+        for p in net.peers.values():
+            p.stop()
