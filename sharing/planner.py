@@ -32,11 +32,14 @@ from .network_state import NetworkState, NetworkStream
 from .plans import Plan, PlanBuilder, PlanPart, RegistrationError, Strategy, live_at, where
 from .properties import InputProperties, Properties
 from .replay import ReplayInput
+from .widening import hull
 
 __all__ = ["Plan", "PlanPart", "Planner", "RegistrationError", "Strategy", "live_at", "where"]
 
 
 class Planner(PlanBuilder):
+    widening = False  # offer to widen a running stream for a near miss (``widening``; the daemons do)
+
     # ------------------------------------------------------------------ public
 
     def subscribe(self, subscription: str, properties: Properties, target: str,
@@ -132,6 +135,7 @@ class Planner(PlanBuilder):
         queued = {original.origin}
         matches: dict[int, Match] = {}  # by properties: equal properties, equal content
         candidates: dict[int, dict[str, NetworkStream]] = {}
+        near: dict[str, NetworkStream] = {}  # streams that do not serve it: widened, perhaps
         distance = self.state.backbone.distances_to(target)
         while queue:
             v = queue.popleft()
@@ -140,6 +144,8 @@ class Planner(PlanBuilder):
                 if match is None:
                     match = matches[id(props)] = match_properties(props, inp, repeated)
                 if not match.shareable:
+                    if self.widening:
+                        near.update((s.id, s) for s in group)
                     continue
                 reached = candidates.setdefault(id(props), {})
                 for stream in group:
@@ -165,6 +171,12 @@ class Planner(PlanBuilder):
                     if not candidate.overloads and (best_admissible is None
                                                     or candidate.cost < best_admissible.cost):
                         best_admissible = candidate
+        for candidate in (widened_parts(self, near, inp, target, distance) if near else ()):
+            priced.append(candidate)
+            if candidate.cost < best.cost:
+                best = candidate
+            if not candidate.overloads and (best_admissible is None or candidate.cost < best_admissible.cost):
+                best_admissible = candidate
         chosen = best_admissible or best
         seen = {where(chosen)}  # the same plan may be priced twice (data shipping is a candidate too)
         chosen.alternatives = [c for c in priced if where(c) not in seen and not seen.add(where(c))]
@@ -223,3 +235,30 @@ class Planner(PlanBuilder):
     def _repeated(self, inp: InputProperties) -> frozenset[str]:
         stats = self.state.statistics.get(inp.input.stream)
         return stats.repeated_elements if stats is not None else frozenset()
+
+
+def widened_parts(planner: PlanBuilder, near: dict[str, NetworkStream], inp: InputProperties, target: str,
+                  distance: dict[str, int]) -> list[PlanPart]:
+    """Per running stream that nearly serves ``inp``, the part that widens it (``widening``):
+    ``W`` from its parent where it is computed, along its route; ``inp`` takes it at the peer
+    of that route nearest ``target``; priced less what the running stream costs now."""
+    parts = []
+    for s in near.values():
+        parent = planner.state.streams.get(s.parent or "")
+        # (only a stream that crosses links: widening one that does not saves nothing)
+        props = hull(s.properties, inp) if parent is not None and not s.past and len(s.route) > 1 else None
+        if props is None or not match_properties(parent.properties, props).shareable:
+            continue
+        wide = planner.new_stream(props, "items", s.origin, parent,
+                                  match_properties(parent.properties, props).residual, s.route)
+        v = min(s.route, key=lambda p: (distance.get(p, len(distance)), s.route.index(p)))
+        taken = planner._at_reuse(wide, v, target, inp, match_properties(props, inp))
+        streams = [wide, *taken.new_streams]
+        route = s.route[:s.route.index(v)] + taken.route  # (the peers its items pass from where W is made)
+        part = PlanPart(inp, parent.id, s.origin, taken.operator_peer, taken.operators, route, streams,
+                        taken.result_stream, wide.usage.merge(taken.usage), reason=f"widened {s.id}")
+        planner.finish(part)
+        part.widened = s.id
+        part.cost -= planner.cost(s.usage)[0]
+        parts.append(part)
+    return parts

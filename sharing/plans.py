@@ -72,6 +72,7 @@ class PlanPart:
     overloads: list[Overload] = field(default_factory=list)
     reason: str = ""
     alternatives: list["PlanPart"] = field(default_factory=list, repr=False)  # priced, not chosen
+    widened: str = ""  # the running stream this part widens (``widening``): its consumers follow
 
     def summary(self) -> dict:
         """What a person comparing plans needs: where, which route, what it costs, why not."""
@@ -92,6 +93,7 @@ class PlanPart:
             "new_streams": [s.id for s in self.new_streams],
             "delivered_stream": self.result_stream,
             "match": self.reason,
+            "widened": self.widened,
             "cost": round(self.cost, 6),
             "alternatives": [a.summary() for a in sorted(self.alternatives, key=lambda a: a.cost)[:MAX_ALTERNATIVES]],
         }
@@ -102,6 +104,9 @@ class PlanPart:
         if self.new_streams and self.new_streams[0].past:  # (``replay_plans``: from the log)
             source = (f"its log replayed at {self.reuse_peer} on a copy of its own" if self.reused == name else
                       f"a copy at {self.reuse_peer} of {self.reused}, a replay of its log already running")
+        elif self.widened:
+            source = (f"widened {self.widened} (as {self.new_streams[0].id}, from {self.reused} at "
+                      f"{self.reuse_peer}; its consumers move onto it)")
         else:
             source = f"reuse stream {self.reused} at {self.reuse_peer}"
         return f"{name}: {source}; {ops} at {self.operator_peer}; route {'→'.join(self.route)}"

@@ -90,7 +90,8 @@ def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, mar
            streams: Mapping[str, NetworkStream], follow: Callable[[PlanningSnapshot, str, float], float]) -> Move:
     """The candidate to move to, by the network's cost after it and the moves it opens; of
     candidates within half the margin of the best, the one that sends the fewest bits (the cost
-    model can price a raw copy and a filtered stream alike on idle links: the bytes decide).
+    model can price a raw copy and a filtered stream alike on idle links: the bytes decide), then
+    the one reusing the widest stream.
     ``streams``: every stream of the view, this subscription's own included; ``follow``: what
     another subscription on the running chain saves, on a snapshot, by moving next (only if it
     would: by more than the margin)."""
@@ -103,19 +104,32 @@ def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, mar
     shortlist = {id(p): (price, p) for price, p in sorted(priced, key=lambda x: x[0].marginal)[:LOOK_AHEAD]}
     shortlist |= {id(p): (price, p) for price, p in sorted(priced, key=lambda x: x[0].share)[:LOOK_AHEAD]}
     others = {base(u) for s in lineage(streams, delivered) for u in s.users} - {sid}
+    scale = margin * max(running.share, running.marginal)
+    # a move the look-ahead alone justifies only climbs: to a stream at least as wide as the
+    # widest it reads now (or the original) — two readers of equal streams would otherwise
+    # swap places for ever, each expecting the other to follow
+    top = max((s.estimate.bits_per_second for s in lineage(streams, delivered) if not s.original), default=0.0)
     moves = []
     for price, part in shortlist.values():
         change = price.marginal - running.marginal
-        if others:
+        climbs = part.reused not in streams or streams[part.reused].original or reused_bits(streams, part) >= top
+        if others and climbs:
             after = moved(planner.state, streams, sid, part, planner.cost_model, planner.calibration)
             change -= sum(follow(after, t, margin) for t in sorted(others))
         moves.append(Move(part, running, price, change))
-    scale = margin * max(running.share, running.marginal)
     least = min(m.change for m in moves)
-    best = min((m for m in moves if m.change <= least + scale / 2), key=lambda m: (bits(m.part), m.change))
+    # (among near-equals: the fewest bits on the links, then the widest stream reused — the one
+    # that stays when a hierarchy of streams settles — then the cheapest)
+    best = min((m for m in moves if m.change <= least + scale / 2),
+               key=lambda m: (bits(m.part), -reused_bits(streams, m.part), m.change))
     if best.change < -scale:
         return best
     return Move(None, running, best.best, best.change)
+
+
+def reused_bits(streams: Mapping[str, NetworkStream], part: PlanPart | None) -> float:
+    reused = streams.get(part.reused) if part is not None else None
+    return reused.estimate.bits_per_second if reused is not None else 0.0
 
 
 def bits(part: PlanPart | None) -> float:
@@ -167,7 +181,9 @@ def follow_gain(planner_for: Callable[[PlanningSnapshot], PlanBuilder],
                 best_part) -> Callable[[PlanningSnapshot, str, float], float]:
     """``choose``'s look-ahead: what subscription ``t`` saves by moving next on a snapshot — its
     own streams there, less its best plan without them. Its target is its registering peer
-    (the prefix of its id), what it needs is the properties of the deepest stream it reads."""
+    (the prefix of its id), what it needs is the properties of the deepest stream it reads.
+    While it is itself moving it reads two (its old and its new plan's, alike): each is priced
+    with its own chain and the smaller saving counts (the old plan goes anyway)."""
     def gain(snapshot: PlanningSnapshot, t: str, margin: float) -> float:
         own = own_streams(snapshot.streams, t)
         if not own:
@@ -176,17 +192,20 @@ def follow_gain(planner_for: Callable[[PlanningSnapshot], PlanBuilder],
         reads = [s for s in snapshot.streams.values() if any(base(u) == t for u in s.users)]
         parents = {s.parent for s in reads}
         deepest = [s for s in reads if s.id not in parents]
-        if target not in snapshot.backbone.peers or len(deepest) != 1:
+        if target not in snapshot.backbone.peers or len({d.properties for d in deepest}) != 1:
             return 0.0
         snapshot = PlanningSnapshot(snapshot.backbone, snapshot.new_stream_id, dict(snapshot.link_used),
                                     dict(snapshot.peer_used), snapshot.statistics, snapshot.originals,
                                     {k: list(v) for k, v in snapshot.tables.items()}, snapshot.streams,
                                     snapshot.positions)
         planner = planner_for(snapshot)
-        mine = Usage()
-        for s in own.values():
-            mine = mine.merge(s.usage)
-        saved = planner.cost(mine)[0]
+        saved = float("inf")
+        for d in deepest:
+            mine = Usage()
+            for s in lineage(snapshot.streams, d.id):
+                if s.id in own:
+                    mine = mine.merge(s.usage)
+            saved = min(saved, planner.cost(mine)[0])
         without(snapshot, own)
         try:
             part = best_part(planner, deepest[0].properties, target)

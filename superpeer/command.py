@@ -91,7 +91,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                   state_dir=state_dir, watermark_idle_s=args.watermark_idle_s,
                                   security=security, peer_listen=args.peer_listen, quotas=quotas,
                                   history=history, archive=archive, replay_rate=args.replay_rate,
-                                  cut_links=tuple(args.cut_link), reoptimisation=reoptimisation)
+                                  cut_links=tuple(args.cut_link), reoptimisation=reoptimisation,
+                                  widening=args.widening)
     except (TopologyError, NodeError, OSError) as exc:
         raise ServeError(f"error: {getattr(exc, 'message', exc)}") from None
     kept = f"state in {state_dir}" if state_dir else "state in memory only"

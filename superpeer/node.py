@@ -98,6 +98,7 @@ class NodeSettings:
     cut_routes_in_background: bool = True  # False: routes are cut before ``remove`` returns
     cut_links: tuple[str, ...] = ()  # neighbours the links to are cut from the start (``rpc.link_cut``)
     reoptimisation: ReoptimisationSettings = field(default_factory=ReoptimisationSettings)
+    widening: bool = False  # widen a running stream for a near miss (``sharing.widening``)
 
 
 class Node:
@@ -136,6 +137,7 @@ class Node:
         self.control = ControlPlane(self.state, self.transport, settings.retention, self.positions,
                                     self.transport.detector.incarnation)
         self.recovery = Recovery(self.control, self.transport.detector)
+        self.control.widening = settings.widening
         self.reoptimiser = Reoptimiser(self.control, self.recovery, settings.reoptimisation,
                                        synchronous=self.executor.synchronous)
         self.control.replanned = self.reoptimiser.wake  # (events that can change the best plans)

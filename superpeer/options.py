@@ -61,6 +61,9 @@ def add_reoptimisation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reoptimise-margin", type=float, default=0.10, metavar="FRACTION",
                    help="take a new plan only if it costs less than (1 - FRACTION) × the running "
                         "one (default 0.1)")
+    p.add_argument("--widening", action="store_true",
+                   help="offer a new subscription that nearly matches a running stream to widen that "
+                        "stream (its readers move onto the wider one); experimental, off by default")
     p.add_argument("--reoptimise-cooldown", type=parse_duration, default=10.0, metavar="DURATION",
                    help="no re-plan of a subscription within this long of its last one (default 10s)")
 
@@ -75,10 +78,11 @@ def reoptimisation_settings(args: argparse.Namespace):
 
 def reoptimisation_flags(args: argparse.Namespace) -> list[str]:
     """The same flags for a launcher to pass on to every daemon it starts."""
+    widening = ["--widening"] if getattr(args, "widening", False) else []
     if getattr(args, "no_reoptimise", False):
-        return ["--no-reoptimise"]
-    return ["--reoptimise-every", str(args.reoptimise_every), "--reoptimise-margin", str(args.reoptimise_margin),
-            "--reoptimise-cooldown", str(args.reoptimise_cooldown)]
+        return ["--no-reoptimise", *widening]
+    return ["--reoptimise-every", repr(args.reoptimise_every), "--reoptimise-margin", repr(args.reoptimise_margin),
+            "--reoptimise-cooldown", repr(args.reoptimise_cooldown), *widening]
 
 
 def spark_options(args: argparse.Namespace) -> dict:

@@ -43,6 +43,7 @@ from sharing.replay import replay_inputs
 from sharing.replay_plans import shared_replays
 from sharing.statistics import StreamStatistics
 from sharing.stream_table import NetworkStream
+from sharing.widening import widening as widened
 from wxquery.errors import WXQueryError
 from wxquery.limits import DEFAULT_LIMITS, AnalysisInterrupted, Interruption, QueryLimits
 
@@ -92,7 +93,9 @@ class ControlPlane:
         self.link = link
         self.two_phase = Coordinator(state, link)  # installs plans: reserve, commit, release
         self.retention = retention
-        self.make_planner = planner or (lambda view: Planner(view.snapshot))
+        self.widening = False  # offer to widen a running stream for a near miss (``serve --widening``)
+        self.make_planner = planner or (lambda view: widened(Planner(view.snapshot)) if self.widening
+                                        else Planner(view.snapshot))
         self.incarnation = incarnation
         self.positions = positions
         self.subscriptions: dict[str, SubscriptionRecord] = {}
@@ -330,6 +333,8 @@ class ControlPlane:
         record.paths = data_paths(plan, view.lineage)
         record.incarnations = {p: commit.incarnations.get(p) or self.incarnation(p)
                                for path in record.paths for p in path}
+        if any(p.widened for p in plan.parts):  # (its stream's consumers move onto it first)
+            record.last_replan = time.time()
         self.state.store.set_plan(sid, record.owner, record.stale, record.starts, record.chains, record.sample)
 
     def _reserve(self, record: SubscriptionRecord, deadline: float,

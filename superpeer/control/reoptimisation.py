@@ -164,7 +164,7 @@ class Reoptimiser:
             streams = dict(view.snapshot.streams)  # (before its own streams are taken out)
             without(view.snapshot, own_streams(streams, sid))
             new_id = f"{sid}~{secrets.token_hex(3)}"
-            planner = Planner(view.snapshot)
+            planner = Planner(view.snapshot)  # (no widening: a running subscription only follows one)
             try:
                 plan = planner.subscribe(new_id, props, state.id, Strategy.SHARING)
             except (RegistrationError, TopologyError, KeyError) as exc:

@@ -123,7 +123,8 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     peer_listen: str | None = None, quotas: UserQuotas | None = None,
                     history: HistoryBound | None = None, archive: ArchiveSettings | None = None,
                     replay_rate: float = 0.0, cut_links: tuple[str, ...] = (),
-                    reoptimisation: ReoptimisationSettings | None = None) -> RunningSuperPeer:
+                    reoptimisation: ReoptimisationSettings | None = None,
+                    widening: bool = False) -> RunningSuperPeer:
     """Serve ``peer``. It listens on ``listen`` and ``peer_listen`` (e.g. ``0.0.0.0:50051`` and
     ``0.0.0.0:50052`` in a container) if given, else on its topology addresses; the other
     super-peers always reach it at its topology peer address. ``security``: TLS on both, mutual
@@ -133,7 +134,7 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                             limits=limits or DataLimits(), heartbeats=heartbeats or HeartbeatSettings(),
                             state_dir=state_dir, watermark_idle_s=watermark_idle_s, history=history,
                             archive=archive, replay_rate=replay_rate, cut_links=cut_links,
-                            reoptimisation=reoptimisation or ReoptimisationSettings())
+                            reoptimisation=reoptimisation or ReoptimisationSettings(), widening=widening)
     node = Node(peer, topology, settings, security)
     host, _, default_port = topology.address(peer).rpartition(":")
     servers = Servers(node, listen or f"{host}:{port if port is not None else default_port}",

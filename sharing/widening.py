@@ -1,0 +1,94 @@
+"""Stream widening: a near miss served by widening a running stream (the StreamGlobe paper,
+Section 6; issue 31).
+
+A new subscription whose predicate is a little wider than a running stream's, or which needs
+an element the stream does not carry, cannot reuse it and would get a stream of its own from
+the stream's parent. Widening offers the planner a third way: one stream ``W`` computed where
+the running stream ``S`` is, from the same parent, along the same route, with the **hull** of
+both — every range bound the two have on the same element, loosened to the wider of the two
+(bounds only one of them has are dropped, relations between elements kept only where both have
+them), and the elements both carry. ``W`` serves the new subscription (a residual of its own
+where it takes it) and every consumer of ``S`` (their residual: ``S``'s predicate and
+projection); once they have moved onto it — re-optimisation moves each, live and exactly,
+since ``S`` then costs only them — ``S`` is removed. So the part is priced at what ``W`` and
+its residual cost *less* what ``S`` costs now: what the network carries once the move is done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+from wxquery.operators import definitions as alg
+
+from .matching import match_properties
+from .stream_properties import InputProperties, Projection, Selection
+
+LOWER = {">": False, ">=": True}  # op -> inclusive
+UPPER = {"<": False, "<=": True}
+
+
+def widening(planner):
+    """A planner that offers to widen a running stream for a near miss (the daemons')."""
+    planner.widening = True
+    return planner
+
+
+def widenable(props: InputProperties) -> bool:
+    """A stream of per-item operators only: what a hull can be taken of."""
+    return (props.window is None and not props.aggregates and props.aggregate_selection is None
+            and not props.unknown and props.sample == 1)
+
+
+def hull(stream: InputProperties, sub: InputProperties) -> InputProperties | None:
+    """The narrowest per-item properties serving both (None: there is none worth offering)."""
+    if stream.input != sub.input or not widenable(stream) or sub.unknown or sub.sample != 1:
+        return None
+    selection = None
+    if stream.selection is not None and sub.selection is not None:
+        atoms = _hull_atoms(stream.selection.atoms, sub.selection.atoms)
+        selection = Selection(atoms) if atoms else None
+    projection = Projection(stream.projection.output | sub.projection.referenced,
+                            stream.projection.referenced | sub.projection.referenced)
+    widened = replace(stream, selection=selection, projection=projection)
+    if widened == stream:
+        return None
+    if not (match_properties(widened, sub).shareable and match_properties(widened, stream).shareable):
+        return None
+    return widened
+
+
+def _hull_atoms(ours: tuple[alg.Atom, ...], theirs: tuple[alg.Atom, ...]) -> tuple[alg.Atom, ...]:
+    a, b = _bounds(ours), _bounds(theirs)
+    atoms: list[alg.Atom] = []
+    for path in sorted(set(a) & set(b)):
+        (lo_a, hi_a), (lo_b, hi_b) = a[path], b[path]
+        if lo_a is not None and lo_b is not None:
+            value, inclusive = min(lo_a, lo_b, key=lambda x: (x[0], not x[1]))
+            atoms.append(alg.Atom(path, ">=" if inclusive else ">", None, value))
+        if hi_a is not None and hi_b is not None:
+            value, inclusive = max(hi_a, hi_b, key=lambda x: (x[0], x[1]))
+            atoms.append(alg.Atom(path, "<=" if inclusive else "<", None, value))
+    relations = [x for x in ours if x.right is not None and x in theirs]
+    return tuple(atoms + relations)
+
+
+Bound = tuple[Fraction, bool] | None
+
+
+def _bounds(atoms: tuple[alg.Atom, ...]) -> dict[str, tuple[Bound, Bound]]:
+    """Per element compared with a constant, its tightest lower and upper bound."""
+    out: dict[str, tuple[Bound, Bound]] = {}
+    for atom in atoms:
+        if atom.right is not None:
+            continue
+        lo, hi = out.get(atom.left, (None, None))
+        c = atom.constant
+        if atom.op in LOWER or atom.op == "=":
+            new = (c, LOWER.get(atom.op, True))
+            lo = new if lo is None else max(lo, new, key=lambda x: (x[0], not x[1]))
+        if atom.op in UPPER or atom.op == "=":
+            new = (c, UPPER.get(atom.op, True))
+            hi = new if hi is None else min(hi, new, key=lambda x: (x[0], x[1]))
+        out[atom.left] = (lo, hi)
+    return out
