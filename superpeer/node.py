@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -138,6 +139,7 @@ class Node:
                                     self.transport.detector.incarnation)
         self.recovery = Recovery(self.control, self.transport.detector)
         self.control.widening = settings.widening
+        self._drift_woken = 0.0
         self.reoptimiser = Reoptimiser(self.control, self.recovery, settings.reoptimisation,
                                        synchronous=self.executor.synchronous)
         self.control.replanned = self.reoptimiser.wake  # (events that can change the best plans)
@@ -160,7 +162,9 @@ class Node:
         event for re-optimisation."""
         with self.state.lock:
             drifted = self.data.rates.measure(self.state.table)
-        if drifted:
+        now = time.monotonic()
+        if drifted and now - self._drift_woken >= self.settings.reoptimisation.every_s:
+            self._drift_woken = now  # (a round at most every interval for drifts)
             self.reoptimiser.wake(f"measured rates of {', '.join(sorted(drifted)[:3])} drifted")
 
     def _executor_output(self, stream: str, seq: int, outputs: list, end: bool,

@@ -59,8 +59,8 @@ def add_reoptimisation_options(p: argparse.ArgumentParser) -> None:
                    help="re-run SUBSCRIBE for every subscription registered here this often, besides "
                         "after events that can change the best plan (default 5s)")
     p.add_argument("--reoptimise-margin", type=float, default=0.10, metavar="FRACTION",
-                   help="take a new plan only if it costs less than (1 - FRACTION) × the running "
-                        "one (default 0.1)")
+                   help="take a new plan only if the network's cost falls by this share of what the "
+                        "subscription's streams cost it (default 0.1)")
     p.add_argument("--widening", action="store_true",
                    help="offer a new subscription that nearly matches a running stream to widen that "
                         "stream (its readers move onto the wider one); experimental, off by default")

@@ -8,8 +8,10 @@ re-plan after a failure, a peer back), this peer runs SUBSCRIBE again for each s
 registered here, over a fresh view in which the streams only this subscription uses are taken
 out (what they cost is what the new plan must beat; they must not be reused by it):
 
-* the new plan is taken only if it costs less than ``(1 - margin)`` × what the running plan's
-  own streams cost, and not within ``cooldown_s`` of the subscription's last re-plan (no flapping);
+* a new plan is taken only if the network carries less with it by the margin — its new streams,
+  less the running plan's own, less what the moves it opens save (``sharing.reoptimisation``)
+  — and not within ``cooldown_s`` of the subscription's last re-plan (no flapping); after a
+  cancelled move, the wait doubles;
 * it is installed in two phases under a new plan id, like a failure's re-plan; the
   subscription's input is then fed by a ``TrackSwitch`` from both plans until the switch item
   is passed (``subscriptions.track_switch``); only then are the old plan's streams removed,
@@ -32,6 +34,7 @@ import math
 import secrets
 import threading
 import time
+from dataclasses import dataclass, field
 
 from sharing.backbone import TopologyError
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
@@ -39,7 +42,7 @@ from sharing.reoptimisation import choose, follow_gain, own_streams, without
 
 from ..errors import as_node_error
 from ..recovery.replanning import Recovery
-from ..recovery.route_health import broken, data_paths
+from ..recovery.route_health import broken, data_paths, restarted
 from ..subscriptions.plan_history import note_replan
 from ..subscriptions.record import SubscriptionRecord
 from ..subscriptions.track_switch import TrackSwitch
@@ -55,6 +58,23 @@ SWITCH_CHECK_S = 0.05  # how often a pending switch is looked at
 SWITCH_DEADLINE_S = 60.0  # a switch not done by then is cancelled: the old plan goes on alone
 
 
+@dataclass
+class Move:
+    """A subscription moving to a new plan: its switch, and what to remove or restore after."""
+
+    switch: TrackSwitch
+    record: SubscriptionRecord
+    entry: dict  # its plan history entry (how the switch went)
+    ids: list[str]  # the old plan's ids: removed once the switch is done
+    peers: set[str]  # … at these peers
+    paths: tuple  # the old plan's paths (a break there cancels the switch)
+    restore: dict  # the record's fields before the move (a cancel puts them back)
+    new_id: str
+    new_peers: set[str]  # where the new plan is (a cancel removes it there)
+    progress: str | None  # a stream here showing how far the old plan has come (``progress_stream``)
+    since: float = field(default_factory=time.monotonic)
+
+
 class Reoptimiser:
     def __init__(self, control: ControlPlane, recovery: Recovery, settings: ReoptimisationSettings,
                  synchronous: bool) -> None:
@@ -64,7 +84,7 @@ class Reoptimiser:
         self.recovery = recovery
         self.settings = settings
         self.synchronous = synchronous
-        self.switches: dict[str, tuple[TrackSwitch, dict]] = {}  # sid -> (switch, what to remove after)
+        self.switches: dict[str, Move] = {}  # sid -> its move, while it switches
         self.rounds = 0
         self.migrations = 0
         self._wake = threading.Event()
@@ -222,11 +242,21 @@ class Reoptimiser:
                 state.deliveries.setdefault(new_stream, []).append((switch.new, variable))
         try:
             done = control.two_phase.commit(txn, plan, view)
-        except Exception as exc:  # noqa: BLE001 - the old plan goes on alone
+        except Exception as exc:  # noqa: BLE001 - the old plan goes on alone, unless it is too late
+            why = f"installing the new plan failed: {as_node_error(exc, new_id).message}"
             with state.lock:
-                self._detach(switch, old_to_runtime=True, new_to_runtime=False)
-            self._undo(txn, new_id, plan, view)
-            record.reoptimisation = f"kept: installing the new plan failed: {as_node_error(exc, new_id).message}"
+                switched = switch.complete and not switch.failed
+                if not switched:
+                    switch.fail(why)
+                self._detach(switch, old_to_runtime=not switched, keep_new=False)
+                if switched:  # (part of the new plan fed it already, past the switch: recomputed, exactly)
+                    record.stale = [*record.stale, new_id]
+                    record.recovering, record.degraded, record.degraded_since = True, f"switching plans: {why}", time.time()
+            if switched:
+                self.recovery.after_heartbeat()
+            else:
+                self._undo(txn, new_id, plan, view)
+            record.reoptimisation = f"kept: {why}"
             return False
         paths = data_paths(plan, view.lineage)
         new_peers = {p for path in paths for p in path} | {p for s in plan.parts[0].new_streams
@@ -244,10 +274,8 @@ class Reoptimiser:
             entry = note_replan(record, why, old_cost, new_cost, plan, old_plan)
             entry["state"] = "switching"
         state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample)
-        self.switches[sid] = (switch, {"ids": old_ids, "peers": old_peers, "entry": entry, "since": time.monotonic(),
-                                       "record": record, "progress": progress_stream(state, old_stream),
-                                       "paths": old_paths, "restore": restore, "new_id": new_id,
-                                       "new_peers": new_peers})
+        self.switches[sid] = Move(switch, record, entry, old_ids, old_peers, old_paths, restore, new_id, new_peers,
+                                  progress_stream(state, old_stream))
         self.migrations += 1
         log.warning("subscription %s re-planned as %s (%s): cost %.4g -> %.4g: %s", sid, new_id, why,
                     old_cost, new_cost, plan.describe().replace("\n", " | "))
@@ -256,44 +284,57 @@ class Reoptimiser:
     # ------------------------------------------------------------------ switches
 
     def finish_switches(self) -> None:
-        """Look at each pending switch: once done, the old plan is removed along its routes."""
+        """Look at each pending switch: once done, the old plan is removed along its routes; one
+        that cannot finish is cancelled (with the installing lock: recovery is not re-planning
+        the same subscription meanwhile)."""
         state = self.control.state
-        for sid, (switch, after) in list(self.switches.items()):
-            record: SubscriptionRecord = after["record"]
-            with state.lock:
+        for sid, move in list(self.switches.items()):
+            switch, record = move.switch, move.record
+            with self.control._installing, state.lock:
                 if switch.runtime is not record.runtime or self.control.subscriptions.get(sid) is not record:
-                    self._detach(switch, old_to_runtime=False, new_to_runtime=False)  # re-planned, or ended
+                    self._detach(switch, old_to_runtime=False, keep_new=False)  # re-planned, or ended
                     del self.switches[sid]
-                    after["entry"]["state"] = "replaced"
+                    move.entry["state"] = "replaced"
                     continue
-                stream = after["progress"]
-                if stream is not None:
-                    switch.progress(self.control.positions.next.get(stream, 0))
-                late = time.monotonic() - after["since"] > SWITCH_DEADLINE_S
-                if not switch.done and not late and not broken(after["paths"], self.recovery.detector):
+                if move.progress is not None:
+                    switch.progress(self.control.positions.next.get(move.progress, 0))
+                late = time.monotonic() - move.since > SWITCH_DEADLINE_S
+                old_broken = (broken(move.paths, self.recovery.detector)
+                              or restarted(move.restore["incarnations"], self.recovery.detector))
+                if not switch.done and not late and not old_broken:
                     continue
-                if switch.done and not switch.failed:
-                    self._detach(switch, old_to_runtime=False, new_to_runtime=True)
-                    after["entry"].update(state="switched", switched_at_item=switch.at)
+                del self.switches[sid]
+                if switch.ended and not switch.failed:  # (the input ended: nothing more comes)
+                    self._detach(switch, old_to_runtime=False, keep_new=False)
+                    move.entry.update(state="ended")
+                    cancelled = False
+                elif switch.done and not switch.failed:
+                    self._detach(switch, old_to_runtime=False, keep_new=True)
+                    move.entry.update(state="switched", switched_at_item=switch.at)
+                    record.cancels = 0
                     cancelled = False
                 else:  # the old plan fed everything so far: it goes on alone, the new one is removed
                     why = switch.failed or (
-                        "the old plan's route broke" if not late else
+                        "the old plan's route broke" if old_broken else
                         "the new plan delivered nothing" if switch.at is None else
                         f"the old plan did not reach item {switch.at} in {SWITCH_DEADLINE_S:g} s")
                     switch.fail(why)
-                    self._detach(switch, old_to_runtime=True, new_to_runtime=False)
-                    self._restore(record, after["restore"])
-                    after["entry"].update(state="cancelled", why_cancelled=why)
-                    record.reoptimisation = f"the move to {after['new_id']} was cancelled: {why}"
+                    self._detach(switch, old_to_runtime=True, keep_new=False)
+                    self._restore(record, move.restore)
+                    move.entry.update(state="cancelled", why_cancelled=why)
+                    record.reoptimisation = f"the move to {move.new_id} was cancelled: {why}"
+                    record.cancels += 1  # (each cancel doubles the wait before the next try)
+                    record.last_replan = time.time() + self.settings.cooldown_s * (2 ** min(record.cancels, 5) - 1)
                     cancelled = True
-                del self.switches[sid]
+                if cancelled:
+                    record.stale = [*record.stale, move.new_id]
+                else:
+                    record.stale = [i for i in record.stale if i not in move.ids]
+                state.store.set_plan(sid, record.owner, record.stale, record.starts, record.chains, record.sample)
             if cancelled:
-                state.store.set_plan(sid, record.owner, [*record.stale, after["new_id"]], record.starts, record.chains,
-                                     record.sample)
-                self._remove([after["new_id"]], after["new_peers"])
+                self._remove([move.new_id], move.new_peers)
             else:
-                self._remove(after["ids"], after["peers"])
+                self._remove(move.ids, move.peers)
 
     def _restore(self, record: SubscriptionRecord, old: dict) -> None:
         """Called with the lock held: the record as it was before the move (a route broken on
@@ -301,18 +342,18 @@ class Reoptimiser:
         record.plan, record.inputs, record.owner = old["plan"], old["inputs"], old["owner"]
         record.stale, record.paths, record.incarnations = old["stale"], old["paths"], old["incarnations"]
 
-    def _detach(self, switch: TrackSwitch, old_to_runtime: bool, new_to_runtime: bool) -> None:
-        """Called with the lock held: the switch stops feeding; the old plan's stream feeds the
-        runtime alone again (``old_to_runtime``: the new plan failed) or not at all, the new
-        plan's feeds it (``new_to_runtime``: the switch is done) or not at all."""
+    def _detach(self, switch: TrackSwitch, old_to_runtime: bool, keep_new: bool) -> None:
+        """Called with the lock held: the old plan's stream stops feeding the switch — and feeds
+        the runtime alone again (``old_to_runtime``: the new plan failed) or not at all; the new
+        plan's stream goes on through the switch (``keep_new``: it is done, and still drops what
+        the new plan sends from before the switch item) or stops."""
         state = self.control.state
         old = state.deliveries.get(switch.old_stream, [])
         state.deliveries[switch.old_stream] = [(switch.runtime, v) if r is switch.old else (r, v)
                                                for r, v in old if r is not switch.old or old_to_runtime]
-        new = [e for e in state.deliveries.get(switch.new_stream, []) if e[0] is not switch.new]
-        if new_to_runtime:
-            new.append((_After(switch), switch.variable))
-        state.deliveries[switch.new_stream] = new
+        if not keep_new:
+            state.deliveries[switch.new_stream] = [e for e in state.deliveries.get(switch.new_stream, [])
+                                                   if e[0] is not switch.new]
 
     def _undo(self, txn: str, new_id: str, plan: Plan, view: RemotePlanningView) -> None:
         peers = set(self.control.two_phase.affected(plan)) | self.control.two_phase.holders(plan, view)
@@ -334,21 +375,8 @@ class Reoptimiser:
         return {"enabled": self.settings.enabled, "every_s": self.settings.every_s,
                 "margin": self.settings.margin, "cooldown_s": self.settings.cooldown_s,
                 "rounds": self.rounds, "migrations": self.migrations,
-                "switching": {sid: {"at_item": s.at, "held": len(s.held)} for sid, (s, _) in self.switches.items()}}
-
-
-class _After:
-    """The new plan's delivery once a switch is done: the items from before the switch item
-    that may still come on it (the new plan started earlier) are dropped."""
-
-    def __init__(self, switch: TrackSwitch) -> None:
-        self.switch, self.runtime, self.at = switch, switch.runtime, switch.at
-
-    def feed(self, variable: str, values: list, end: bool, origins=None) -> None:
-        origins = self.switch.keys(values, origins)
-        if origins is not None and self.at is not None and len(origins) and origins[0] < self.at:
-            values = [v for v, o in zip(values, origins) if o >= self.at]
-        self.runtime.feed(variable, values, end)
+                "switching": {sid: {"at_item": m.switch.at, "held": len(m.switch.held)}
+                              for sid, m in list(self.switches.items())}}
 
 
 def progress_stream(state, stream: str) -> str | None:

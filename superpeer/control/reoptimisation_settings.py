@@ -11,7 +11,7 @@ from dataclasses import dataclass
 class ReoptimisationSettings:
     enabled: bool = True
     every_s: float = 5.0  # a round over every subscription at least this often (and on events)
-    margin: float = 0.10  # a new plan is taken only if it costs less than (1 - margin) × the old
+    margin: float = 0.10  # a move must lower the network's cost by this share of the subscription's
     cooldown_s: float = 10.0  # no re-plan of a subscription within this long of its last one
 
     def __post_init__(self) -> None:

@@ -286,7 +286,7 @@ class DataPlane:
             return
         count = len(serialized) if serialized is not None else len(values)
         position = self.positions.advance(sid, position, count) if count else None
-        if count and serialized is not None:  # (text as it travels: ~ its UTF-8 bytes)
+        if count and serialized is not None and not replaying:  # (text as it travels; the past is not a rate)
             self.rates.add(sid, count, sum(map(len, serialized)))
         if end and not self.state.table.mark_ended(sid):
             end = False  # its end passed here already: every consumer sees it once

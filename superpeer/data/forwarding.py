@@ -163,6 +163,7 @@ class Forwarder:
             if self.stopped and not self.queue:
                 return None
             first = self.queue.popleft()
+            pieces = [first.origins]  # (joined once: not a list rebuilt per merged chunk)
             # merge following chunks of the same stream up to a batch
             while (not first.end and first.watermark is None and self.queue and self.queue[0].stream == first.stream
                    and _follows(first, self.queue[0])
@@ -170,13 +171,15 @@ class Forwarder:
                    and sum(first.sizes) + sum(self.queue[0].sizes) <= BATCH_BYTES):
                 nxt = self.queue.popleft()
                 if not first.items:
-                    first.position, first.origins = nxt.position, nxt.origins
+                    first.position, first.origins, pieces = nxt.position, nxt.origins, [nxt.origins]
                 elif nxt.items:
-                    first.origins = joined(first.origins, nxt.origins)
+                    pieces.append(nxt.origins)
+                    first.origins = nxt.origins  # (the last piece: what the next one must follow)
                 first.items.extend(nxt.items)
                 first.sizes.extend(nxt.sizes)
                 first.end = nxt.end
                 first.watermark = nxt.watermark
+            first.origins = joined(pieces)
             n = _fitting(first.sizes)
             if n < len(first.items):
                 self.queue.appendleft(first.split(n))
@@ -224,7 +227,7 @@ def _follows(first: _Chunk, nxt: _Chunk) -> bool:
     """Whether ``nxt`` continues ``first``'s numbering (one batch carries one first number)."""
     if not nxt.items or not first.items:
         return True
-    if mergeable(first.origins, nxt.origins) is False:
+    if not mergeable(first.origins, nxt.origins):
         return False
     if nxt.position is None:
         return True

@@ -16,15 +16,18 @@ from collections.abc import Sequence
 Origins = Sequence[int]  # a range (the items' own numbers) or a list
 
 
-def joined(first: Origins | None, second: Origins | None) -> Origins | None:
-    """The origins of two consecutive runs of items as one."""
-    if first is None or second is None:
+def joined(pieces: list[Origins | None]) -> Origins | None:
+    """The origins of consecutive runs of items as one (None if any is not known)."""
+    if any(p is None for p in pieces):
         return None
-    if isinstance(first, range) and isinstance(second, range):
-        if first.stop == second.start:
-            return range(first.start, second.stop)
-        return [*first, *second]
-    return [*first, *second]
+    if len(pieces) == 1:
+        return pieces[0]
+    if all(isinstance(p, range) for p in pieces) and all(a.stop == b.start for a, b in zip(pieces, pieces[1:])):
+        return range(pieces[0].start, pieces[-1].stop)  # type: ignore[union-attr]
+    out: list[int] = []
+    for p in pieces:
+        out.extend(p)  # type: ignore[arg-type]
+    return out
 
 
 def mergeable(first: Origins | None, second: Origins | None) -> bool:

@@ -24,13 +24,16 @@ from sharing.stream_table import NetworkStream
 SMOOTHING = 0.3  # weight of the latest interval
 WARM_UP_S = 3.0  # a stream is measured this long before its estimate is replaced
 MIN_ITEMS = 20  # … and has carried at least this many items
+INTERVAL_ITEMS = 10  # an interval lasts until this many items passed (a sparse stream's rate is
+INTERVAL_S = 10.0  # … not one item's arrival), or this long (an idle stream's rate falls)
 DRIFT = 0.25  # a measured rate this far from the priced one is reported
 
 
 @dataclass
 class _Meter:
     first: float  # when its first item passed
-    items: int = 0  # since the last round
+    since: float = 0.0  # when its current interval began
+    items: int = 0  # in the current interval
     bytes: int = 0
     total: int = 0
     freq: float | None = None  # smoothed items/s
@@ -47,7 +50,8 @@ class StreamRates:
         """Called with the peer's lock held: ``items`` of ``stream`` passed, ``size`` bytes."""
         meter = self.meters.get(stream)
         if meter is None:
-            meter = self.meters[stream] = _Meter(time.monotonic())
+            now = time.monotonic()
+            meter = self.meters[stream] = _Meter(now, now)
         meter.items += items
         meter.bytes += size
         meter.total += items
@@ -60,16 +64,18 @@ class StreamRates:
         stream's smoothed rate, and write it into the streams' entries that have warmed up.
         Returns the streams whose rate drifted from the one last priced."""
         now = time.monotonic() if now is None else now
-        interval, self.last = now - self.last, now
+        self.last = now
         drifted: list[str] = []
-        if interval <= 0:
-            return drifted
         for sid, meter in list(self.meters.items()):
             entry: NetworkStream | None = table.get(sid)
             if entry is None:
                 del self.meters[sid]
                 continue
+            interval = now - meter.since
+            if table.has_ended(sid) or interval <= 0 or (meter.items < INTERVAL_ITEMS and interval < INTERVAL_S):
+                continue  # (ended: its last rate stays; a short interval says little)
             rate = meter.items / interval
+            meter.since = now
             size = meter.bytes / meter.items if meter.items and meter.bytes else meter.size
             meter.freq = rate if meter.freq is None else SMOOTHING * rate + (1 - SMOOTHING) * meter.freq
             if size is not None:

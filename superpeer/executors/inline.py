@@ -14,6 +14,7 @@ from wxquery.operators.chains import normalise
 from wxquery.operators.runner import ChainGroup
 from wxquery.operators.windows import WindowCounters
 
+from ..data.origins import picked
 from .base import Deliver, installs_a_copy
 
 
@@ -69,7 +70,7 @@ class InlineExecutor:
             if origins is None or offsets is None:
                 self.deliver(child, seq, out, end)
             else:  # (where each output came from: ``data.origins``)
-                self.deliver(child, seq, out, end, [origins[o] for o in offsets])
+                self.deliver(child, seq, out, end, picked(origins, offsets))
 
     def advance(self, parent: str, path: str, value: float) -> None:
         group = self.groups.get(parent)

@@ -52,7 +52,8 @@ class SubscriptionRecord:
     # Re-planned while running (``control.reoptimisation``, ``recovery.replanning``): each re-plan
     # (``plan_history``), when the last was (the cool-down), and what the last round decided
     plan_history: list[dict] = field(default_factory=list)
-    last_replan: float = 0.0
+    last_replan: float = 0.0  # (may lie ahead: after a cancelled move, the wait before another)
+    cancels: int = 0  # moves cancelled in a row
     reoptimisation: str = ""
 
     @property

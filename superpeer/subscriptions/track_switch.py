@@ -107,7 +107,9 @@ class TrackSwitch:
         if self.at is None:
             if not values:
                 return  # (an end before any item: the original ended, the old side ends too)
-            self.at = max(origins[0] + self.partial_windows, self.old_high + 1)
+            # (windows: also past the old plan's latest — a late item may have opened the new
+            # plan's first window, long before the new operator's clock stood at attach)
+            self.at = max(origins[0], self.old_high + 1) + self.partial_windows
         if values:
             kept = [(v, o) for v, o in zip(values, origins) if o >= self.at]
             values = [v for v, _ in kept]

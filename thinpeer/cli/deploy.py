@@ -42,6 +42,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         serve += ["--heartbeat-s", str(args.heartbeat_s)]
     if args.heartbeat_misses is not None:
         serve += ["--heartbeat-misses", str(args.heartbeat_misses)]
+    from thinpeer.cli.launchers import given_reoptimisation_flags
+
+    serve += given_reoptimisation_flags(args)  # (only those given: an older image need not know them)
     containers = launcher(args)
     with topology_path(args.topology) as path:
         if not path.is_file():
@@ -135,6 +138,9 @@ def register(add_command: AddCommand) -> None:
                    help="the super-peers' heartbeat interval (superpeer serve's default if not given)")
     p.add_argument("--heartbeat-misses", type=int, metavar="N",
                    help="missed heartbeats before a peer or link is declared down")
+    from superpeer.options import add_reoptimisation_options
+
+    add_reoptimisation_options(p)
     p.add_argument("--subnet", help="the containers' network (default: a 10.231-238.x.0/24 chosen "
                                     "by the project name)")
     p.add_argument("--timeout", type=parse_duration, default=240.0, metavar="DURATION",

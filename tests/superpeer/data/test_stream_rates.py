@@ -32,12 +32,11 @@ def test_a_streams_entry_takes_the_rate_and_size_it_was_measured_to_carry(net):
     q1 = net.peers["SP1"].control.subscribe(example_query("q1"))
     stream = q1.plan.parts[0].result_stream
     guessed = sp4.state.table.get(stream).estimate
-    sp4._measure()  # (the interval starts)
-    start = time.monotonic()
     for k in range(200, 2200, 100):
         sp4.data.publish("photons", PHOTONS[k:k + 100])
     time.sleep(0.2)
-    interval = time.monotonic() - start
+    began = sp4.data.rates.meters[stream].since  # (its first item here)
+    interval = time.monotonic() - began
     sp4._measure()
     measured = sp4.state.table.get(stream).estimate
     received = net.peers["SP5"].data.positions.next[stream]  # what SP4 sent of it
@@ -55,7 +54,8 @@ def test_a_rate_that_drifts_is_reported_once(monkeypatch):
     monkeypatch.setattr(stream_rates, "WARM_UP_S", 0.0)
 
     class Table(dict):
-        pass
+        def has_ended(self, stream):
+            return False
 
     net = in_process_network()
     try:
@@ -66,11 +66,14 @@ def test_a_rate_that_drifts_is_reported_once(monkeypatch):
         sid = q1.plan.parts[0].result_stream
         table = Table({sid: sp4.state.table.get(sid)})
         rates.add(sid, 100, 10_000)
-        assert rates.measure(table, now=rates.last + 1.0) == []  # first measured: the price
+        meter = rates.meters[sid]
+        assert rates.measure(table, now=meter.since + 1.0) == []  # first measured: the price
         rates.add(sid, 100, 10_000)
-        assert rates.measure(table, now=rates.last + 1.0) == []  # same rate
-        rates.add(sid, 1000, 100_000)
-        assert rates.measure(table, now=rates.last + 1.0) == [sid]  # ten times the items: drifted
+        assert rates.measure(table, now=meter.since + 1.0) == []  # same rate
+        rates.add(sid, 5, 500)
+        assert rates.measure(table, now=meter.since + 1.0) == []  # too few items to say: no interval yet
+        rates.add(sid, 995, 99_500)
+        assert rates.measure(table, now=meter.since + 1.0) == [sid]  # ten times the items: drifted
         assert table[sid].estimate.size == pytest.approx(100.0)
     finally:
         for p in net.peers.values():

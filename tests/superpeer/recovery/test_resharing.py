@@ -67,16 +67,19 @@ def test_sharing_comes_back_after_a_carrier_peer_is_killed_and_restarted(tmp_pat
         address = network.addresses
         publisher = SuperPeerClient(address["SP4"])
         publisher.register_stream("photons", "photons", "photon", rate=500)
-        photons = [p.to_xml() for p in generate(40000, seed=3)]
+        photons = [p.to_xml() for p in generate(150_000, seed=3)]
         publisher.publish("photons", photons[:200], position=0)
         time.sleep(1.0)  # a heartbeat round: every peer has the statistics
         subs = {name: (peer, SuperPeerClient(address[peer]).subscribe(example_query(name)).subscription)
                 for name, peer in (("q1", "SP1"), ("q2", "SP7"))}
-        done, errors = threading.Event(), []
+        done, stop, errors, published = threading.Event(), threading.Event(), [], [200]
 
-        def publish() -> None:
+        def publish() -> None:  # 600 photons a second until the checks are over
             try:
-                publisher.publish("photons", photons[200:], rate=600, position=200, retry_s=120)
+                while not stop.is_set() and published[0] < len(photons):
+                    at = published[0]
+                    publisher.publish("photons", photons[at:at + 300], rate=600, position=at, retry_s=120)
+                    published[0] = at + 300
                 publisher.close_stream("photons")
                 done.set()
             except BaseException as exc:  # noqa: BLE001 - reported below
@@ -108,10 +111,11 @@ def test_sharing_comes_back_after_a_carrier_peer_is_killed_and_restarted(tmp_pat
                 stream = table[stream]["parent"]
             chains[name] = set(chain)
         assert chains["q1"] & chains["q2"], chains
+        stop.set()
         assert done.wait(120) and not errors, errors
         for name, (peer, sid) in subs.items():
             got = [item for _, item, _ in SuperPeerClient(address[peer]).results(sid, idle_timeout=60)]
-            expected = reference_results(example_query(name), photons[200:])
+            expected = reference_results(example_query(name), photons[200:published[0]])
             assert expected and same(got, expected), (name, len(got), len(expected))
     finally:
         network.stop()
