@@ -121,6 +121,10 @@ class Planner(PlanBuilder):
 
     # ------------------------------------------------------------------ SUBSCRIBE
 
+    def query_shipping_part(self, inp: InputProperties, original: NetworkStream, target: str) -> PlanPart:
+        """The input's operators at its original's peer, the result routed to ``target``."""
+        return self._query_shipping(inp, original, target)
+
     def best_part(self, inp: InputProperties, target: str) -> PlanPart:
         """SUBSCRIBE for one input alone (re-optimisation's look-ahead)."""
         return self._subscribe_input(inp, self.state.original(inp.input), target)

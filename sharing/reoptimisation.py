@@ -97,7 +97,11 @@ def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, mar
     would: by more than the margin)."""
     cost = lambda u: planner.cost(u)[0]  # noqa: E731
     running = running_price(cost, streams, delivered, sid)
-    candidates = [p for p in [chosen, *chosen.alternatives] if not p.overloads and p.result_stream != delivered]
+    # (not the plan it has under new names: a stream priced at its estimate would look cheaper
+    # than the same one measured, and the subscription would move back and forth)
+    running_shape = shape(streams, lineage(streams, delivered))
+    candidates = [p for p in [chosen, *chosen.alternatives] if not p.overloads and p.result_stream != delivered
+                  and shape(streams, [*p.new_streams, *lineage(streams, p.reused)]) != running_shape]
     priced = [(candidate_price(cost, streams, p, sid), p) for p in candidates]
     if not priced:
         return Move(None, running, Price(float("inf"), float("inf")), 0.0)
@@ -125,6 +129,11 @@ def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, mar
     if best.change < -scale:
         return best
     return Move(None, running, best.best, best.change)
+
+
+def shape(streams: Mapping[str, NetworkStream], chain: list[NetworkStream]) -> frozenset:
+    """What a chain computes where, whatever its streams are called."""
+    return frozenset((s.properties, s.origin, s.route, s.operators) for s in chain if not s.original)
 
 
 def reused_bits(streams: Mapping[str, NetworkStream], part: PlanPart | None) -> float:

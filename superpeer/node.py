@@ -162,6 +162,10 @@ class Node:
         event for re-optimisation."""
         with self.state.lock:
             drifted = self.data.rates.measure(self.state.table)
+            for name, original in self.state.originals.items():  # (what new streams are priced from)
+                freq = self.data.rates.measured(name)
+                if freq is not None and not original.closed:
+                    original.statistics.frequency = freq
         now = time.monotonic()
         if drifted and now - self._drift_woken >= self.settings.reoptimisation.every_s:
             self._drift_woken = now  # (a round at most every interval for drifts)

@@ -191,6 +191,12 @@ class Reoptimiser:
                 record.reoptimisation = f"no plan now: {exc}"
                 return False
             variable, old_stream = next(iter(record.inputs.items()))
+            # (and the plan a fresh network would start from: its operators at the original's
+            # peer — SUBSCRIBE prices only the two copies of equal streams nearest the target,
+            # and a copy of the raw stream the subscription itself brought near hides it)
+            inp = props.inputs[0]
+            plan.parts[0].alternatives.append(planner.query_shipping_part(inp, view.snapshot.original(inp.input),
+                                                                          state.id))
             move = choose(planner, plan.parts[0], old_stream, sid, self.settings.margin, streams, FOLLOW)
             part, old_cost, new_cost = move.part, move.running.marginal, move.best.marginal
             record.reoptimisation = (f"kept: the best other plan costs {new_cost:.4g} at the margin "
@@ -208,10 +214,10 @@ class Reoptimiser:
                          or view.snapshot.streams.get(new_stream))
             if new_stream == old_stream or old_entry is None or new_entry is None or new_entry.kind != old_entry.kind:
                 return False  # (records of other windows: not switched by window)
-            return self._migrate(record, plan, view, why, old_cost, new_cost, variable, old_stream)
+            return self._migrate(record, plan, view, why, old_cost, new_cost, variable, old_stream, move.change)
 
     def _migrate(self, record: SubscriptionRecord, plan: Plan, view: RemotePlanningView, why: str,
-                 old_cost: float, new_cost: float, variable: str, old_stream: str) -> bool:
+                 old_cost: float, new_cost: float, variable: str, old_stream: str, move_change: float) -> bool:
         control, state = self.control, self.control.state
         sid, new_id = record.runtime.id, plan.subscription
         old_ids = [*record.stale, record.plan_id]
@@ -277,6 +283,7 @@ class Reoptimiser:
         self.switches[sid] = Move(switch, record, entry, old_ids, old_peers, old_paths, restore, new_id, new_peers,
                                   progress_stream(state, old_stream))
         self.migrations += 1
+        record.reoptimisation = f"moving to {new_id} ({why}): the network's cost falls by {-move_change:.4g}"
         log.warning("subscription %s re-planned as %s (%s): cost %.4g -> %.4g: %s", sid, new_id, why,
                     old_cost, new_cost, plan.describe().replace("\n", " | "))
         return True

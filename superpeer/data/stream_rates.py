@@ -81,7 +81,7 @@ class StreamRates:
             if size is not None:
                 meter.size = size if meter.size is None else SMOOTHING * size + (1 - SMOOTHING) * meter.size
             meter.items = meter.bytes = 0
-            if entry.original or now - meter.first < WARM_UP_S or meter.total < MIN_ITEMS or meter.size is None:
+            if now - meter.first < WARM_UP_S or meter.total < MIN_ITEMS or meter.size is None:
                 continue
             apply(entry, StreamEstimate(meter.freq, meter.size))
             bits = entry.estimate.bits_per_second
@@ -91,6 +91,13 @@ class StreamRates:
                 meter.priced = bits
                 drifted.append(sid)
         return drifted
+
+    def measured(self, stream: str) -> float | None:
+        """A warmed-up stream's measured items per second (None: not measured yet)."""
+        meter = self.meters.get(stream)
+        if meter is None or meter.freq is None or meter.total < MIN_ITEMS:
+            return None
+        return meter.freq
 
     def status(self) -> dict:
         return {sid: {"items_per_s": round(m.freq, 3), "bytes_per_item": round(m.size, 1)}
