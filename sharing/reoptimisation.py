@@ -90,8 +90,7 @@ def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, mar
            streams: Mapping[str, NetworkStream], follow: Callable[[PlanningSnapshot, str, float], float]) -> Move:
     """The candidate to move to, by the network's cost after it and the moves it opens; of
     candidates within half the margin of the best, the one that sends the fewest bits (the cost
-    model can price a raw copy and a filtered stream alike on idle links: the bytes decide), then
-    the one reusing the widest stream.
+    model can price a raw copy and a filtered stream alike on idle links: the bytes decide).
     ``streams``: every stream of the view, this subscription's own included; ``follow``: what
     another subscription on the running chain saves, on a snapshot, by moving next (only if it
     would: by more than the margin)."""
@@ -122,10 +121,8 @@ def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, mar
             change -= sum(follow(after, t, margin) for t in sorted(others))
         moves.append(Move(part, running, price, change))
     least = min(m.change for m in moves)
-    # (among near-equals: the fewest bits on the links, then the widest stream reused — the one
-    # that stays when a hierarchy of streams settles — then the cheapest)
-    best = min((m for m in moves if m.change <= least + scale / 2),
-               key=lambda m: (bits(m.part), -reused_bits(streams, m.part), m.change))
+    # (among near-equals: the fewest bits on the links, then the cheapest)
+    best = min((m for m in moves if m.change <= least + scale / 2), key=lambda m: (bits(m.part), m.change))
     if best.change < -scale:
         return best
     return Move(None, running, best.best, best.change)

@@ -158,14 +158,10 @@ class Node:
             ("recovery", self.recovery), ("re-optimisation", self.reoptimiser), ("heartbeats", self.heartbeats)])
 
     def _measure(self) -> None:
-        """Each stream's measured rate into its entry (``data.stream_rates``); a drift is an
-        event for re-optimisation."""
+        """Each stream's measured rate (``data.stream_rates``); a drift is an event for
+        re-optimisation."""
         with self.state.lock:
             drifted = self.data.rates.measure(self.state.table)
-            for name, original in self.state.originals.items():  # (what new streams are priced from)
-                freq = self.data.rates.measured(name)
-                if freq is not None and not original.closed:
-                    original.statistics.frequency = freq
         now = time.monotonic()
         if drifted and now - self._drift_woken >= self.settings.reoptimisation.every_s:
             self._drift_woken = now  # (a round at most every interval for drifts)
