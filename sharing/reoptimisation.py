@@ -200,6 +200,9 @@ def follow_gain(planner_for: Callable[[PlanningSnapshot], PlanBuilder],
         deepest = [s for s in reads if s.id not in parents]
         if target not in snapshot.backbone.peers or len({d.properties for d in deepest}) != 1:
             return 0.0
+        needs = deepest[0].properties
+        if (needs.window is not None and needs.window.kind == "count") or needs.sample > 1:
+            return 0.0  # (it will not move: count windows keep their plan's alignment, samples their plan)
         snapshot = PlanningSnapshot(snapshot.backbone, snapshot.new_stream_id, dict(snapshot.link_used),
                                     dict(snapshot.peer_used), snapshot.statistics, snapshot.originals,
                                     {k: list(v) for k, v in snapshot.tables.items()}, snapshot.streams,
