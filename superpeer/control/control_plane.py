@@ -65,6 +65,7 @@ REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
 INSTALL_DEADLINE_S = 20.0  # conflicts with concurrent installations are retried this long
 REPLAN_PAUSE_S = (0.01, 0.5)  # random pause before planning again: doubling from, at most
 ANNOUNCE_TIMEOUT_S = 30
+ANNOUNCE_RETRIES = (0.0, 0.1, 0.3)  # pauses before each try of an announcement (a peer down costs 0.4 s)
 STREAM_ID_BLOCK = 1000  # stream numbers reserved in the state store at a time
 ANALYSIS_DEADLINE_S = 10.0  # the longest a query's analysis may take, whatever the client allows
 # A waiting subscription is activated by its own peer (``activate_late``) only this long after a
@@ -160,8 +161,12 @@ class ControlPlane:
         waiting: list[tuple[float, str, str]] = []
 
         def announce(peer: str) -> None:
-            for w in self.link.announce(peer, stream) or []:
-                waiting.append((w.registered_at, peer, w.subscription))
+            for pause in ANNOUNCE_RETRIES:  # (a call lost to a channel reconnecting: tried again)
+                time.sleep(pause)
+                answer = self.link.announce(peer, stream)
+                if answer is not None:
+                    waiting.extend((w.registered_at, peer, w.subscription) for w in answer)
+                    return
 
         threads = [threading.Thread(target=announce, args=(peer,), daemon=True)
                    for peer in self.state.backbone.peers if peer != here]

@@ -162,3 +162,21 @@ def test_a_subscription_waits_for_its_stream_and_is_installed_when_it_is_registe
     finally:  # its subscription's thread must not outlive the test (the soak test counts them)
         for p in net.peers.values():
             p.stop()
+
+
+def test_an_announcement_lost_once_is_sent_again():
+    """The first announcement to SP1 is lost (a channel reconnecting under load): it is tried
+    again before the registration returns, so a subscription at SP1 right after it finds the
+    stream."""
+    net = in_process_network()
+    tries = []
+
+    def lose_the_first(call) -> None:
+        if call.method == "announce" and call.peer == "SP1":
+            tries.append(call)
+            (net.down.add if len(tries) == 1 else net.down.discard)("SP1")
+
+    net.hook = lose_the_first
+    net.peers["SP4"].control.register_stream("photons", "photons", "photon", rate=100)
+    assert len(tries) == 2 and "photons" in net.peers["SP1"].state.known_originals
+    net.peers["SP1"].control.subscribe(paper_query(1))
