@@ -38,8 +38,6 @@ __all__ = ["Plan", "PlanPart", "Planner", "RegistrationError", "Strategy", "live
 
 
 class Planner(PlanBuilder):
-    widening = False  # offer to widen a running stream for a near miss (``widening``; the daemons do)
-
     # ------------------------------------------------------------------ public
 
     def subscribe(self, subscription: str, properties: Properties, target: str,

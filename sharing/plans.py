@@ -155,8 +155,10 @@ class PlanBuilder:
     ``Planner`` searches with it (SUBSCRIBE); ``replay_plans`` builds plans from the past with it."""
 
     def __init__(self, state: PlanningView, cost_model: CostModel | None = None,
-                 calibration: Calibration | None = None) -> None:
+                 calibration: Calibration | None = None, widening: bool = False) -> None:
+        """``widening``: offer to widen a running stream for a near miss (``sharing.widening``)."""
         self.state = state
+        self.widening = widening
         self.cost_model = cost_model or CostModel()
         self.calibration = calibration or Calibration.load()
         self._estimate_cache: dict[int, tuple] = {}

@@ -28,12 +28,6 @@ LOWER = {">": False, ">=": True}  # op -> inclusive
 UPPER = {"<": False, "<=": True}
 
 
-def widening(planner):
-    """A planner that offers to widen a running stream for a near miss (the daemons')."""
-    planner.widening = True
-    return planner
-
-
 def widenable(props: InputProperties) -> bool:
     """A stream of per-item operators only: what a hull can be taken of."""
     return (props.window is None and not props.aggregates and props.aggregate_selection is None

@@ -43,7 +43,6 @@ from sharing.replay import replay_inputs
 from sharing.replay_plans import shared_replays
 from sharing.statistics import StreamStatistics
 from sharing.stream_table import NetworkStream
-from sharing.widening import widening as widened
 from wxquery.errors import WXQueryError
 from wxquery.limits import DEFAULT_LIMITS, AnalysisInterrupted, Interruption, QueryLimits
 
@@ -95,16 +94,14 @@ class ControlPlane:
         self.two_phase = Coordinator(state, link)  # installs plans: reserve, commit, release
         self.retention = retention
         self.widening = False  # offer to widen a running stream for a near miss (``serve --widening``)
-        self.make_planner = planner or (lambda view: widened(Planner(view.snapshot)) if self.widening
-                                        else Planner(view.snapshot))
+        self.make_planner = planner or (lambda view: Planner(view.snapshot, widening=self.widening))
         self.incarnation = incarnation
         self.positions = positions
         self.subscriptions: dict[str, SubscriptionRecord] = {}
         self._ids = iter(())  # stream numbers, reserved in blocks (``new_stream_id``)
         self._installing = threading.Lock()  # one installation at a time from this peer
         self.announced: dict[str, float] = {}  # waiting subscriptions the stream's peer activates, when told
-        # told of what can change the best plans of the subscriptions here (``reoptimisation``)
-        self.replanned: Callable[[str], None] = lambda why: None
+        self.replanned: Callable[[str], None] = lambda why: None  # what can change best plans here
 
     def new_stream_id(self) -> str:
         number = next(self._ids, None)
