@@ -32,8 +32,8 @@ from .properties import InputStream
 from .scenarios import Scenario
 from .statistics import StreamStatistics
 
-STATISTICS_SAMPLE = 2000
-WARM_UP = 0.2  # the share of the photons a measured model is learnt from (issue 31)
+STATISTICS_SAMPLE = 2000  # photons observed at least before planning
+WARM_UP = 0.2  # the share of the photons the statistics and a measured model are learnt from
 
 
 @dataclass
@@ -88,7 +88,9 @@ class Simulation:
         result.state = state
         for source in self.scenario.sources:
             stats = StreamStatistics(frequency=source.rate)
-            for item in self.items[source.name][:STATISTICS_SAMPLE]:
+            # (what a super-peer has observed after the warm-up: a stream's contents vary in
+            # time — the photons' flares — so its first seconds alone would mislead the model)
+            for item in self.items[source.name][:max(STATISTICS_SAMPLE, int(self.photons * WARM_UP))]:
                 stats.observe(item)
             inp = InputStream(source.name, ("photons", "photon"))
             state.register_original(inp, source.peer, raw_properties(inp), stats)
@@ -238,10 +240,10 @@ class Simulation:
 
 def accuracy(links: dict[str, dict]) -> dict:
     """Per link that carries anything, measured bytes / model bytes: for the estimates and for
-    the model learnt from the warm-up's measured rates (the distribution, and the share of
-    links within ±25 %)."""
+    the model learnt from the warm-up's measured rates where there is one (the distribution,
+    and the share of links within ±25 %)."""
     def spread(key: str) -> dict:
-        ratios = sorted(l["bytes"] / l[key] for l in links.values() if l["bytes"] and l[key])
+        ratios = sorted(l["bytes"] / l[key] for l in links.values() if l["bytes"] and l.get(key))
         if not ratios:
             return {"links": 0}
         return {"links": len(ratios), "min": round(ratios[0], 3), "median": round(pystats.median(ratios), 3),

@@ -3,9 +3,9 @@
 A super-peer observes the items of every original stream it sees and keeps: average item size,
 per element (item-relative path) its average occurrence and serialized size, the stream's
 frequency, the average increment of ordered elements (for time-window rates), value histograms
-(equi-depth, for range selectivity) and a small reservoir sample (for predicates relating two
-elements, where independence would be a poor guess). Estimates for a derived stream are computed
-from its properties and the statistics of its original stream.
+(equi-depth) and a reservoir sample. Estimates for a derived stream are computed from its
+properties and the statistics of its original stream: selections and windows measured on the
+sample (``sample_estimates``), the histograms for what the sample is too small to show.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import copy
 import math
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
 from lxml import etree
 
@@ -26,6 +27,7 @@ from wxquery.values import cast_double
 
 from .predicate_graph import ZERO, graph_of
 from .properties import InputProperties, Selection
+from .sample_estimates import sample_columns, sampled_selectivity, window_rate_and_size
 
 RESERVOIR = 2048
 SAMPLE_ITEM_MAX_BYTES = 8 << 10  # bigger items are sampled by their leaf values only (the
@@ -38,6 +40,7 @@ DEFAULT_ITEM_SIZE = 256.0
 DEFAULT_ATOM_SELECTIVITY = 0.5
 HISTOGRAM_BUCKETS = 32
 AGGREGATE_FILTER_SELECTIVITY = 0.5
+REFRESH = 1 / 64  # estimates are recomputed once this share more items were observed
 
 
 @dataclass
@@ -142,6 +145,10 @@ class StreamStatistics:
     _histograms: dict[str, Histogram] = field(default_factory=dict, repr=False)
     _selectivities: dict[tuple, float] = field(default_factory=dict, repr=False)
     _sizes: dict[frozenset, float] = field(default_factory=dict, repr=False)
+    _columns: dict[str, Any] | None = field(default=None, repr=False)
+    # per stream: (items per item of the original, items per second besides, bytes per item)
+    _estimates: dict[InputProperties, tuple[float, float, float]] = field(default_factory=dict, repr=False)
+    _fresh_until: int = 0  # the estimates above hold until this many items were observed
     _first_arrival: float | None = None
     _last_arrival: float | None = None
 
@@ -193,9 +200,8 @@ class StreamStatistics:
                 values[path] = cast_double(string_value(child))
 
     def _reservoir(self, values: dict[str, float], item: etree._Element, size: int) -> None:
-        self._histograms.clear()
-        self._selectivities.clear()
-        self._sizes.clear()
+        if self.items >= self._fresh_until:
+            self.forget_estimates()
         if len(self.sample) < RESERVOIR:
             self.sample.append(values)
             self.sample_items.append(_sample_copy(item, values, size))
@@ -204,6 +210,24 @@ class StreamStatistics:
         if j < RESERVOIR:
             self.sample[j] = values
             self.sample_items[j] = _sample_copy(item, values, size)
+
+    def forget_estimates(self) -> None:
+        """Drop what was computed from the sample. Done after every item while the sample is
+        small and then once per ``1/REFRESH`` more items: estimates of a large sample hardly move
+        with one item, and recomputing them per item would cost a planner milliseconds per call
+        and make two rounds price the same plan differently."""
+        self._histograms.clear()
+        self._selectivities.clear()
+        self._sizes.clear()
+        self._estimates.clear()
+        self._columns = None
+        self._fresh_until = self.items + max(1, int(self.items * REFRESH))
+
+    def columns(self) -> dict[str, Any]:
+        """Per element, its value in each sampled item (``sample_estimates.sample_columns``)."""
+        if self._columns is None:
+            self._columns = sample_columns(self)
+        return self._columns
 
     # ------------------------------------------------------------------ element statistics
 
@@ -257,9 +281,21 @@ class StreamStatistics:
 
     def _selectivity(self, selection: Selection) -> float:
         if any(a.right is not None for a in selection.atoms):
+            independent = DEFAULT_ATOM_SELECTIVITY ** len(selection.atoms)
+        else:
+            independent = self._independent_selectivity(selection)
+        measured = sampled_selectivity(self, selection, independent) if self.sample else None
+        if measured is not None:
+            return measured
+        if any(a.right is not None for a in selection.atoms):
             tests = [atom_test(a) for a in selection.atoms]
             kept = sum(1 for item in self.sample_items if all(t(item) for t in tests))
             return max(kept, 0.5) / max(len(self.sample_items), 1)
+        return independent
+
+    def _independent_selectivity(self, selection: Selection) -> float:
+        """Each element's histogram, elements taken as independent: what the sample cannot
+        measure (too few of its items kept) is guessed this way."""
         graph = graph_of(selection.atoms)
         if not graph.is_satisfiable():
             return 0.0
@@ -298,6 +334,22 @@ class StreamStatistics:
 
     def estimate(self, props: InputProperties) -> StreamEstimate:
         """Frequency and item size of the stream described by ``props`` over this original."""
+        if self.sample:
+            shape = self._estimates.get(props)
+            if shape is None:
+                shape = self._estimates[props] = self._shape(props)
+            per_item, fixed, size = shape
+            return StreamEstimate(self.frequency * per_item + fixed, size)
+        return self._guess(props)
+
+    def _shape(self, props: InputProperties) -> tuple[float, float, float]:
+        kept = self.selectivity(props.selection) / props.sample
+        if props.window is None:
+            return kept, 0.0, self.projected_size(props.projection.output)
+        return window_rate_and_size(self, props, kept)
+
+    def _guess(self, props: InputProperties) -> StreamEstimate:
+        """Before anything was sampled: defaults, and a record of long numbers per window."""
         sel = self.selectivity(props.selection)
         freq = self.frequency * sel / props.sample
         if props.window is None:

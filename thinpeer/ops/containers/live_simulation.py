@@ -25,7 +25,7 @@ from photons.generator import generate
 from sharing.analysis import analyze
 from sharing.planner import Strategy
 from sharing.scenarios import Scenario
-from sharing.simulator import STATISTICS_SAMPLE, compare_results
+from sharing.simulator import STATISTICS_SAMPLE, accuracy, compare_results
 from thinpeer.client import SuperPeerClient, ThinPeerError
 from thinpeer.credentials import Credentials
 from thinpeer.ops.containers.project import credentials
@@ -144,6 +144,7 @@ def _strategy_report(scenario, before, after, duration, registered, rejected, re
                                 "avg": round(pystats.fmean(regs), 3) if regs else 0.0,
                                 "max": round(max(regs), 3) if regs else 0.0},
             "verified": {"checked": checked, "identical": checked - len(mismatches), "mismatches": mismatches},
+            "model_accuracy": accuracy(links),
             "peers": peers, "links": links, "rejections": rejected}
 
 
