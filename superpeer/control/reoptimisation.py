@@ -56,6 +56,8 @@ log = logging.getLogger("streamglobe.superpeer")
 FOLLOW = follow_gain(Planner, lambda planner, props, target: planner.best_part(props, target))
 SWITCH_CHECK_S = 0.05  # how often a pending switch is looked at
 SWITCH_DEADLINE_S = 60.0  # a switch not done by then is cancelled: the old plan goes on alone
+QUIET_S = 0.5  # an event's round waits until events have stopped coming this long (a burst of
+# registrations is planned once, after it, and never delays the registrations themselves)
 
 
 @dataclass
@@ -117,6 +119,8 @@ class Reoptimiser:
                 return
             try:
                 self.finish_switches()
+                if self._why:
+                    self._quiet()
                 now = time.monotonic()
                 why, self._why = self._why, ""
                 if why or now - last >= self.settings.every_s:
@@ -124,6 +128,16 @@ class Reoptimiser:
                     self.round(why or "periodic")
             except Exception:  # noqa: BLE001 - the loop must go on
                 log.exception("re-optimisation round failed")
+
+    def _quiet(self) -> None:
+        """Wait until no event came for ``QUIET_S`` (for at most a round's interval), finishing
+        pending switches meanwhile."""
+        until = time.monotonic() + self.settings.every_s
+        while not self._stopped and time.monotonic() < until:
+            if not self._wake.wait(QUIET_S):
+                return
+            self._wake.clear()
+            self.finish_switches()
 
     def round(self, why: str) -> None:
         self.rounds += 1
@@ -171,50 +185,68 @@ class Reoptimiser:
     # ------------------------------------------------------------------ one subscription
 
     def consider(self, record: SubscriptionRecord, why: str) -> bool:
-        control, state = self.control, self.control.state
-        with control._installing:
+        """Plan the subscription again and move it if the network's cost falls by the margin.
+        The planning (lookups at other peers, SUBSCRIBE, the look-ahead) runs without the
+        installing lock, so that a registration here never waits for a round's planning; the
+        move is installed with it, after checking that nothing changed the subscription
+        meanwhile (a plan over tables that changed is refused as stale by their peers)."""
+        reason = self.why_not(record)
+        if reason:
+            record.reoptimisation = reason
+            return False
+        decided = self._plan(record, why)
+        if decided is None:
+            return False
+        plan, view, old_cost, new_cost, variable, old_stream, change = decided
+        with self.control._installing:
             reason = self.why_not(record)
-            if reason:
-                record.reoptimisation = reason
+            if reason or record.inputs.get(variable) != old_stream:
+                record.reoptimisation = reason or "kept: its plan changed while a new one was made"
                 return False
-            sid = record.runtime.id
-            props = record.runtime.analysis.properties
-            # (only the peers this input's streams reach are asked)
-            view = fetch_planning_view(state, control.link, props, control.new_stream_id, scoped=True)
-            streams = dict(view.snapshot.streams)  # (before its own streams are taken out)
-            without(view.snapshot, own_streams(streams, sid))
-            new_id = f"{sid}~{secrets.token_hex(3)}"
-            planner = Planner(view.snapshot)  # (no widening: a running subscription only follows one)
-            try:
-                plan = planner.subscribe(new_id, props, state.id, Strategy.SHARING)
-            except (RegistrationError, TopologyError, KeyError) as exc:
-                record.reoptimisation = f"no plan now: {exc}"
-                return False
-            variable, old_stream = next(iter(record.inputs.items()))
-            # (and the plan a fresh network would start from: its operators at the original's
-            # peer — SUBSCRIBE prices only the two copies of equal streams nearest the target,
-            # and a copy of the raw stream the subscription itself brought near hides it)
-            inp = props.inputs[0]
-            plan.parts[0].alternatives.append(planner.query_shipping_part(inp, view.snapshot.original(inp.input),
-                                                                          state.id))
-            move = choose(planner, plan.parts[0], old_stream, sid, self.settings.margin, streams, FOLLOW)
-            part, old_cost, new_cost = move.part, move.running.marginal, move.best.marginal
-            record.reoptimisation = (f"kept: the best other plan costs {new_cost:.4g} at the margin "
-                                     f"(the running one {old_cost:.4g}, its share {move.running.share:.4g}); the "
-                                     f"network's cost would change by {move.change:+.4g} (margin "
-                                     f"{self.settings.margin:g})")
-            if part is None:
-                return False
-            plan = planner.plan(new_id, props, state.id, Strategy.SHARING, lambda inp, original, target: part)
-            if not plan.admitted:
-                return False
-            new_stream = plan.parts[0].result_stream
-            old_entry = state.table.get(old_stream)
-            new_entry = (next((s for s in plan.parts[0].new_streams if s.id == new_stream), None)
-                         or view.snapshot.streams.get(new_stream))
-            if new_stream == old_stream or old_entry is None or new_entry is None or new_entry.kind != old_entry.kind:
-                return False  # (records of other windows: not switched by window)
-            return self._migrate(record, plan, view, why, old_cost, new_cost, variable, old_stream, move.change)
+            return self._migrate(record, plan, view, why, old_cost, new_cost, variable, old_stream, change)
+
+    def _plan(self, record: SubscriptionRecord, why: str) -> tuple | None:
+        """The move to make, if any: (plan, view, old cost, new cost, variable, old stream,
+        change of the network's cost)."""
+        control, state = self.control, self.control.state
+        sid = record.runtime.id
+        props = record.runtime.analysis.properties
+        # (only the peers this input's streams reach are asked)
+        view = fetch_planning_view(state, control.link, props, control.new_stream_id, scoped=True)
+        streams = dict(view.snapshot.streams)  # (before its own streams are taken out)
+        without(view.snapshot, own_streams(streams, sid))
+        new_id = f"{sid}~{secrets.token_hex(3)}"
+        planner = Planner(view.snapshot)  # (no widening: a running subscription only follows one)
+        try:
+            plan = planner.subscribe(new_id, props, state.id, Strategy.SHARING)
+        except (RegistrationError, TopologyError, KeyError) as exc:
+            record.reoptimisation = f"no plan now: {exc}"
+            return None
+        variable, old_stream = next(iter(record.inputs.items()))
+        # (and the plan a fresh network would start from: its operators at the original's
+        # peer — SUBSCRIBE prices only the two copies of equal streams nearest the target,
+        # and a copy of the raw stream the subscription itself brought near hides it)
+        inp = props.inputs[0]
+        plan.parts[0].alternatives.append(planner.query_shipping_part(inp, view.snapshot.original(inp.input),
+                                                                      state.id))
+        move = choose(planner, plan.parts[0], old_stream, sid, self.settings.margin, streams, FOLLOW)
+        part, old_cost, new_cost = move.part, move.running.marginal, move.best.marginal
+        record.reoptimisation = (f"kept: the best other plan costs {new_cost:.4g} at the margin "
+                                 f"(the running one {old_cost:.4g}, its share {move.running.share:.4g}); the "
+                                 f"network's cost would change by {move.change:+.4g} (margin "
+                                 f"{self.settings.margin:g})")
+        if part is None:
+            return None
+        plan = planner.plan(new_id, props, state.id, Strategy.SHARING, lambda inp, original, target: part)
+        if not plan.admitted:
+            return None
+        new_stream = plan.parts[0].result_stream
+        old_entry = state.table.get(old_stream)
+        new_entry = (next((s for s in plan.parts[0].new_streams if s.id == new_stream), None)
+                     or view.snapshot.streams.get(new_stream))
+        if new_stream == old_stream or old_entry is None or new_entry is None or new_entry.kind != old_entry.kind:
+            return None  # (records of other windows: not switched by window)
+        return plan, view, old_cost, new_cost, variable, old_stream, move.change
 
     def _migrate(self, record: SubscriptionRecord, plan: Plan, view: RemotePlanningView, why: str,
                  old_cost: float, new_cost: float, variable: str, old_stream: str, move_change: float) -> bool:
