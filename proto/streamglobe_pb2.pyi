@@ -193,10 +193,12 @@ class LookupStreamsReply(_message.Message):
     def __init__(self, streams_json: _Optional[str] = ..., usage_json: _Optional[str] = ...) -> None: ...
 
 class GetStatisticsRequest(_message.Message):
-    __slots__ = ("stream",)
+    __slots__ = ("stream", "sample_of")
     STREAM_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_OF_FIELD_NUMBER: _ClassVar[int]
     stream: str
-    def __init__(self, stream: _Optional[str] = ...) -> None: ...
+    sample_of: int
+    def __init__(self, stream: _Optional[str] = ..., sample_of: _Optional[int] = ...) -> None: ...
 
 class GetStatisticsReply(_message.Message):
     __slots__ = ("json",)

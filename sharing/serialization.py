@@ -152,23 +152,37 @@ def stream_from_json(j: dict) -> NetworkStream:
         live_from=j.get("live_from"))
 
 
-def statistics_to_json(s: StreamStatistics, sample: int = 512) -> dict:
-    """A snapshot: counters in full, the reservoir sample trimmed to ``sample`` items."""
-    items = s.sample_items[:sample]
-    return {
+def statistics_to_json(s: StreamStatistics, sample: int = 512, sample_of: int = 0) -> dict:
+    """A snapshot: counters in full, the reservoir sample trimmed to ``sample`` items (printed
+    once per refresh of the statistics' estimates: every registration asks for it) — unless
+    the caller holds that sample already (``sample_of``: its ``sample_id``)."""
+    values, texts, sample_id = s.sample_snapshot(sample, lambda i: etree.tostring(i, encoding="unicode",
+                                                                                 with_tail=False))
+    out = {
         "frequency": s.frequency, "items": s.items, "total_bytes": s.total_bytes,
         "elements": {p: [e.occurrences, e.total_bytes, e.items_with] for p, e in s.elements.items()},
         "increments": {p: [i.last, i.total, i.count, i.ordered] for p, i in s.increments.items()},
-        "sample": s.sample[:sample],
-        "sample_items": [etree.tostring(i, encoding="unicode", with_tail=False) for i in items],
+        "sample_id": sample_id,
     }
+    if sample_of == sample_id:
+        return {**out, "same_sample": True}
+    return {**out, "sample": values, "sample_items": texts}
 
 
-def statistics_from_json(j: dict) -> StreamStatistics:
+def statistics_from_json(j: dict, held: StreamStatistics | None = None) -> StreamStatistics:
+    """``held``: the statistics an earlier answer gave, whose sample an answer with
+    ``same_sample`` leaves out: they are brought up to date and returned (with the estimates
+    they have computed)."""
     s = StreamStatistics(frequency=j["frequency"], items=j["items"], total_bytes=j["total_bytes"])
     s.elements = {p: ElementStats(*v) for p, v in j["elements"].items()}
     s.increments = {p: Increment(*v) for p, v in j["increments"].items()}
+    s.sample_id = int(j.get("sample_id", 0))
+    if j.get("same_sample"):
+        if held is None or held.sample_id != s.sample_id:
+            raise ValueError("statistics without their sample, and no sample held")
+        held.take_counters(s)
+        return held
     s.sample = [dict(v) for v in j["sample"]]
-    s.sample_items = [parse_untrusted(x) for x in j["sample_items"]]
+    s.parse_sample_items = lambda: [parse_untrusted(x) for x in j["sample_items"]]  # (when needed)
     return s
 

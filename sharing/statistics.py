@@ -14,6 +14,7 @@ import bisect
 import copy
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +150,11 @@ class StreamStatistics:
     # per stream: (items per item of the original, items per second besides, bytes per item)
     _estimates: dict[InputProperties, tuple[float, float, float]] = field(default_factory=dict, repr=False)
     _fresh_until: int = 0  # the estimates above hold until this many items were observed
+    _snapshot: tuple | None = field(default=None, repr=False)  # (size, values, texts, id) sent to planners
+    # statistics received from another peer: their sampled items, parsed only if a predicate
+    # needs them (relating repeated elements: rare, and parsing 512 items costs milliseconds)
+    parse_sample_items: Callable[[], list[etree._Element]] | None = field(default=None, repr=False)
+    sample_id: int = 0  # … and which sample of their peer they hold (``sample_snapshot``)
     _first_arrival: float | None = None
     _last_arrival: float | None = None
 
@@ -221,7 +227,21 @@ class StreamStatistics:
         self._sizes.clear()
         self._estimates.clear()
         self._columns = None
+        self._snapshot = None
         self._fresh_until = self.items + max(1, int(self.items * REFRESH))
+
+    def sample_snapshot(self, size: int, text: Callable[[etree._Element], str]) -> tuple[list, list[str], int]:
+        """The first ``size`` sampled items' values and ``text``s, kept until the estimates
+        are refreshed, and an id of this snapshot (a planner holding it need not get it again)."""
+        if self._snapshot is None or self._snapshot[0] != size:
+            self._snapshot = (size, self.sample[:size], [text(i) for i in self.sample_items[:size]],
+                              random.getrandbits(62) + 1)
+        return self._snapshot[1], self._snapshot[2], self._snapshot[3]
+
+    def take_counters(self, other: StreamStatistics) -> None:
+        """The counters of ``other``, a newer answer about the same sample (``same_sample``)."""
+        self.frequency, self.items, self.total_bytes = other.frequency, other.items, other.total_bytes
+        self.elements, self.increments = other.elements, other.increments
 
     def columns(self) -> dict[str, Any]:
         """Per element, its value in each sampled item (``sample_estimates.sample_columns``)."""
@@ -288,6 +308,8 @@ class StreamStatistics:
         if measured is not None:
             return measured
         if any(a.right is not None for a in selection.atoms):
+            if self.parse_sample_items is not None:
+                self.sample_items, self.parse_sample_items = self.parse_sample_items(), None
             tests = [atom_test(a) for a in selection.atoms]
             kept = sum(1 for item in self.sample_items if all(t(item) for t in tests))
             return max(kept, 0.5) / max(len(self.sample_items), 1)

@@ -231,8 +231,8 @@ class Node:
     def lookup(self, input_stream: InputStream) -> tuple[list[NetworkStream], dict]:
         return self.participant.lookup(input_stream)
 
-    def statistics(self, name: str) -> dict:
-        return self.participant.statistics(name)
+    def statistics(self, name: str, sample_of: int = 0) -> dict:
+        return self.participant.statistics(name, sample_of)
 
     def announce(self, stream: NetworkStream, caller: str | None = None) -> list[Waiting]:
         peer_access.check_announce(caller, stream, self.state.backbone.peers)

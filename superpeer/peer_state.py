@@ -67,6 +67,9 @@ class PeerState:
         self.heard_of: dict[str, float] = {}  # original -> when a heartbeat first told of it
         self.deliveries: dict[str, list[tuple[SubscriptionRuntime, str]]] = {}  # stream -> (sub, var)
         self.peer_usage: dict[str, dict] = {}  # what other peers last reported
+        # original -> its statistics as planning here last fetched them (their sample is not
+        # fetched again until it changes: ``statistics_to_json``)
+        self.statistics_held: dict[str, StreamStatistics] = {}
         self.peer_pins: dict[str, dict[str, int]] = {}  # the first item of each stream their subscriptions need
         self.round_heard: dict[str, float] = {}  # peer -> start of the last heartbeat round it answered
         # subscription -> (when its plan was committed here, the first item of each stream here it reads)

@@ -101,11 +101,11 @@ class FakeTransport:
         streams, usage = h.lookup(input_stream)
         return [copy_stream(s) for s in streams], usage
 
-    def statistics(self, peer: str, name: str) -> dict:
+    def statistics(self, peer: str, name: str, sample_of: int = 0) -> dict:
         h = self._handler("statistics", peer, name)
         if h is None:
             raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable")
-        return h.statistics(name)
+        return h.statistics(name, sample_of)
 
     def announce(self, peer: str, stream: NetworkStream) -> list[Waiting] | None:
         h = self._handler("announce", peer, stream.id)

@@ -74,12 +74,13 @@ class Participant:
                                 if s.past and not s.operators and s.id in self.positions.next}
             return streams, usage
 
-    def statistics(self, name: str) -> dict:
+    def statistics(self, name: str, sample_of: int = 0) -> dict:
+        """``sample_of``: the sample the caller holds (``statistics_to_json``)."""
         state = self.state.originals.get(name)
         if state is None:
             raise NodeError("NOT_FOUND", f'stream "{name}" is not registered at {self.state.id}')
         with self.state.lock:
-            return {**statistics_to_json(state.statistics), "closed": state.closed}
+            return {**statistics_to_json(state.statistics, sample_of=sample_of), "closed": state.closed}
 
     # ------------------------------------------------------------------ two phases
 

@@ -70,8 +70,10 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
         known = state.known_originals.get(inp.input.stream)
         if known is None or known.input != inp.input or known.id in snapshot.originals:
             continue  # unknown (or other items): the planner refuses it with the reason
-        data = link.statistics(known.origin, known.id)
-        stats = statistics_from_json(data)
+        # (the sample it holds from an earlier answer is not sent again: only the counters)
+        held = state.statistics_held.get(known.id)
+        data = link.statistics(known.origin, known.id, held.sample_id if held is not None else 0)
+        stats = state.statistics_held[known.id] = statistics_from_json(data, held)
         if stats.frequency <= 0:
             stats.frequency = 1.0  # nothing observed yet: assume a slow stream
         snapshot.statistics[known.id] = stats

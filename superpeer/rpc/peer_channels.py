@@ -154,10 +154,10 @@ class GrpcPeerChannels:
                           lambda r: ([stream_from_json(j) for j in json.loads(r.streams_json)],
                                      json.loads(r.usage_json)), required=False)
 
-    def statistics(self, peer: str, name: str) -> dict:
+    def statistics(self, peer: str, name: str, sample_of: int = 0) -> dict:
         if peer == self.id:
-            return self.local.statistics(name)
-        got = self._call(peer, "GetStatistics", pb.GetStatisticsRequest(stream=name),
+            return self.local.statistics(name, sample_of)
+        got = self._call(peer, "GetStatistics", pb.GetStatisticsRequest(stream=name, sample_of=sample_of),
                          lambda r: json.loads(r.json), required=True)
         assert got is not None
         return got

@@ -163,7 +163,7 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def GetStatistics(self, request, context, caller):
-        return pb.GetStatisticsReply(json=json.dumps(self.node.statistics(request.stream)))
+        return pb.GetStatisticsReply(json=json.dumps(self.node.statistics(request.stream, request.sample_of)))
 
     @_handled
     @_peers_only

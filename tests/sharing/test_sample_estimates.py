@@ -109,3 +109,32 @@ def test_simulated_links_are_within_a_quarter_of_the_model():
     for name, strategy in report["strategies"].items():
         accuracy = strategy["model_accuracy"]["estimates"]
         assert accuracy["within_25_percent"] >= 0.9, (name, accuracy)
+
+
+def test_a_planner_holding_the_sample_gets_only_the_counters_until_it_changes():
+    """What a super-peer answers a planner (``GetStatistics``): the sample once, then the
+    counters only, until the sample is refreshed (1/64 more items)."""
+    from sharing.serialization import statistics_from_json, statistics_to_json
+
+    s = StreamStatistics(frequency=10.0)
+    for item in ITEMS[:4000]:
+        s.observe(item)
+    first = statistics_to_json(s)
+    held = statistics_from_json(first)
+    sel = one_input(photons("$p/en >= 1.2 and $p/phc <= 135")).selection
+    before = held.selectivity(sel)
+    s.observe(ITEMS[4000])
+    s.frequency = 12.5
+    again = statistics_to_json(s, sample_of=held.sample_id)
+    assert again["same_sample"] and "sample" not in again and "sample_items" not in again
+    assert statistics_from_json(again, held) is held and held.items == 4001 and held.frequency == 12.5
+    assert held.selectivity(sel) == before
+    for item in ITEMS[4001:4200]:  # (past 1/64 more: a new sample)
+        s.observe(item)
+    fresh = statistics_to_json(s, sample_of=held.sample_id)
+    assert "same_sample" not in fresh and len(fresh["sample"]) == 512
+    renewed = statistics_from_json(fresh, held)
+    assert renewed is not held and renewed.sample_id == fresh["sample_id"] != held.sample_id
+    # (a relational predicate is measured on the values sent)
+    relational = one_input(photons("$p/coord/det/dx <= $p/coord/det/dy - 500")).selection
+    assert 0 < renewed.selectivity(relational) < 1
