@@ -11,6 +11,7 @@ measured on this machine by ``benchmarks/calibrate_operators.py``) × pindex(v) 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -37,9 +38,8 @@ class Calibration:
 
     @classmethod
     def load(cls) -> "Calibration":
-        text = resources.files("sharing").joinpath(CALIBRATION_FILE).read_text()
-        data = json.loads(text)
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+        """The shipped calibration (read once: every plan a super-peer makes prices with it)."""
+        return _shipped()
 
     def operator(self, op: alg.Operator) -> float:
         if isinstance(op, alg.Sample):  # a hash and a comparison per item
@@ -55,6 +55,12 @@ class Calibration:
         if isinstance(op, alg.AggregateFilter):
             return self.aggregate_filter
         raise TypeError(op)
+
+
+@functools.cache
+def _shipped() -> Calibration:
+    data = json.loads(resources.files("sharing").joinpath(CALIBRATION_FILE).read_text())
+    return Calibration(**{k: data[k] for k in Calibration.__dataclass_fields__ if k in data})
 
 
 @dataclass

@@ -102,7 +102,7 @@ class FakeTransport:
         return [copy_stream(s) for s in streams], usage
 
     def statistics(self, peer: str, name: str, sample_of: int = 0) -> dict:
-        h = self._handler("statistics", peer, name)
+        h = self._handler("statistics", peer, name, sample_of)
         if h is None:
             raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable")
         return h.statistics(name, sample_of)

@@ -350,7 +350,7 @@ class ControlPlane:
             if attempt:
                 first, most = REPLAN_PAUSE_S
                 time.sleep(random.uniform(0, min(most, first * 2 ** min(attempt, 10))))
-            view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id)
+            view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id, scoped=True)
             try:
                 planner = self.make_planner(view)
                 plan = (planner.replay_plan(sid, analysis.properties, self.state.id, avoid=frozenset(avoid),

@@ -12,6 +12,7 @@ replaces. A peer that does not answer contributes an empty table: it offers noth
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,7 +27,29 @@ from sharing.stream_table import NetworkStream, lineage
 from ..peer_state import PeerState
 from .peer_link import PeerLink, copy_stream
 
-MAX_PARALLEL_LOOKUPS = 16
+# Lookups at other peers run in parallel on threads kept for the process: starting a thread per
+# lookup took a third of a registration's wall time on a busy 2-core machine. Enough of them that
+# the lookups of concurrent plans (a registration, a round, a failure's re-plan) at unreachable
+# peers, each waiting for its timeout, do not hold up the others.
+LOOKUP_THREADS = 64
+_lookups: ThreadPoolExecutor | None = None
+_lookups_lock = threading.Lock()
+
+
+@dataclass
+class _Done:
+    answer: object
+
+    def result(self) -> object:
+        return self.answer
+
+
+def _lookup_pool() -> ThreadPoolExecutor:
+    global _lookups
+    with _lookups_lock:
+        if _lookups is None:
+            _lookups = ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="lookup")
+        return _lookups
 
 
 @dataclass
@@ -65,11 +88,21 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
     this way: their cost does not grow with the backbone)."""
     snapshot = PlanningSnapshot(backbone or state.backbone, new_stream_id)
     view = RemotePlanningView(snapshot)
-    inputs: list[InputStream] = []
+    knowns: dict[str, tuple[InputStream, NetworkStream]] = {}
     for inp in properties.inputs:
         known = state.known_originals.get(inp.input.stream)
-        if known is None or known.input != inp.input or known.id in snapshot.originals:
-            continue  # unknown (or other items): the planner refuses it with the reason
+        if known is not None and known.input == inp.input:
+            knowns.setdefault(known.id, (inp.input, known))
+        # (else unknown, or other items: the planner refuses it with the reason)
+    peers = snapshot.backbone.peers
+    if scoped:
+        asks = [(p, inp) for inp, known in knowns.values() for p in sorted({known.origin, state.id})
+                if p in peers]
+    else:
+        asks = [(peer, inp) for inp, _ in knowns.values() for peer in peers] if tables else []
+    # (the first peers are asked while the statistics are fetched)
+    pending = {a: _lookup_pool().submit(link.lookup, *a) for a in asks if a[0] != state.id}
+    for inp, known in knowns.values():
         # (the sample it holds from an earlier answer is not sent again: only the counters)
         held = state.statistics_held.get(known.id)
         data = link.statistics(known.origin, known.id, held.sample_id if held is not None else 0)
@@ -81,18 +114,11 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
         original.estimate = StreamEstimate(stats.frequency, stats.avg_item_size)
         snapshot.originals[known.id] = original
         snapshot.streams[original.id] = original
-        inputs.append(inp.input)
-    peers = snapshot.backbone.peers
-    if scoped:
-        asks = [(p, inp) for inp in inputs for p in sorted({snapshot.originals[inp.stream].origin, state.id})
-                if p in peers]
-    else:
-        asks = [(peer, inp) for inp in inputs for peer in peers] if tables else []
     asked: set[tuple[str, InputStream]] = set()
     while asks:
         asked.update(asks)
-        with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_LOOKUPS, len(asks))) as pool:
-            answers = list(pool.map(lambda a: link.lookup(*a), asks))
+        answers = _ask(state, link, asks, pending)
+        pending = {}
         reached: set[tuple[str, InputStream]] = set()
         for (peer, inp), answer in zip(asks, answers):
             if answer is not None and scoped:
@@ -101,6 +127,19 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
         asks = sorted(reached - asked, key=lambda a: (a[0], a[1].stream)) if scoped else []
     snapshot.link_used, snapshot.peer_used = state.usage_view()
     return view
+
+
+def _ask(state: PeerState, link: PeerLink, asks: list[tuple[str, InputStream]], pending: dict) -> list:
+    """Every peer's answer to a lookup (None: unreachable): this peer's own here, the others'
+    meanwhile on the lookup threads — or here too when there is one (no hand-off to a thread
+    and back) — ``pending`` the lookups already asked."""
+    others = [a for a in asks if a[0] != state.id and a not in pending]
+    if len(others) == 1 and not pending:
+        pending = {others[0]: _Done(link.lookup(*others[0]))}
+    else:
+        pending = {**pending, **{a: _lookup_pool().submit(link.lookup, *a) for a in others}}
+    own = {a: link.lookup(*a) for a in asks if a[0] == state.id}
+    return [own[a] if a in own else pending[a].result() for a in asks]
 
 
 def _take_answers(state: PeerState, view: RemotePlanningView, asks: list, answers: list) -> None:

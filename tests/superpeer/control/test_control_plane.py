@@ -96,6 +96,23 @@ def test_reservation_refused_every_time_fails_cleanly(network):
     assert not network.peers["SP1"].control.subscriptions
 
 
+def test_registration_asks_only_the_peers_the_inputs_streams_reach(network):
+    """SUBSCRIBE's breadth-first search from the original's peer and the subscriber's, not
+    every peer of the backbone: Query 1's stream runs SP4→SP5→SP1, so Query 2 at SP7 asks SP4
+    and SP7, then SP5 and SP1 that the stream reaches — and it still finds the stream."""
+    q1 = subscribe(network, "SP1", paper_query(1))
+    network.calls.clear()
+    q2 = subscribe(network, "SP7", paper_query(2))
+    assert {c.peer for c in network.calls_of("lookup")} == {"SP4", "SP7", "SP5", "SP1"}
+    assert q2.plan.parts[0].reused == q1.plan.parts[0].result_stream
+    # the statistics' sample is fetched once, then only the counters
+    assert [c.args[1] for c in network.calls_of("statistics")] == [0]
+    held = network.peers["SP7"].state.statistics_held["photons"].sample_id
+    network.calls.clear()
+    subscribe(network, "SP7", paper_query(1))
+    assert [c.args[1] for c in network.calls_of("statistics")] == [held]
+
+
 def test_the_planner_runs_without_calling_any_peer(network):
     real_planners = []
 
