@@ -13,6 +13,8 @@ when identical.
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
@@ -135,9 +137,12 @@ def match_aggregations(stream: InputProperties, sub: InputProperties) -> tuple[b
     return True, "the aggregates can be computed from the stream's windows"
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def match_properties(stream: InputProperties, sub: InputProperties,
                      repeated: frozenset[str] = frozenset()) -> Match:
-    """MATCHPROPERTIES: can ``stream`` serve ``sub``; and with which residual operators."""
+    """MATCHPROPERTIES: can ``stream`` serve ``sub``; and with which residual operators.
+    Remembered (properties are values, a ``Match`` is frozen): a planner asks the same
+    question for every subscription that needs what an earlier one needed."""
     if stream.input != sub.input:
         return Match(False, f"different input streams ({stream.input.stream} vs {sub.input.stream})")
     for op in stream.unknown:

@@ -141,16 +141,20 @@ class Planner(PlanBuilder):
         distance = self.state.backbone.distances_to(target)
         while queue:
             v = queue.popleft()
-            for props, group in self._groups_at(v, inp):
+            # (streams filled from the past only where their replayed items have all passed:
+            # ``usable``; a group is matched once, and its streams looked at only if it matches)
+            for props, group in self.state.groups_at(v, inp.input).items():
                 match = matches.get(id(props))
                 if match is None:
                     match = matches[id(props)] = match_properties(props, inp, repeated)
                 if not match.shareable:
                     if self.widening:
-                        near.update((s.id, s) for s in group)
+                        near.update((s.id, s) for s in group.values() if self._usable(v, s))
                     continue
                 reached = candidates.setdefault(id(props), {})
-                for stream in group:
+                for stream in group.values():
+                    if not self._usable(v, stream):
+                        continue
                     reached[stream.id] = stream
                     for n in stream.next_hops(v):
                         if n not in queued:
@@ -184,14 +188,12 @@ class Planner(PlanBuilder):
         chosen.alternatives = [c for c in priced if where(c) not in seen and not seen.add(where(c))]
         return chosen
 
-    def _groups_at(self, peer: str, inp: InputProperties):
-        """The streams at ``peer`` a subscription may reuse, grouped by properties: not those
-        filled from the past (``NetworkStream.past``), whose items would reach it out of time,
-        unless every replayed item has passed ``peer`` (``live_at``; the search goes on from
-        there, and a stream is reused only at peers of its route where that holds too)."""
-        groups = ((props, [s for s in g.values() if not s.past or live_at(self.state, peer, s)])
-                  for props, g in self.state.groups_at(peer, inp.input).items())
-        return [(props, streams) for props, streams in groups if streams]
+    def _usable(self, peer: str, stream: NetworkStream) -> bool:
+        """Whether a subscription may reuse ``stream`` at ``peer``: not one filled from the past
+        (``NetworkStream.past``), whose items would reach it out of time, unless every replayed
+        item has passed ``peer`` (``live_at``; the search goes on from there, and a stream is
+        reused only at peers of its route where that holds too)."""
+        return not stream.past or live_at(self.state, peer, stream)
 
     def generate_plans(self, stream: NetworkStream, v: str, target: str, inp: InputProperties,
                        match: Match) -> list[PlanPart]:
