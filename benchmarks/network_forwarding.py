@@ -2,6 +2,9 @@
 
 Run: python benchmarks/network_forwarding.py [--photons 200000] [--rounds 2] [--out FILE.json]
 
+In the same run, the physical limits (``physical_limits``): a gRPC echo of the same batches
+between two processes and lxml's parse rate of the same photons, and the ratios to them.
+
 Photons are published at SP4; two subscriptions that take the whole stream sit at SP1 and SP7,
 so SP5 receives every photon once and sends it twice (SP5→SP1 and SP5→SP7), without parsing it.
 The rate is photons per second through SP5, from the first to the last photon on both output links
@@ -21,6 +24,7 @@ from pathlib import Path
 
 from local_network import alternating, local_network, write_report
 from network_measures import forwarding
+from physical_limits import describe, measure, photons
 
 MODES = {"durable": (), "in_memory": ("--in-memory",)}
 
@@ -41,11 +45,21 @@ def main() -> int:
               f"({r['sp5_photons_per_cpu_second']:,} per SP5 CPU-second)", flush=True)
     rate = {mode: statistics.median(r["photons_per_s_through_sp5"] for r in rs) for mode, rs in runs.items()}
     slowdown = 1 - rate["durable"] / rate["in_memory"]
+    limits = measure(photons(args.photons))
+    echo, parse = limits["grpc_echo"]["unary_items_per_s"], limits["lxml"]["batch_parse_items_per_cpu_s"]
+    per_cpu = statistics.median(r["sp5_photons_per_cpu_second"] for r in runs["in_memory"])
+    ratios = {"in_memory_vs_grpc_echo": round(rate["in_memory"] / echo, 3),
+              "sp5_per_cpu_second_vs_lxml_batch_parse": round(per_cpu / parse, 3)}
     report = {"benchmark": "forwarding and duplication at one super-peer, durable and in memory",
-              "runs": runs, "photons_per_s_median": rate, "durable_slowdown": round(slowdown, 3)}
+              "runs": runs, "photons_per_s_median": rate, "durable_slowdown": round(slowdown, 3),
+              "limits": limits, "ratios": ratios}
     print(f"median photons/s through SP5: durable {rate['durable']:,.0f}, in memory {rate['in_memory']:,.0f}: "
           f"durability costs {100 * slowdown:.1f}% (whole pipeline on this machine's cores: publisher, "
           f"SP4, SP5 and two subscribers)")
+    print(describe(limits))
+    print(f"in memory, the pipeline moves {100 * ratios['in_memory_vs_grpc_echo']:.1f}% of what a gRPC echo of the "
+          f"same batches moves; SP5 forwards {ratios['sp5_per_cpu_second_vs_lxml_batch_parse']:.2f}× as many "
+          f"photons per CPU-second as lxml parses")
     write_report("network_forwarding", report, args.out)
     return 0
 
