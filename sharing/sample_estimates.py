@@ -161,41 +161,15 @@ def sampled_windows(stats: StreamStatistics, props: InputProperties, partials: t
     first, last = math.floor(t[0] / step), math.floor(t[-1] / step) - math.ceil(size / step) + 1
     if last < first or rows.size * size / max(t[-1] - t[0], 1e-9) < MIN_SAMPLED_A_WINDOW:
         return None
-    scale = stats.items / len(stats.sample)
-    out: list[WindowRecord] = []
     windows = np.unique(np.linspace(first, last, PSEUDO_WINDOWS).round().astype(int))
-    for j in windows:
-        lo, hi = np.searchsorted(t, [j * step, j * step + size], side="left")
-        held = order[lo:hi]
-        if held.size:
-            out.append(aggregated(columns, partials, held, held.size * scale, int(j)))
-    return out, len(windows)
-
-
-def aggregated(columns: dict[str, np.ndarray], partials: tuple, drawn: np.ndarray, items: float,
-               index: int) -> WindowRecord:
-    """A window record of the sampled rows ``drawn`` standing for ``items`` items: counts and
-    sums scaled to them, minima and maxima as drawn."""
-    scale = items / drawn.size if drawn.size else 0.0
-    values: dict = {}
-    for fn, element in partials:
-        if element == alg.WHOLE_ITEM:
-            values[(fn, element)] = round(items)
-            continue
-        column = columns.get(element)
-        x = column[drawn] if column is not None else np.empty(0)
-        x = x[~np.isnan(x)]
-        if fn == "count":
-            values[(fn, element)] = round(x.size * scale)
-        elif not x.size:
-            values[(fn, element)] = None
-        elif fn == "sum":
-            values[(fn, element)] = float(np.sum(x)) * scale
-        elif fn == "min":
-            values[(fn, element)] = float(np.min(x))
-        else:
-            values[(fn, element)] = float(np.max(x))
-    return WindowRecord(index, values)
+    lo = np.searchsorted(t, windows * step, side="left")
+    hi = np.searchsorted(t, windows * step + size, side="left")
+    held = hi - lo
+    width = int(held.max())
+    inside = np.arange(width)[None, :] < held[:, None]
+    picks = order[np.minimum(lo[:, None] + np.arange(width)[None, :], order.size - 1)]
+    items = held * (stats.items / len(stats.sample))
+    return _records(columns, partials, picks, inside, items, windows), len(windows)
 
 
 def pseudo_records(stats: StreamStatistics, props: InputProperties, partials: tuple, per_window: float,
@@ -212,32 +186,40 @@ def pseudo_records(stats: StreamStatistics, props: InputProperties, partials: tu
     width = int(drawn.max()) if rows.size else 0
     picks = rows[rng.integers(0, rows.size, (PSEUDO_WINDOWS, width))] if width else None
     inside = np.arange(width)[None, :] < drawn[:, None]
-    scale = np.divide(sizes, drawn, out=np.zeros(PSEUDO_WINDOWS), where=drawn > 0)
+    return _records(columns, partials, picks, inside, sizes, np.full(PSEUDO_WINDOWS, index)), PSEUDO_WINDOWS
+
+
+def _records(columns: dict[str, np.ndarray], partials: tuple, picks: np.ndarray | None, inside: np.ndarray,
+             items: np.ndarray, indexes: np.ndarray) -> list[WindowRecord]:
+    """Per window (a row of ``picks``: sampled rows, those ``inside`` it), the record of the
+    ``items`` items they stand for — counts and sums scaled up to them, minima and maxima as
+    sampled — with its index; windows of no items print none."""
+    taken = inside.sum(axis=1)
+    scale = np.divide(items, taken, out=np.zeros(len(items)), where=taken > 0)
     finals: dict = {}
     with np.errstate(invalid="ignore"):
         for fn, element in partials:
             column = columns.get(element) if picks is not None else None
             if element == alg.WHOLE_ITEM or column is None:
-                finals[(fn, element)] = (sizes if element == alg.WHOLE_ITEM else np.zeros(PSEUDO_WINDOWS), None)
+                finals[(fn, element)] = (items if element == alg.WHOLE_ITEM else np.zeros(len(items)), None)
                 continue
             x = column[picks]
             present = inside & ~np.isnan(x)
             seen = present.sum(axis=1)
             if fn == "count":
-                finals[(fn, element)] = (np.round(seen * scale), None)
+                finals[(fn, element)] = (seen * scale, None)
             elif fn == "sum":
                 finals[(fn, element)] = (np.where(present, x, 0.0).sum(axis=1) * scale, seen)
             else:
-                fill = math.inf if fn == "min" else -math.inf
-                pick = np.where(present, x, fill)
+                pick = np.where(present, x, math.inf if fn == "min" else -math.inf)
                 finals[(fn, element)] = (pick.min(axis=1) if fn == "min" else pick.max(axis=1), seen)
     out: list[WindowRecord] = []
-    for w in np.flatnonzero(sizes):
+    for w in np.flatnonzero(items > 0):
         values: dict = {}
         for partial, (value, seen) in finals.items():
             if partial[0] == "count":
-                values[partial] = int(value[w])
+                values[partial] = round(value[w])
             else:
                 values[partial] = None if seen is not None and not seen[w] else float(value[w])
-        out.append(WindowRecord(index, values))
-    return out, PSEUDO_WINDOWS
+        out.append(WindowRecord(int(indexes[w]), values))
+    return out
