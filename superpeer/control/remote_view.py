@@ -27,10 +27,9 @@ from sharing.stream_table import NetworkStream, lineage
 from ..peer_state import PeerState
 from .peer_link import PeerLink, copy_stream
 
-# Lookups at other peers run in parallel on threads kept for the process: starting a thread per
-# lookup took a third of a registration's wall time on a busy 2-core machine. Enough of them that
-# the lookups of concurrent plans (a registration, a round, a failure's re-plan) at unreachable
-# peers, each waiting for its timeout, do not hold up the others.
+# Lookups at other peers run in parallel on threads kept for the process, not started anew for
+# every plan. Enough of them that the lookups of concurrent plans (a registration, a round, a
+# failure's re-plan) at unreachable peers, each waiting for its timeout, do not hold up the others.
 LOOKUP_THREADS = 64
 _lookups: ThreadPoolExecutor | None = None
 _lookups_lock = threading.Lock()
