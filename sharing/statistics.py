@@ -300,14 +300,13 @@ class StreamStatistics:
         return cached
 
     def _selectivity(self, selection: Selection) -> float:
-        if any(a.right is not None for a in selection.atoms):
-            independent = DEFAULT_ATOM_SELECTIVITY ** len(selection.atoms)
-        else:
-            independent = self._independent_selectivity(selection)
+        relational = any(a.right is not None for a in selection.atoms)
+        independent = (DEFAULT_ATOM_SELECTIVITY ** len(selection.atoms) if relational
+                       else self._independent_selectivity(selection))
         measured = sampled_selectivity(self, selection, independent) if self.sample else None
         if measured is not None:
             return measured
-        if any(a.right is not None for a in selection.atoms):
+        if relational:
             if self.parse_sample_items is not None:
                 self.sample_items, self.parse_sample_items = self.parse_sample_items(), None
             tests = [atom_test(a) for a in selection.atoms]
