@@ -329,10 +329,14 @@ class TransferRequest(_message.Message):
     def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., watermark: _Optional[float] = ..., end: _Optional[bool] = ..., sender: _Optional[str] = ..., sender_epoch: _Optional[str] = ..., watermark_path: _Optional[str] = ..., origins: _Optional[_Iterable[int]] = ..., numbered_by_origin: _Optional[bool] = ...) -> None: ...
 
 class TransferReply(_message.Message):
-    __slots__ = ("acknowledged",)
+    __slots__ = ("acknowledged", "refused_code", "refused")
     ACKNOWLEDGED_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_CODE_FIELD_NUMBER: _ClassVar[int]
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
     acknowledged: int
-    def __init__(self, acknowledged: _Optional[int] = ...) -> None: ...
+    refused_code: str
+    refused: str
+    def __init__(self, acknowledged: _Optional[int] = ..., refused_code: _Optional[str] = ..., refused: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("sender",)

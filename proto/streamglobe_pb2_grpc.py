@@ -469,6 +469,11 @@ class SuperPeerStub:
                 request_serializer=proto_dot_streamglobe__pb2.TransferRequest.SerializeToString,
                 response_deserializer=proto_dot_streamglobe__pb2.TransferReply.FromString,
                 _registered_method=True)
+        self.Transfers = channel.stream_stream(
+                '/streamglobe.v1.SuperPeer/Transfers',
+                request_serializer=proto_dot_streamglobe__pb2.TransferRequest.SerializeToString,
+                response_deserializer=proto_dot_streamglobe__pb2.TransferReply.FromString,
+                _registered_method=True)
         self.Heartbeat = channel.unary_unary(
                 '/streamglobe.v1.SuperPeer/Heartbeat',
                 request_serializer=proto_dot_streamglobe__pb2.HeartbeatRequest.SerializeToString,
@@ -546,6 +551,14 @@ class SuperPeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Transfers(self, request_iterator, context):
+        """The same batches on one long-lived stream per link and direction, several in flight: one
+        reply per request, in order (``superpeer.data.forwarding``).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Heartbeat(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -602,6 +615,11 @@ def add_SuperPeerServicer_to_server(servicer, server):
             ),
             'Transfer': grpc.unary_unary_rpc_method_handler(
                     servicer.Transfer,
+                    request_deserializer=proto_dot_streamglobe__pb2.TransferRequest.FromString,
+                    response_serializer=proto_dot_streamglobe__pb2.TransferReply.SerializeToString,
+            ),
+            'Transfers': grpc.stream_stream_rpc_method_handler(
+                    servicer.Transfers,
                     request_deserializer=proto_dot_streamglobe__pb2.TransferRequest.FromString,
                     response_serializer=proto_dot_streamglobe__pb2.TransferReply.SerializeToString,
             ),
@@ -881,6 +899,33 @@ class SuperPeer:
             request,
             target,
             '/streamglobe.v1.SuperPeer/Transfer',
+            proto_dot_streamglobe__pb2.TransferRequest.SerializeToString,
+            proto_dot_streamglobe__pb2.TransferReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Transfers(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/streamglobe.v1.SuperPeer/Transfers',
             proto_dot_streamglobe__pb2.TransferRequest.SerializeToString,
             proto_dot_streamglobe__pb2.TransferReply.FromString,
             options,

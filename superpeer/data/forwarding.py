@@ -1,13 +1,20 @@
 """Outbound item batches to one neighbour super-peer, in order, acknowledged, with back-off.
 
-One sender thread per neighbour drains a queue of (stream, items, end) and sends them as
-``Transfer`` batches of up to ``BATCH`` items and ``BATCH_BYTES`` bytes (one bigger item travels
-alone; an item no message could carry is dropped and counted), never merging different streams
-or crossing an end-of-stream mark, so the receiver sees every stream in order. A neighbour that cannot be
-reached is retried with back-off while its queue is bounded; the failure is reported in status,
-and the rest of the node keeps running. Each stream's items on the link are numbered (per sender
-epoch), so that a batch retried after a lost reply is taken once by the receiver
-(``link_receipts``).
+One sender per neighbour drains a queue of (stream, items, end) into ``Transfer`` batches of up to
+``BATCH`` items and ``BATCH_BYTES`` bytes (one bigger item travels alone; an item no message could
+carry is dropped and counted), never merging different streams or crossing an end-of-stream mark,
+so the receiver sees every stream in order.
+
+The batches travel on one long-lived gRPC stream per link and direction (``Transfers``), up to
+``WINDOW`` of them in flight: the receiver takes them in order and acknowledges each, so a batch
+never waits for the round trip of the one before (a unary call per batch did: its latency bounded
+the link's rate). A batch is held, and counted as held, until acknowledged. When the stream
+breaks — the neighbour stopped, the link was cut, an error — the batches in flight are sent again
+on a new stream, with back-off while the neighbour cannot be reached; the failure is reported in
+status, and the rest of the node keeps running. Each stream's items on the link are numbered (per
+sender epoch), so that a batch sent again after a lost acknowledgement is taken once by the
+receiver (``link_receipts``). A batch the receiver refuses for good (``REFUSED``: not this
+peer's to send, malformed) gives its stream up on this link, counted, and the link goes on.
 """
 
 from __future__ import annotations
@@ -28,11 +35,13 @@ from .positions import kept_runs
 
 BATCH = 1000
 BATCH_BYTES = 4 << 20
+WINDOW = 8  # batches in flight on a link's stream, not yet acknowledged
 MAX_ITEM_BYTES = MESSAGE_LIMIT - ENVELOPE
 MAX_QUEUED_ITEMS = 2_000_000
 # answers that retrying cannot change: the stream is given up on this link (counted, in status)
 REFUSED = frozenset({grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.INVALID_ARGUMENT,
                      grpc.StatusCode.UNAUTHENTICATED})
+REFUSED_NAMES = frozenset(code.name for code in REFUSED)
 
 
 @dataclass
@@ -83,6 +92,8 @@ class Forwarder:
         self.stopped = False
         self.sequence: dict[str, int] = {}
         self.discarded: set[str] = set()  # removed streams: never sent again
+        self.inflight: deque[tuple[_Chunk, pb.TransferRequest]] = deque()  # sent, not yet acknowledged
+        self._call = None  # the link's stream now (cancelled to break it: ``interrupt``)
         self.thread = threading.Thread(target=self._run, name=f"fwd-{sender}-{neighbour}", daemon=True)
 
     def start(self) -> None:
@@ -127,7 +138,7 @@ class Forwarder:
             c.held_items += len(items)
             c.held_bytes += sum(sizes)
             c.peak_held_bytes = max(c.peak_held_bytes, c.held_bytes)
-            self.cond.notify()
+            self.cond.notify_all()
 
     def discard(self, stream: str) -> None:
         """A stream removed here: its queued items are dropped, and a batch of it being retried
@@ -149,78 +160,166 @@ class Forwarder:
         """Event time after the stream's items sent so far (it travels in order with them)."""
         with self.cond:
             self.queue.append(_Chunk(stream, [], [], False, (path, value)))
-            self.cond.notify()
+            self.cond.notify_all()
 
     def stop(self) -> None:
         with self.cond:
             self.stopped = True
-            self.cond.notify()
+            self.cond.notify_all()
+        self.interrupt()
+
+    def interrupt(self) -> None:
+        """Break the link's stream (the link was cut): what is in flight goes again on the next."""
+        call = self._call
+        if call is not None:
+            call.cancel()
 
     def _take(self) -> _Chunk | None:
+        """The next batch (blocking until there is one); None once stopped."""
         with self.cond:
             while not self.queue and not self.stopped:
                 self.cond.wait()
             if self.stopped and not self.queue:
                 return None
-            first = self.queue.popleft()
-            pieces = [first.origins]  # (joined once: not a list rebuilt per merged chunk)
-            # merge following chunks of the same stream up to a batch
-            while (not first.end and first.watermark is None and self.queue and self.queue[0].stream == first.stream
-                   and _follows(first, self.queue[0])
-                   and len(first.items) + len(self.queue[0].items) <= BATCH
-                   and sum(first.sizes) + sum(self.queue[0].sizes) <= BATCH_BYTES):
-                nxt = self.queue.popleft()
-                if not first.items:
-                    first.position, first.origins, pieces = nxt.position, nxt.origins, [nxt.origins]
-                elif nxt.items:
-                    pieces.append(nxt.origins)
-                    first.origins = nxt.origins  # (the last piece: what the next one must follow)
-                first.items.extend(nxt.items)
-                first.sizes.extend(nxt.sizes)
-                first.end = nxt.end
-                first.watermark = nxt.watermark
-            first.origins = joined(pieces)
-            n = _fitting(first.sizes)
-            if n < len(first.items):
-                self.queue.appendleft(first.split(n))
-            self.queued_items -= len(first.items)
-            return first
+            return self._take_locked()
+
+    def _take_locked(self) -> _Chunk:
+        """Called with ``cond`` held and the queue not empty: the next batch, merged from the
+        queue's chunks of one stream up to a batch."""
+        first = self.queue.popleft()
+        pieces = [first.origins]  # (joined once: not a list rebuilt per merged chunk)
+        while (not first.end and first.watermark is None and self.queue and self.queue[0].stream == first.stream
+               and _follows(first, self.queue[0])
+               and len(first.items) + len(self.queue[0].items) <= BATCH
+               and sum(first.sizes) + sum(self.queue[0].sizes) <= BATCH_BYTES):
+            nxt = self.queue.popleft()
+            if not first.items:
+                first.position, first.origins, pieces = nxt.position, nxt.origins, [nxt.origins]
+            elif nxt.items:
+                pieces.append(nxt.origins)
+                first.origins = nxt.origins  # (the last piece: what the next one must follow)
+            first.items.extend(nxt.items)
+            first.sizes.extend(nxt.sizes)
+            first.end = nxt.end
+            first.watermark = nxt.watermark
+        first.origins = joined(pieces)
+        n = _fitting(first.sizes)
+        if n < len(first.items):
+            self.queue.appendleft(first.split(n))
+        self.queued_items -= len(first.items)
+        return first
+
+    def _request(self, chunk: _Chunk) -> pb.TransferRequest:
+        """The batch as it travels, numbered: the stream's log numbers, or this link's."""
+        seq = self.sequence.get(chunk.stream, 0) if chunk.position is None else chunk.position
+        self.sequence[chunk.stream] = seq + len(chunk.items)
+        request = pb.TransferRequest(stream=chunk.stream, first_sequence=seq, items=chunk.items,
+                                     end=chunk.end, sender=self.sender, sender_epoch=self.epoch)
+        if chunk.watermark is not None:
+            request.watermark_path, request.watermark = chunk.watermark
+        if isinstance(chunk.origins, range):
+            request.numbered_by_origin = True
+        elif chunk.origins is not None:
+            request.origins.extend(chunk.origins)
+        return request
+
+    # ------------------------------------------------------------------ the link's stream
 
     def _run(self) -> None:
+        """Open the link's stream when there is something to send, read its acknowledgements,
+        and open it again (after a back-off) when it breaks."""
+        delay = 0.05
         while True:
-            chunk = self._take()
-            if chunk is None:
-                return
-            seq = self.sequence.get(chunk.stream, 0) if chunk.position is None else chunk.position
-            request = pb.TransferRequest(stream=chunk.stream, first_sequence=seq, items=chunk.items,
-                                         end=chunk.end, sender=self.sender, sender_epoch=self.epoch)
-            if chunk.watermark is not None:
-                request.watermark_path, request.watermark = chunk.watermark
-            if isinstance(chunk.origins, range):
-                request.numbered_by_origin = True
-            elif chunk.origins is not None:
-                request.origins.extend(chunk.origins)
-            delay = 0.05
-            while not self.stopped and chunk.stream not in self.discarded:
-                try:
-                    self.stub.Transfer(request, timeout=30)
-                    break
-                except grpc.RpcError as exc:
-                    self.counters.errors += 1
-                    self.counters.last_error = f"{exc.code().name}: {exc.details()}"
-                    if exc.code() in REFUSED:  # the neighbour will never take it: do not block the link
-                        with self.cond:
-                            self.counters.dropped += len(chunk.items)
-                            self.discarded.add(chunk.stream)
-                        break
-                    time.sleep(delay)
-                    delay = min(delay * 2, 2.0)
-            self.sequence[chunk.stream] = seq + len(chunk.items)
             with self.cond:
+                while not self.queue and not self.inflight and not self.stopped:
+                    self.cond.wait()
+                if self.stopped:
+                    return
+                resend = self._resendable()
+            live = threading.Event()
+            live.set()
+            failed = False
+            try:
+                call = self._call = self.stub.Transfers(self._requests(live, resend))
+                for reply in call:
+                    self._acknowledged(reply)
+                    delay = 0.05
+            except grpc.RpcError as exc:
+                failed = not self.stopped
+                if failed:
+                    self._broken(exc)
+            except ValueError:  # the channel was closed: this node is stopping
+                return
+            finally:
+                with self.cond:
+                    live.clear()
+                    self.cond.notify_all()
+                self._call = None
+            if failed:
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _resendable(self) -> list[pb.TransferRequest]:
+        """Called with ``cond`` held, before a new stream: the batches in flight on the last one
+        (of streams still sent), to go first, in order."""
+        kept: deque[tuple[_Chunk, pb.TransferRequest]] = deque()
+        for chunk, request in self.inflight:
+            if chunk.stream in self.discarded:
                 self._release(chunk)
-            self.counters.items += len(chunk.items)
-            self.counters.bytes += sum(chunk.sizes)
-            self.counters.batches += 1
+            else:
+                kept.append((chunk, request))
+        self.inflight = kept
+        return [request for _, request in kept]
+
+    def _requests(self, live: threading.Event, resend: list[pb.TransferRequest]):
+        """The stream's requests (iterated by gRPC): what was in flight, then each next batch
+        as soon as the window has room; it ends when the node stops or the stream broke."""
+        yield from resend
+        while True:
+            with self.cond:
+                while live.is_set() and not self.stopped and (len(self.inflight) >= WINDOW or not self.queue):
+                    self.cond.wait()
+                if not live.is_set() or self.stopped:
+                    return
+                chunk = self._take_locked()
+                if chunk.stream in self.discarded:
+                    self._release(chunk)
+                    continue
+                request = self._request(chunk)
+                self.inflight.append((chunk, request))
+            yield request
+
+    def _acknowledged(self, reply: pb.TransferReply) -> None:
+        """The oldest batch in flight was taken (or refused for good: its stream is given up here)."""
+        with self.cond:
+            if not self.inflight:
+                return
+            chunk, _ = self.inflight.popleft()
+            c = self.counters
+            if reply.refused_code:
+                c.errors += 1
+                c.last_error = f"{reply.refused_code}: {reply.refused}"
+                if reply.refused_code in REFUSED_NAMES:
+                    c.dropped += len(chunk.items)
+                    self.discarded.add(chunk.stream)
+            else:
+                c.items += len(chunk.items)
+                c.bytes += sum(chunk.sizes)
+                c.batches += 1
+            self._release(chunk)
+            self.cond.notify_all()
+
+    def _broken(self, exc: grpc.RpcError) -> None:
+        """The stream broke: counted; a neighbour that refuses this peer's stream for good
+        (``REFUSED``) refuses each batch in flight, whose streams are given up on this link."""
+        with self.cond:
+            c = self.counters
+            c.errors += 1
+            c.last_error = f"{exc.code().name}: {exc.details()}"
+            if exc.code() in REFUSED:
+                for chunk, _ in self.inflight:
+                    c.dropped += len(chunk.items)
+                    self.discarded.add(chunk.stream)
 
 
 def _follows(first: _Chunk, nxt: _Chunk) -> bool:

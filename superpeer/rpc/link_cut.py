@@ -17,7 +17,7 @@ from collections.abc import Callable
 import grpc
 
 
-class CutLink(grpc.UnaryUnaryClientInterceptor):
+class CutLink(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
     def __init__(self, is_cut: Callable[[], bool], why: str) -> None:
         self.is_cut = is_cut
         self.why = why
@@ -27,14 +27,27 @@ class CutLink(grpc.UnaryUnaryClientInterceptor):
             return Refused(self.why)
         return continuation(client_call_details, request)
 
+    def intercept_stream_stream(self, continuation, client_call_details, request_iterator):
+        """A link's stream of batches: refused while the link is cut (one open when the link
+        is cut is broken by its sender, ``Forwarder.interrupt``)."""
+        if self.is_cut():
+            return Refused(self.why)
+        return continuation(client_call_details, request_iterator)
+
 
 class Refused(grpc.RpcError, grpc.Call, grpc.Future):
     """A call the cut link never carried: failed at once with ``UNAVAILABLE``, as a blocking call,
-    a future and a ``with_call`` alike."""
+    a future, a ``with_call`` and a stream of replies alike."""
 
     def __init__(self, why: str) -> None:
         super().__init__(why)
         self.why = why
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        raise self
 
     def code(self) -> grpc.StatusCode:
         return grpc.StatusCode.UNAVAILABLE

@@ -114,6 +114,8 @@ class GrpcPeerChannels:
             raise NodeError("INVALID_ARGUMENT", f"{peer} is not a neighbour of {self.id} on the backbone "
                                                 f"(neighbours: {', '.join(sorted(self.detector.neighbours))})")
         (self.cut.add if cut else self.cut.discard)(peer)
+        if cut and peer in self.forwarders:  # (its open stream of batches breaks, as the wire would)
+            self.forwarders[peer].interrupt()
         return sorted(self.cut)
 
     def stop(self) -> None:

@@ -15,6 +15,7 @@ from proto import streamglobe_pb2_grpc as pb_grpc
 
 from sharing.serialization import stream_from_json, stream_to_json
 
+from ..data.forwarding import REFUSED_NAMES
 from ..data.origins import of_batch
 from ..node import Node, NodeError
 from ..security.access import Access, UserQuotas
@@ -210,13 +211,39 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def Transfer(self, request, context, caller):
+        return pb.TransferReply(acknowledged=self._transfer(request, caller))
+
+    def Transfers(self, requests, context):
+        """A link's stream of batches: each taken in order and acknowledged. A batch refused for
+        good (``REFUSED_NAMES``) is answered as refused and the stream goes on; any other error
+        ends the stream with its status, and the sender sends what it has in flight again."""
+        try:
+            caller = None
+            if self.security is not None:
+                caller = peer_identity(context)
+                check_backbone_caller(caller, self.node.topology.backbone.peers, "Transfers", context.peer())
+            for request in requests:
+                try:
+                    acknowledged = self._transfer(request, caller)
+                except NodeError as exc:
+                    if exc.code not in REFUSED_NAMES:
+                        raise
+                    yield pb.TransferReply(refused_code=exc.code, refused=exc.message)
+                    continue
+                yield pb.TransferReply(acknowledged=acknowledged)
+        except NodeError as exc:
+            context.abort(getattr(grpc.StatusCode, exc.code, grpc.StatusCode.UNKNOWN), exc.message)
+        except Exception as exc:  # noqa: BLE001 - the daemon must keep serving
+            if context.is_active():
+                log.exception("Transfers failed")
+                context.abort(grpc.StatusCode.INTERNAL, f"Transfers failed: {type(exc).__name__}: {exc}")
+
+    def _transfer(self, request, caller: str | None) -> int:
         watermark = (request.watermark_path, request.watermark) if request.watermark_path else None
         items = list(request.items)
         origins = of_batch(request.numbered_by_origin, request.origins, request.first_sequence, len(items))
-        acknowledged = self.node.transfer(request.stream, items, request.end,
-                                          request.sender, request.sender_epoch, request.first_sequence,
-                                          watermark, caller=caller, origins=origins)
-        return pb.TransferReply(acknowledged=acknowledged)
+        return self.node.transfer(request.stream, items, request.end, request.sender, request.sender_epoch,
+                                  request.first_sequence, watermark, caller=caller, origins=origins)
 
     @_handled
     @_peers_only
@@ -231,12 +258,14 @@ def refused_super_peer_calls(peer: str) -> grpc.GenericRpcHandler:
     logged): they are taken only on the peer address, from a backbone certificate."""
     service = pb.DESCRIPTOR.services_by_name["SuperPeer"]
 
-    def refuse(name: str):
-        def handler(request: bytes, context):
-            err = deny("", f"{name} from {context.peer()} at {peer}'s thin-peer address",
-                       f"{name} is a super-peer call: it is taken only on the peer address, with a "
+    def refuse(method):
+        def handler(request, context):
+            err = deny("", f"{method.name} from {context.peer()} at {peer}'s thin-peer address",
+                       f"{method.name} is a super-peer call: it is taken only on the peer address, with a "
                        "certificate of the backbone naming one of its super-peers")
             context.abort(grpc.StatusCode.PERMISSION_DENIED, err.message)
+        if method.client_streaming:
+            return grpc.stream_stream_rpc_method_handler(handler)
         return grpc.unary_unary_rpc_method_handler(handler)
 
-    return grpc.method_handlers_generic_handler(service.full_name, {m.name: refuse(m.name) for m in service.methods})
+    return grpc.method_handlers_generic_handler(service.full_name, {m.name: refuse(m) for m in service.methods})
