@@ -28,7 +28,7 @@ from ..executors import Executor
 from ..history.log_replay import LogReplays
 from ..peer_state import PeerState
 from ..security.peer_access import check_transfer_route
-from .items import PARSER, check_items
+from .items import PARSER, check_items, parse_batch
 from .link_receipts import LinkReceipts
 from .origins import Origins
 from .positions import StreamPositions, kept_runs
@@ -237,6 +237,10 @@ class DataPlane:
             origins = range(position, position + len(items))
         values: list = []
         if self.needs_values(entry.id):
+            batch = parse_batch(items) if entry.kind != "records" and len(items) > 1 else None
+            if batch is not None:  # (the usual case: one parse for the batch)
+                self.ingest(entry.id, batch, end, items, replaying, position, origins)
+                return
             kept = []
             for x in items:
                 try:

@@ -90,7 +90,14 @@ def check_items(items: list[str] | list[bytes], item: str, max_bytes: int) -> Ch
     return Checked(values, texts, rejected)
 
 
-def _parse_batch(texts: list[str], datas: list[bytes | None], item: str
+def parse_batch(texts: list[str], item: str | None = None) -> list[etree._Element] | None:
+    """Wire texts of a stream (checked where they entered the network) parsed in one go, each
+    exactly one element (of type ``item``, if given); None when any is not (then each is
+    parsed alone, to drop only the bad ones)."""
+    return _parse_batch(texts, [None] * len(texts), item) if texts else []
+
+
+def _parse_batch(texts: list[str], datas: list[bytes | None], item: str | None
                  ) -> list[etree._Element] | None:
     """The items of a clean batch parsed in one go; None when any item is not clean."""
     if all(d is not None for d in datas):
@@ -107,7 +114,7 @@ def _parse_batch(texts: list[str], datas: list[bytes | None], item: str
         return None
     elements = nodes[::2]
     for el in elements:
-        if el.tag != item or el.tail is not None:
+        if (item is not None and el.tag != item) or el.tail is not None or not isinstance(el.tag, str):
             return None
     for mark in nodes[1::2]:
         if mark.tag is not etree.PI or mark.target != _MARK or mark.text or mark.tail is not None:

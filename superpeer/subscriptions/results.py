@@ -77,20 +77,31 @@ class ResultBuffer:
         recomputes its results from the stream's first item, and those it had are skipped.
         (Results are a deterministic function of the inputs, so number ``index`` is the same
         item whoever computes it.)"""
-        size = utf8_size(item)
-        if size > MAX_RESULT_ITEM_BYTES:
-            raise ResultTooLarge(f"result item {index} is {size:,} bytes; a "
+        return self.offer_all(index, [item]) > 0
+
+    def offer_all(self, index: int, items: list[str]) -> int:
+        """Results number ``index``, ``index + 1``, … (as ``offer``) under one lock, with one
+        wake-up of the readers; how many were added. A result too large for any reply raises
+        ``ResultTooLarge`` once those before it are added."""
+        sizes = [utf8_size(x) for x in items]
+        too_large = next((k for k, n in enumerate(sizes) if n > MAX_RESULT_ITEM_BYTES), None)
+        if too_large is not None:
+            self.offer_all(index, items[:too_large])
+            raise ResultTooLarge(f"result item {index + too_large} is {sizes[too_large]:,} bytes; a "
                                  f"reply carries at most {MAX_RESULT_ITEM_BYTES:,}")
         with self.cond:
-            if index != self.end or self.closed:
-                return False
+            skip = self.end - index
+            if self.closed or skip < 0 or skip >= len(items):
+                return 0
+            if skip:
+                items, sizes = items[skip:], sizes[skip:]
             if self.store is not None:
-                self.unstored.append((index, item))
+                self.unstored.extend(zip(range(self.end, self.end + len(items)), items))
                 if len(self.unstored) >= STORE_EVERY:
                     self._store()
-            self.items.append(item)
-            self.sizes.append(size)
-            self.held_bytes += size
+            self.items.extend(items)
+            self.sizes.extend(sizes)
+            self.held_bytes += sum(sizes)
             while len(self.items) > self.retention:
                 self._pop()
                 self.dropped += 1
@@ -98,7 +109,7 @@ class ResultBuffer:
                     self._store()
                     self.store.forget_results(self.sid, self.base)
             self.cond.notify_all()
-            return True
+            return len(items)
 
     def restore(self, base: int, items: list[str], closed: bool, error: str, code: str) -> None:
         """Take back what a restarted super-peer had stored."""

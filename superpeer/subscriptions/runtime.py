@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from functools import partial
-from typing import Iterator
+from typing import Callable, Iterator
 
 from sharing.analysis import Analysis
 from sharing.estimates import asked_partials
@@ -25,6 +25,7 @@ from .approximation import CONFIDENCE, LiveEstimates
 from .results import RELEASES, ResultBuffer, ResultTooLarge
 
 log = logging.getLogger("streamglobe.superpeer")
+OFFER_BATCH = 1000  # results offered at once at most (sooner when an input waits for items)
 
 
 class BlockingFeed:
@@ -42,6 +43,9 @@ class BlockingFeed:
         self._replay = replay
         self._iterated = False
         self._cond = threading.Condition()
+        # called (by the reading thread, without the lock) before it waits for more items: the
+        # results computed so far leave then, in one batch, rather than one at a time
+        self.before_wait: Callable[[], None] | None = None
 
     def feed(self, values: list, end: bool = False) -> None:
         with self._cond:
@@ -72,6 +76,7 @@ class BlockingFeed:
                 raise RuntimeError("a single-pass input was read twice")
             self._iterated = True
         while True:
+            self._about_to_wait(0)
             with self._cond:
                 while not self._items and not self._ended:
                     self._cond.wait()
@@ -80,9 +85,18 @@ class BlockingFeed:
                 batch, self._items = self._items, []
             yield from batch
 
+    def _about_to_wait(self, read: int) -> None:
+        """``before_wait``, if nothing past ``read`` is here and the input has not ended."""
+        if self.before_wait is not None:
+            with self._cond:
+                waits = len(self._items) <= read and not self._ended
+            if waits:
+                self.before_wait()
+
     def _replayed(self) -> Iterator:
         i = 0
         while True:
+            self._about_to_wait(i)
             with self._cond:
                 while i >= len(self._items) and not self._ended:
                     self._cond.wait()
@@ -186,11 +200,26 @@ class SubscriptionRuntime:
 
     def _run(self) -> None:
         error, code = "", ""
+        pending: list[str] = []  # results not offered yet: they leave before an input waits
+        first = 0
+
+        def offer() -> None:
+            nonlocal first
+            if pending and not self._stopped:
+                self.buffer.offer_all(first, pending)
+            first += len(pending)
+            pending.clear()
+
+        for f in self.feeds.values():
+            f.before_wait = offer
         try:
-            for index, item in enumerate(self._evaluation.serialized_items()):
+            for item in self._evaluation.serialized_items():
                 if self._stopped:
                     break
-                self.buffer.offer(index, item)
+                pending.append(item)
+                if len(pending) >= OFFER_BATCH:
+                    offer()
+            offer()
         except ResultTooLarge as exc:
             error, code = str(exc), "RESOURCE_EXHAUSTED"
         except Exception as exc:  # a bad item must not kill the daemon; the reader is told
