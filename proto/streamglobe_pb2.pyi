@@ -305,7 +305,7 @@ class TruncateReply(_message.Message):
     def __init__(self) -> None: ...
 
 class TransferRequest(_message.Message):
-    __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender", "sender_epoch", "watermark_path", "origins", "numbered_by_origin")
+    __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender", "sender_epoch", "watermark_path", "origins", "numbered_by_origin", "payload", "lengths")
     STREAM_FIELD_NUMBER: _ClassVar[int]
     FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
@@ -316,6 +316,8 @@ class TransferRequest(_message.Message):
     WATERMARK_PATH_FIELD_NUMBER: _ClassVar[int]
     ORIGINS_FIELD_NUMBER: _ClassVar[int]
     NUMBERED_BY_ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    LENGTHS_FIELD_NUMBER: _ClassVar[int]
     stream: str
     first_sequence: int
     items: _containers.RepeatedScalarFieldContainer[str]
@@ -326,7 +328,9 @@ class TransferRequest(_message.Message):
     watermark_path: str
     origins: _containers.RepeatedScalarFieldContainer[int]
     numbered_by_origin: bool
-    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., watermark: _Optional[float] = ..., end: _Optional[bool] = ..., sender: _Optional[str] = ..., sender_epoch: _Optional[str] = ..., watermark_path: _Optional[str] = ..., origins: _Optional[_Iterable[int]] = ..., numbered_by_origin: _Optional[bool] = ...) -> None: ...
+    payload: bytes
+    lengths: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., watermark: _Optional[float] = ..., end: _Optional[bool] = ..., sender: _Optional[str] = ..., sender_epoch: _Optional[str] = ..., watermark_path: _Optional[str] = ..., origins: _Optional[_Iterable[int]] = ..., numbered_by_origin: _Optional[bool] = ..., payload: _Optional[bytes] = ..., lengths: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TransferReply(_message.Message):
     __slots__ = ("acknowledged", "refused_code", "refused")

@@ -33,6 +33,7 @@ from .link_receipts import LinkReceipts
 from .origins import Origins
 from .positions import StreamPositions, kept_runs
 from .stream_rates import StreamRates
+from .wire_batch import as_texts, text_bytes
 
 STATISTICS_FULL = 2000  # observe every item up to this many, then every 50th
 MAX_REJECTION_REASONS = 20
@@ -237,7 +238,7 @@ class DataPlane:
             origins = range(position, position + len(items))
         values: list = []
         if self.needs_values(entry.id):
-            batch = parse_batch(items) if entry.kind != "records" and len(items) > 1 else None
+            batch = parse_batch(as_texts(items)) if entry.kind != "records" and len(items) > 1 else None
             if batch is not None:  # (the usual case: one parse for the batch)
                 self.ingest(entry.id, batch, end, items, replaying, position, origins)
                 return
@@ -291,7 +292,7 @@ class DataPlane:
         count = len(serialized) if serialized is not None else len(values)
         position = self.positions.advance(sid, position, count) if count else None
         if count and serialized is not None and not replaying:  # (text as it travels; the past is not a rate)
-            self.rates.add(sid, count, sum(map(len, serialized)))
+            self.rates.add(sid, count, text_bytes(serialized))
         if end and not self.state.table.mark_ended(sid):
             end = False  # its end passed here already: every consumer sees it once
             if not values and not serialized:
@@ -305,7 +306,7 @@ class DataPlane:
         if computed:  # one push per parent, whatever the number of operators on it
             texts = None
             if self.executor.wants_text:
-                texts = serialized if serialized is not None else [serialize(v) for v in values]
+                texts = as_texts(serialized) if serialized is not None else [serialize(v) for v in values]
             self.executor.push(sid, values, texts, end, origins)
         for consumer, variable in self.state.deliveries.get(sid, ()):
             consumer.feed(variable, values, end, origins)

@@ -22,16 +22,19 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import grpc
 
 from proto import streamglobe_pb2 as pb
 
-from .items import utf8_size
 from .limits import ENVELOPE, MESSAGE_LIMIT
 from .origins import Origins, joined, mergeable
 from .positions import kept_runs
+from .wire_batch import WireBatch, sizes_of
+
+EMPTY = WireBatch(b"", [])
 
 BATCH = 1000
 BATCH_BYTES = 4 << 20
@@ -47,21 +50,25 @@ REFUSED_NAMES = frozenset(code.name for code in REFUSED)
 @dataclass
 class _Chunk:
     stream: str
-    items: list[str]
-    sizes: list[int]  # UTF-8 bytes of each item
+    items: WireBatch  # (as they travel: one buffer, each item's length)
     end: bool
     watermark: tuple[str, float] | None = None  # (element, event time) after the items
     position: int | None = None  # log number of the first item (an original stream, a copy)
     origins: Origins | None = None  # per item, its original's item (``origins``)
 
-    def split(self, n: int) -> "_Chunk":
+    @property
+    def sizes(self) -> Sequence[int]:
+        """UTF-8 bytes of each item."""
+        return self.items.lengths
+
+    def split(self, n: int) -> _Chunk:
         """Keep the first ``n`` items; the rest (and the end mark, the watermark) as a new chunk."""
-        rest = _Chunk(self.stream, self.items[n:], self.sizes[n:], self.end, self.watermark,
+        rest = _Chunk(self.stream, self.items[n:], self.end, self.watermark,
                       None if self.position is None else self.position + n,
                       None if self.origins is None else self.origins[n:])
         if self.origins is not None:
             self.origins = self.origins[:n]
-        del self.items[n:], self.sizes[n:]
+        self.items = self.items[:n]
         self.end, self.watermark = False, None
         return rest
 
@@ -100,14 +107,15 @@ class Forwarder:
         """The sender thread: it drains the queue until ``stop``."""
         self.thread.start()
 
-    def send(self, stream: str, items: list[str], end: bool = False, position: int | None = None,
+    def send(self, stream: str, items: Sequence[str], end: bool = False, position: int | None = None,
              origins: Origins | None = None) -> None:
         """Queue items (numbered from ``position`` if the stream is numbered by its log,
-        else by this link), or the end; ``origins``: per item, its original's item, if known."""
+        else by this link), or the end; ``origins``: per item, its original's item, if known.
+        Items received as a ``WireBatch`` leave as the same buffer."""
         if not items and not end:
             return
-        sizes = [utf8_size(x) for x in items]
-        if any(n > MAX_ITEM_BYTES for n in sizes):
+        sizes = sizes_of(items)
+        if max(sizes, default=0) > MAX_ITEM_BYTES:
             with self.cond:
                 self.counters.dropped += sum(1 for n in sizes if n > MAX_ITEM_BYTES)
                 self.counters.last_error = (f"{stream}: dropped an item of {max(sizes):,} bytes, "
@@ -115,28 +123,28 @@ class Forwarder:
             # each run of the items kept goes with its own number (the dropped ones' are skipped)
             runs = kept_runs([n <= MAX_ITEM_BYTES for n in sizes])
             for k, (a, b) in enumerate(runs):
-                self._queue(stream, items[a:b], sizes[a:b], end and k == len(runs) - 1,
+                self._queue(stream, WireBatch.of(items[a:b]), end and k == len(runs) - 1,
                             None if position is None else position + a,
                             None if origins is None else origins[a:b])
             if not runs and end:
-                self._queue(stream, [], [], True, None)
+                self._queue(stream, EMPTY, True, None)
             return
-        self._queue(stream, items, sizes, end, position, origins)
+        self._queue(stream, WireBatch.of(items), end, position, origins)
 
-    def _queue(self, stream: str, items: list[str], sizes: list[int], end: bool, position: int | None,
+    def _queue(self, stream: str, items: WireBatch, end: bool, position: int | None,
                origins: Origins | None = None) -> None:
         with self.cond:
             if self.queued_items + len(items) > MAX_QUEUED_ITEMS:
                 self.counters.dropped += len(items)
-                items, sizes = [], []
+                items = EMPTY
                 if not end:
                     return
-            self.queue.append(_Chunk(stream, list(items), sizes, end, position=position if items else None,
+            self.queue.append(_Chunk(stream, items, end, position=position if items else None,
                                      origins=origins if items else None))
             self.queued_items += len(items)
             c = self.counters
             c.held_items += len(items)
-            c.held_bytes += sum(sizes)
+            c.held_bytes += items.nbytes
             c.peak_held_bytes = max(c.peak_held_bytes, c.held_bytes)
             self.cond.notify_all()
 
@@ -154,12 +162,12 @@ class Forwarder:
 
     def _release(self, chunk: _Chunk) -> None:
         self.counters.held_items -= len(chunk.items)
-        self.counters.held_bytes -= sum(chunk.sizes)
+        self.counters.held_bytes -= chunk.items.nbytes
 
     def send_watermark(self, stream: str, path: str, value: float) -> None:
         """Event time after the stream's items sent so far (it travels in order with them)."""
         with self.cond:
-            self.queue.append(_Chunk(stream, [], [], False, (path, value)))
+            self.queue.append(_Chunk(stream, EMPTY, False, (path, value)))
             self.cond.notify_all()
 
     def stop(self) -> None:
@@ -188,23 +196,25 @@ class Forwarder:
         queue's chunks of one stream up to a batch."""
         first = self.queue.popleft()
         pieces = [first.origins]  # (joined once: not a list rebuilt per merged chunk)
+        batches, count, size = [first.items], len(first.items), first.items.nbytes
         while (not first.end and first.watermark is None and self.queue and self.queue[0].stream == first.stream
-               and _follows(first, self.queue[0])
-               and len(first.items) + len(self.queue[0].items) <= BATCH
-               and sum(first.sizes) + sum(self.queue[0].sizes) <= BATCH_BYTES):
+               and _follows(first, count, self.queue[0])
+               and count + len(self.queue[0].items) <= BATCH
+               and size + self.queue[0].items.nbytes <= BATCH_BYTES):
             nxt = self.queue.popleft()
-            if not first.items:
+            if not count:
                 first.position, first.origins, pieces = nxt.position, nxt.origins, [nxt.origins]
             elif nxt.items:
                 pieces.append(nxt.origins)
                 first.origins = nxt.origins  # (the last piece: what the next one must follow)
-            first.items.extend(nxt.items)
-            first.sizes.extend(nxt.sizes)
+            batches.append(nxt.items)
+            count, size = count + len(nxt.items), size + nxt.items.nbytes
             first.end = nxt.end
             first.watermark = nxt.watermark
+        first.items = WireBatch.joined([b for b in batches if b] or [EMPTY])
         first.origins = joined(pieces)
-        n = _fitting(first.sizes)
-        if n < len(first.items):
+        n = _fitting(first.sizes) if count > BATCH or size > BATCH_BYTES else count
+        if n < count:
             self.queue.appendleft(first.split(n))
         self.queued_items -= len(first.items)
         return first
@@ -213,8 +223,9 @@ class Forwarder:
         """The batch as it travels, numbered: the stream's log numbers, or this link's."""
         seq = self.sequence.get(chunk.stream, 0) if chunk.position is None else chunk.position
         self.sequence[chunk.stream] = seq + len(chunk.items)
-        request = pb.TransferRequest(stream=chunk.stream, first_sequence=seq, items=chunk.items,
-                                     end=chunk.end, sender=self.sender, sender_epoch=self.epoch)
+        request = pb.TransferRequest(stream=chunk.stream, first_sequence=seq, payload=chunk.items.payload,
+                                     lengths=chunk.items.lengths, end=chunk.end, sender=self.sender,
+                                     sender_epoch=self.epoch)
         if chunk.watermark is not None:
             request.watermark_path, request.watermark = chunk.watermark
         if isinstance(chunk.origins, range):
@@ -304,7 +315,7 @@ class Forwarder:
                     self.discarded.add(chunk.stream)
             else:
                 c.items += len(chunk.items)
-                c.bytes += sum(chunk.sizes)
+                c.bytes += chunk.items.nbytes
                 c.batches += 1
             self._release(chunk)
             self.cond.notify_all()
@@ -322,9 +333,10 @@ class Forwarder:
                     self.discarded.add(chunk.stream)
 
 
-def _follows(first: _Chunk, nxt: _Chunk) -> bool:
-    """Whether ``nxt`` continues ``first``'s numbering (one batch carries one first number)."""
-    if not nxt.items or not first.items:
+def _follows(first: _Chunk, count: int, nxt: _Chunk) -> bool:
+    """Whether ``nxt`` continues the numbering of ``first`` grown to ``count`` items (one batch
+    carries one first number)."""
+    if not nxt.items or not count:
         return True
     if not mergeable(first.origins, nxt.origins):
         return False
@@ -332,10 +344,10 @@ def _follows(first: _Chunk, nxt: _Chunk) -> bool:
         return True
     if first.position is None:
         return False
-    return first.position + len(first.items) == nxt.position
+    return first.position + count == nxt.position
 
 
-def _fitting(sizes: list[int]) -> int:
+def _fitting(sizes: Sequence[int]) -> int:
     """How many leading items make one batch: up to BATCH items and BATCH_BYTES, at least one."""
     total = 0
     for n, size in enumerate(sizes[:BATCH]):

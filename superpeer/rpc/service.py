@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from collections.abc import Sequence
 
 import grpc
 
@@ -17,6 +18,7 @@ from sharing.serialization import stream_from_json, stream_to_json
 
 from ..data.forwarding import REFUSED_NAMES
 from ..data.origins import of_batch
+from ..data.wire_batch import WireBatch, check_lengths
 from ..node import Node, NodeError
 from ..security.access import Access, UserQuotas
 from ..security.audit import deny
@@ -240,7 +242,7 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
 
     def _transfer(self, request, caller: str | None) -> int:
         watermark = (request.watermark_path, request.watermark) if request.watermark_path else None
-        items = list(request.items)
+        items = received_items(request)
         origins = of_batch(request.numbered_by_origin, request.origins, request.first_sequence, len(items))
         return self.node.transfer(request.stream, items, request.end, request.sender, request.sender_epoch,
                                   request.first_sequence, watermark, caller=caller, origins=origins)
@@ -251,6 +253,21 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
         usage, originals, hears, incarnation, pins = self.node.heartbeat_reply()
         return pb.HeartbeatReply(superpeer=self.node.id, usage_json=usage, originals_json=originals,
                                  hears=hears, incarnation=incarnation, pins_json=pins)
+
+
+def received_items(request: pb.TransferRequest) -> Sequence[str]:
+    """A batch's items: its buffer as it came (``wire_batch``), or its list of texts."""
+    if not request.lengths:
+        return list(request.items)
+    why = check_lengths(request.payload, request.lengths)
+    if not why and not request.payload.isascii():
+        try:
+            request.payload.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            why = f"the items are not UTF-8 text (byte {exc.start} of the batch)"
+    if why:
+        raise NodeError("INVALID_ARGUMENT", f"a malformed batch of {request.stream}: {why}")
+    return WireBatch(request.payload, request.lengths)
 
 
 def refused_super_peer_calls(peer: str) -> grpc.GenericRpcHandler:
