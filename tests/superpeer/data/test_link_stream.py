@@ -52,3 +52,10 @@ def test_batches_in_flight_on_a_broken_stream_are_taken_once(tmp_path):
         got = [item for _, item, _ in client.results(reply.subscription, idle_timeout=3)]
         assert len(got) == len(set(got)) == 60, len(got)  # each item once
         assert client.status()["refused_transfers_from_the_wrong_peer"] == 1
+        # a batch whose buffer and lengths disagree is refused as malformed; the stream goes on
+        bad = pb.TransferRequest(stream=stream, payload=b"<photon/>", lengths=[4, 9], first_sequence=60,
+                                 sender="SP5", sender_epoch="e1")
+        after = stub.Transfers(iter([bad, batch(60, 0)]))
+        first, second = list(after)
+        assert first.refused_code == "INVALID_ARGUMENT" and "add up to 13 bytes" in first.refused
+        assert second.acknowledged == 60 and not second.refused_code
