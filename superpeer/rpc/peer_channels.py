@@ -33,6 +33,7 @@ from ..recovery.failure_detector import FailureDetector, HeartbeatSettings
 from ..security.tls import Security, channel_options
 from ..topology import Topology
 from .link_cut import CutLink
+from .stream_wire import StaticParses
 from .wire import commit_to_wire, input_to_wire, part_to_wire, waiting_from_wire
 
 T = TypeVar("T")
@@ -67,6 +68,7 @@ class GrpcPeerChannels:
         self.forwarders: dict[str, Forwarder] = {}
         self.epoch = secrets.token_hex(8)  # this process's numbering of items on its links
         self._channels: dict[str, grpc.Channel] = {}
+        self.parses = StaticParses()  # (lookup answers: each stream's fixed part read once)
         self._stop = threading.Event()
         self.cut: set[str] = set()  # neighbours the link to is cut on purpose (``link_cut``)
         for neighbour in cut:
@@ -153,7 +155,7 @@ class GrpcPeerChannels:
             streams, usage = self.local.lookup(input_stream)
             return [copy_stream(s) for s in streams], usage
         return self._call(peer, "LookupStreams", pb.LookupStreamsRequest(input_json=input_to_wire(input_stream)),
-                          lambda r: ([stream_from_json(j) for j in json.loads(r.streams_json)],
+                          lambda r: (self.parses.streams(r.streams_json),
                                      json.loads(r.usage_json)), required=False)
 
     def statistics(self, peer: str, name: str, sample_of: int = 0) -> dict:

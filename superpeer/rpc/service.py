@@ -14,7 +14,7 @@ import grpc
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 
-from sharing.serialization import stream_from_json, stream_to_json
+from sharing.serialization import stream_from_json
 
 from ..data.forwarding import REFUSED_NAMES
 from ..data.origins import of_batch
@@ -26,6 +26,7 @@ from ..security.peer_access import check_backbone_caller
 from ..security.tls import Security, peer_identity
 from ..subscriptions.approximation import CONFIDENCE
 from ..subscriptions.record import past_text
+from .stream_wire import StaticTexts
 from .wire import commit_from_wire, input_from_wire, part_from_wire, waiting_to_wire
 
 log = logging.getLogger("streamglobe.superpeer")
@@ -155,12 +156,13 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     def __init__(self, node: Node, security: Security | None = None) -> None:
         self.node = node
         self.security = security
+        self.texts = StaticTexts()  # (lookup answers: each stream's fixed part printed once)
 
     @_handled
     @_peers_only
     def LookupStreams(self, request, context, caller):
         streams, usage = self.node.lookup(input_from_wire(request.input_json))
-        return pb.LookupStreamsReply(streams_json=json.dumps([stream_to_json(s) for s in streams]),
+        return pb.LookupStreamsReply(streams_json=self.texts.answer(streams),
                                      usage_json=json.dumps(usage))
 
     @_handled
