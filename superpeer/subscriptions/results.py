@@ -33,6 +33,39 @@ class ResultTooLarge(Exception):
     """A result item no ReadResults reply could carry."""
 
 
+class Held:
+    """The results a buffer holds, oldest first: appended at the end, dropped at the front, and
+    read by position in constant time (a deque walks to the middle: a read of 1,000 results
+    from the middle of 200,000 took 6 ms)."""
+
+    __slots__ = ("_list", "_head")
+
+    def __init__(self, items=()) -> None:
+        self._list = list(items)
+        self._head = 0
+
+    def __len__(self) -> int:
+        return len(self._list) - self._head
+
+    def __getitem__(self, i: int):
+        return self._list[self._head + i]
+
+    def extend(self, values) -> None:
+        self._list.extend(values)
+
+    def popleft(self):
+        value = self._list[self._head]
+        self._list[self._head] = None
+        self._head += 1
+        if self._head >= 4096 and 2 * self._head >= len(self._list):  # (the dropped front, freed now and then)
+            del self._list[:self._head]
+            self._head = 0
+        return value
+
+    def between(self, i: int, j: int) -> list:
+        return self._list[self._head + i:self._head + j]
+
+
 @dataclass
 class ResultBuffer:
     """Serialized result items with offsets; the oldest are dropped beyond ``retention``.
@@ -46,8 +79,8 @@ class ResultBuffer:
     root: str
     max_read_bytes: int = DataLimits.max_read_bytes
     base: int = 0  # offset of items[0]
-    items: deque = field(default_factory=deque)
-    sizes: deque = field(default_factory=deque)  # UTF-8 bytes of each item
+    items: Held = field(default_factory=Held)
+    sizes: Held = field(default_factory=Held)  # UTF-8 bytes of each item
     held_bytes: int = 0
     closed: bool = False
     error: str = ""
@@ -115,8 +148,8 @@ class ResultBuffer:
         """Take back what a restarted super-peer had stored."""
         with self.cond:
             self.base = base
-            self.items = deque(items)
-            self.sizes = deque(utf8_size(x) for x in items)
+            self.items = Held(items)
+            self.sizes = Held(utf8_size(x) for x in items)
             self.held_bytes = sum(self.sizes)
             self.closed, self.error, self.code = closed, error, code
 
@@ -175,13 +208,14 @@ class ResultBuffer:
                 self.release()
             start = max(offset, self.base)
             lost = max(0, self.base - offset)
-            chunk: list[str] = []
-            size = 0
-            for i in range(start - self.base, min(end - self.base, start - self.base + max_items)):
-                size += self.sizes[i]
-                if chunk and size > self.max_read_bytes:
+            first = start - self.base
+            count, size = 0, 0
+            for n in self.sizes.between(first, min(end - self.base, first + max_items)):
+                size += n
+                if count and size > self.max_read_bytes:
                     break
-                chunk.append(self.items[i])
+                count += 1
+            chunk: list[str] = self.items.between(first, first + count)
             if self.store_on_read and chunk and self.unstored and self.unstored[0][0] < start + len(chunk):
                 # what a reader has is stored first: a super-peer started again resumes past it
                 # (an approximate subscription's later windows come with the reader's next read)
