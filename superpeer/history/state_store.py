@@ -29,6 +29,7 @@ from pathlib import Path
 from sharing.replay import ReplayInput
 
 from ..data.items import utf8_size
+from . import log_batches
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS originals (
@@ -39,9 +40,6 @@ CREATE TABLE IF NOT EXISTS originals (
     event_time TEXT NOT NULL DEFAULT '', event_time_rate REAL NOT NULL DEFAULT 1.0,
     publisher TEXT NOT NULL DEFAULT '', history TEXT NOT NULL DEFAULT '',
     retained_from INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS log (
-    stream TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
-    PRIMARY KEY (stream, idx)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS arrivals (
     stream TEXT NOT NULL, first INTEGER NOT NULL, at REAL NOT NULL, bytes INTEGER NOT NULL,
     PRIMARY KEY (stream, first)) WITHOUT ROWID;
@@ -140,13 +138,15 @@ class StateStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
+            self._db.executescript(log_batches.SCHEMA)
             for table, column, kind in ADDED_COLUMNS:  # a state directory of an earlier version
                 if column not in {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}:
                     self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+            log_batches.migrate(self._db)  # (a log an earlier version kept item by item)
             # a log written before arrivals were recorded: its items count as arrived now (a
             # duration bound keeps them that long, --since counts them as recent)
             self._db.execute("INSERT INTO arrivals (stream, first, at, bytes) "
-                             "SELECT stream, MIN(idx), ?, SUM(LENGTH(CAST(text AS BLOB))) FROM log "
+                             "SELECT stream, MIN(first), ?, SUM(LENGTH(items)) FROM log_batches "
                              "WHERE stream NOT IN (SELECT stream FROM arrivals) GROUP BY stream", (time.time(),))
 
     @property
@@ -202,8 +202,7 @@ class StateStore:
         arrival = ([("INSERT OR REPLACE INTO arrivals (stream, first, at, bytes) VALUES (?, ?, ?, ?)",
                      (name, first, at, sum(map(utf8_size, texts))))] if texts else [])
         self._write([
-            ("INSERT INTO log (stream, idx, text) VALUES (?, ?, ?)",
-             [(name, first + k, t) for k, t in enumerate(texts)]),
+            *([log_batches.insert(name, first, texts)] if texts else []),
             *arrival,
             ("UPDATE originals SET next_position = ?, accepted = ?, rejected = ?, duplicates = ? "
              "WHERE name = ?", (next_position, accepted, rejected, duplicates, name))])
@@ -221,8 +220,8 @@ class StateStore:
     def extent(self, name: str) -> HistoryExtent:
         with self._lock:
             first, stop = self._db.execute(
-                "SELECT retained_from, COALESCE((SELECT MAX(idx) + 1 FROM log WHERE stream = ?), retained_from) "
-                "FROM originals WHERE name = ?", (name, name)).fetchone() or (0, 0)
+                f"SELECT retained_from, COALESCE({log_batches.stop_sql('o.name')}, retained_from) "
+                "FROM originals o WHERE name = ?", (name,)).fetchone() or (0, 0)
             oldest, size = self._db.execute("SELECT MIN(at), SUM(bytes) FROM arrivals WHERE stream = ?",
                                             (name,)).fetchone()
         return HistoryExtent(first, stop, oldest if stop > first else None, size or 0)
@@ -235,7 +234,7 @@ class StateStore:
         if first is None or below <= first[0]:
             return 0
         self._write([
-            ("DELETE FROM log WHERE stream = ? AND idx < ?", (name, below)),
+            log_batches.trim(name, below),
             ("DELETE FROM watermarks WHERE stream = ? AND after < ?", (name, below)),
             # the batch holding item ``below`` keeps its row: its arrival still dates that item
             ("DELETE FROM arrivals WHERE stream = ? AND first < (SELECT MAX(first) FROM arrivals "
@@ -247,10 +246,10 @@ class StateStore:
         self._write([("UPDATE originals SET closed = 1 WHERE name = ?", (name,))])
 
     def read_log(self, name: str, start: int, stop: int) -> list[str]:
+        """Logged items ``start`` up to ``stop`` (those not trimmed), in order."""
         with self._lock:
-            rows = self._db.execute("SELECT text FROM log WHERE stream = ? AND idx >= ? AND idx < ? "
-                                    "ORDER BY idx", (name, start, stop)).fetchall()
-        return [r[0] for r in rows]
+            kept = self._db.execute("SELECT retained_from FROM originals WHERE name = ?", (name,)).fetchone()
+            return log_batches.read(self._db, name, max(start, kept[0] if kept else 0), stop)
 
     def add_watermark(self, name: str, after: int, path: str, value: float) -> None:
         """A watermark sent after the first ``after`` logged items (the latest one counts)."""
@@ -268,7 +267,7 @@ class StateStore:
         with self._lock:
             rows = self._db.execute(
                 "SELECT o.name, root, item, rate, next_position, accepted, rejected, duplicates, closed, "
-                "COALESCE((SELECT MAX(idx) + 1 FROM log WHERE stream = o.name), retained_from), event_time, "
+                f"COALESCE({log_batches.stop_sql('o.name')}, retained_from), event_time, "
                 "event_time_rate, publisher, history, retained_from FROM originals o "
                 "ORDER BY registered_at").fetchall()
         return [StoredOriginal(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], bool(r[8]), r[9], r[10], r[11],

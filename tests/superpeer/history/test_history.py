@@ -180,14 +180,21 @@ def test_the_cli_checks_since_and_history_before_connecting() -> None:
     assert r.returncode != 0 and "not both" in r.stderr, r.stderr
 
 
-def test_a_log_from_before_arrivals_were_recorded_counts_as_arrived_now(tmp_path) -> None:
+def test_a_log_from_an_earlier_version_is_read_and_counts_as_arrived_now(tmp_path) -> None:
+    """Logged item by item, before arrivals were recorded: its items come back in order, in
+    batches of consecutive items, and count as arrived when the directory is opened."""
     store = StateStore(tmp_path)
     store.add_original("s", "r", "i", 0.0, 0.0)
-    store._write([("INSERT INTO log (stream, idx, text) VALUES (?, ?, ?)", [("s", k, "<i/>") for k in range(10)])])
+    store._write([("CREATE TABLE log (stream TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL, "
+                   "PRIMARY KEY (stream, idx)) WITHOUT ROWID", ()),
+                  ("INSERT INTO log (stream, idx, text) VALUES (?, ?, ?)",
+                   [("s", k, f"<i>é{k}</i>") for k in [*range(10), *range(12, 15)]])])
     store.close()
     before = time.time()
-    extent = StateStore(tmp_path).extent("s")
-    assert (extent.first, extent.stop) == (0, 10) and extent.oldest_at >= before
+    reopened = StateStore(tmp_path)
+    extent = reopened.extent("s")
+    assert (extent.first, extent.stop) == (0, 15) and extent.oldest_at >= before
+    assert reopened.read_log("s", 8, 13) == ["<i>é8</i>", "<i>é9</i>", "<i>é12</i>"]
 
 
 def test_a_replay_never_sends_items_the_log_no_longer_has(tmp_path) -> None:
@@ -200,3 +207,18 @@ def test_a_replay_never_sends_items_the_log_no_longer_has(tmp_path) -> None:
     with pytest.raises(RuntimeError, match="no longer in the log"):
         HistorySource(store).read("s", 2, 8, 0)
     assert HistorySource(store).read("s", 4, 6, 4) == ["<i>4</i>", "<i>5</i>"]
+
+
+def test_the_log_reads_across_its_batches_and_after_a_trim_inside_one(tmp_path) -> None:
+    store = StateStore(tmp_path)
+    store.add_original("s", "r", "i", 0.0, 0.0)
+    items = [f"<i>{k}{'é' * (k % 3)}</i>" for k in range(30)]
+    for first in (0, 10, 20):
+        store.append("s", first, items[first:first + 10], first + 10, first + 10, 0, 0, at=1.0)
+    assert store.read_log("s", 5, 25) == items[5:25]
+    assert store.read_log("s", 0, 100) == items
+    assert store.trim("s", 15) == 15
+    assert store.read_log("s", 0, 30) == items[15:]  # (the batch holding item 15 keeps its row)
+    extent = store.extent("s")
+    assert (extent.first, extent.stop) == (15, 30)
+    assert store.originals()[0].logged == 30
