@@ -13,7 +13,6 @@ import itertools
 import threading
 import time
 import weakref
-from collections import deque
 from dataclasses import dataclass, field
 
 from ..data.items import utf8_size
@@ -38,7 +37,7 @@ class Held:
     read by position in constant time (a deque walks to the middle: a read of 1,000 results
     from the middle of 200,000 took 6 ms)."""
 
-    __slots__ = ("_list", "_head")
+    __slots__ = ("_head", "_list")
 
     def __init__(self, items=()) -> None:
         self._list = list(items)
