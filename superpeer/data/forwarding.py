@@ -39,6 +39,7 @@ EMPTY = WireBatch(b"", [])
 BATCH = 1000
 BATCH_BYTES = 4 << 20
 WINDOW = 8  # batches in flight on a link's stream, not yet acknowledged
+ACK_TIMEOUT_S = 30.0  # a batch not acknowledged by then breaks the stream (a stuck or vanished neighbour)
 MAX_ITEM_BYTES = MESSAGE_LIMIT - ENVELOPE
 MAX_QUEUED_ITEMS = 2_000_000
 # answers that retrying cannot change: the stream is given up on this link (counted, in status)
@@ -99,8 +100,11 @@ class Forwarder:
         self.stopped = False
         self.sequence: dict[str, int] = {}
         self.discarded: set[str] = set()  # removed streams: never sent again
-        self.inflight: deque[tuple[_Chunk, pb.TransferRequest]] = deque()  # sent, not yet acknowledged
+        # sent, not yet acknowledged: (batch, request, when it was sent)
+        self.inflight: deque[tuple[_Chunk, pb.TransferRequest, float]] = deque()
         self._call = None  # the link's stream now (cancelled to break it: ``interrupt``)
+        self._interrupts = 0  # (a stream opened while the link was being cut is broken too)
+        self._stalled = ""  # why the stream was broken here, if it was
         self.thread = threading.Thread(target=self._run, name=f"fwd-{sender}-{neighbour}", daemon=True)
 
     def start(self) -> None:
@@ -178,7 +182,9 @@ class Forwarder:
 
     def interrupt(self) -> None:
         """Break the link's stream (the link was cut): what is in flight goes again on the next."""
-        call = self._call
+        with self.cond:
+            self._interrupts += 1
+            call = self._call
         if call is not None:
             call.cancel()
 
@@ -222,7 +228,6 @@ class Forwarder:
     def _request(self, chunk: _Chunk) -> pb.TransferRequest:
         """The batch as it travels, numbered: the stream's log numbers, or this link's."""
         seq = self.sequence.get(chunk.stream, 0) if chunk.position is None else chunk.position
-        self.sequence[chunk.stream] = seq + len(chunk.items)
         request = pb.TransferRequest(stream=chunk.stream, first_sequence=seq, payload=chunk.items.payload,
                                      lengths=chunk.items.lengths, end=chunk.end, sender=self.sender,
                                      sender_epoch=self.epoch)
@@ -232,6 +237,7 @@ class Forwarder:
             request.numbered_by_origin = True
         elif chunk.origins is not None:
             request.origins.extend(chunk.origins)
+        self.sequence[chunk.stream] = seq + len(chunk.items)
         return request
 
     # ------------------------------------------------------------------ the link's stream
@@ -251,7 +257,14 @@ class Forwarder:
             live.set()
             failed = False
             try:
-                call = self._call = self.stub.Transfers(self._requests(live, resend))
+                with self.cond:
+                    interrupts = self._interrupts
+                call = self.stub.Transfers(self._requests(live, resend))
+                with self.cond:
+                    self._call = call
+                    broken = self._interrupts != interrupts
+                if broken:  # (cut while it was being opened)
+                    call.cancel()
                 for reply in call:
                     self._acknowledged(reply)
                     delay = 0.05
@@ -273,31 +286,49 @@ class Forwarder:
     def _resendable(self) -> list[pb.TransferRequest]:
         """Called with ``cond`` held, before a new stream: the batches in flight on the last one
         (of streams still sent), to go first, in order."""
-        kept: deque[tuple[_Chunk, pb.TransferRequest]] = deque()
-        for chunk, request in self.inflight:
+        kept: deque[tuple[_Chunk, pb.TransferRequest, float]] = deque()
+        now = time.monotonic()
+        for chunk, request, _ in self.inflight:
             if chunk.stream in self.discarded:
                 self._release(chunk)
             else:
-                kept.append((chunk, request))
+                kept.append((chunk, request, now))
         self.inflight = kept
-        return [request for _, request in kept]
+        return [request for _, request, _ in kept]
 
     def _requests(self, live: threading.Event, resend: list[pb.TransferRequest]):
         """The stream's requests (iterated by gRPC): what was in flight, then each next batch
-        as soon as the window has room; it ends when the node stops or the stream broke."""
+        as soon as the window has room; it ends when the node stops or the stream broke. A
+        batch not acknowledged in ``ACK_TIMEOUT_S`` breaks the stream."""
         yield from resend
         while True:
+            stalled, request = False, None
             with self.cond:
                 while live.is_set() and not self.stopped and (len(self.inflight) >= WINDOW or not self.queue):
-                    self.cond.wait()
-                if not live.is_set() or self.stopped:
-                    return
-                chunk = self._take_locked()
-                if chunk.stream in self.discarded:
-                    self._release(chunk)
-                    continue
-                request = self._request(chunk)
-                self.inflight.append((chunk, request))
+                    self.cond.wait(1.0)
+                    if self.inflight and time.monotonic() - self.inflight[0][2] > ACK_TIMEOUT_S:
+                        self._stalled = f"DEADLINE_EXCEEDED: nothing acknowledged in {ACK_TIMEOUT_S:g} s"
+                        stalled, call = True, self._call
+                        break
+                if not stalled:
+                    if not live.is_set() or self.stopped:
+                        return
+                    chunk = self._take_locked()
+                    if chunk.stream in self.discarded:
+                        self._release(chunk)
+                        continue
+                    try:
+                        request = self._request(chunk)
+                    except Exception as exc:  # noqa: BLE001 - a batch that cannot be sent is dropped, counted
+                        self.counters.dropped += len(chunk.items)
+                        self.counters.last_error = f"{chunk.stream}: a batch could not be sent: {exc}"
+                        self._release(chunk)
+                        continue
+                    self.inflight.append((chunk, request, time.monotonic()))
+            if stalled:  # (the reading side then sees the stream broken)
+                if call is not None:
+                    call.cancel()
+                return
             yield request
 
     def _acknowledged(self, reply: pb.TransferReply) -> None:
@@ -305,7 +336,7 @@ class Forwarder:
         with self.cond:
             if not self.inflight:
                 return
-            chunk, _ = self.inflight.popleft()
+            chunk, _, _ = self.inflight.popleft()
             c = self.counters
             if reply.refused_code:
                 c.errors += 1
@@ -326,9 +357,10 @@ class Forwarder:
         with self.cond:
             c = self.counters
             c.errors += 1
-            c.last_error = f"{exc.code().name}: {exc.details()}"
+            c.last_error = self._stalled or f"{exc.code().name}: {exc.details()}"
+            self._stalled = ""
             if exc.code() in REFUSED:
-                for chunk, _ in self.inflight:
+                for chunk, _, _ in self.inflight:
                     c.dropped += len(chunk.items)
                     self.discarded.add(chunk.stream)
 

@@ -102,3 +102,18 @@ def check_lengths(payload: bytes, lengths: Sequence[int]) -> str:
     if sum(lengths) != len(payload):
         return f"the items' lengths add up to {sum(lengths):,} bytes, the buffer has {len(payload):,}"
     return ""
+
+
+def check_utf8(payload: bytes, lengths: Sequence[int]) -> str:
+    """Why a received batch's items are not each UTF-8 text ("" if they are): the buffer must
+    decode, and no item may end inside a character."""
+    try:
+        payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"the items are not UTF-8 text (byte {exc.start} of the batch)"
+    at = 0
+    for n in itertools.islice(lengths, max(len(lengths) - 1, 0)):
+        at += n
+        if at < len(payload) and payload[at] & 0xC0 == 0x80:
+            return f"an item ends inside a UTF-8 character (byte {at} of the batch)"
+    return ""

@@ -18,7 +18,7 @@ from sharing.serialization import stream_from_json
 
 from ..data.forwarding import REFUSED_NAMES
 from ..data.origins import of_batch
-from ..data.wire_batch import WireBatch, check_lengths
+from ..data.wire_batch import WireBatch, check_lengths, check_utf8
 from ..node import Node, NodeError
 from ..security.access import Access, UserQuotas
 from ..security.audit import deny
@@ -226,12 +226,18 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
             if self.security is not None:
                 caller = peer_identity(context)
                 check_backbone_caller(caller, self.node.topology.backbone.peers, "Transfers", context.peer())
+            # (a sender's stream refused once: its later batches too, so no hole is left behind)
+            refused: dict[tuple[str, str], NodeError] = {}
             for request in requests:
+                key = (request.sender, request.stream)
                 try:
+                    if key in refused:
+                        raise refused[key]
                     acknowledged = self._transfer(request, caller)
                 except NodeError as exc:
                     if exc.code not in REFUSED_NAMES:
                         raise
+                    refused[key] = exc
                     yield pb.TransferReply(refused_code=exc.code, refused=exc.message)
                     continue
                 yield pb.TransferReply(acknowledged=acknowledged)
@@ -263,10 +269,7 @@ def received_items(request: pb.TransferRequest) -> Sequence[str]:
         return list(request.items)
     why = check_lengths(request.payload, request.lengths)
     if not why and not request.payload.isascii():
-        try:
-            request.payload.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            why = f"the items are not UTF-8 text (byte {exc.start} of the batch)"
+        why = check_utf8(request.payload, request.lengths)
     if why:
         raise NodeError("INVALID_ARGUMENT", f"a malformed batch of {request.stream}: {why}")
     return WireBatch(request.payload, request.lengths)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from functools import partial
 from typing import Callable, Iterator
 
@@ -26,6 +27,7 @@ from .results import RELEASES, ResultBuffer, ResultTooLarge
 
 log = logging.getLogger("streamglobe.superpeer")
 OFFER_BATCH = 1000  # results offered at once at most (sooner when an input waits for items)
+OFFER_WITHIN_S = 0.05  # … or when the oldest of them waited this long (an evaluation behind its input)
 
 
 class BlockingFeed:
@@ -203,6 +205,8 @@ class SubscriptionRuntime:
         pending: list[str] = []  # results not offered yet: they leave before an input waits
         first = 0
 
+        since = 0.0  # when the oldest pending result was made
+
         def offer() -> None:
             nonlocal first
             if pending and not self._stopped:
@@ -216,14 +220,20 @@ class SubscriptionRuntime:
             for item in self._evaluation.serialized_items():
                 if self._stopped:
                     break
+                if not pending:
+                    since = time.monotonic()
                 pending.append(item)
-                if len(pending) >= OFFER_BATCH:
+                if len(pending) >= OFFER_BATCH or time.monotonic() - since > OFFER_WITHIN_S:
                     offer()
             offer()
         except ResultTooLarge as exc:
             error, code = str(exc), "RESOURCE_EXHAUSTED"
         except Exception as exc:  # a bad item must not kill the daemon; the reader is told
             error, code = f"post-processing failed: {type(exc).__name__}: {exc}", "INTERNAL"
+            try:  # (the results made before it stay readable)
+                offer()
+            except ResultTooLarge:
+                pass
         finally:
             # the evaluation is over: its inputs and state are freed, whatever still arrives
             for f in self.feeds.values():

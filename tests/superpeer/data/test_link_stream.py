@@ -55,7 +55,9 @@ def test_batches_in_flight_on_a_broken_stream_are_taken_once(tmp_path):
         # a batch whose buffer and lengths disagree is refused as malformed; the stream goes on
         bad = pb.TransferRequest(stream=stream, payload=b"<photon/>", lengths=[4, 9], first_sequence=60,
                                  sender="SP5", sender_epoch="e1")
-        after = stub.Transfers(iter([bad, batch(60, 0)]))
-        first, second = list(after)
+        other = pb.TransferRequest(stream="elsewhere", items=items[:1], sender="SP5", sender_epoch="e1")
+        after = stub.Transfers(iter([bad, batch(60, 0), other]))
+        first, second, third = list(after)
         assert first.refused_code == "INVALID_ARGUMENT" and "add up to 13 bytes" in first.refused
-        assert second.acknowledged == 60 and not second.refused_code
+        # (the stream's later batches on the same link stream too: no hole behind a refusal)
+        assert second.refused_code == "INVALID_ARGUMENT" and not third.refused_code

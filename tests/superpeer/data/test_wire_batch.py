@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from superpeer.data.forwarding import Forwarder, LinkCounters
-from superpeer.data.wire_batch import WireBatch, check_lengths
+from superpeer.data.wire_batch import WireBatch, check_lengths, check_utf8
 
 texts = st.lists(st.text(min_size=0, max_size=12), max_size=20)
 
@@ -35,3 +35,9 @@ def test_a_link_sends_a_received_buffer_on_whole_and_merges_it_with_the_next():
 
 def test_lengths_that_do_not_cover_the_buffer_are_named():
     assert "add up to 3 bytes, the buffer has 4" in check_lengths(b"abcd", [1, 2])
+
+
+def test_items_that_are_not_each_utf8_text_are_named():
+    assert check_utf8("éa".encode(), [2, 1]) == ""
+    assert "ends inside a UTF-8 character (byte 1" in check_utf8("é".encode(), [1, 1])
+    assert "not UTF-8 text (byte 0" in check_utf8(b"\xff<i/>", [1, 4])
