@@ -133,23 +133,38 @@ def usage_from_json(j: dict) -> Usage:
 
 
 def stream_to_json(s: NetworkStream) -> dict:
-    return {
-        "id": s.id, "input": input_to_json(s.input), "properties": properties_to_json(s.properties),
-        "kind": s.kind, "origin": s.origin, "parent": s.parent,
-        "operators": [operator_to_json(o) for o in s.operators], "route": list(s.route),
-        "estimate": [s.estimate.freq, s.estimate.size], "usage": usage_to_json(s.usage),
-        "users": sorted(s.users), "original": s.original, "past": s.past, "live_from": s.live_from,
-    }
+    return {**stream_fixed_to_json(s), **stream_changing_to_json(s)}
 
 
 def stream_from_json(j: dict) -> NetworkStream:
-    return NetworkStream(
-        id=j["id"], input=input_from_json(j["input"]), properties=properties_from_json(j["properties"]),
-        kind=j["kind"], origin=j["origin"], parent=j["parent"],
-        operators=tuple(operator_from_json(o) for o in j["operators"]), route=tuple(j["route"]),
-        estimate=StreamEstimate(*j["estimate"]), usage=usage_from_json(j["usage"]),
-        users=set(j["users"]), original=j["original"], past=j.get("past", False),
-        live_from=j.get("live_from"))
+    return NetworkStream(**stream_fixed_from_json(j), **stream_changing_from_json(j))
+
+
+def stream_fixed_to_json(s: NetworkStream) -> dict:
+    """What never changes in a stream once installed (a stream widened in place is another
+    value of it): what a lookup answer prints once per stream (``superpeer.rpc.stream_wire``)."""
+    return {"id": s.id, "input": input_to_json(s.input), "properties": properties_to_json(s.properties),
+            "kind": s.kind, "origin": s.origin, "parent": s.parent,
+            "operators": [operator_to_json(o) for o in s.operators]}
+
+
+def stream_changing_to_json(s: NetworkStream) -> dict:
+    """What may change while a stream runs: its route, estimate, usage, users, replay state."""
+    return {"route": list(s.route), "estimate": [s.estimate.freq, s.estimate.size], "usage": usage_to_json(s.usage),
+            "users": sorted(s.users), "original": s.original, "past": s.past, "live_from": s.live_from}
+
+
+def stream_fixed_from_json(j: dict) -> dict:
+    """``NetworkStream``'s arguments of the fixed part (frozen values: streams may share them)."""
+    return {"id": j["id"], "input": input_from_json(j["input"]), "properties": properties_from_json(j["properties"]),
+            "kind": j["kind"], "origin": j["origin"], "parent": j["parent"],
+            "operators": tuple(operator_from_json(o) for o in j["operators"])}
+
+
+def stream_changing_from_json(j: dict) -> dict:
+    return {"route": tuple(j["route"]), "estimate": StreamEstimate(*j["estimate"]), "usage": usage_from_json(j["usage"]),
+            "users": set(j["users"]), "original": j["original"], "past": j.get("past", False),
+            "live_from": j.get("live_from")}
 
 
 def statistics_to_json(s: StreamStatistics, sample: int = 512, sample_of: int = 0) -> dict:

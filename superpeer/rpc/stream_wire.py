@@ -2,10 +2,10 @@
 
 Every registration and re-optimisation round asks the peers on its search for their streams of
 an input (``LookupStreams``), and a peer's answer holds every such stream it has: it grows with
-the subscriptions the network carries, and printing and reading it was most of a
-registration's time. Most of a stream never changes after it is installed — its id, input,
-properties, kind, origin, parent and operators (all frozen values) — only its route, estimate,
-usage, users and replay state do. So that part travels as a JSON text of its own, printed once
+the subscriptions the network carries (an answer of 49 streams cost 8 ms of CPU to print and
+read: ``benchmarks/lookup_answers.py``). Most of a stream never changes after it is installed
+(``sharing.serialization.stream_fixed_to_json``: its id, input, properties, kind, origin, parent
+and operators, all frozen values); only its route, estimate, usage, users and replay state do. So that part travels as a JSON text of its own, printed once
 per stream at the answering peer (``StaticTexts``) and read once per distinct text at the asking
 peer (``StaticParses``); the rest is printed and read with every answer.
 """
@@ -18,9 +18,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from sharing.serialization import (input_from_json, input_to_json, operator_from_json, operator_to_json,
-                                   properties_from_json, properties_to_json, usage_from_json, usage_to_json)
-from sharing.statistics import StreamEstimate
+from sharing.serialization import (stream_changing_from_json, stream_changing_to_json, stream_fixed_from_json,
+                                   stream_fixed_to_json)
 from sharing.stream_table import NetworkStream
 
 CACHED = 1 << 14  # streams whose fixed part is kept, printed or read, per process
@@ -56,9 +55,7 @@ def _fixed(s: NetworkStream) -> tuple:
 
 
 def _static_json(s: NetworkStream) -> str:
-    return json.dumps({"id": s.id, "input": input_to_json(s.input), "properties": properties_to_json(s.properties),
-                       "kind": s.kind, "origin": s.origin, "parent": s.parent,
-                       "operators": [operator_to_json(o) for o in s.operators]})
+    return json.dumps(stream_fixed_to_json(s))
 
 
 class StaticTexts:
@@ -74,10 +71,7 @@ class StaticTexts:
                                lambda hit: all(a is b or a == b for a, b in zip(hit[0], fixed)))[1]
 
     def answer(self, streams: list[NetworkStream]) -> str:
-        return json.dumps([{"static": self.text(s), "route": list(s.route),
-                            "estimate": [s.estimate.freq, s.estimate.size], "usage": usage_to_json(s.usage),
-                            "users": sorted(s.users), "original": s.original, "past": s.past,
-                            "live_from": s.live_from} for s in streams])
+        return json.dumps([{"static": self.text(s), **stream_changing_to_json(s)} for s in streams])
 
 
 class StaticParses:
@@ -85,20 +79,9 @@ class StaticParses:
     made from the same text share them)."""
 
     def __init__(self) -> None:
-        self._parsed: _Lru[str, tuple] = _Lru()
+        self._parsed: _Lru[str, dict] = _Lru()
 
     def streams(self, text: str) -> list[NetworkStream]:
-        out = []
-        for j in json.loads(text):
-            sid, inp, props, kind, origin, parent, ops = self._parsed.get(j["static"], lambda: _read_static(j["static"]))
-            out.append(NetworkStream(id=sid, input=inp, properties=props, kind=kind, origin=origin, parent=parent,
-                                     operators=ops, route=tuple(j["route"]), estimate=StreamEstimate(*j["estimate"]),
-                                     usage=usage_from_json(j["usage"]), users=set(j["users"]),
-                                     original=j["original"], past=j["past"], live_from=j["live_from"]))
-        return out
-
-
-def _read_static(text: str) -> tuple:
-    j = json.loads(text)
-    return (j["id"], input_from_json(j["input"]), properties_from_json(j["properties"]), j["kind"], j["origin"],
-            j["parent"], tuple(operator_from_json(o) for o in j["operators"]))
+        return [NetworkStream(**self._parsed.get(j["static"], lambda: stream_fixed_from_json(json.loads(j["static"]))),
+                              **stream_changing_from_json(j))
+                for j in json.loads(text)]
