@@ -14,6 +14,8 @@ import sqlite3
 from array import array
 from collections.abc import Sequence
 
+from ..data.wire_batch import WireBatch
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS log_batches (
     stream TEXT NOT NULL, first INTEGER NOT NULL, count INTEGER NOT NULL,
@@ -25,9 +27,9 @@ MIGRATE_BATCH = 1000
 
 def insert(name: str, first: int, texts: Sequence[str]) -> tuple[str, tuple]:
     """The statement that logs a batch (numbered from ``first``)."""
-    encoded = [t.encode("utf-8") for t in texts]
+    batch = WireBatch.of(texts)
     return ("INSERT INTO log_batches (stream, first, count, items, lengths) VALUES (?, ?, ?, ?, ?)",
-            (name, first, len(encoded), b"".join(encoded), array(LENGTH_TYPE, map(len, encoded)).tobytes()))
+            (name, first, len(batch), batch.payload, array(LENGTH_TYPE, batch.lengths).tobytes()))
 
 
 def read(db: sqlite3.Connection, name: str, start: int, stop: int) -> list[str]:
@@ -36,14 +38,10 @@ def read(db: sqlite3.Connection, name: str, start: int, stop: int) -> list[str]:
                       "first >= COALESCE((SELECT MAX(first) FROM log_batches WHERE stream = ? AND first <= ?), ?) "
                       "ORDER BY first", (name, stop, name, start, start)).fetchall()
     out: list[str] = []
-    for first, count, items, raw in rows:
+    for first, _, items, raw in rows:
         lengths = array(LENGTH_TYPE)
         lengths.frombytes(raw)
-        at = 0
-        for k, n in enumerate(lengths):
-            if start <= first + k < stop:
-                out.append(items[at:at + n].decode("utf-8"))
-            at += n
+        out.extend(WireBatch(items, lengths)[max(start - first, 0):stop - first])
     return out
 
 
