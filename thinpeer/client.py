@@ -17,6 +17,7 @@ from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 
 from .credentials import Credentials
+from .linger import FLUSH, Rejected, lingering
 
 BATCH = 1000  # items per Publish request, and at most BATCH_BYTES (one bigger item goes alone)
 BATCH_BYTES = 4 << 20
@@ -109,8 +110,9 @@ class SuperPeerClient:
             self.max_item_bytes[name] = reply.max_item_bytes
         return reply.next_position
 
-    def publish(self, name: str, items: Iterable[str | bytes], rate: float | None = None,
-                progress=None, position: int | None = None, retry_s: float = 30.0) -> PublishSummary:
+    def publish(self, name: str, items: Iterable[str | bytes | Rejected], rate: float | None = None,
+                progress=None, position: int | None = None, retry_s: float = 30.0,
+                linger_s: float | None = 0.05) -> PublishSummary:
         """Send items in batches bounded in count and bytes; every item is numbered by its
         position in ``items`` (rejections say "item N: why"). An item over the super-peer's
         size limit, or that is not UTF-8 text, is rejected here without being sent.
@@ -119,7 +121,14 @@ class SuperPeerClient:
         the stream stands); items are then numbered from it, in rejections too. Numbered batches
         are taken once by the super-peer, so a batch whose reply is lost is sent again (for up
         to ``retry_s`` while the super-peer is unreachable) without duplicating anything. The
-        numbering is the stream's: one numbered publisher per stream at a time."""
+        numbering is the stream's: one numbered publisher per stream at a time.
+
+        ``linger_s``: an item waits at most this long for its batch to fill when ``items`` is a
+        live source (an iterator that blocks, like stdin or a broker): the source is read in a
+        thread and a small batch goes as soon as the source has nothing more for that long.
+        None: batches fill whatever the wait (a list is always sent in full batches). An item
+        given as ``Rejected(reason)`` (the source could not make an item of its input) is
+        counted and reported with its number, and keeps that number."""
         summary = PublishSummary(reasons=[])
         limit = self.max_item_bytes.get(name, DEFAULT_MAX_ITEM_BYTES)
         batch: list[bytes] = []
@@ -154,7 +163,14 @@ class SuperPeerClient:
             flush()
 
         per_batch = BATCH if rate is None else max(1, min(BATCH, int(rate / 20) or 1))
-        for item in items:
+        live = linger_s is not None and not isinstance(items, (list, tuple))
+        for item in lingering(items, linger_s) if live else items:  # type: ignore[arg-type]
+            if item is FLUSH:
+                flush()
+                continue
+            if isinstance(item, Rejected):
+                refuse(item.reason)
+                continue
             try:
                 data = item.encode("utf-8") if isinstance(item, str) else bytes(item)
             except UnicodeEncodeError as exc:

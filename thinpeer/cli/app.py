@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from thinpeer.cli import archive, deploy, keys, network, photon_commands, pubsub, query, simulate, ui
+from thinpeer.cli import archive, connect, deploy, keys, network, photon_commands, publish, pubsub, query, simulate, ui
 from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, AddCommand, CliError
 
 
@@ -23,7 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     query.register(commands.add_parser)
     simulate.register(commands.add_parser)
     register_superpeer(commands.add_parser)
+    publish.register(commands.add_parser)
     pubsub.register(commands.add_parser)
+    connect.register(commands.add_parser)
     network.register_network_and_demo(commands.add_parser)
     photon_commands.register(commands.add_parser)
     deploy.register(commands.add_parser)

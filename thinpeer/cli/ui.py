@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from streamglobe.units import parse_duration
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
-from thinpeer.cli.pubsub import add_connection_options
+from thinpeer.cli.connection import add_connection_options
 
 if TYPE_CHECKING:
     from thinpeer.credentials import Credentials

@@ -1,0 +1,108 @@
+"""``subscribe --to-dir DIR``: results in rotating files, each complete when it appears.
+
+A file is written aside (``.NAME.partial``), synced and renamed into place, so a reader of the
+directory never sees half a file; only then is its end recorded as the committed offset. Each
+file is named by the subscription and the offsets of its first and last results
+(``SID-000000000000-000000000999.ndjson``), so the files read in name order are the results in
+order, and a file renamed just before a crash (its offset not yet recorded) is found by its name:
+started again, the sink goes on after the last complete file — no gap, no duplicate.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+from thinpeer.formats.results import EXTENSIONS, render_batch
+from thinpeer.sinks.base import SinkError, StateFile, sync_directory
+
+DEFAULT_ROTATE_ITEMS = 10_000
+DEFAULT_ROTATE_S = 60.0
+STATE_DIR = ".streamglobe"
+
+
+class DirectorySink:
+    def __init__(self, directory: Path, subscription: str, fmt: str = "xml",
+                 rotate_items: int = DEFAULT_ROTATE_ITEMS, rotate_s: float = DEFAULT_ROTATE_S) -> None:
+        if rotate_items < 1 or rotate_s <= 0:
+            raise SinkError("a file holds at least one result, for more than 0 seconds")
+        self.directory = directory
+        self.subscription = subscription
+        self.fmt = fmt
+        self.rotate_items = rotate_items
+        self.rotate_s = rotate_s
+        self.description = f"directory {directory}"
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SinkError(f"{directory}: cannot make the directory: {exc.strerror}") from None
+        if not os.access(directory, os.W_OK):
+            raise SinkError(f"{directory}: cannot write there")
+        self.state = StateFile(directory / STATE_DIR / f"{subscription}.json")
+        self._pattern = re.compile(re.escape(subscription) + r"-(\d{12})-(\d{12})\." +
+                                   re.escape(EXTENSIONS[fmt]))
+        self._held: list[str] = []
+        self._first = 0  # the offset of _held[0]
+        self._root = "results"
+        self._since = 0.0  # when the first held result came
+        self._committed = self._recover()
+
+    def _recover(self) -> int | None:
+        """The end of the last complete file, whether or not its offset was recorded; leftovers
+        of a file being written when the sink stopped are removed."""
+        ends = [int(m.group(2)) + 1 for p in self.directory.iterdir()
+                if (m := self._pattern.fullmatch(p.name))]
+        for leftover in self.directory.glob(f".{self.subscription}-*.partial"):
+            leftover.unlink(missing_ok=True)
+        recorded = self.state.load().get("committed")
+        found = max(ends, default=None)
+        if recorded is None and found is None:
+            return None
+        return max(x for x in (recorded, found) if x is not None)
+
+    def committed(self) -> int | None:
+        return self._committed
+
+    def pending(self) -> tuple[int, int] | None:
+        return None  # a file is there whole or not at all
+
+    def write(self, offset: int, items: list[str], root: str) -> None:
+        if self._held and offset != self._first + len(self._held):
+            self.flush()  # results were dropped in between: a file holds a contiguous run
+        if not self._held:
+            self._first, self._since = offset, time.monotonic()
+        self._root = root
+        self._held.extend(items)
+
+    def due(self) -> bool:
+        return bool(self._held) and (len(self._held) >= self.rotate_items or
+                                     time.monotonic() - self._since >= self.rotate_s)
+
+    def flush(self) -> int:
+        while self._held:
+            part = self._held[: self.rotate_items]
+            self._write_file(self._first, part)
+            del self._held[: len(part)]
+            self._first += len(part)
+            self._committed = self._first
+            self.state.save({"committed": self._committed, "format": self.fmt})
+            self._since = time.monotonic()
+        return self._committed if self._committed is not None else self._first
+
+    def _write_file(self, first: int, items: list[str]) -> None:
+        name = f"{self.subscription}-{first:012d}-{first + len(items) - 1:012d}.{EXTENSIONS[self.fmt]}"
+        aside = self.directory / f".{name}.partial"
+        try:
+            with open(aside, "w", encoding="utf-8") as f:
+                f.write(render_batch(items, self._root, self.fmt))
+                f.flush()
+                os.fsync(f.fileno())
+            aside.replace(self.directory / name)
+        except OSError as exc:
+            raise SinkError(f"{self.directory / name}: cannot write it: {exc.strerror}") from None
+        sync_directory(self.directory)
+
+    def close(self) -> None:
+        pass
