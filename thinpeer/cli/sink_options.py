@@ -99,7 +99,8 @@ def build_sink(args: argparse.Namespace, subscription: str) -> ResultSink:
         from thinpeer.sinks.vtp import VtpSink
 
         return VtpSink(args.to_vtp, subscription, _state_path("vtp", subscription, args.to_vtp),
-                       ivorn_base=args.vtp_ivorn)
+                       ivorn_base=args.vtp_ivorn,
+                       say=lambda message: print(message, file=sys.stderr, flush=True))
     except SinkError as exc:
         raise CliError(f"error: {exc}") from None
 
