@@ -198,11 +198,43 @@ def test_a_webhook_receiver_killed_and_restarted_loses_nothing(tmp_path):
 
 def test_sink_arguments_are_checked_before_subscribing():
     r = subprocess.run([*CLI, "subscribe", "--superpeer", "127.0.0.1:9", "--query", "q.wxq",
-                        "--to-webhook", "ftp://x"], capture_output=True, text=True, cwd=ROOT)
+                        "--to-webhook", "ftp://x"], capture_output=True, text=True, cwd=ROOT, check=False)
     assert r.returncode == 1 and "not an http:// or https:// URL" in r.stderr
     r = subprocess.run([*CLI, "subscribe", "--superpeer", "127.0.0.1:9", "--query", "q.wxq",
-                        "--to-dir", "d", "--count", "3"], capture_output=True, text=True, cwd=ROOT)
+                        "--to-dir", "d", "--count", "3"], capture_output=True, text=True, cwd=ROOT, check=False)
     assert r.returncode == 1 and "--count is for results printed on stdout" in r.stderr
     r = subprocess.run([*CLI, "publish", "--superpeer", "127.0.0.1:9", "--stream", "s", "--input", "-",
-                        "--follow"], capture_output=True, text=True, cwd=ROOT, env={**os.environ})
+                        "--follow"], capture_output=True, text=True, cwd=ROOT, env={**os.environ}, check=False)
     assert r.returncode == 1 and "--follow is for a file" in r.stderr
+
+
+def test_json_lines_in_and_out_with_bad_lines_rejected_one_by_one(tmp_path):
+    """JSON lines published as items (a malformed line rejected with its line number, the rest
+    going on); a WXQuery subscription over them unchanged; its results rendered back as JSON."""
+    rows = [{"id": k, "en": k % 5 + 0.5, "det": {"chip": k % 3}, "tags": ["x"] * (k % 2)} for k in range(40)]
+    lines = [json.dumps(row) for row in rows]
+    lines.insert(7, '{"id": 999, "en": }')  # line 8: not JSON
+    lines.insert(20, '{"id": 1, "id": 2}')  # line 21: a duplicate key
+    source = tmp_path / "events.ndjson"
+    source.write_text("\n".join(lines) + "\n")
+    query = """<hot>{ for $e in stream("events")/events/event
+                      where $e/en > 2 and $e/det/chip = 1
+                      return <hit>{ $e/id }{ $e/en }</hit> }</hot>"""
+    (tmp_path / "hot.wxq").write_text(query)
+    with running_network(tmp_path) as (topology, _):
+        SuperPeerClient(topology.address("SP4")).register_stream("events", "events", "event")
+        subscriber = popen("subscribe", "--superpeer", topology.address("SP1"), "--query",
+                           str(tmp_path / "hot.wxq"), "--format", "ndjson", "--timeout", "20")
+        said = subscriber.stderr.readline().decode()  # once it is installed
+        assert said.startswith("subscription "), said
+        r = subprocess.run([*CLI, "publish", "--superpeer", topology.address("SP4"), "--stream", "events",
+                            "--input", str(source), "--format", "ndjson", "--root", "events", "--item", "event"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+        assert r.returncode == 1, r.stderr  # rejections make the exit status 1
+        assert "40 items published" in r.stderr and "2 rejected" in r.stderr
+        assert "line 8: not JSON" in r.stderr and "line 21: duplicate key 'id'" in r.stderr
+        out, err = subscriber.communicate(timeout=120)
+    assert subscriber.returncode == 0, err.decode()
+    got = [json.loads(line) for line in out.decode().splitlines()]
+    expected = [{"id": row["id"], "en": row["en"]} for row in rows if row["en"] > 2 and row["det"]["chip"] == 1]
+    assert got == expected
