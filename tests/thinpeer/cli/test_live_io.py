@@ -145,7 +145,7 @@ def test_a_directory_sink_killed_and_started_again_has_no_gap_and_no_duplicate(t
     assert not list(out.glob(".*.partial"))
 
 
-def test_a_webhook_receiver_killed_and_restarted_loses_nothing(tmp_path):
+def test_a_webhook_receiver_and_its_sink_killed_and_restarted_lose_nothing(tmp_path):
     query = (EXAMPLE_QUERIES / "q1.wxq").read_text()
     port, = free_ports(1)
     received = tmp_path / "received.jsonl"
@@ -172,10 +172,17 @@ def test_a_webhook_receiver_killed_and_restarted_loses_nothing(tmp_path):
             server.wait(10)
             time.sleep(1.0)  # the sink finds nobody there and retries meanwhile
             server = receiver()
+            posts = len(received.read_text().splitlines())
+            until(lambda: len(received.read_text().splitlines()) > posts + 2, 60)
+            sink.send_signal(signal.SIGKILL)  # and the sink itself, mid-way
+            _, err = sink.communicate(timeout=10)
+            assert "trying again" in err.decode()
+            sink = popen("subscribe", "--superpeer", sp1, "--resume", sid,
+                         "--to-webhook", f"http://127.0.0.1:{port}/hook", "--format", "lines",
+                         "--webhook-batch", "10", "--webhook-linger", "0.1")
             assert publisher.wait(120) == 0, publisher.stderr.read().decode()
             _, err = sink.communicate(timeout=120)
             assert sink.returncode == 0 and "stopped: the stream closed" in err.decode(), err.decode()
-            assert "trying again" in err.decode()
         finally:
             publisher.kill()
             sink.kill()
