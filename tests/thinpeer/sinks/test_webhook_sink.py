@@ -24,7 +24,7 @@ def receiver(answers: list[int], tls: Path | None = None) -> Iterator[tuple[str,
     posts: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers["Content-Length"])).decode()
             posts.append({"key": self.headers["Idempotency-Key"], "body": body,
                           "type": self.headers["Content-Type"]})
