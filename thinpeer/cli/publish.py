@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import signal
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,7 +50,7 @@ class Input:
 
 
 def open_input(path: str, fmt: str, follow: bool = False, root: str | None = None,
-               item: str | None = None) -> Input:
+               item: str | None = None, stopped: Callable[[], bool] = lambda: False) -> Input:
     """The input at ``path`` ("-": stdin) in format ``fmt``. A plain XML file is checked whole
     first, so that a malformed one publishes nothing; stdin and a followed file are checked as
     they come (their items before an error are published)."""
@@ -73,21 +74,38 @@ def open_input(path: str, fmt: str, follow: bool = False, root: str | None = Non
             if root is not None:
                 raise CliError("error: --root is for --format lines or ndjson (an XML document "
                                "names its own root)")
-            items = open_xml(name, read_chunks(path, follow), item)
+            items = open_xml(name, read_chunks(path, follow, stop=stopped), item, stopped)
             return Input(items.root, items.item, items, items)
         if item is not None and not _is_name(item):
             raise CliError(f"error: --item {item!r} is not an XML element name")
         if root is not None and not _is_name(root):
             raise CliError(f"error: --root {root!r} is not an XML element name")
         if fmt == "lines":
-            lines = LineItems(read_chunks(path, follow), item)
+            lines = LineItems(read_chunks(path, follow, stop=stopped), item)
             return Input(root or "items", lines.item, lines)
-        json_lines = JsonLineItems(read_chunks(path, follow), item or "item")
+        json_lines = JsonLineItems(read_chunks(path, follow, stop=stopped), item or "item")
         return Input(root or "items", json_lines.item, json_lines)
     except (InputDocumentError, InputError) as exc:
         raise CliError(str(exc)) from None
     except etree.XMLSyntaxError as exc:
         raise CliError(f"{name}: error: malformed XML: {exc.msg}") from None
+
+
+def _follow_until_stopped() -> Callable[[], bool]:
+    """With --follow the input never ends by itself: the first Ctrl-C or SIGTERM ends it (what
+    was read is published and the stream closed, unless --keep-open); a second stops at once."""
+    asked = {"stop": False}
+
+    def ask(signum, frame) -> None:
+        if asked["stop"]:
+            raise KeyboardInterrupt
+        asked["stop"] = True
+        print("\nstopping: publishing what was read, then ending (again to stop at once)",
+              file=sys.stderr, flush=True)
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, ask)
+    return lambda: asked["stop"]
 
 
 def _is_name(name: str) -> bool:
@@ -108,8 +126,9 @@ def cmd_publish(args: argparse.Namespace) -> int:
     if args.linger_ms < 0:
         raise CliError(f"error: --linger-ms must be 0 or more, not {args.linger_ms:g}")
     opened = None
+    stop = _follow_until_stopped() if args.follow else (lambda: False)
     if args.input is not None:
-        opened = open_input(args.input, args.format, args.follow, args.root, args.item)
+        opened = open_input(args.input, args.format, args.follow, args.root, args.item, stop)
         root, item = opened.root, opened.item
         items: Iterator = iter(opened.items)
     else:
@@ -137,11 +156,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
             if args.history:
                 print(f"{args.stream}: its super-peer keeps a history of "
                       f"{client.history_bounds.get(args.stream) or args.history}", file=sys.stderr)
-            # resuming, the input's item N is the stream's item N: what the super-peer has is
-            # skipped, and the batches are numbered, so one whose reply is lost is sent again
-            # safely; otherwise the items are appended, unnumbered
-            position = have if args.resume else None
-            items = itertools.islice(items, position or 0, args.count)
+            # The batches are numbered from where the stream stands, so one whose reply is lost
+            # is sent again safely, and an input item refused here (a line that is not JSON)
+            # keeps its number as a gap: the input's item N stays the stream's item N, and
+            # resuming skips exactly what the super-peer has.
+            position = have
+            items = itertools.islice(items, have if args.resume else 0, args.count)
             if args.resume:
                 print(f"{args.stream}: resuming at item {have} (the super-peer has items 0..{have - 1})"
                       if have else f"{args.stream}: the super-peer has no items yet; publishing from item 0",

@@ -1,9 +1,9 @@
 """Any string as an XML element name and back, losslessly (JSON keys, VOEvent Param names).
 
 The escape is the one .NET's ``XmlConvert.EncodeLocalName`` and SQL Server use: a character that
-may not stand where it is becomes ``_xHHHH_`` (``_xHHHHHHHH_`` beyond the BMP), and an ``_``
-that would start such a sequence is escaped itself, so ``unescape_name(escape_name(s)) == s`` for
-every string. Names are NCNames (no ``:``): WXQuery paths have no namespaces. The empty string
+may not stand where it is becomes ``_xHHHH_`` (``_xHHHHHHHH_`` beyond the BMP), and every ``_``
+followed by ``x`` is escaped itself (``_x005F_``), so no escape can be read where there was none
+and ``unescape_name(escape_name(s)) == s`` for every string. Names are NCNames (no ``:``): WXQuery paths have no namespaces. The empty string
 becomes ``_x_`` (nothing else escapes to it).
 """
 
@@ -42,8 +42,8 @@ def escape_name(name: str) -> str:
     out = []
     for i, c in enumerate(name):
         ok = _name_start(c) if i == 0 else _name_char(c)
-        # an "_" that begins something that reads as an escape is escaped itself
-        if c == "_" and (name.startswith("_x", i) and (_ESCAPED.match(name, i) or name == _EMPTY)):
+        # every "_x" is escaped, so nothing that follows can make an escape of it
+        if c == "_" and name.startswith("x", i + 1):
             ok = False
         out.append(c if ok else _code(c))
     return "".join(out)
@@ -53,7 +53,13 @@ def unescape_name(name: str) -> str:
     """The string ``escape_name`` made ``name`` from (a name nobody escaped comes back as is)."""
     if name == _EMPTY:
         return ""
-    return _ESCAPED.sub(lambda m: chr(int(m.group(1), 16)), name)
+    return _ESCAPED.sub(_character, name)
+
+
+def _character(m: re.Match) -> str:
+    """The character an escape stands for; a code no character has is left as it stands."""
+    code = int(m.group(1), 16)
+    return chr(code) if code <= 0x10FFFF else m.group(0)
 
 
 def is_name(name: str) -> bool:

@@ -16,10 +16,20 @@ EXTENSIONS = {"xml": "xml", "lines": "lines", "ndjson": "ndjson"}
 
 
 def one_line(item: str) -> str:
-    """An XML item on one line, meaning the same."""
-    if "\n" in item or "\r" in item:
-        return item.replace("\r", "&#13;").replace("\n", "&#10;")
-    return item
+    """An XML item on one line, meaning the same. An item with line breaks is written again by
+    lxml first: then the only line breaks left are in text (a tag's are gone, an attribute's are
+    ``&#10;``, CDATA is text), where a character reference means the same."""
+    if "\n" not in item and "\r" not in item:
+        return item
+    from lxml import etree
+
+    from wxquery.xml_safety import parse_untrusted
+
+    try:
+        item = etree.tostring(parse_untrusted(item), encoding="unicode")
+    except etree.XMLSyntaxError:
+        pass  # not an element (cannot come from a super-peer): its breaks are escaped as they are
+    return item.replace("\r", "&#13;").replace("\n", "&#10;")
 
 
 def render_line(item: str, fmt: str) -> str:

@@ -45,9 +45,9 @@ class ResultSink(Protocol):
         """Whether what is held should be flushed now (enough of it, or held long enough)."""
         ...
 
-    def flush(self) -> int:
+    def flush(self) -> int | None:
         """Deliver what is held, durably (retrying as the sink does), and return the committed
-        offset; raises ``SinkError`` when it gives up."""
+        offset (None: nothing was ever committed); raises ``SinkError`` when it gives up."""
         ...
 
     def close(self) -> None:

@@ -1,7 +1,10 @@
 """``subscribe --to-dir DIR``: results in rotating files, each complete when it appears.
 
-A file is written aside (``.NAME.partial``), synced and renamed into place, so a reader of the
-directory never sees half a file; only then is its end recorded as the committed offset. Each
+A file is written aside (``.NAME.partial``), synced, recorded as being renamed, and renamed into
+place, so a reader of the directory never sees half a file; then its end is recorded as the
+committed offset. Started again after a stop between the two records, the sink finishes the
+rename if it had not happened, and counts the file as delivered either way — also when a reader
+has already taken it away. Each
 file is named by the subscription and the offsets of its first and last results
 (``SID-000000000000-000000000999.ndjson``), so the files read in name order are the results in
 order, and a file renamed just before a crash (its offset not yet recorded) is found by its name:
@@ -52,11 +55,21 @@ class DirectorySink:
     def _recover(self) -> int | None:
         """The end of the last complete file, whether or not its offset was recorded; leftovers
         of a file being written when the sink stopped are removed."""
+        record = self.state.load()
+        recorded = record.get("committed")
+        if record.get("renaming"):  # stopped while a complete file was being put in place
+            name, end = record["renaming"]
+            aside = self.directory / f".{name}.partial"
+            if aside.exists():
+                aside.replace(self.directory / name)
+                sync_directory(self.directory)
+            # (not there: it was renamed, and may have been taken away by a reader since)
+            recorded = end
+            self.state.save({"committed": recorded, "format": self.fmt})
         ends = [int(m.group(2)) + 1 for p in self.directory.iterdir()
                 if (m := self._pattern.fullmatch(p.name))]
         for leftover in self.directory.glob(f".{self.subscription}-*.partial"):
             leftover.unlink(missing_ok=True)
-        recorded = self.state.load().get("committed")
         found = max(ends, default=None)
         if recorded is None and found is None:
             return None
@@ -80,18 +93,20 @@ class DirectorySink:
         return bool(self._held) and (len(self._held) >= self.rotate_items or
                                      time.monotonic() - self._since >= self.rotate_s)
 
-    def flush(self) -> int:
+    def flush(self) -> int | None:
         while self._held:
             part = self._held[: self.rotate_items]
-            self._write_file(self._first, part)
+            self._write_file(self._first, part, self._committed)
             del self._held[: len(part)]
             self._first += len(part)
             self._committed = self._first
             self.state.save({"committed": self._committed, "format": self.fmt})
             self._since = time.monotonic()
-        return self._committed if self._committed is not None else self._first
+        return self._committed
 
-    def _write_file(self, first: int, items: list[str]) -> None:
+    def _write_file(self, first: int, items: list[str], committed: int | None) -> None:
+        """Written aside and synced; recorded as being renamed (so that a reader who takes
+        the file away before its offset is recorded does not get it twice); renamed."""
         name = f"{self.subscription}-{first:012d}-{first + len(items) - 1:012d}.{EXTENSIONS[self.fmt]}"
         aside = self.directory / f".{name}.partial"
         try:
@@ -99,6 +114,8 @@ class DirectorySink:
                 f.write(render_batch(items, self._root, self.fmt))
                 f.flush()
                 os.fsync(f.fileno())
+            self.state.save({"committed": committed, "format": self.fmt,
+                             "renaming": [name, first + len(items)]})
             aside.replace(self.directory / name)
         except OSError as exc:
             raise SinkError(f"{self.directory / name}: cannot write it: {exc.strerror}") from None

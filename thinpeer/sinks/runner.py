@@ -14,13 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from thinpeer.sinks.base import ResultSink, SinkError
+from thinpeer.sinks.base import ResultSink
 
 if TYPE_CHECKING:
     from thinpeer.client import SuperPeerClient
 
 READ_ITEMS = 1000
 READ_WAIT_MS = 200  # how long a read waits for results: also how often ``due`` is looked at
+READ_EXACTLY_TRIES = 50  # reads of a batch known to be there before it counts as gone
 
 
 @dataclass
@@ -47,12 +48,18 @@ def deliver_results(client: SuperPeerClient, subscription: str, sink: ResultSink
     if pending is not None and pending[0] >= offset:
         # a delivery begun and not known to be complete: the same batch again, first
         first, count = pending
-        items, root = _read_exactly(client, subscription, first, count)
-        say(f"delivering results {first}..{first + count - 1} again (their delivery may not have "
-            f"completed when the sink stopped); the receiver can drop a copy by its key")
-        sink.write(first, items, root)
-        offset = _confirm(client, subscription, sink.flush())
-        delivered += len(items)
+        again = _read_exactly(client, subscription, first, count)
+        if again is None:
+            say(f"warning: results {first}..{first + count - 1}, whose delivery may not have "
+                "completed when the sink stopped, are no longer all held by the super-peer: "
+                "what is left of them is delivered as a new batch")
+        else:
+            items, root = again
+            say(f"delivering results {first}..{first + count - 1} again (their delivery may not "
+                f"have completed when the sink stopped); the receiver can drop a copy by its key")
+            sink.write(first, items, root)
+            offset = _confirm(client, subscription, sink.flush(), offset)
+            delivered += len(items)
     last = time.monotonic()
     degraded = ""
     while True:
@@ -78,31 +85,33 @@ def deliver_results(client: SuperPeerClient, subscription: str, sink: ResultSink
         idle = idle_timeout is not None and time.monotonic() - last >= idle_timeout
         stopping = stop()
         if ended or idle or stopping or sink.due():
-            committed = _confirm(client, subscription, sink.flush())
+            committed = _confirm(client, subscription, sink.flush(), start if committed is None else committed)
             if ended or idle or stopping:
                 why = "the stream closed" if ended else ("timeout" if idle else "stopped")
                 return Delivered(delivered, committed, why)
 
 
-def _confirm(client: SuperPeerClient, subscription: str, committed: int) -> int:
+def _confirm(client: SuperPeerClient, subscription: str, flushed: int | None, before: int) -> int:
+    """Confirm what the sink committed (``before``, what was committed when this run began, if
+    it has committed nothing yet)."""
+    committed = before if flushed is None else flushed
     client.confirm_read(subscription, committed)
     return committed
 
 
 def _read_exactly(client: SuperPeerClient, subscription: str, first: int, count: int
-                  ) -> tuple[list[str], str]:
-    """Results ``first`` … ``first + count - 1`` (several reads when a reply is bounded in bytes)."""
+                  ) -> tuple[list[str], str] | None:
+    """Results ``first`` … ``first + count - 1`` (several reads when a reply is bounded in bytes);
+    None when the super-peer no longer holds them all (its retention bound dropped some)."""
     items: list[str] = []
     root = "results"
-    while len(items) < count:
+    for _ in range(READ_EXACTLY_TRIES):
+        if len(items) >= count:
+            return items, root
         reply = client.read(subscription, first + len(items), max_items=count - len(items),
-                            wait_ms=READ_WAIT_MS * 5, peek=True)
-        if reply.offset != first + len(items):
-            raise SinkError(f"results {first + len(items)}.. of subscription {subscription} are no "
-                            "longer held by the super-peer: the batch whose delivery was begun "
-                            "cannot be sent again whole")
-        if not reply.items and reply.closed:
-            break
+                            wait_ms=READ_WAIT_MS, peek=True)
+        if reply.offset != first + len(items) or (reply.closed and not reply.items):
+            return None
         items.extend(reply.items)
         root = reply.root or root
-    return items, root
+    return (items, root) if len(items) >= count else None

@@ -94,7 +94,7 @@ class VtpSink:
     def due(self) -> bool:
         return bool(self._held)  # an alert waits for nothing
 
-    def flush(self) -> int:
+    def flush(self) -> int | None:
         while self._held:
             first = self._first
             whole = self._pending == (first, len(self._held))  # the batch begun before a stop
@@ -109,7 +109,7 @@ class VtpSink:
             self._first += len(part)
             self._committed, self._pending, self._date = self._first, None, None
             self.state.save({"committed": self._committed, "pending": None})
-        return self._committed if self._committed is not None else self._first
+        return self._committed
 
     def _deliver(self, offset: int, item: str, date: str) -> None:
         ivorn = self.ivorn(offset)

@@ -14,6 +14,7 @@ besides the system's).
 
 from __future__ import annotations
 
+import http.client
 import ssl
 import time
 import urllib.error
@@ -24,6 +25,15 @@ from urllib.parse import urlsplit
 
 from thinpeer.formats.results import MEDIA_TYPES, render_batch
 from thinpeer.sinks.base import SinkError, StateFile
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not a delivery: urllib would follow a 301/302/303 to a POST with
+    a GET without the body, and its 2xx would count as taken."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
 
 DEFAULT_BATCH = 500
 DEFAULT_LINGER_S = 1.0
@@ -51,10 +61,13 @@ class WebhookSink:
         self.say = say
         self.description = f"webhook {url}"
         self.state = StateFile(state_path)
-        self._context = ssl.create_default_context(cafile=ca) if parts.scheme == "https" else None
+        context = ssl.create_default_context(cafile=ca) if parts.scheme == "https" else None
+        self._opener = urllib.request.build_opener(_NoRedirects(), urllib.request.HTTPSHandler(context=context))
         record = self.state.load()
         self._committed: int | None = record.get("committed")
         self._pending: tuple[int, int] | None = tuple(record["pending"]) if record.get("pending") else None  # type: ignore[assignment]
+        # a pending batch goes again as it went: one POST, in the format it had
+        self._pending_format: str = record.get("format") or fmt
         self._held: list[str] = []
         self._first = 0
         self._root = "results"
@@ -78,23 +91,26 @@ class WebhookSink:
         return bool(self._held) and (len(self._held) >= self.batch_items or
                                      time.monotonic() - self._since >= self.linger_s)
 
-    def flush(self) -> int:
+    def flush(self) -> int | None:
         while self._held:
-            part = self._held[: self.batch_items]
             first = self._first
-            self._pending = (first, len(part))
-            self.state.save({"committed": self._committed, "pending": list(self._pending)})
-            self._post(first, part)
+            again = self._pending is not None and self._pending[0] == first
+            count = self._pending[1] if again else self.batch_items  # type: ignore[index]
+            fmt = self._pending_format if again else self.fmt
+            part = self._held[:count]
+            self._pending, self._pending_format = (first, len(part)), fmt
+            self.state.save({"committed": self._committed, "pending": list(self._pending), "format": fmt})
+            self._post(first, part, fmt)
             del self._held[: len(part)]
             self._first += len(part)
             self._committed, self._pending = self._first, None
             self.state.save({"committed": self._committed, "pending": None})
             self._since = time.monotonic()
-        return self._committed if self._committed is not None else self._first
+        return self._committed
 
-    def _post(self, first: int, items: list[str]) -> None:
-        body = render_batch(items, self._root, self.fmt).encode("utf-8")
-        headers = {"Content-Type": MEDIA_TYPES[self.fmt],
+    def _post(self, first: int, items: list[str], fmt: str) -> None:
+        body = render_batch(items, self._root, fmt).encode("utf-8")
+        headers = {"Content-Type": MEDIA_TYPES[fmt],
                    "Idempotency-Key": f"{self.subscription}-{first}-{len(items)}",
                    "X-StreamGlobe-Subscription": self.subscription,
                    "X-StreamGlobe-First-Offset": str(first),
@@ -106,7 +122,7 @@ class WebhookSink:
             attempt += 1
             request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s, context=self._context) as answer:
+                with self._opener.open(request, timeout=self.timeout_s) as answer:
                     answer.read()
                 if attempt > 1:
                     self.say(f"webhook {self.url}: results {first}..{first + len(items) - 1} "
@@ -114,15 +130,16 @@ class WebhookSink:
                 return
             except urllib.error.HTTPError as exc:
                 if exc.code not in RETRIED:
+                    moved = f" (to {exc.headers.get('Location')}: give that URL)" if 300 <= exc.code < 400 else ""
                     raise SinkError(f"webhook {self.url} refused results {first}.."
-                                    f"{first + len(items) - 1}: HTTP {exc.code} {exc.reason}") from None
+                                    f"{first + len(items) - 1}: HTTP {exc.code} {exc.reason}{moved}") from None
                 why = f"HTTP {exc.code} {exc.reason}"
             except urllib.error.URLError as exc:
                 if isinstance(exc.reason, ssl.SSLCertVerificationError):
                     raise SinkError(f"webhook {self.url}: its certificate is not trusted "
                                     f"({exc.reason.verify_message}); give --webhook-ca FILE") from None
                 why = str(exc.reason)
-            except (OSError, TimeoutError) as exc:
+            except (OSError, http.client.HTTPException) as exc:  # cut off, timed out, garbled
                 why = f"{type(exc).__name__}: {exc}"
             self.say(f"webhook {self.url}: {why}; trying again in {delay:.1f} s")
             time.sleep(delay)

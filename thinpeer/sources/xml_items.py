@@ -17,7 +17,7 @@ have been yielded.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from lxml import etree
 
@@ -33,8 +33,10 @@ class XmlItems:
     Made with ``open``: it reads until the first item begins, so the stream can be registered
     with its names before the first item is complete."""
 
-    def __init__(self, name: str, chunks: Iterator[bytes], item: str | None = None) -> None:
+    def __init__(self, name: str, chunks: Iterator[bytes], item: str | None = None,
+                 stopped: Callable[[], bool] = lambda: False) -> None:
         self.name = name  # for messages: the file, or <stdin>
+        self._stopped = stopped  # a followed document the user stopped reading: unfinished, fine
         self.stray_text = 0
         self._chunks = chunks
         self._read: list[bytes] = []  # what naming the stream read, for the items' parser
@@ -55,7 +57,7 @@ class XmlItems:
             else:
                 parser.feed(data)
         except etree.XMLSyntaxError as exc:
-            if data is not None or self._fed:  # an empty input is said by the caller
+            if data is not None or (self._fed and not self._stopped()):  # an empty input is said by the caller
                 raise self._error(exc) from None
 
     def _next_chunk(self) -> bytes | None:
@@ -128,5 +130,6 @@ class XmlItems:
                 return
 
 
-def open_xml(name: str, chunks: Iterator[bytes], item: str | None = None) -> XmlItems:
-    return XmlItems(name, chunks, item)
+def open_xml(name: str, chunks: Iterator[bytes], item: str | None = None,
+             stopped: Callable[[], bool] = lambda: False) -> XmlItems:
+    return XmlItems(name, chunks, item, stopped)

@@ -231,22 +231,20 @@ class VoEventBridge:
         for n, ivorn in entries:
             if n < self._next:
                 self._remember(ivorn, n)
-        pending = StateFile(self.state_dir / PENDING).load() if untaken else {}
+        pending = StateFile(self.state_dir / PENDING).load()
         self._rewrite()
-        if not untaken:
-            return
-        # the events of the last batch that the super-peer did not take: a suffix of it
+        # the events of the last batch that the super-peer did not take: a suffix of it (whether
+        # or not their journal lines were written: the pending batch is saved before them)
         first = pending.get("position")
         events = [tuple(e) for e in pending.get("events", [])]
-        if isinstance(first, int) and first <= self._next < first + len(events) and all(
-                untaken.get(first + j) == ivorn for j, (ivorn, _) in enumerate(events) if first + j >= self._next):
+        if isinstance(first, int) and first <= self._next < first + len(events):
             again = events[self._next - first:]
             self.say(f"publishing {len(again)} event(s), in flight when the bridge stopped, from "
                      f"position {self._next}")
             self._append([(self._next + j, ivorn) for j, (ivorn, _) in enumerate(again)])
             self._publish(self._next, again)  # type: ignore[arg-type]
             self._counts["recovered"] += len(again)
-        else:
+        elif untaken:
             self.say(f"{len(untaken)} event(s) of the journal were not taken by the super-peer "
                      f"(its stream starts again at {self._next}): forgotten")
 

@@ -245,3 +245,50 @@ def test_json_lines_in_and_out_with_bad_lines_rejected_one_by_one(tmp_path):
     got = [json.loads(line) for line in out.decode().splitlines()]
     expected = [{"id": row["id"], "en": row["en"]} for row in rows if row["en"] > 2 and row["det"]["chip"] == 1]
     assert got == expected
+
+
+def test_resume_after_a_line_rejected_here_repeats_nothing(tmp_path):
+    """A line refused by the publisher itself keeps its number (a gap in the stream), so
+    --resume skips exactly what the super-peer has: before, every such line made the resumed
+    run start one item early and publish an item twice."""
+    source = tmp_path / "e.ndjson"
+    source.write_text('{"id": 0}\nnot json\n{"id": 2}\n')
+    everything = '<all>{ for $e in stream("events")/events/event return $e/id }</all>'
+    with running_network(tmp_path) as (topology, _):
+        sp4 = topology.address("SP4")
+        SuperPeerClient(sp4).register_stream("events", "events", "event")
+        client = SuperPeerClient(topology.address("SP1"))
+        sid = client.subscribe(everything).subscription
+        publish = [*CLI, "publish", "--superpeer", sp4, "--stream", "events", "--input", str(source),
+                   "--format", "ndjson", "--root", "events", "--item", "event", "--keep-open"]
+        r = subprocess.run(publish, capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+        assert "line 2: not JSON" in r.stderr, r.stderr
+        with open(source, "a") as f:
+            f.write('{"id": 3}\n')
+        r = subprocess.run([*publish[:-1], "--resume"], capture_output=True, text=True, cwd=ROOT,
+                           timeout=120, check=False)
+        assert "resuming at item 3" in r.stderr, r.stderr
+        got = results_until(client, sid, 3)
+        assert got == ["<id>0</id>", "<id>2</id>", "<id>3</id>"]
+        assert client.read(sid, 3, wait_ms=1000, peek=True).closed  # and nothing more came
+
+
+def test_ctrl_c_ends_a_followed_input_and_closes_its_stream(tmp_path):
+    doc = tmp_path / "growing.xml"
+    doc.write_text("<events>\n" + "".join(event(k) + "\n" for k in range(5)))  # not finished
+    everything = '<all>{ for $e in stream("live")/events/e return $e/id }</all>'
+    with running_network(tmp_path) as (topology, _):
+        client = SuperPeerClient(topology.address("SP1"))
+        SuperPeerClient(topology.address("SP4")).register_stream("live", "events", "e")
+        sid = client.subscribe(everything).subscription
+        publisher = popen("publish", "--superpeer", topology.address("SP4"), "--stream", "live",
+                          "--input", str(doc), "--follow")
+        try:
+            results_until(client, sid, 5)
+            publisher.send_signal(signal.SIGINT)
+            _, err = publisher.communicate(timeout=60)
+            assert publisher.returncode == 0, err.decode()
+            assert "5 items published and the stream closed" in err.decode()
+        finally:
+            publisher.kill()
+        assert client.read(sid, 5, wait_ms=2000, peek=True).closed

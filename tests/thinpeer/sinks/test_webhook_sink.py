@@ -29,6 +29,7 @@ def receiver(answers: list[int], tls: Path | None = None) -> Iterator[tuple[str,
             posts.append({"key": self.headers["Idempotency-Key"], "body": body,
                           "type": self.headers["Content-Type"]})
             self.send_response(answers.pop(0) if answers else 200)
+            self.send_header("Location", "/elsewhere")
             self.send_header("Content-Length", "0")
             self.end_headers()
 
@@ -86,3 +87,29 @@ def test_bad_urls_are_refused():
     for url in ("ftp://x/y", "http://", "localhost:80"):
         with pytest.raises(SinkError, match="not an http"):
             WebhookSink(url, "SP1-ab", Path("/nonexistent/state.json"))
+
+
+def test_a_redirect_is_not_a_delivery(tmp_path):
+    """urllib would follow a 301 to a POST with a GET without the body, and count it taken."""
+    with receiver([301]) as (url, posts):
+        sink = WebhookSink(url, "SP1-ab", tmp_path / "state.json", "lines")
+        sink.write(0, ["<a>1</a>"], "r")
+        with pytest.raises(SinkError, match="HTTP 301.*to /elsewhere"):
+            sink.flush()
+        assert sink.committed() is None and len(posts) == 1
+
+
+def test_a_pending_batch_goes_again_whole_in_its_format_whatever_the_settings_now(tmp_path):
+    with receiver([]) as (url, posts):
+        sink = WebhookSink(url, "SP1-ab", tmp_path / "state.json", "lines", batch_items=4,
+                           say=lambda message: None)
+        sink.write(0, [f"<a>{k}</a>" for k in range(4)], "r")
+        sink._post = lambda *a: (_ for _ in ()).throw(KeyboardInterrupt)  # killed mid-POST
+        with pytest.raises(KeyboardInterrupt):
+            sink.flush()
+        again = WebhookSink(url, "SP1-ab", tmp_path / "state.json", "ndjson", batch_items=2)
+        assert again.pending() == (0, 4)
+        again.write(0, [f"<a>{k}</a>" for k in range(4)], "r")
+        assert again.flush() == 4
+        assert [p["key"] for p in posts] == ["SP1-ab-0-4"]
+        assert posts[0]["type"].startswith("text/plain")
