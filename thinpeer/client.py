@@ -28,6 +28,11 @@ DEFAULT_MAX_ITEM_BYTES = MESSAGE_LIMIT - (1 << 20)  # until a super-peer says it
 TRANSIENT = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})  # the super-peer may answer again
 
 
+def _number(rejection: str) -> str:
+    """"item N" of a rejection's reason "item N: why"."""
+    return rejection.partition(":")[0]
+
+
 class ThinPeerError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
@@ -147,15 +152,28 @@ class SuperPeerClient:
                 summary.duplicates += reply.duplicates
                 summary.accepted += reply.accepted
                 summary.rejected += reply.rejected
-                summary.reasons.extend(reply.rejections)  # type: ignore[union-attr]
+                summary.reasons.extend(ours.pop(_number(why), why)  # type: ignore[union-attr]
+                                       for why in reply.rejections)
+                summary.reasons.extend(ours.values())  # (past the super-peer's count of reasons)
+                ours.clear()
                 batch.clear()
                 batch_bytes = 0
                 if progress is not None:
                     progress(summary)
             first = index
 
+        ours: dict[str, str] = {}  # the reasons of the placeholders in the batch, by number
+
         def refuse(reason: str) -> None:
-            nonlocal index
+            """An item refused here keeps its number: numbered, as a gap; appended, as an empty
+            placeholder the super-peer rejects (so that its positions stay the input's and a
+            later ``position`` resume skips exactly what it has), reported with our reason."""
+            nonlocal index, batch_bytes
+            if position is None:
+                ours[f"item {index}"] = f"item {index}: {reason} (not sent)"
+                batch.append(b"")
+                index += 1
+                return
             flush()
             summary.rejected += 1
             summary.reasons.append(f"item {index}: {reason} (not sent)")  # type: ignore[union-attr]

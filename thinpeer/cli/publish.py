@@ -156,12 +156,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
             if args.history:
                 print(f"{args.stream}: its super-peer keeps a history of "
                       f"{client.history_bounds.get(args.stream) or args.history}", file=sys.stderr)
-            # The batches are numbered from where the stream stands, so one whose reply is lost
-            # is sent again safely, and an input item refused here (a line that is not JSON)
-            # keeps its number as a gap: the input's item N stays the stream's item N, and
-            # resuming skips exactly what the super-peer has.
-            position = have
-            items = itertools.islice(items, have if args.resume else 0, args.count)
+            # resuming, the input's item N is the stream's item N (an item refused here keeps
+            # its number too): what the super-peer has is skipped, and the batches are numbered,
+            # so one whose reply is lost is sent again safely; otherwise the items are appended,
+            # unnumbered (other publishers may append to the same stream meanwhile)
+            position = have if args.resume else None
+            items = itertools.islice(items, position or 0, args.count)
             if args.resume:
                 print(f"{args.stream}: resuming at item {have} (the super-peer has items 0..{have - 1})"
                       if have else f"{args.stream}: the super-peer has no items yet; publishing from item 0",
