@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Protocol
 
@@ -52,6 +53,39 @@ class ResultSink(Protocol):
 
     def close(self) -> None:
         ...
+
+
+class Held:
+    """The results a sink holds until its flush: a contiguous run from ``first``, the oldest
+    since ``since`` (monotonic), under the result element ``root``."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.first = 0
+        self.root = "results"
+        self.since = 0.0
+
+    def continues(self, offset: int) -> bool:
+        """Whether results from ``offset`` extend what is held (after a drop they do not: then
+        what is held goes first, so that a batch is always a contiguous run)."""
+        return not self.items or offset == self.first + len(self.items)
+
+    def add(self, offset: int, items: list[str], root: str) -> None:
+        if not self.items:
+            self.first, self.since = offset, time.monotonic()
+        self.root = root
+        self.items.extend(items)
+
+    def full(self, most: int, wait_s: float) -> bool:
+        """Whether ``most`` are held, or the oldest has waited ``wait_s``."""
+        return bool(self.items) and (len(self.items) >= most or time.monotonic() - self.since >= wait_s)
+
+    def delivered(self, count: int) -> int:
+        """The first ``count`` went out; the offset after them."""
+        del self.items[:count]
+        self.first += count
+        self.since = time.monotonic()
+        return self.first
 
 
 class StateFile:

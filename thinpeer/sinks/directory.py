@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from pathlib import Path
 
 from thinpeer.formats.results import EXTENSIONS, render_batch
-from thinpeer.sinks.base import SinkError, StateFile, sync_directory
+from thinpeer.sinks.base import Held, SinkError, StateFile, sync_directory
 
 DEFAULT_ROTATE_ITEMS = 10_000
 DEFAULT_ROTATE_S = 60.0
@@ -46,10 +45,7 @@ class DirectorySink:
         self.state = StateFile(directory / STATE_DIR / f"{subscription}.json")
         self._pattern = re.compile(re.escape(subscription) + r"-(\d{12})-(\d{12})\." +
                                    re.escape(EXTENSIONS[fmt]))
-        self._held: list[str] = []
-        self._first = 0  # the offset of _held[0]
-        self._root = "results"
-        self._since = 0.0  # when the first held result came
+        self._held = Held()
         self._committed = self._recover()
 
     def _recover(self) -> int | None:
@@ -82,26 +78,19 @@ class DirectorySink:
         return None  # a file is there whole or not at all
 
     def write(self, offset: int, items: list[str], root: str) -> None:
-        if self._held and offset != self._first + len(self._held):
-            self.flush()  # results were dropped in between: a file holds a contiguous run
-        if not self._held:
-            self._first, self._since = offset, time.monotonic()
-        self._root = root
-        self._held.extend(items)
+        if not self._held.continues(offset):
+            self.flush()
+        self._held.add(offset, items, root)
 
     def due(self) -> bool:
-        return bool(self._held) and (len(self._held) >= self.rotate_items or
-                                     time.monotonic() - self._since >= self.rotate_s)
+        return self._held.full(self.rotate_items, self.rotate_s)
 
     def flush(self) -> int | None:
-        while self._held:
-            part = self._held[: self.rotate_items]
-            self._write_file(self._first, part, self._committed)
-            del self._held[: len(part)]
-            self._first += len(part)
-            self._committed = self._first
+        while self._held.items:
+            part = self._held.items[: self.rotate_items]
+            self._write_file(self._held.first, part, self._committed)
+            self._committed = self._held.delivered(len(part))
             self.state.save({"committed": self._committed, "format": self.fmt})
-            self._since = time.monotonic()
         return self._committed
 
     def _write_file(self, first: int, items: list[str], committed: int | None) -> None:
@@ -111,7 +100,7 @@ class DirectorySink:
         aside = self.directory / f".{name}.partial"
         try:
             with open(aside, "w", encoding="utf-8") as f:
-                f.write(render_batch(items, self._root, self.fmt))
+                f.write(render_batch(items, self._held.root, self.fmt))
                 f.flush()
                 os.fsync(f.fileno())
             self.state.save({"committed": committed, "format": self.fmt,

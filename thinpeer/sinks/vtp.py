@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from thinpeer.sinks.base import SinkError, StateFile
+from thinpeer.sinks.base import Held, SinkError, StateFile
 from thinpeer.voevent.shape import result_voevent, utc_now
 from thinpeer.voevent.vtp import (
     COMET_MAX_BYTES,
@@ -70,8 +70,7 @@ class VtpSink:
         pending = record.get("pending")
         self._pending: tuple[int, int] | None = (int(pending[0]), int(pending[1])) if pending else None
         self._date: str | None = record.get("date")
-        self._held: list[str] = []
-        self._first = 0
+        self._held = Held()
         self.sent = 0  # events acknowledged in this run
         self.seen = 0  # of them, answered "previously seen" (sent before a crash)
 
@@ -85,29 +84,25 @@ class VtpSink:
         return self._pending
 
     def write(self, offset: int, items: list[str], root: str) -> None:
-        if self._held and offset != self._first + len(self._held):
+        if not self._held.continues(offset):
             self.flush()
-        if not self._held:
-            self._first = offset
-        self._held.extend(items)
+        self._held.add(offset, items, root)
 
     def due(self) -> bool:
-        return bool(self._held)  # an alert waits for nothing
+        return bool(self._held.items)  # an alert waits for nothing
 
     def flush(self) -> int | None:
-        while self._held:
-            first = self._first
-            whole = self._pending == (first, len(self._held))  # the batch begun before a stop
-            part = self._held[:] if whole else self._held[:BATCH]
+        while self._held.items:
+            first = self._held.first
+            whole = self._pending == (first, len(self._held.items))  # the batch begun before a stop
+            part = self._held.items[:] if whole else self._held.items[:BATCH]
             # it goes again with its Date: the same bytes, which the broker recognises
             date = self._date if self._date and self._pending == (first, len(part)) else utc_now()
             self._pending, self._date = (first, len(part)), date
             self.state.save({"committed": self._committed, "pending": list(self._pending), "date": date})
             for k, item in enumerate(part):
                 self._deliver(first + k, item, date)
-            del self._held[: len(part)]
-            self._first += len(part)
-            self._committed, self._pending, self._date = self._first, None, None
+            self._committed, self._pending, self._date = self._held.delivered(len(part)), None, None
             self.state.save({"committed": self._committed, "pending": None})
         return self._committed
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from thinpeer.formats.results import MEDIA_TYPES, render_batch
-from thinpeer.sinks.base import SinkError, StateFile
+from thinpeer.sinks.base import Held, SinkError, StateFile
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -68,10 +68,7 @@ class WebhookSink:
         self._pending: tuple[int, int] | None = tuple(record["pending"]) if record.get("pending") else None  # type: ignore[assignment]
         # a pending batch goes again as it went: one POST, in the format it had
         self._pending_format: str = record.get("format") or fmt
-        self._held: list[str] = []
-        self._first = 0
-        self._root = "results"
-        self._since = 0.0
+        self._held = Held()
 
     def committed(self) -> int | None:
         return self._committed
@@ -80,36 +77,29 @@ class WebhookSink:
         return self._pending
 
     def write(self, offset: int, items: list[str], root: str) -> None:
-        if self._held and offset != self._first + len(self._held):
+        if not self._held.continues(offset):
             self.flush()
-        if not self._held:
-            self._first, self._since = offset, time.monotonic()
-        self._root = root
-        self._held.extend(items)
+        self._held.add(offset, items, root)
 
     def due(self) -> bool:
-        return bool(self._held) and (len(self._held) >= self.batch_items or
-                                     time.monotonic() - self._since >= self.linger_s)
+        return self._held.full(self.batch_items, self.linger_s)
 
     def flush(self) -> int | None:
-        while self._held:
-            first = self._first
+        while self._held.items:
+            first = self._held.first
             again = self._pending is not None and self._pending[0] == first
             count = self._pending[1] if again else self.batch_items  # type: ignore[index]
             fmt = self._pending_format if again else self.fmt
-            part = self._held[:count]
+            part = self._held.items[:count]
             self._pending, self._pending_format = (first, len(part)), fmt
             self.state.save({"committed": self._committed, "pending": list(self._pending), "format": fmt})
             self._post(first, part, fmt)
-            del self._held[: len(part)]
-            self._first += len(part)
-            self._committed, self._pending = self._first, None
+            self._committed, self._pending = self._held.delivered(len(part)), None
             self.state.save({"committed": self._committed, "pending": None})
-            self._since = time.monotonic()
         return self._committed
 
     def _post(self, first: int, items: list[str], fmt: str) -> None:
-        body = render_batch(items, self._root, fmt).encode("utf-8")
+        body = render_batch(items, self._held.root, fmt).encode("utf-8")
         headers = {"Content-Type": MEDIA_TYPES[fmt],
                    "Idempotency-Key": f"{self.subscription}-{first}-{len(items)}",
                    "X-StreamGlobe-Subscription": self.subscription,
