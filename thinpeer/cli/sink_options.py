@@ -126,6 +126,9 @@ def run_sink(client: SuperPeerClient, subscription: str, offset: int | None,
 
     previous = {s: signal.signal(s, stop_gently) for s in (signal.SIGINT, signal.SIGTERM)}
     committed = sink.committed()
+    if committed is not None and offset is not None and offset != committed:
+        print(f"note: --offset {offset} is not used: {sink.description} has delivered the results "
+              f"before offset {committed} for good, and goes on from there", file=sys.stderr)
     print(f"delivering results of {subscription} to {sink.description} from offset "
           f"{offset if committed is None else committed}", file=sys.stderr, flush=True)
     try:
