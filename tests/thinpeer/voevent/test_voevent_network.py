@@ -110,14 +110,18 @@ def test_voevents_through_streamglobe_from_one_broker_to_another(tmp_path):
                 ivorn("MOA_Lensing_Event_2015-07-10T14:50:54.00.xml")]
         assert "Rate_Signif" in {p.get("name") for p in parse_voevent(received[0]).iter("Param")}
 
-        # the sink restarted after a crash between sending and committing: the same batch again,
-        # with the same Date, is "previously seen" by the broker — delivered, nothing twice
-        date = parse_voevent(received[0]).findtext("Who/Date")
-        StateFile(tmp_path / "sink.json").save({"committed": 0, "pending": [0, 2], "date": date})
-        again = VtpSink(downstream.receive, sid, tmp_path / "sink.json", ivorn_base=RESULTS)
-        assert again.pending() == (0, 2)
-        again.write(0, expected, "south")
-        assert again.flush() == 2 and again.seen == 2
+        # the sink restarted after a crash between sending and committing: each batch again, with
+        # its Date, is "previously seen" by the broker — delivered, nothing twice. (The results may
+        # have left as one batch or as two, each with its own Date: replay them as they left.)
+        dates = [parse_voevent(packet).findtext("Who/Date") for packet in received]
+        batches = [(0, 2)] if dates[0] == dates[1] else [(0, 1), (1, 1)]
+        for first, count in batches:
+            StateFile(tmp_path / "sink.json").save(
+                {"committed": first, "pending": [first, count], "date": dates[first]})
+            again = VtpSink(downstream.receive, sid, tmp_path / "sink.json", ivorn_base=RESULTS)
+            assert again.pending() == (first, count)
+            again.write(first, expected[first:first + count], "south")
+            assert again.flush() == first + count and again.seen == count
         assert "Previously seen" in downstream.log_text()
         # a broker that refuses an event for another reason stops the sink with the reason
         bad = VtpSink(downstream.receive, "no spaces", tmp_path / "bad.json", ivorn_base=RESULTS)
