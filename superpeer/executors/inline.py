@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from wxquery.operators import definitions as alg
 from wxquery.operators.chains import normalise
+from wxquery.operators.predicate_index import INDEX_FROM
 from wxquery.operators.runner import ChainGroup
 from wxquery.operators.windows import WindowCounters
 
@@ -23,8 +24,10 @@ class InlineExecutor:
     wants_text = True
     synchronous = True
 
-    def __init__(self, lateness: float = 0.0, deliver: Deliver | None = None) -> None:
+    def __init__(self, lateness: float = 0.0, deliver: Deliver | None = None,
+                 index_from: int = INDEX_FROM) -> None:
         self.lateness = lateness
+        self.index_from = index_from  # chains on one element before they share an index
         self.groups: dict[str, ChainGroup] = {}  # by parent stream
         self.parents: dict[str, str] = {}  # computed stream -> its parent
         self.copies: set[str] = set()
@@ -41,7 +44,7 @@ class InlineExecutor:
             return
         chain = normalise(self.next_chain, stream, parent, parent_kind, operators)
         self.next_chain += 1
-        self.groups.setdefault(parent, ChainGroup(self.lateness)).add(chain)
+        self.groups.setdefault(parent, ChainGroup(self.lateness, self.index_from)).add(chain)
         self.parents[stream] = parent
 
     def remove(self, stream: str) -> None:
@@ -64,6 +67,8 @@ class InlineExecutor:
         if group is None:
             return
         for child, out in group.push(texts or [], end).items():
+            if not out and not end:
+                continue  # (nothing to deliver: the data plane would only take its lock)
             seq = self.seqs.get(child, 0)
             self.seqs[child] = seq + len(out)
             offsets = group.offsets.get(child)

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 from lxml import etree
 
-from .comparisons import Comparison
+from .comparisons import comparison as compiled
 from .definitions import WHOLE_ITEM, Atom
 from ..stream_document import string_value
 from ..values import cast_double
@@ -259,7 +259,7 @@ def _as_lists(col: Column) -> list[list[float]]:
 def atom_mask(batch: ItemBatch, atom: Atom) -> np.ndarray:
     """The atom on every item: vectorised where both sides are one value per item, else per
     item over its repeated or missing values."""
-    comparison = Comparison(atom.op, atom.constant)
+    comparison = compiled(atom.op, atom.constant)
     left = batch.column(atom.left)
     right = None if atom.right is None else batch.column(atom.right)
     if isinstance(left, np.ndarray) and (right is None or isinstance(right, np.ndarray)):
@@ -277,3 +277,23 @@ def selection_mask(batch: ItemBatch, atoms: Iterable[Atom], rows: np.ndarray | N
             break
         mask &= atom_mask(batch, atom)
     return mask
+
+
+def selected_rows(batch: ItemBatch, atoms: Iterable[Atom], rows: np.ndarray) -> np.ndarray:
+    """Of the given rows (ascending), those on which every atom holds: ``selection_mask``
+    restricted to them, the atoms read only there (``predicate_index``'s rows in a key range)."""
+    for atom in atoms:
+        if not rows.size:
+            break
+        comparison = compiled(atom.op, atom.constant)
+        left = batch.column(atom.left)
+        right = None if atom.right is None else batch.column(atom.right)
+        if isinstance(left, np.ndarray) and (right is None or isinstance(right, np.ndarray)):
+            keep = comparison.mask(left[rows], None if right is None else right[rows])
+        else:
+            lefts = _as_lists(left)
+            rights = None if right is None else _as_lists(right)
+            keep = np.fromiter((comparison.holds(lefts[r], None if rights is None else rights[r])
+                                for r in rows.tolist()), dtype=bool, count=rows.size)
+        rows = rows[keep]
+    return rows

@@ -20,7 +20,7 @@ import numpy as np
 from .definitions import (WHOLE_ITEM, AggregateFilter, Atom, CombineWindows, Operator, Partial,
                        Project, Sample, Select, WindowAggregate)
 from .aggregates import AGGREGATES, fold
-from .batch import Column, ItemBatch, selection_mask
+from .batch import Column, ItemBatch, selected_rows, selection_mask
 from .sampling import kept as sampled
 from .windows import WindowClock, assigner_for
 
@@ -141,7 +141,8 @@ class ChainOutput:
 
 
 def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, clock: WindowClock,
-                   lateness: float, piece: bool = False, floors: np.ndarray | None = None) -> ChainOutput:
+                   lateness: float, piece: bool = False, floors: np.ndarray | None = None,
+                   candidates: tuple[np.ndarray, tuple[Atom, ...]] | None = None) -> ChainOutput:
     """One chain over one batch of its parent's items (``offsets`` ascending, one per item; None:
     every item is new to the chain and outputs carry item positions). ``clock`` is advanced.
 
@@ -149,32 +150,29 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
     (``pieces.merge_pieces`` joins them), and ``clock`` holds only an admission threshold, not
     where the chain stands: a count window then hands back its rows' partial inputs instead of
     panes, which the driver numbers. ``floors``: per item, the event time the watermarks sent
-    before it had raised a time window's clock to (``WindowClock.admit_batch``)."""
+    before it had raised a time window's clock to (``WindowClock.admit_batch``). ``candidates``:
+    the rows a shared predicate index found inside the chain's key range, and the chain's atoms
+    left to test on them (``predicate_index``; None: every atom is tested on every row)."""
     out = ChainOutput()
-    if offsets is None:
-        offsets = np.arange(batch.n if chain.input_kind == "items" else len(batch.texts))
-        live = None
-    else:
-        live = offsets >= chain.start
+    live = None if offsets is None else offsets >= chain.start  # (None: every item is new)
     if batch.valid is not None:  # items that do not parse are dropped (the batch counts them)
         live = batch.valid if live is None else live & batch.valid
     if chain.sample > 1 and chain.input_kind == "items":
         keep = sampled(batch.texts, chain.sample)
         live = keep if live is None else live & keep
     if chain.input_kind == "records":
-        out.records = [(int(o), batch.texts[i]) for i, o in enumerate(offsets.tolist())
-                       if live is None or live[i]]
+        numbers = range(len(batch.texts)) if offsets is None else offsets.tolist()
+        out.records = [(int(o), batch.texts[i]) for i, o in enumerate(numbers) if live is None or live[i]]
         return out
-    rows = np.flatnonzero(selection_mask(batch, chain.atoms, live))
+    if candidates is None:
+        rows = np.flatnonzero(selection_mask(batch, chain.atoms, live))
+    else:
+        rows, residual = candidates
+        rows = selected_rows(batch, residual, rows if live is None else rows[live[rows]])
     if chain.window is None:
         kept = rows.tolist()
-        offs = offsets[rows].tolist()  # Python ints, converted in one call
-        if chain.project is None:
-            texts = batch.texts
-            out.items = [(o, texts[r]) for o, r in zip(offs, kept)]
-        else:
-            project = batch.projector(chain.project)
-            out.items = [(o, project(r)) for o, r in zip(offs, kept)]
+        offs = kept if offsets is None else offsets[rows].tolist()  # Python ints, in one call
+        out.items = list(zip(offs, project_rows(chain, batch, kept)))
         return out
     assert isinstance(chain.window, WindowAggregate)
     spec = chain.window.window
@@ -201,6 +199,22 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
             out.low = float(refs[admitted].min())
     out.panes = reduce_panes(inputs, panes, chain.window.partials)
     return out
+
+
+def quick(chain: Chain, batch: ItemBatch) -> bool:
+    """Whether the chain's output over a batch is its selected rows projected and nothing else
+    (a per-item chain on items, every item valid, no sample): ``project_rows`` is then all of it."""
+    return (chain.window is None and chain.input_kind == "items" and chain.sample == 1
+            and batch.valid is None)
+
+
+def project_rows(chain: Chain, batch: ItemBatch, rows: list[int]) -> list[str]:
+    """The wire texts a per-item chain outputs for the given rows of the batch."""
+    if chain.project is None:
+        texts = batch.texts
+        return [texts[r] for r in rows]
+    project = batch.projector(chain.project)
+    return [project(r) for r in rows]
 
 
 def partial_inputs(batch: ItemBatch, rows: np.ndarray, partials: tuple[Partial, ...]) -> list[Column]:

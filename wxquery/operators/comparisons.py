@@ -13,6 +13,7 @@ window records all call ``Comparison``: its scalar entry point (``holds``) and i
 from __future__ import annotations
 
 import operator
+from functools import lru_cache
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, SupportsFloat
 
@@ -56,3 +57,10 @@ class Comparison:
     def mask(self, xs: np.ndarray, ys: np.ndarray | None = None) -> np.ndarray:
         """Per row, x θ y + c (``ys`` None: x θ c) — one value per row on each side, vectorised."""
         return self.test(xs, self.constant if ys is None else ys + self.constant)
+
+
+@lru_cache(maxsize=65536)
+def comparison(op: str, constant: SupportsFloat) -> Comparison:
+    """The ``Comparison`` of an atom, made once: a batch evaluates each atom of each chain, and
+    casting a ``Fraction`` constant costs more than comparing a thousand doubles."""
+    return Comparison(op, constant)

@@ -11,17 +11,23 @@ from typing import Iterable, Sequence
 
 from .definitions import Operator
 from .batch import ItemBatch
-from .chains import Chain, evaluate_chain, normalise
+from .chains import Chain, evaluate_chain, normalise, project_rows, quick
 from .panes import ChainState
+from .predicate_index import INDEX_FROM, NO_ROWS, PredicateIndex, Selected
 from .windows import WindowCounters
+
 
 
 class ChainGroup:
     """The chains on one parent stream, evaluated together over each batch of its items."""
 
-    def __init__(self, lateness: float = 0.0) -> None:
+    def __init__(self, lateness: float = 0.0, index_from: int = INDEX_FROM) -> None:
         self.lateness = lateness
+        self.index_from = index_from  # chains on one key element before they share an index
         self.states: dict[str, ChainState] = {}
+        self._index: PredicateIndex | None = None  # (made again when the chains change)
+        self._paths: set[str] | None = None
+        self._anyway: tuple[frozenset, list[str]] | None = None
         self.malformed = 0  # items dropped because they did not parse
         # per chain of per-item operators, the batch offsets of its last push's outputs: each
         # output's input item, so that a caller can say where every output came from
@@ -29,30 +35,56 @@ class ChainGroup:
 
     def add(self, chain: Chain) -> None:
         self.states[chain.stream] = ChainState(chain)
+        self._index = self._paths = self._anyway = None
 
     def remove(self, stream: str) -> None:
         self.states.pop(stream, None)
+        self._index = self._paths = self._anyway = None
 
     def __len__(self) -> int:
         return len(self.states)
 
     def push(self, texts: Sequence[str], end: bool) -> dict[str, list[str]]:
-        """Every chain over the next batch of the parent's wire texts: outputs per stream."""
+        """Every chain over the next batch of the parent's wire texts: outputs per stream. A
+        per-item chain that the shared index says selects nothing of the batch is left out."""
         out: dict[str, list[str]] = {}
         self.offsets = {}
         batch = None
+        selected: Selected | None = None
+        todo: Iterable[str] = list(self.states)
         if texts:
             batch = ItemBatch(texts)
             self.malformed += batch.malformed
-            batch.prepare(p for st in self.states.values() for p in st.chain.paths())
-        for stream, state in list(self.states.items()):
+            if self._paths is None:
+                self._paths = {p for st in self.states.values() for p in st.chain.paths()}
+            batch.prepare(self._paths)
+            if self._index is None:
+                self._index = PredicateIndex(((s, st.chain.atoms) for s, st in self.states.items()
+                                              if st.chain.input_kind == "items"), self.index_from)
+            if self._index.keys:
+                selected = self._index.select(batch)
+                if not end:  # (per-item chains that select nothing are not even looked at)
+                    todo = [*self._evaluated_anyway(selected.covered),
+                            *(s for s in selected.rows if self.states[s].chain.window is None)]
+        for stream in todo:
+            state = self.states[stream]
             if state.ended:
                 continue
             items: list[str] = []
             panes: list = []
             records: list[str] = []
             if batch is not None:
-                result = evaluate_chain(state.chain, batch, None, state.clock, self.lateness)
+                candidates = None
+                if selected is not None and stream in selected.covered:
+                    candidates = selected.rows.get(stream, (NO_ROWS, ()))
+                    if not candidates[1] and quick(state.chain, batch):
+                        rows = candidates[0].tolist()
+                        out[stream] = project_rows(state.chain, batch, rows)
+                        self.offsets[stream] = rows
+                        state.ended = end
+                        continue
+                result = evaluate_chain(state.chain, batch, None, state.clock, self.lateness,
+                                        candidates=candidates)
                 items = [x for _, x in result.items]
                 panes, records = result.panes, [x for _, x in result.records]
                 if state.chain.output_kind == "items" and state.chain.input_kind == "items":
@@ -60,6 +92,14 @@ class ChainGroup:
             out[stream] = state.apply(items, panes, records, None, self.lateness, end)
             state.ended = end
         return out
+
+    def _evaluated_anyway(self, covered: frozenset) -> list[str]:
+        """The chains a batch evaluates whatever the index says: those it does not cover, and
+        window chains (their state moves with every batch)."""
+        if self._anyway is None or self._anyway[0] is not covered:
+            self._anyway = (covered, [s for s, st in self.states.items()
+                                      if s not in covered or st.chain.window is not None])
+        return self._anyway[1]
 
     def advance(self, path: str, value: float) -> dict[str, list[str]]:
         """A watermark: every time window over element ``path`` takes event time ``value`` as if

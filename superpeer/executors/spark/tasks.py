@@ -28,6 +28,7 @@ import numpy as np
 from wxquery.operators.batch import ItemBatch
 from wxquery.operators.chains import Chain, ChainOutput, evaluate_chain
 from wxquery.operators.pieces import Piece
+from wxquery.operators.predicate_index import NO_ROWS, PredicateIndex, Selected
 from wxquery.operators.windows import WindowClock
 
 from .collection import cycle_collection_paused
@@ -185,10 +186,15 @@ def evaluate_task(task: FeedTask, items: FeedSlice) -> TaskResult:
     if len(items.offsets) and task.chains:
         batch = ItemBatch(item_texts(items.joined, items.lengths))
         batch.prepare(p for chain in task.chains for p in chain.paths())
+        # (many chains on one stream share a sorted key column: ``predicate_index``)
+        index = PredicateIndex((c.id, c.atoms) for c in task.chains if c.input_kind == "items")
+        selected = index.select(batch) if index.keys else Selected(frozenset(), {})
         for chain in task.chains:
+            candidates = (selected.rows.get(chain.id, (NO_ROWS, ())) if chain.id in selected.covered
+                          else None)
             result.outputs[chain.id] = evaluate_chain(chain, batch, items.offsets,
                                                       local.setdefault(chain.id, WindowClock()), task.lateness,
-                                                      piece=True)
+                                                      piece=True, candidates=candidates)
     for chain in task.chains:
         if chain.id in local and chain.output_kind == "records":  # per-item chains keep no state
             result.cursors[chain.id] = local[chain.id]
