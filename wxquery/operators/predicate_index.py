@@ -38,6 +38,9 @@ from .definitions import Atom
 
 NO_ROWS = np.empty(0, dtype=np.intp)  # a covered chain's rows when its intervals hold none
 INDEX_FROM = 8  # chains that share a key before it is worth sorting the key column per batch
+# A chain whose key interval holds more than this share of a batch tests every row instead: its
+# candidates would cost more to gather and order than a comparison per row.
+WIDE = 0.25
 _LOWER, _UPPER = ("=", ">=", ">"), ("=", "<=", "<")
 
 
@@ -127,9 +130,11 @@ class _Key:
         others = sorted({e for c in chains for e in c.intervals} - {element})
         self.others = [_Bounds(e, chains) for e in others]
 
-    def select(self, batch: ItemBatch) -> dict[Hashable, tuple[np.ndarray, tuple[Atom, ...]]] | None:
+    def select(self, batch: ItemBatch) -> tuple[dict[Hashable, tuple[np.ndarray, tuple[Atom, ...]]], list[Hashable]] | None:
         """Per chain whose intervals hold rows of the batch, those rows (ascending) and the
-        atoms it must still test on them; None: the key is not one value per item here."""
+        atoms it must still test on them; and the chains whose key interval holds so much of the
+        batch that testing every row is cheaper (left to themselves). None: the key is not one
+        value per item here."""
         col = batch.column(self.element)
         if not isinstance(col, np.ndarray):
             return None
@@ -140,11 +145,14 @@ class _Key:
                          np.searchsorted(ordered, k.lo, "left"))
         end = np.where(k.hi_strict, np.searchsorted(ordered, k.hi, "left"),
                        np.searchsorted(ordered, k.hi, "right"))
-        hit = np.flatnonzero(end > start)
+        lengths = end - start
+        wide = lengths > col.size * WIDE
+        apart = [self.chains[i].chain for i in np.flatnonzero(wide).tolist()]
+        hit = np.flatnonzero((lengths > 0) & ~wide)
         if not hit.size:
-            return {}
-        # the candidates of every chain with any, end to end: their rows and their chains
-        lengths = end[hit] - start[hit]
+            return {}, apart
+        # the candidates of every chain with any, end to end (chain by chain): rows and chains
+        lengths = lengths[hit]
         firsts = np.cumsum(lengths) - lengths
         at = np.arange(int(lengths.sum())) + np.repeat(start[hit] - firsts, lengths)
         rows = order[at]
@@ -159,18 +167,17 @@ class _Key:
                 left_to_chain.append(bounds)
         rows, which = rows[keep], which[keep]
         if not rows.size:
-            return {}
-        by_chain = np.lexsort((rows, which))  # (each chain's rows ascending, chains in turn)
-        rows, which = rows[by_chain], which[by_chain]
-        cuts = np.flatnonzero(np.diff(which)) + 1
+            return {}, apart
+        cuts = np.flatnonzero(np.diff(which)) + 1  # (still chain by chain)
         out: dict[Hashable, tuple[np.ndarray, tuple[Atom, ...]]] = {}
         for piece, position in zip(np.split(rows, cuts), which[np.r_[0, cuts]].tolist()):
             chain = self.chains[position]
             later = chain.relational
             for bounds in left_to_chain:
                 later += chain.by_element.get(bounds.element, ())
+            piece.sort()  # (the key's order: each chain's rows go in the batch's)
             out[chain.chain] = (piece, later)
-        return out
+        return out, apart
 
 
 @dataclass
@@ -206,5 +213,7 @@ class PredicateIndex:
             if found is None:
                 covered = covered - key.names
             else:
-                rows.update(found)
+                rows.update(found[0])
+                if found[1]:
+                    covered = covered - frozenset(found[1])
         return Selected(covered, rows)
