@@ -36,7 +36,8 @@ from comet_broker import fixture_packets, running_comet
 
 from thinpeer.client import SuperPeerClient
 from thinpeer.voevent.bridge import VoEventBridge
-from thinpeer.voevent.vtp import VtpError, VtpSubscriber, frame, send_event
+from thinpeer.voevent.transport import VtpError, frame, send_event
+from thinpeer.voevent.vtp import VtpSubscriber
 
 EVERY = '<all>{ for $v in stream("voevents")/voevents/voevent return $v/ivorn }</all>'
 

@@ -51,7 +51,7 @@ def default_state_dir(stream: str) -> Path:
 def cmd_connect_voevent(args: argparse.Namespace) -> int:
     from thinpeer.client import ThinPeerError
     from thinpeer.voevent.bridge import VoEventBridge, describe
-    from thinpeer.voevent.vtp import DEFAULT_BROADCAST_PORT, parse_address
+    from thinpeer.voevent.transport import DEFAULT_BROADCAST_PORT, parse_address
 
     try:
         parse_address(args.remote, DEFAULT_BROADCAST_PORT)

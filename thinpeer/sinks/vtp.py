@@ -2,7 +2,7 @@
 
 Result ``offset`` of subscription ``SID`` becomes the VOEvent ``IVORN_BASE#SID-OFFSET``
 (``thinpeer.voevent.shape.result_voevent``: one Param per leaf element), sent over VTP
-(``thinpeer.voevent.vtp.send_event``: one connection per event, answered with ack or nak).
+(``thinpeer.voevent.transport.send_event``: one connection per event, answered with ack or nak).
 
 Exactly once, as far as the broker can tell. A batch is recorded as *pending* (first offset,
 count, and the ``Date`` its packets carry) before its first event is sent and committed once
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from thinpeer.sinks.base import Held, SinkError, StateFile
 from thinpeer.voevent.shape import result_voevent, utc_now
-from thinpeer.voevent.vtp import (
+from thinpeer.voevent.transport import (
     COMET_MAX_BYTES,
     DEFAULT_RECEIVE_PORT,
     VOEVENT_ROLES,

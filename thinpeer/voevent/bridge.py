@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Self
 
 from thinpeer.sinks.base import StateFile, sync_directory
 from thinpeer.voevent.shape import ITEM, ROOT, NotVoEvent, ivorn_and_item
-from thinpeer.voevent.vtp import DEFAULT_LOCAL_IVO, Stopped, VtpSubscriber
+from thinpeer.voevent.transport import DEFAULT_LOCAL_IVO, Stopped
+from thinpeer.voevent.vtp import VtpSubscriber
 
 if TYPE_CHECKING:
     from thinpeer.client import SuperPeerClient

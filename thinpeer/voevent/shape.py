@@ -47,7 +47,7 @@ from lxml import etree
 
 from thinpeer.formats.names import escape_name as _escape_name
 from thinpeer.formats.names import unescape_name
-from thinpeer.voevent.vtp import VOEVENT_ROLES, xml_text
+from thinpeer.voevent.transport import VOEVENT_ROLES, xml_text
 from wxquery.xml_safety import SAFE_PARSER
 
 VOEVENT_NS = "http://www.ivoa.net/xml/VOEvent/v2.0"

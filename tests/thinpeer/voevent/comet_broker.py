@@ -18,7 +18,7 @@ from pathlib import Path
 from lxml import etree
 
 from thinpeer.ops.ports import free_ports
-from thinpeer.voevent.vtp import frame
+from thinpeer.voevent.transport import frame
 
 ATTEMPTS = 3  # a port found free may be taken before Comet binds it
 READY_S = 30.0

@@ -16,7 +16,8 @@ from network_harness import running_network, until
 
 from thinpeer.client import SuperPeerClient
 from thinpeer.voevent.shape import parse_voevent
-from thinpeer.voevent.vtp import VtpSubscriber, send_event
+from thinpeer.voevent.transport import send_event
+from thinpeer.voevent.vtp import VtpSubscriber
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("thin_peer_state")]
 CLI = [sys.executable, "-m", "thinpeer.cli"]

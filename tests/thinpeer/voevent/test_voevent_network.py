@@ -24,7 +24,8 @@ from thinpeer.voevent.shape import (
     parse_voevent,
     voevent_item,
 )
-from thinpeer.voevent.vtp import TRANSPORT_NS, VtpSubscriber, send_event, transport
+from thinpeer.voevent.transport import TRANSPORT_NS, send_event, transport
+from thinpeer.voevent.vtp import VtpSubscriber
 
 pytestmark = pytest.mark.slow
 PACKETS = fixture_packets()

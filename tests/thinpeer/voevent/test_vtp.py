@@ -15,17 +15,17 @@ from lxml import etree
 from network_harness import until
 
 from thinpeer.voevent.shape import result_voevent
-from thinpeer.voevent.vtp import (
+from thinpeer.voevent.transport import (
     TRANSPORT_NS,
     Rejected,
     VtpError,
     VtpNak,
-    VtpSubscriber,
     parse_address,
     read_message,
     send_event,
     transport,
 )
+from thinpeer.voevent.vtp import VtpSubscriber
 
 PACKETS = fixture_packets()
 SWIFT = PACKETS["SWIFT_bat_position_v2.0_example.xml"]
