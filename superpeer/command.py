@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import ContextManager
 
@@ -49,14 +52,12 @@ def default_state_dir(peer: str) -> Path:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import logging
-
     from sharing.backbone import TopologyError
     from superpeer.node import NodeError
     from superpeer.rpc.server import limit_malloc_arenas, serve_forever, start_superpeer
     from superpeer.topology import load_topology
 
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s {args.id} %(levelname)s %(message)s")
+    configure_logging(args.id, args.log_level, args.log_format)
     limit_malloc_arenas()  # before the daemon's threads start
     from superpeer.history.archive.writer import ArchiveSettings
     from superpeer.history.bounds import parse_history
@@ -92,15 +93,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                   security=security, peer_listen=args.peer_listen, quotas=quotas,
                                   history=history, archive=archive, replay_rate=args.replay_rate,
                                   cut_links=tuple(args.cut_link), reoptimisation=reoptimisation,
-                                  widening=args.widening)
+                                  widening=args.widening, metrics_port=args.metrics_port,
+                                  metrics_host=args.metrics_host)
     except (TopologyError, NodeError, OSError) as exc:
         raise ServeError(f"error: {getattr(exc, 'message', exc)}") from None
     kept = f"state in {state_dir}" if state_dir else "state in memory only"
     mode = "TLS, tokens" if security else "PLAINTEXT, no tokens (--insecure)"
+    metrics = running.node.metrics.address
     print(f"{args.id} serving thin peers on {running.address}, super-peers on {running.peer_address} "
-          f"({mode}; {kept})", file=sys.stderr, flush=True)
+          f"({mode}; {kept}" + (f"; metrics on http://{metrics}/metrics" if metrics else "") + ")",
+          file=sys.stderr, flush=True)
     serve_forever(running)
     return 0
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per log record, for log collectors (``--log-format json``)."""
+
+    def __init__(self, peer: str) -> None:
+        super().__init__()
+        self.peer = peer
+
+    def format(self, record: logging.LogRecord) -> str:
+        out = {"time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+               "level": record.levelname.lower(), "peer": self.peer, "logger": record.name,
+               "message": record.getMessage()}
+        if record.exc_info:
+            out["exception"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def configure_logging(peer: str, level: str, form: str) -> None:
+    """The daemon's log records on stderr, at ``level`` and up, as text or JSON lines."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonLogFormatter(peer) if form == "json" else
+                         logging.Formatter(f"%(asctime)s {peer} %(levelname)s %(message)s"))
+    logging.basicConfig(level=getattr(logging, level.upper()), handlers=[handler], force=True)
 
 
 def build_parser(prog: str = "streamglobe superpeer") -> argparse.ArgumentParser:
@@ -125,6 +153,15 @@ def build_parser(prog: str = "streamglobe superpeer") -> argparse.ArgumentParser
                    help="subscriptions one user may have at this super-peer (default %(default)s)")
     p.add_argument("--max-publish-rate-per-user", type=parse_item_rate, default=0.0, metavar="ITEMS_PER_S",
                    help="items per second one user may publish at this super-peer (default 0: no limit)")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve Prometheus metrics on http://HOST:PORT/metrics (0: a free port; default: none)")
+    p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                   help="the metrics server's address (default %(default)s; 0.0.0.0 to be scraped from "
+                        "elsewhere)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                   help="the least severe log records written to stderr (default %(default)s)")
+    p.add_argument("--log-format", default="text", choices=["text", "json"],
+                   help="text lines, or one JSON object per record (time, level, peer, logger, message)")
     add_executor_options(p, checkpoint=True)
     p.add_argument("--retention", type=int, default=500_000,
                    help="result items kept per subscription for disconnected readers")

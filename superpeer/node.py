@@ -53,6 +53,7 @@ from .history.pins import HistoryPins
 from .history.retention import Retention
 from .history.state_store import StateStore
 from .lifecycle import Lifecycle, Parts
+from .metrics import Metrics
 from .peer_state import PeerState
 from .recovery.failure_detector import HeartbeatSettings
 from .recovery.heartbeats import Heartbeats, HeartbeatTransport
@@ -100,6 +101,8 @@ class NodeSettings:
     cut_links: tuple[str, ...] = ()  # neighbours the links to are cut from the start (``rpc.link_cut``)
     reoptimisation: ReoptimisationSettings = field(default_factory=ReoptimisationSettings)
     widening: bool = False  # widen a running stream for a near miss (``sharing.widening``)
+    metrics_port: int | None = None  # serve Prometheus metrics on this port (0: any free one)
+    metrics_host: str = "127.0.0.1"  # the metrics server's address (0.0.0.0 in a container)
 
 
 class Node:
@@ -129,7 +132,9 @@ class Node:
         self.positions = StreamPositions()
         self.replays = LogReplays(self.state, self.positions, past, self.retention, self.state.transactions,
                                   settings.replay_rate)
-        self.data = DataPlane(self.state, self.executor, self.transport, self.positions, self.replays)
+        self.metrics = Metrics(peer, self.status, settings.metrics_port, settings.metrics_host)
+        self.data = DataPlane(self.state, self.executor, self.transport, self.positions, self.replays,
+                              observe_batch=self.metrics.executor_batch.observe)
         self.archiver = (Archiver(self.state, archive.directory, archive.span, archive.samples)
                          if archive is not None else None)
         self.participant = Participant(self.state, self.executor, self.transport, self.positions, self.replays,
@@ -155,7 +160,8 @@ class Node:
         self.parts = Parts([  # (the transport before, and stopped after, every part that sends through it)
             ("subscriptions", self.control), ("transport", self.transport), ("executor", self.executor),
             ("replays", self.replays), *([("archive", self.archiver)] if self.archiver is not None else []),
-            ("recovery", self.recovery), ("re-optimisation", self.reoptimiser), ("heartbeats", self.heartbeats)])
+            ("recovery", self.recovery), ("re-optimisation", self.reoptimiser), ("heartbeats", self.heartbeats),
+            ("metrics", self.metrics)])
 
     def _measure(self) -> None:
         """Each stream's measured rate (``data.stream_rates``); a drift is an event for
@@ -207,7 +213,8 @@ class Node:
 
     def subscribe(self, query: str, strategy: str = "sharing",
                   wait_for_streams: bool = False, **request) -> SubscriptionRecord:
-        return self.control.subscribe(query, strategy, wait_for_streams, **request)
+        with self.metrics.registration.time():
+            return self.control.subscribe(query, strategy, wait_for_streams, **request)
 
     def unsubscribe(self, sid: str) -> list[str]:
         return self.control.unsubscribe(sid)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 from lxml import etree
@@ -74,7 +75,8 @@ class Published(NamedTuple):
 
 class DataPlane:
     def __init__(self, state: PeerState, executor: Executor, outbound: Outbound,
-                 positions: StreamPositions, replays: LogReplays) -> None:
+                 positions: StreamPositions, replays: LogReplays,
+                 observe_batch: Callable[[float], None] = lambda seconds: None) -> None:
         """``positions``: the numbers of every stream's items here; ``replays``: the copies
         being filled from a stream's past. The executor's outputs come back through
         ``executor_output``."""
@@ -83,6 +85,7 @@ class DataPlane:
         self.outbound = outbound
         self.positions = positions
         self.replays = replays
+        self.observe_batch = observe_batch
         self.executor_seqs: dict[str, int] = {}
         self.unknown_transfers = 0
         self.forged_transfers = 0  # from a peer that is not the one before this one on the route
@@ -307,7 +310,9 @@ class DataPlane:
             texts = None
             if self.executor.wants_text:
                 texts = as_texts(serialized) if serialized is not None else [serialize(v) for v in values]
+            started = time.perf_counter()
             self.executor.push(sid, values, texts, end, origins)
+            self.observe_batch(time.perf_counter() - started)  # (metrics: the executor's time per batch)
         for consumer, variable in self.state.deliveries.get(sid, ()):
             consumer.feed(variable, values, end, origins)
         hops = entry.next_hops(self.state.id)

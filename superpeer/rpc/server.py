@@ -124,17 +124,20 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     history: HistoryBound | None = None, archive: ArchiveSettings | None = None,
                     replay_rate: float = 0.0, cut_links: tuple[str, ...] = (),
                     reoptimisation: ReoptimisationSettings | None = None,
-                    widening: bool = False) -> RunningSuperPeer:
+                    widening: bool = False, metrics_port: int | None = None,
+                    metrics_host: str = "127.0.0.1") -> RunningSuperPeer:
     """Serve ``peer``. It listens on ``listen`` and ``peer_listen`` (e.g. ``0.0.0.0:50051`` and
     ``0.0.0.0:50052`` in a container) if given, else on its topology addresses; the other
     super-peers always reach it at its topology peer address. ``security``: TLS on both, mutual
-    on the peer address, tokens for thin peers (None: plaintext, everyone trusted). The node
+    on the peer address, tokens for thin peers (None: plaintext, everyone trusted);
+    ``metrics_port``: serve Prometheus metrics there (``superpeer.metrics``). The node
     starts first (what it had is back before the first call is taken), then the servers."""
     settings = NodeSettings(retention=retention, executor=executor, executor_options=executor_options or {},
                             limits=limits or DataLimits(), heartbeats=heartbeats or HeartbeatSettings(),
                             state_dir=state_dir, watermark_idle_s=watermark_idle_s, history=history,
                             archive=archive, replay_rate=replay_rate, cut_links=cut_links,
-                            reoptimisation=reoptimisation or ReoptimisationSettings(), widening=widening)
+                            reoptimisation=reoptimisation or ReoptimisationSettings(), widening=widening,
+                            metrics_port=metrics_port, metrics_host=metrics_host)
     node = Node(peer, topology, settings, security)
     host, _, default_port = topology.address(peer).rpartition(":")
     servers = Servers(node, listen or f"{host}:{port if port is not None else default_port}",

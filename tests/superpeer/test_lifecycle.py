@@ -46,7 +46,7 @@ def test_a_node_is_built_without_starting_anything_and_starts_its_parts_in_order
     node = Node("SP4", Topology(network.backbone, {}), NodeSettings(), transport=FakeTransport("SP4", network))
     assert node.parts.started == [] and not node.heartbeats._thread  # (a constructor only stores)
     assert node.parts.names() == ["subscriptions", "transport", "executor", "replays", "recovery", "re-optimisation",
-                                  "heartbeats"]
+                                  "heartbeats", "metrics"]
     node.start()
     try:
         assert [name for name, _ in node.parts.started] == node.parts.names()
