@@ -137,7 +137,7 @@ def _strategy_report(scenario, before, after, duration, registered, rejected, re
                                    "bandwidth_bits_per_s": link.bandwidth}
              for e, link in scenario.backbone.links.items()}
     regs = registration_ms
-    return {"registered": len(registered), "rejected": len(rejected),
+    return {"registered": len(registered), "rejected": len(rejected), **replans_and_downs(after),
             "total_traffic_bytes": sum(measured.values()),
             "total_traffic_estimate_bytes": round(sum(model.values()) * duration / 8),
             "registration_ms": {"min": round(min(regs), 3) if regs else 0.0,
@@ -146,6 +146,23 @@ def _strategy_report(scenario, before, after, duration, registered, rejected, re
             "verified": {"checked": checked, "identical": checked - len(mismatches), "mismatches": mismatches},
             "model_accuracy": accuracy(links),
             "peers": peers, "links": links, "rejections": rejected}
+
+
+def replans_and_downs(status: dict[str, dict]) -> dict:
+    """Why the traffic may differ from the plans registered: the subscriptions' re-plans by
+    reason (a failure's re-plan moves a stream onto other links, and fills it from the log), and
+    the peers each super-peer declared down meanwhile (on a loaded machine, a busy peer's late
+    heartbeats look like a crash)."""
+    reasons: dict[str, int] = {}
+    for s in status.values():
+        for sub in s.get("subscriptions", {}).values():
+            for entry in sub.get("plan_history", []):
+                why = entry.get("why", "").split(":")[0]
+                reasons[why] = reasons.get(why, 0) + 1
+    downs = {p: {q: d["times_down"] for q, d in s.get("failure_detector", {}).get("peers", {}).items()
+                 if d.get("times_down")}
+             for p, s in status.items()}
+    return {"replans": dict(sorted(reasons.items())), "declared_down": {p: d for p, d in sorted(downs.items()) if d}}
 
 
 def simulate_live(scenario: Scenario, photons: int, strategies: list[Strategy], executor: str,
