@@ -11,13 +11,15 @@ import sys
 from typing import Sequence
 
 from thinpeer.cli import archive, connect, deploy, keys, network, photon_commands, publish, pubsub, query, simulate, ui
-from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, AddCommand, CliError
+from thinpeer.cli.command import EXIT_CODES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AddCommand, CliError
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="streamglobe",
-        description="StreamGlobe: share continuous WXQuery subscriptions over XML data streams.")
+        description="StreamGlobe: share continuous WXQuery subscriptions over XML data streams.",
+        epilog=EXIT_CODES)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     # The order here is the order of `streamglobe --help`.
     query.register(commands.add_parser)
@@ -33,6 +35,17 @@ def build_parser() -> argparse.ArgumentParser:
     archive.register(commands.add_parser)
     ui.register(commands.add_parser)
     return parser
+
+
+def version() -> str:
+    """The installed package's version (what ``pip`` installed), or the checkout's."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("streamglobe")
+    except PackageNotFoundError:
+        return "(not installed)"
 
 
 def register_superpeer(add_command: AddCommand) -> None:
@@ -69,4 +82,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import signal
 import sys
 import time
@@ -204,6 +205,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
              else "the stream closed")
     print(f"{args.stream}: {summary.accepted} items published and {ended}; "
           f"{summary.rejected} rejected", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"stream": args.stream, "published": summary.accepted, "rejected": summary.rejected,
+                          "reasons": list(summary.reasons or []), "stray_text": stray,
+                          "closed": not args.keep_open}), flush=True)
     return EXIT_OK if not summary.rejected and not stray else EXIT_ERROR
 
 
@@ -239,6 +244,8 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--event-time-rate", type=float, default=1.0, metavar="UNITS_PER_S",
                    help="with --event-time: how many of its units pass per second (default 1)")
     p.add_argument("--count", type=int, help="publish at most N items")
+    p.add_argument("--json", action="store_true",
+                   help="for scripts: at the end, what was published as a JSON object on stdout")
     p.add_argument("--keep-open", action="store_true",
                    help="do not end the stream after the last item: publish more later (e.g. the "
                         "rest of the same input with --resume)")

@@ -19,7 +19,7 @@ import time
 from typing import TYPE_CHECKING
 
 from streamglobe.units import parse_duration
-from thinpeer.cli.command import EXIT_OK, AddCommand, CliError, thin_error
+from thinpeer.cli.command import EXIT_OK, EXIT_TIMEOUT, AddCommand, CliError, thin_error
 from thinpeer.cli.connection import _client, add_connection_options
 from thinpeer.cli.offsets import save_offset, saved_offset
 from thinpeer.cli.query import read_query
@@ -48,6 +48,9 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
         raise CliError("error: --confidence is for --approximate, between 0 and 1"
                        + (f", not {args.confidence}" if args.approximate else ""))
     check_sink_arguments(args)
+    if args.json and args.format == "xml" and args.count != 0 and not sink_arguments_given(args):
+        raise CliError("error: --json writes JSON lines on stdout: give --format lines or ndjson for the "
+                       "results (one per line), or --count 0 to only subscribe")
     since_s = args.since
     if since_s is not None and args.from_start:
         raise CliError("error: give --since or --from-start, not both")
@@ -59,6 +62,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                     return run_sink(client, sid, args.offset, args)
                 offset = args.offset if args.offset is not None else saved_offset(sid)
                 print(f"resuming subscription {sid} at offset {offset}", file=sys.stderr)
+                said = {"subscription": sid, "offset": offset}
             else:
                 if not args.query:
                     raise CliError("error: give --query FILE (or --resume ID)")
@@ -75,8 +79,14 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                     print(f"note: the network cannot carry this subscription whole: it reads a 1/{reply.sample} "
                           f"sample of its stream; counts and sums are scaled estimates", file=sys.stderr)
                 print(reply.description, file=sys.stderr, flush=True)
+                said = {"subscription": sid, "offset": 0, "plan": reply.description, "sample": reply.sample,
+                        "history": reply.history or None}
+            if args.json:  # (first, so that a script has the id while the results come)
+                print(json.dumps(said), flush=True)
             if sink_arguments_given(args):
                 return run_sink(client, sid, offset, args)
+            if args.json and args.count == 0:
+                return EXIT_OK
             approximations: list[str] = []
             written, root, closed = _write_results(client, sid, offset, args.count, args.timeout,
                                                    approximations, args.format)
@@ -86,9 +96,12 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                 "count reached" if args.count is not None and written >= args.count else "timeout")
             print(f"{written} result item(s); stopped: {why}; resume with --resume {sid}",
                   file=sys.stderr)
+            if args.json:
+                print(json.dumps({"subscription": sid, "results": written, "stopped": why,
+                                  "next_offset": offset + written}), flush=True)
     except ThinPeerError as exc:
         raise thin_error(exc) from None
-    return EXIT_OK
+    return EXIT_TIMEOUT if why == "timeout" and not written else EXIT_OK
 
 
 def _write_results(client: SuperPeerClient, sid: str, offset: int, count: int | None,
@@ -185,6 +198,10 @@ def register(add_command: AddCommand) -> None:
     add_connection_options(p)
     p.add_argument("--query", metavar="FILE")
     p.add_argument("--count", type=int, help="stop after N result items (0: only subscribe)")
+    p.add_argument("--json", action="store_true",
+                   help="for scripts: the subscription (id, offset, plan) as a JSON line on stdout first, "
+                        "and after the results (--format lines or ndjson) a JSON line saying how many came "
+                        "and why it stopped")
     p.add_argument("--timeout", type=parse_duration, metavar="DURATION",
                    help="stop after this long without results (seconds, or e.g. 5m)")
     p.add_argument("--resume", metavar="ID", help="resume reading a subscription")

@@ -1,0 +1,81 @@
+"""The CLI as a script drives it: ``--version``, ``--json`` on what reports something, and exit
+codes that say how a command ended — real super-peers, real processes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from network_harness import reference_results, running_network
+
+from photons.generator import generate
+from sharing.scenarios import EXAMPLE_QUERIES
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("thin_peer_state")]
+CLI = [sys.executable, "-m", "thinpeer.cli"]
+NOTHING = """<none>{ for $p in stream("photons")/photons/photon where $p/en > 1000
+                   return <p>{ $p/en }</p> }</none>"""
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def test_version_and_exit_codes_are_said() -> None:
+    r = run("--version")
+    assert r.returncode == 0 and r.stdout.startswith("streamglobe ") and r.stdout.strip() != "streamglobe"
+    r = run("--help")
+    assert "exit codes: 0 done; 1 error" in r.stdout and "3 subscribe --timeout" in r.stdout
+    assert run("subscribe", "--no-such-flag").returncode == 2
+
+
+def test_publish_and_subscribe_report_as_json_lines(tmp_path: Path) -> None:
+    photons = [p.to_xml() for p in generate(700, seed=3)]
+    doc = tmp_path / "photons.xml"
+    doc.write_text("<photons>" + "".join(photons[:300]) + "</photons>")
+    query = EXAMPLE_QUERIES / "q1.wxq"
+    with running_network(tmp_path) as (topology, _):
+        sp1, sp4 = topology.address("SP1"), topology.address("SP4")
+        r = run("publish", "--superpeer", sp4, "--stream", "photons", "--input", str(doc), "--keep-open", "--json")
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout) == {"stream": "photons", "published": 300, "rejected": 0, "reasons": [],
+                                        "stray_text": 0, "closed": False}
+
+        r = run("subscribe", "--superpeer", sp1, "--query", str(query), "--count", "0", "--json")
+        assert r.returncode == 0, r.stderr
+        (line,) = r.stdout.splitlines()  # (one object: the id, where reading starts, the plan)
+        said = json.loads(line)
+        sid = said["subscription"]
+        assert said["offset"] == 0 and sid.startswith("SP1-") and "SP4" in said["plan"] and said["sample"] == 1
+
+        more = photons[300:]
+        doc.write_text("<photons>" + "".join(photons) + "</photons>")  # (--resume skips what SP4 has)
+        r = run("publish", "--superpeer", sp4, "--stream", "photons", "--input", str(doc), "--resume")
+        assert r.returncode == 0, r.stderr
+        r = run("subscribe", "--superpeer", sp1, "--resume", sid, "--format", "lines", "--json", "--timeout", "30")
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        first, results, last = json.loads(lines[0]), lines[1:-1], json.loads(lines[-1])
+        assert first == {"subscription": sid, "offset": 0}
+        assert results == reference_results(query.read_text(), more)
+        assert last == {"subscription": sid, "results": len(results), "stopped": "the stream closed",
+                        "next_offset": len(results)}
+
+        r = run("subscribe", "--superpeer", sp1, "--query", str(query), "--json")  # (XML is not lines)
+        assert r.returncode == 1 and "--format lines or ndjson" in r.stderr
+
+
+def test_a_subscribe_that_times_out_without_a_result_exits_3(tmp_path: Path) -> None:
+    (tmp_path / "none.wxq").write_text(NOTHING)
+    with running_network(tmp_path) as (topology, _):
+        r = run("publish", "--superpeer", topology.address("SP4"), "--stream", "photons", "--synthetic",
+                "--count", "200", "--keep-open")
+        assert r.returncode == 0, r.stderr
+        r = run("subscribe", "--superpeer", topology.address("SP1"), "--query", str(tmp_path / "none.wxq"),
+                "--timeout", "2")
+        assert r.returncode == 3, r.stderr
+        assert "0 result item(s); stopped: timeout" in r.stderr
