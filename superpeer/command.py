@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import ContextManager
 
 from streamglobe.units import parse_duration, parse_item_rate, parse_size
+from superpeer.config import ConfigError, configure, print_config
 from superpeer.data.limits import DataLimits
 from superpeer.options import (TOPOLOGY_HELP, add_executor_options, add_reoptimisation_options, add_replay_rate,
                                reoptimisation_settings, spark_options)
@@ -36,7 +37,20 @@ class ServeError(Exception):
 def main(argv: Sequence[str], prog: str = "streamglobe superpeer",
          topology_path: TopologyPath | None = None) -> int:
     """Run ``superpeer ACTION …``; ``topology_path`` resolves ``--topology`` (default: a file)."""
-    args = build_parser(prog).parse_args(argv)
+    argv = list(argv)
+    try:
+        if argv[:1] == ["serve"]:  # (its settings may come from a file and the environment too)
+            serve = argparse.ArgumentParser(prog=f"{prog} serve", description=SERVE_HELP)
+            add_serve_arguments(serve)
+            args, source = configure(serve, argv[1:])
+            if args.print_config:
+                print(print_config(args, serve, source), end="")
+                return 0
+        else:
+            args = build_parser(prog).parse_args(argv)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     args.topology_path = topology_path or (lambda spec: contextlib.nullcontext(Path(spec)))
     try:
         return args.func(args)
@@ -134,7 +148,20 @@ def configure_logging(peer: str, level: str, form: str) -> None:
 def build_parser(prog: str = "streamglobe superpeer") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="run a super-peer daemon")
     sp_commands = parser.add_subparsers(dest="superpeer_command", metavar="ACTION", required=True)
-    p = sp_commands.add_parser("serve", help="serve one super-peer of a topology")
+    add_serve_arguments(sp_commands.add_parser("serve", help=SERVE_HELP, description=SERVE_HELP))
+    return parser
+
+
+SERVE_HELP = ("serve one super-peer of a topology; every setting is also read from --config FILE.toml "
+              "and from STREAMGLOBE_<SETTING> (flag > environment > file > default; --print-config shows them)")
+
+
+def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, metavar="FILE.toml",
+                   help="settings from a TOML file: each flag's name without dashes (metrics_port = 9464); "
+                        "an unknown key is an error")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the settings in effect as TOML, each with where it came from, and exit")
     p.add_argument("--topology", required=True, help=TOPOLOGY_HELP)
     p.add_argument("--id", required=True, help="this super-peer's id in the topology")
     p.add_argument("--port", type=int, help="listen port (default: the topology's)")
@@ -216,6 +243,5 @@ def build_parser(prog: str = "streamglobe superpeer") -> argparse.ArgumentParser
                    help="start with the link to this neighbour cut (fault injection; 'streamglobe network "
                         "cut' passes it to a daemon it starts again); may be repeated")
     p.set_defaults(func=cmd_serve)
-    return parser
 
 
