@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from streamglobe.units import parse_duration
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
-from thinpeer.cli.connection import add_connection_options
+from thinpeer.cli.connection import add_connection_options, superpeer_address
 
 if TYPE_CHECKING:
     from thinpeer.credentials import Credentials
@@ -61,7 +61,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         credentials = Credentials.resolve(args.ca, args.token)
     except CredentialsError as exc:
         raise CliError(f"error: {exc}") from None
-    view = web_view(args.superpeer, credentials, args.port, args.host, args.interval)
+    view = web_view(superpeer_address(args), credentials, args.port, args.host, args.interval)
     print(f"web view of the network of {args.superpeer}: {view.url}  (Ctrl-C stops it)",
           file=sys.stderr, flush=True)
     view.run()

@@ -4,6 +4,7 @@ codes that say how a command ended — real super-peers, real processes."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,8 +22,9 @@ NOTHING = """<none>{ for $p in stream("photons")/photons/photon where $p/en > 10
                    return <p>{ $p/en }</p> }</none>"""
 
 
-def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+def run(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def test_version_and_exit_codes_are_said() -> None:
@@ -79,3 +81,12 @@ def test_a_subscribe_that_times_out_without_a_result_exits_3(tmp_path: Path) -> 
                 "--timeout", "2")
         assert r.returncode == 3, r.stderr
         assert "0 result item(s); stopped: timeout" in r.stderr
+
+
+def test_the_super_peer_may_come_from_the_environment(tmp_path: Path) -> None:
+    with running_network(tmp_path) as (topology, _):
+        r = run("status", env={"STREAMGLOBE_SUPERPEER": topology.address("SP5")})
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["superpeer"] == "SP5"
+    r = run("status", env={"STREAMGLOBE_SUPERPEER": ""})
+    assert r.returncode == 1 and "give --superpeer HOST:PORT (or set STREAMGLOBE_SUPERPEER)" in r.stderr
