@@ -11,6 +11,7 @@ and its re-optimisation flags when given other than their defaults (``given_reop
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -65,8 +66,15 @@ def _run_network(args: argparse.Namespace, topology: Path) -> int:
         signal.signal(sig, lambda *_: stop.set())
     view = None
     try:
-        for peer, address in access.addresses.items():
-            print(f"{peer} {address}", flush=True)
+        if args.json:  # (one object a script reads: where each super-peer answers, the admin's files)
+            print(json.dumps({"superpeers": access.addresses, "state_dir": str(Path(args.state_dir).resolve()),
+                              "secure": access.ca is not None,
+                              "ca": None if access.ca is None else str(access.ca.resolve()),
+                              "token_file": None if access.token is None else str(access.token.resolve())}),
+                  flush=True)
+        else:
+            for peer, address in access.addresses.items():
+                print(f"{peer} {address}", flush=True)
         say_up(access, str(Path(args.tls_dir or Path(args.state_dir) / "tls").resolve()))
         if args.ui_port:
             from thinpeer.cli.ui import start_in_background
@@ -115,6 +123,9 @@ def register_network_and_demo(add_command: AddCommand) -> None:
     net_commands = net.add_subparsers(dest="network_command", metavar="ACTION", required=True)
     p = net_commands.add_parser("up", help="start every super-peer of a topology, wait until healthy")
     p.add_argument("--topology", required=True, help=TOPOLOGY_HELP)
+    p.add_argument("--json", action="store_true",
+                   help="once up, one JSON object on stdout: each super-peer's address, the state directory, "
+                        "and the admin's CA and token files (instead of a line per super-peer)")
     add_executor_options(p)
     p.add_argument("--state-dir", default=STATE_DIR,
                    help="daemons' logs and state; the backbone's keys (tls/) and an admin token (admin.token)")

@@ -15,6 +15,10 @@ from network_harness import reference_results, running_network
 
 from photons.generator import generate
 from sharing.scenarios import EXAMPLE_QUERIES
+from thinpeer.client import SuperPeerClient
+from thinpeer.credentials import Credentials
+from thinpeer.ops.ports import with_free_ports
+from thinpeer.ops.topologies import shipped_topology
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("thin_peer_state")]
 CLI = [sys.executable, "-m", "thinpeer.cli"]
@@ -90,3 +94,22 @@ def test_the_super_peer_may_come_from_the_environment(tmp_path: Path) -> None:
         assert json.loads(r.stdout)["superpeer"] == "SP5"
     r = run("status", env={"STREAMGLOBE_SUPERPEER": ""})
     assert r.returncode == 1 and "give --superpeer HOST:PORT (or set STREAMGLOBE_SUPERPEER)" in r.stderr
+
+
+def test_network_up_says_where_everything_is_as_one_json_object(tmp_path: Path) -> None:
+    topology = with_free_ports(shipped_topology("paper-example"), tmp_path / "t.toml")
+    state = tmp_path / "state"
+    launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--state-dir", str(state),
+                                 "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        said = json.loads(launcher.stdout.readline())
+        assert sorted(said["superpeers"]) == [f"SP{k}" for k in range(8)]
+        assert said["secure"] is True and said["state_dir"] == str(state.resolve())
+        token = Path(said["token_file"]).read_text().strip()
+        client = SuperPeerClient(said["superpeers"]["SP2"],
+                                 credentials=Credentials(Path(said["ca"]).read_bytes(), token))
+        assert client.status()["superpeer"] == "SP2"  # (as the network's admin, from what it said)
+    finally:
+        down = run("network", "down", "--state-dir", str(state))
+        launcher.wait(60)
+    assert down.returncode == 0, down.stderr
