@@ -27,7 +27,7 @@ NOTHING = """<none>{ for $p in stream("photons")/photons/photon where $p/en > 10
 
 
 def run(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False,
                           env=None if env is None else {**os.environ, **env})
 
 
