@@ -11,12 +11,15 @@ from pathlib import Path
 from streamglobe.units import parse_bitrate, parse_duration, parse_milliseconds
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
 from thinpeer.cli.launchers import add_verbs, guard, progress, say_up
+from thinpeer.cli.offsets import state_dir
 from thinpeer.cli.ui import add_ui_port_option
 
 
 def launcher(args: argparse.Namespace):
     from thinpeer.ops.containers.project import ContainerLauncher
 
+    if not args.state_dir:  # (the user's own, never the working directory: it holds private keys)
+        args.state_dir = str(state_dir() / "deploy")
     return ContainerLauncher(Path(args.state_dir), args.project, getattr(args, "subnet", None),
                              getattr(args, "spark_cluster", 0))
 
@@ -118,8 +121,9 @@ def register(add_command: AddCommand) -> None:
 
     def state_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--project", default="streamglobe", help="compose project name")
-        p.add_argument("--state-dir", default=".streamglobe-deploy",
-                       help="where the compose project and its topology are written")
+        p.add_argument("--state-dir", help="where the compose project, its topology and the backbone's keys are "
+                                             "written (default $STREAMGLOBE_STATE_DIR/deploy, else "
+                                             "~/.local/state/streamglobe/deploy)")
 
     def parser(name: str, help: str) -> argparse.ArgumentParser:
         p = commands.add_parser(name, help=help)

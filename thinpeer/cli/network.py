@@ -16,16 +16,26 @@ import sys
 from pathlib import Path
 
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
+from thinpeer.cli.offsets import state_dir
 from thinpeer.cli.launchers import add_verbs, given_reoptimisation_flags, guard, progress, say_up
 from thinpeer.cli.ui import add_ui_port_option
 
-STATE_DIR = ".streamglobe"
+# one local network per user by default, in the user's state directory
+DEFAULT = "$STREAMGLOBE_STATE_DIR/network, else ~/.local/state/streamglobe/network"
 
 
 def launcher(args: argparse.Namespace):
     from thinpeer.ops.processes import ProcessLauncher
 
-    return ProcessLauncher(args.state_dir)
+    return ProcessLauncher(network_dir(args))
+
+
+def network_dir(args: argparse.Namespace) -> Path:
+    """``--state-dir``, else the user's own (never the working directory: it holds the backbone's
+    private keys). Kept in ``args``: what the command says."""
+    if not args.state_dir:
+        args.state_dir = str(state_dir() / "network")
+    return Path(args.state_dir)
 
 
 def cmd_network_up(args: argparse.Namespace) -> int:
@@ -39,6 +49,8 @@ def cmd_network_up(args: argparse.Namespace) -> int:
 def _run_network(args: argparse.Namespace, topology: Path) -> int:
     import signal
     import threading
+
+    network_dir(args)
 
     from sharing.backbone import TopologyError
     from superpeer.history.bounds import parse_history
@@ -111,8 +123,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _state_dir(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state-dir", default=STATE_DIR,
-                   help="the network's state directory, as given to 'network up' (default %(default)s)")
+    p.add_argument("--state-dir", help=f"the network's state directory, as given to 'network up' (default {DEFAULT})")
 
 
 def register_network_and_demo(add_command: AddCommand) -> None:
@@ -127,8 +138,9 @@ def register_network_and_demo(add_command: AddCommand) -> None:
                    help="once up, one JSON object on stdout: each super-peer's address, the state directory, "
                         "and the admin's CA and token files (instead of a line per super-peer)")
     add_executor_options(p)
-    p.add_argument("--state-dir", default=STATE_DIR,
-                   help="daemons' logs and state; the backbone's keys (tls/) and an admin token (admin.token)")
+    p.add_argument("--state-dir",
+                   help="daemons' logs and state; the backbone's keys (tls/) and an admin token (admin.token) "
+                        f"(default {DEFAULT})")
     p.add_argument("--insecure", action="store_true",
                    help="plaintext and no tokens (default: TLS between everyone, mutual between "
                         "super-peers, and tokens for thin peers)")

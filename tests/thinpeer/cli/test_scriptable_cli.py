@@ -96,20 +96,26 @@ def test_the_super_peer_may_come_from_the_environment(tmp_path: Path) -> None:
     assert r.returncode == 1 and "give --superpeer HOST:PORT (or set STREAMGLOBE_SUPERPEER)" in r.stderr
 
 
-def test_network_up_says_where_everything_is_as_one_json_object(tmp_path: Path) -> None:
+def test_network_up_says_where_everything_is_as_one_json_object(tmp_path: Path, thin_peer_state: Path) -> None:
+    """And keeps its state (the backbone's private keys among it) in the user's state directory,
+    never in the working directory."""
     topology = with_free_ports(shipped_topology("paper-example"), tmp_path / "t.toml")
-    state = tmp_path / "state"
-    launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--state-dir", str(state),
-                                 "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    work = tmp_path / "work"
+    work.mkdir()
+    launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work)
     try:
         said = json.loads(launcher.stdout.readline())
         assert sorted(said["superpeers"]) == [f"SP{k}" for k in range(8)]
-        assert said["secure"] is True and said["state_dir"] == str(state.resolve())
+        assert said["secure"] is True and said["state_dir"] == str(thin_peer_state / "network")
         token = Path(said["token_file"]).read_text().strip()
         client = SuperPeerClient(said["superpeers"]["SP2"],
                                  credentials=Credentials(Path(said["ca"]).read_bytes(), token))
         assert client.status()["superpeer"] == "SP2"  # (as the network's admin, from what it said)
+        shown = json.loads(run("network", "status").stdout)["superpeers"]  # (found with no --state-dir)
+        assert shown["SP2"]["status"] == "running"
     finally:
-        down = run("network", "down", "--state-dir", str(state))
+        down = run("network", "down")
         launcher.wait(60)
     assert down.returncode == 0, down.stderr
+    assert list(work.iterdir()) == []
