@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
-from thinpeer.cli.offsets import state_dir
 from thinpeer.cli.launchers import add_verbs, given_reoptimisation_flags, guard, progress, say_up
+from thinpeer.cli.offsets import state_dir
 from thinpeer.cli.ui import add_ui_port_option
 
 # one local network per user by default, in the user's state directory
