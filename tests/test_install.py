@@ -9,6 +9,7 @@ leak in. Dependencies come through pip's cache; the whole module takes about a m
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -66,10 +67,63 @@ def installed(tmp_path_factory) -> Installed:
     # --no-compile: byte-compiling pyspark and friends is most of an install's time; the few
     # modules the commands import compile on first use.
     r = target.run(str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                   "--disable-pip-version-check", "--no-compile", str(source), timeout=780)
+                   "--disable-pip-version-check", "--no-compile", f"{source}[all]", timeout=780)
     assert r.returncode == 0, f"pip install failed:\n{r.stdout}\n{r.stderr}"
     shutil.rmtree(source)  # nothing may still read the copied tree
     return target
+
+
+@pytest.fixture(scope="module")
+def thin(tmp_path_factory) -> Installed:
+    """The base install alone: a thin peer (no super-peer, no Spark, no web view)."""
+    base = tmp_path_factory.mktemp("thin")
+    source = base / "source"
+    shutil.copytree(ROOT, source, ignore=NOT_SOURCES, symlinks=True)
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    (base / "elsewhere").mkdir()
+    target = Installed(venv, base / "elsewhere")
+    r = target.run(str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                   "--disable-pip-version-check", "--no-compile", str(source), timeout=780)
+    assert r.returncode == 0, f"pip install failed:\n{r.stdout}\n{r.stderr}"
+    shutil.rmtree(source)
+    return target
+
+
+def test_a_thin_peer_alone_publishes_and_subscribes(thin: Installed, tmp_path):
+    from network_harness import reference_results, running_network
+
+    for module in ("numpy", "networkx", "pyspark", "pyarrow", "pandas", "matplotlib", "astropy", "starlette"):
+        assert thin.python(f"import importlib.util; print(importlib.util.find_spec({module!r}))") == "None"
+    from photons.generator import generate
+
+    items = [p.to_xml() for p in generate(600, seed=2)]
+    photons = thin.workdir / "photons.xml"
+    photons.write_text("<photons>" + "".join(items) + "</photons>")
+    q1 = thin.workdir / "q1.wxq"
+    q1.write_text(example_query("q1"))
+    with running_network(tmp_path) as (topology, _):
+        said = thin.streamglobe("subscribe", "--superpeer", topology.address("SP1"), "--query", str(q1),
+                                "--count", "0", "--json")
+        assert said.returncode == 0, said.stderr
+        sid = json.loads(said.stdout)["subscription"]
+        r = thin.streamglobe("publish", "--superpeer", topology.address("SP4"), "--stream", "photons",
+                             "--input", str(photons))
+        assert r.returncode == 0, r.stderr
+        r = thin.streamglobe("subscribe", "--superpeer", topology.address("SP1"), "--resume", sid,
+                             "--format", "lines", "--timeout", "60")
+        assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == reference_results(example_query("q1"), items)
+
+
+def test_a_command_of_a_missing_extra_says_which_to_install(thin: Installed):
+    r = thin.streamglobe("superpeer", "serve", "--topology", "paper-example", "--id", "SP4", "--insecure")
+    assert r.returncode == 1
+    assert "pip install 'streamglobe[superpeer]'" in r.stderr and "Traceback" not in r.stderr
+    query = thin.workdir / "q3.wxq"
+    query.write_text(example_query("q3"))
+    r = thin.streamglobe("query", "check", str(query))  # (the local query tools are the super-peer's)
+    assert r.returncode == 1 and "pip install 'streamglobe[superpeer]'" in r.stderr
 
 
 def test_imports_resolve_inside_the_venv(installed: Installed):

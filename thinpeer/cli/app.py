@@ -12,6 +12,7 @@ from typing import Sequence
 
 from thinpeer.cli import archive, connect, deploy, keys, network, photon_commands, publish, pubsub, query, simulate, ui
 from thinpeer.cli.command import EXIT_CODES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, AddCommand, CliError
+from thinpeer.cli.extras import missing_extra
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,6 +73,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except CliError as exc:
         print(str(exc), file=sys.stderr)
+        return EXIT_ERROR
+    except ModuleNotFoundError as exc:  # (an extra of the install that is not there: which one)
+        said = missing_extra(exc)
+        if said is None:
+            raise
+        print(said, file=sys.stderr)
         return EXIT_ERROR
     except BrokenPipeError:
         # The reader went away (e.g. `| head`); that is not an error of ours.

@@ -16,6 +16,7 @@ Three layers, each reused when it exists:
 from __future__ import annotations
 
 import hashlib
+import re
 import importlib.metadata
 import importlib.util
 import shutil
@@ -68,13 +69,24 @@ def app_image() -> str:
     return f"streamglobe:{version()}"
 
 
+CONTAINER_EXTRAS = ("superpeer", "spark")  # what a super-peer in a container runs
+
+
 def requirements() -> list[str]:
-    """The runtime dependencies, as the installed distribution declares them (no extras)."""
+    """What a super-peer's container needs, as the installed distribution declares it: the base
+    dependencies and those of ``CONTAINER_EXTRAS`` (markers dropped; the extras' references to
+    the package itself are the other extras)."""
     try:
         declared = importlib.metadata.requires("streamglobe") or []
     except importlib.metadata.PackageNotFoundError:
-        raise DeployError("streamglobe is not installed (pip install -e . first)") from None
-    return sorted(r for r in declared if "extra ==" not in r)
+        raise DeployError("streamglobe is not installed (pip install -e '.[all]' first)") from None
+    out = set()
+    for requirement in declared:
+        spec, _, marker = requirement.partition(";")
+        extra = re.search(r"extra\s*==\s*['\"]([\w-]+)['\"]", marker)
+        if (extra is None or extra.group(1) in CONTAINER_EXTRAS) and not spec.strip().startswith("streamglobe"):
+            out.add(spec.strip())
+    return sorted(out)
 
 
 def deps_image() -> str:
