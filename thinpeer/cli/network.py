@@ -64,7 +64,8 @@ def _run_network(args: argparse.Namespace, topology: Path) -> int:
     past = ((("--history", args.history) if args.history else ())
             + (("--archive", str(Path(args.archive).resolve())) if args.archive else ())
             + (("--replay-rate", str(args.replay_rate)) if args.replay_rate else ())
-            + tuple(given_reoptimisation_flags(args)))
+            + tuple(given_reoptimisation_flags(args))
+            + (("--config", str(Path(args.config).resolve())) if args.config else ()))
     processes = launcher(args)
     options = UpOptions(args.executor, spark_options(args), past, not args.insecure, args.tls_dir)
     try:
@@ -137,6 +138,9 @@ def register_network_and_demo(add_command: AddCommand) -> None:
     p.add_argument("--json", action="store_true",
                    help="once up, one JSON object on stdout: each super-peer's address, the state directory, "
                         "and the admin's CA and token files (instead of a line per super-peer)")
+    p.add_argument("--config", type=Path, metavar="FILE.toml",
+                   help="settings for every super-peer ('superpeer serve --config'): what the launcher sets "
+                        "itself (topology, id, ports, state directory, TLS) stays the launcher's")
     add_executor_options(p)
     p.add_argument("--state-dir",
                    help="daemons' logs and state; the backbone's keys (tls/) and an admin token (admin.token) "

@@ -102,8 +102,10 @@ def test_network_up_says_where_everything_is_as_one_json_object(tmp_path: Path, 
     topology = with_free_ports(shipped_topology("paper-example"), tmp_path / "t.toml")
     work = tmp_path / "work"
     work.mkdir()
-    launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--json"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work)
+    config = tmp_path / "every.toml"  # (settings for every daemon: the launcher's own stay its own)
+    config.write_text('log_format = "json"\nmetrics_port = 0\nid = "ignored"\n')
+    launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--json", "--config",
+                                 str(config)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work)
     try:
         said = json.loads(launcher.stdout.readline())
         assert sorted(said["superpeers"]) == [f"SP{k}" for k in range(8)]
@@ -114,6 +116,8 @@ def test_network_up_says_where_everything_is_as_one_json_object(tmp_path: Path, 
         assert client.status()["superpeer"] == "SP2"  # (as the network's admin, from what it said)
         shown = json.loads(run("network", "status").stdout)["superpeers"]  # (found with no --state-dir)
         assert shown["SP2"]["status"] == "running"
+        log = (Path(said["state_dir"]) / "SP2.log").read_text()
+        assert '"level": "info", "peer": "SP2"' in log and "metrics on http://127.0.0.1:" in log
     finally:
         down = run("network", "down")
         launcher.wait(60)
