@@ -32,6 +32,29 @@ def cmd_build(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def use_settings(config: Path | None, directory: Path) -> None:
+    """``--config``: checked here as ``superpeer serve`` reads it (an error before any container
+    starts), then kept in the deployment's directory, which every super-peer's container mounts;
+    without it, an earlier ``up``'s file is removed."""
+    from thinpeer.ops.containers.compose import SETTINGS_FILE
+
+    kept = directory / SETTINGS_FILE
+    if config is None:
+        kept.unlink(missing_ok=True)
+        return
+    from superpeer.command import add_serve_arguments
+    from superpeer.config import ConfigError, configure
+
+    serve = argparse.ArgumentParser(prog="superpeer serve")
+    add_serve_arguments(serve)
+    try:
+        configure(serve, ["--config", str(config), "--topology", "-", "--id", "-"], environ={})
+    except ConfigError as exc:
+        raise CliError(f"error: {exc}") from None
+    directory.mkdir(parents=True, exist_ok=True)
+    kept.write_bytes(config.read_bytes())
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from thinpeer.ops.launcher import UpOptions
     from thinpeer.ops.topologies import topology_path
@@ -49,6 +72,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     serve += given_reoptimisation_flags(args)  # (only those given: an older image need not know them)
     containers = launcher(args)
+    use_settings(args.config, containers.directory)
     with topology_path(args.topology) as path:
         if not path.is_file():
             raise CliError(f"error: {args.topology}: no such topology file or shipped topology")
@@ -134,6 +158,9 @@ def register(add_command: AddCommand) -> None:
     p.set_defaults(func=cmd_build)
     p = parser("up", "start one container per super-peer; print their host addresses as JSON")
     p.add_argument("--topology", required=True, help=TOPOLOGY_HELP)
+    p.add_argument("--config", type=Path, metavar="FILE.toml",
+                   help="settings for every super-peer ('superpeer serve --config'), mounted into each "
+                        "container; what deploy sets itself (addresses, state, TLS, executor) stays its own")
     p.add_argument("--executor", choices=["inline", "spark"], default="inline")
     _spark_cluster_option(p)
     p.add_argument("--lateness", type=float, metavar="UNITS")

@@ -33,6 +33,8 @@ PEER_PORT = 50052  # the other super-peers (on the backbone network only)
 KEYS_MOUNT = "/etc/streamglobe/tls"  # this peer's keys as mounted (read-only, owned by the host's user)
 KEYS_IN_CONTAINER = "/tmp/streamglobe-tls"  # where the entrypoint copies them for the daemon's user
 TOPOLOGY_IN_CONTAINER = "/etc/streamglobe/topology.toml"
+SETTINGS_FILE = "settings.toml"  # in the state directory: deploy up --config
+SETTINGS_IN_CONTAINER = "/etc/streamglobe/settings.toml"
 # in the container's own layer: kept across `deploy kill` and `deploy start`, gone with `deploy down`
 STATE_IN_CONTAINER = "/tmp/streamglobe-state"
 FIRST_HOST = 10  # peers take the network's addresses from .10 on, in topology order
@@ -127,12 +129,16 @@ def compose_file(deployment: Deployment, image: str, subnet: str, serve_args: li
         volumes = [f"{topology}:{TOPOLOGY_IN_CONTAINER}:ro"]
         if keys is not None:
             volumes.append(f"{keys / peer}:{KEYS_MOUNT}:ro")
+        settings = []  # ``deploy up --config``: every super-peer's settings file (the flags here win)
+        if (Path(deployment.directory) / SETTINGS_FILE).is_file():
+            volumes.append(f"{Path(deployment.directory) / SETTINGS_FILE}:{SETTINGS_IN_CONTAINER}:ro")
+            settings = ["--config", SETTINGS_IN_CONTAINER]
         services[placement.service] = {
             "image": image,
             "hostname": placement.service,
             "command": ["--topology", TOPOLOGY_IN_CONTAINER, "--id", peer,
                         "--listen", f"0.0.0.0:{PORT}", "--peer-listen", f"0.0.0.0:{PEER_PORT}",
-                        "--state-dir", STATE_IN_CONTAINER, *security, *serve_args, *cluster],
+                        "--state-dir", STATE_IN_CONTAINER, *security, *settings, *serve_args, *cluster],
             "cap_add": ["NET_ADMIN"],
             "environment": {"SG_LINKS": shaping, "SG_PORT": str(PORT)},
             "volumes": volumes,

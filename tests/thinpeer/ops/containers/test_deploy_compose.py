@@ -116,3 +116,25 @@ def test_a_spark_cluster_needs_the_spark_executor_and_a_worker(tmp_path) -> None
         up(shipped_topology("paper-example"), tmp_path, "p", "inline", [], "10.9.0.0/24", print, spark_workers=2)
     with pytest.raises(DeployError, match="at least one worker"):
         up(shipped_topology("paper-example"), tmp_path, "p", "spark", [], "10.9.0.0/24", print, spark_workers=-1)
+
+
+def test_a_settings_file_reaches_every_container_checked_first(tmp_path) -> None:
+    from thinpeer.cli.command import CliError
+    from thinpeer.cli.deploy import use_settings
+
+    _, placements = place(shipped_topology("paper-example"), "10.9.0.0/24")
+    deployment = Deployment("p", str(tmp_path), "inline", placements)
+    bad = tmp_path / "bad.toml"
+    bad.write_text("metrics_prot = 9464\n")
+    with pytest.raises(CliError, match="did you mean 'metrics_port'"):
+        use_settings(bad, tmp_path)
+    good = tmp_path / "good.toml"
+    good.write_text('metrics_port = 9464\nmetrics_host = "0.0.0.0"\nlog_format = "json"\n')
+    use_settings(good, tmp_path)
+    sp4 = compose_file(deployment, "streamglobe:x", "10.9.0.0/24", ["--executor", "inline"])["services"]["sp4"]
+    assert f"{tmp_path / 'settings.toml'}:/etc/streamglobe/settings.toml:ro" in sp4["volumes"]
+    at = sp4["command"].index("--config")
+    assert sp4["command"][at + 1] == "/etc/streamglobe/settings.toml"
+    use_settings(None, tmp_path)  # (an up without it: the file of an earlier up goes)
+    sp4 = compose_file(deployment, "streamglobe:x", "10.9.0.0/24", ["--executor", "inline"])["services"]["sp4"]
+    assert "--config" not in sp4["command"] and len(sp4["volumes"]) == 1
