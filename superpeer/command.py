@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import ContextManager
 
 from streamglobe.units import parse_duration, parse_item_rate, parse_size
 from superpeer.config import ConfigError, configure, print_config
 from superpeer.data.limits import DataLimits
+from superpeer.logs import configure_logging
 from superpeer.options import (TOPOLOGY_HELP, add_executor_options, add_reoptimisation_options, add_replay_rate,
                                reoptimisation_settings, spark_options)
 
@@ -71,7 +69,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from superpeer.rpc.server import limit_malloc_arenas, serve_forever, start_superpeer
     from superpeer.topology import load_topology
 
-    configure_logging(args.id, args.log_level, args.log_format)
+    configure_logging(args.id, args.log_level, args.log_format, args.log_file, args.log_max_bytes,
+                      args.log_backups)
     limit_malloc_arenas()  # before the daemon's threads start
     from superpeer.history.archive.writer import ArchiveSettings
     from superpeer.history.bounds import parse_history
@@ -121,30 +120,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-class JsonLogFormatter(logging.Formatter):
-    """One JSON object per log record, for log collectors (``--log-format json``)."""
-
-    def __init__(self, peer: str) -> None:
-        super().__init__()
-        self.peer = peer
-
-    def format(self, record: logging.LogRecord) -> str:
-        out = {"time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-               "level": record.levelname.lower(), "peer": self.peer, "logger": record.name,
-               "message": record.getMessage()}
-        if record.exc_info:
-            out["exception"] = self.formatException(record.exc_info)
-        return json.dumps(out)
-
-
-def configure_logging(peer: str, level: str, form: str) -> None:
-    """The daemon's log records on stderr, at ``level`` and up, as text or JSON lines."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonLogFormatter(peer) if form == "json" else
-                         logging.Formatter(f"%(asctime)s {peer} %(levelname)s %(message)s"))
-    logging.basicConfig(level=getattr(logging, level.upper()), handlers=[handler], force=True)
-
-
 def build_parser(prog: str = "streamglobe superpeer") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="run a super-peer daemon")
     sp_commands = parser.add_subparsers(dest="superpeer_command", metavar="ACTION", required=True)
@@ -189,6 +164,13 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                    help="the least severe log records written to stderr (default %(default)s)")
     p.add_argument("--log-format", default="text", choices=["text", "json"],
                    help="text lines, or one JSON object per record (time, level, peer, logger, message)")
+    p.add_argument("--log-file", type=Path, metavar="FILE",
+                   help="log to FILE instead of stderr, with everything the process prints; it is rolled "
+                        "over at --log-max-bytes, keeping FILE.1 … FILE.N (--log-backups)")
+    p.add_argument("--log-max-bytes", type=parse_size, default=16 << 20, metavar="SIZE",
+                   help="with --log-file: its size before it is rolled over (default %(default)s bytes)")
+    p.add_argument("--log-backups", type=int, default=3, metavar="N",
+                   help="with --log-file: rolled-over files kept (default %(default)s)")
     add_executor_options(p, checkpoint=True)
     p.add_argument("--retention", type=int, default=500_000,
                    help="result items kept per subscription for disconnected readers")

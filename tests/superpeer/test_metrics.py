@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from photons.generator import generate
 from sharing.scenarios import example_query
-from superpeer.command import JsonLogFormatter
+from superpeer.logs import JsonLogFormatter
 from thinpeer.client import SuperPeerClient
 
 PEERS = ("SP1", "SP4", "SP5")
