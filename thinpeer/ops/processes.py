@@ -143,8 +143,9 @@ def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Pat
     for peer in topology.backbone.peers:
         commands[peer] = [sys.executable, "-m", "thinpeer.cli", "superpeer", "serve", "--topology",
                           str(Path(topology_path).resolve()), "--id", peer, "--executor", executor,
-                          "--state-dir", str((state / peer).resolve()), *security_args, *extra, *serve_args,
-                          "--log-file", str((state / f"{peer}.log").resolve())]  # (rotated by the daemon)
+                          "--state-dir", str((state / peer).resolve()), *security_args, *extra,
+                          "--log-file", str((state / f"{peer}.log").resolve()),  # (rotated by the daemon)
+                          *serve_args]
         processes[peer] = _launch(commands[peer], state / f"{peer}.log")
     network = LocalNetwork(topology, processes, state, commands, str(Path(topology_path).resolve()),
                            credentials, Path(keys or state / KEYS_DIR).resolve())
