@@ -54,9 +54,9 @@ class Installed:
         return r.stdout.strip()
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Installed:
-    base = tmp_path_factory.mktemp("install")
+def install(base: Path, extras: str = "") -> Installed:
+    """A fresh venv under ``base`` with this tree installed (``extras``: e.g. ``[all]``), run
+    from a directory of its own."""
     source = base / "source"
     shutil.copytree(ROOT, source, ignore=NOT_SOURCES, symlinks=True)
     venv = base / "venv"
@@ -67,27 +67,21 @@ def installed(tmp_path_factory) -> Installed:
     # --no-compile: byte-compiling pyspark and friends is most of an install's time; the few
     # modules the commands import compile on first use.
     r = target.run(str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                   "--disable-pip-version-check", "--no-compile", f"{source}[all]", timeout=780)
+                   "--disable-pip-version-check", "--no-compile", f"{source}{extras}", timeout=780)
     assert r.returncode == 0, f"pip install failed:\n{r.stdout}\n{r.stderr}"
     shutil.rmtree(source)  # nothing may still read the copied tree
     return target
 
 
 @pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Installed:
+    return install(tmp_path_factory.mktemp("install"), "[all]")
+
+
+@pytest.fixture(scope="module")
 def thin(tmp_path_factory) -> Installed:
     """The base install alone: a thin peer (no super-peer, no Spark, no web view)."""
-    base = tmp_path_factory.mktemp("thin")
-    source = base / "source"
-    shutil.copytree(ROOT, source, ignore=NOT_SOURCES, symlinks=True)
-    venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    (base / "elsewhere").mkdir()
-    target = Installed(venv, base / "elsewhere")
-    r = target.run(str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet",
-                   "--disable-pip-version-check", "--no-compile", str(source), timeout=780)
-    assert r.returncode == 0, f"pip install failed:\n{r.stdout}\n{r.stderr}"
-    shutil.rmtree(source)
-    return target
+    return install(tmp_path_factory.mktemp("thin"))
 
 
 def test_a_thin_peer_alone_publishes_and_subscribes(thin: Installed, tmp_path):
