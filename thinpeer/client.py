@@ -1,15 +1,18 @@
 """Thin-peer client library: publish a stream, subscribe and read results, over gRPC.
 
 Errors come back as ``ThinPeerError`` carrying the super-peer's status code and message, e.g.
-``INVALID_ARGUMENT: query:3:7: error: 'or' is not supported …``.
+``INVALID_ARGUMENT: query:3:7: error: 'or' is not supported …`` (its ``line`` and ``column``
+say where). Replies are typed (``thinpeer.replies``); ``thinpeer.aio`` is the same client for
+``asyncio``.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Self
 
 import grpc
 
@@ -18,68 +21,97 @@ from proto import streamglobe_pb2_grpc as pb_grpc
 
 from .credentials import Credentials
 from .linger import FLUSH, Rejected, lingering
+from .publishing import (
+    BATCH,
+    BATCH_BYTES,
+    DEFAULT_MAX_ITEM_BYTES,
+    MESSAGE_LIMIT,
+    Batches,
+    Outgoing,
+)
+from .replies import (
+    TRANSIENT,
+    PublishSummary,
+    ResultBatch,
+    Status,
+    Subscription,
+    ThinPeerError,
+)
+from .resume import RECONNECT_S, Idle, Reconnect
 
-BATCH = 1000  # items per Publish request, and at most BATCH_BYTES (one bigger item goes alone)
-BATCH_BYTES = 4 << 20
-MESSAGE_LIMIT = 64 << 20  # what the super-peers accept in one gRPC message
-DEFAULT_MAX_ITEM_BYTES = MESSAGE_LIMIT - (1 << 20)  # until a super-peer says its own limit
-
-
-TRANSIENT = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})  # the super-peer may answer again
-
-
-def _number(rejection: str) -> str:
-    """"item N" of a rejection's reason "item N: why"."""
-    return rejection.partition(":")[0]
-
-
-class ThinPeerError(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-
-@dataclass(frozen=True)
-class ResultBatch:
-    """One read of a subscription's results: ``items`` start at ``offset``; ``dropped`` counts
-    items the retention bound discarded before this read; ``closed``: no more will come."""
-
-    offset: int
-    items: list[str]
-    root: str
-    dropped: int
-    closed: bool
-    degraded: str = ""  # why its items cannot reach it now ("": they can)
-    # on a sample: the <sg:approximation> element of the windows that arrived with these items
-    approximation: str = ""
-    past: str = ""  # over the past: how far the replay of its streams' past has come ("": live)
+__all__ = [
+    "BATCH",
+    "BATCH_BYTES",
+    "DEFAULT_MAX_ITEM_BYTES",
+    "MESSAGE_LIMIT",
+    "TRANSIENT",
+    "PublishSummary",
+    "ResultBatch",
+    "Status",
+    "StreamPublisher",
+    "Subscription",
+    "SuperPeerClient",
+    "ThinPeerError",
+]
 
 
-@dataclass
-class PublishSummary:
-    accepted: int = 0
-    rejected: int = 0
-    reasons: list[str] | None = None
-    duplicates: int = 0  # items the super-peer had taken before (a retried batch), skipped
+def rpc_error(exc: grpc.RpcError, address: str, secure: bool) -> ThinPeerError:
+    """A gRPC failure as the error a caller reads, with a hint where one helps."""
+    code = exc.code().name if exc.code() else "UNKNOWN"
+    details = exc.details() or ""
+    if code == "UNAVAILABLE":
+        hint = ("" if secure else
+                "; if its network is secure (the default), give --ca or STREAMGLOBE_CA and a token")
+        details = f"cannot reach super-peer at {address} ({details}){hint}"
+    return ThinPeerError(code, details)
 
 
-class SuperPeerClient:
+def subscribe_request(query: str, strategy: str = "sharing", wait_for_streams: bool = False,
+                      from_start: bool = False, since_s: float | None = None, approximate: bool = False,
+                      confidence: float | None = None) -> pb.SubscribeRequest:
+    return pb.SubscribeRequest(query=query, strategy=strategy, wait_for_streams=wait_for_streams,
+                               from_start=from_start, since_s=since_s, approximate=approximate,
+                               confidence=confidence)
+
+
+class ClientBase:
+    """What the synchronous and the ``asyncio`` client share: where they connect, how, and what
+    the super-peer said of the streams registered through them."""
+
     def __init__(self, address: str, timeout: float = 30.0, credentials: Credentials | None = None) -> None:
         """``credentials``: the backbone's CA certificate and a token (``thinpeer.credentials``);
         by default from ``STREAMGLOBE_CA`` and ``STREAMGLOBE_TOKEN`` (neither: plaintext)."""
         self.address = address
         self.timeout = timeout
         self.credentials = credentials if credentials is not None else Credentials.resolve()
-        self.channel = self.credentials.channel(address)
-        self.stub = pb_grpc.ThinPeerStub(self.channel)
         self.max_item_bytes: dict[str, int] = {}  # per stream, as its super-peer said
         self.history_bounds: dict[str, str] = {}  # per stream registered, the history it keeps
+
+    def _error(self, exc: grpc.RpcError) -> ThinPeerError:
+        return rpc_error(exc, self.address, self.credentials.secure)
+
+    def _registered(self, name: str, reply: pb.RegisterStreamReply) -> int:
+        self.history_bounds[name] = reply.history
+        if reply.max_item_bytes:
+            self.max_item_bytes[name] = reply.max_item_bytes
+        return reply.next_position
+
+    def _batches(self, name: str, position: int | None, rate: float | None) -> Batches:
+        return Batches(name, self.max_item_bytes.get(name, DEFAULT_MAX_ITEM_BYTES), position, rate)
+
+
+class SuperPeerClient(ClientBase):
+    """A thin peer's connection to one super-peer (see the module's docstring)."""
+
+    def __init__(self, address: str, timeout: float = 30.0, credentials: Credentials | None = None) -> None:
+        super().__init__(address, timeout, credentials)
+        self.channel = self.credentials.channel(address)
+        self.stub = pb_grpc.ThinPeerStub(self.channel)
 
     def close(self) -> None:
         self.channel.close()
 
-    def __enter__(self) -> "SuperPeerClient":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -89,13 +121,7 @@ class SuperPeerClient:
         try:
             return getattr(self.stub, method)(request, timeout=timeout or self.timeout)
         except grpc.RpcError as exc:
-            code = exc.code().name if exc.code() else "UNKNOWN"
-            details = exc.details() or ""
-            if code == "UNAVAILABLE":
-                hint = ("" if self.credentials.secure else
-                        "; if its network is secure (the default), give --ca or STREAMGLOBE_CA and a token")
-                details = f"cannot reach super-peer at {self.address} ({details}){hint}"
-            raise ThinPeerError(code, details) from None
+            raise self._error(exc) from None
 
     # ------------------------------------------------------------------ publishing
 
@@ -107,13 +133,9 @@ class SuperPeerClient:
         ``event_time_rate`` units per second while the stream is idle. ``history``: how much of
         its past the super-peer keeps for subscriptions over it ("10m", "100000", "64MB"; "":
         the super-peer's default); ``history_bounds`` records the bound in effect."""
-        reply = self._call("RegisterStream", pb.RegisterStreamRequest(
+        return self._registered(name, self._call("RegisterStream", pb.RegisterStreamRequest(
             name=name, root=root, item=item, rate=rate, event_time=event_time,
-            event_time_rate=event_time_rate, history=history))
-        self.history_bounds[name] = reply.history
-        if reply.max_item_bytes:
-            self.max_item_bytes[name] = reply.max_item_bytes
-        return reply.next_position
+            event_time_rate=event_time_rate, history=history)))
 
     def publish(self, name: str, items: Iterable[str | bytes | Rejected], rate: float | None = None,
                 progress=None, position: int | None = None, retry_s: float = 30.0,
@@ -134,97 +156,45 @@ class SuperPeerClient:
         None: batches fill whatever the wait (a list is always sent in full batches). An item
         given as ``Rejected(reason)`` (the source could not make an item of its input) is
         counted and reported with its number, and keeps that number."""
-        summary = PublishSummary(reasons=[])
-        limit = self.max_item_bytes.get(name, DEFAULT_MAX_ITEM_BYTES)
-        batch: list[bytes] = []
-        batch_bytes = 0
-        start = time.monotonic()
-        index = position or 0  # the number of the next item
-        first = index  # the number of batch[0]: batches are contiguous runs of numbers
+        batches = self._batches(name, position, rate)
 
-        def flush() -> None:
-            nonlocal first, batch_bytes
-            if batch:
-                request = pb.PublishRequest(stream=name, first_sequence=first, items=batch)
-                if position is not None:
-                    request.position = first
-                reply = self._publish_batch(request, retry_s if position is not None else 0.0)
-                summary.duplicates += reply.duplicates
-                summary.accepted += reply.accepted
-                summary.rejected += reply.rejected
-                summary.reasons.extend(ours.pop(_number(why), why)  # type: ignore[union-attr]
-                                       for why in reply.rejections)
-                summary.reasons.extend(ours.values())  # (past the super-peer's count of reasons)
-                ours.clear()
-                batch.clear()
-                batch_bytes = 0
-                if progress is not None:
-                    progress(summary)
-            first = index
+        def send(outgoing: list[Outgoing]) -> None:
+            for out in outgoing:
+                reply = None
+                if out.request is not None:
+                    reply = self._publish_batch(out.request, retry_s if position is not None else 0.0)
+                batches.record(out, reply)
+                if progress is not None and out.request is not None:
+                    progress(batches.summary)
+                if out.full and (ahead := batches.ahead_s()):
+                    time.sleep(ahead)
 
-        ours: dict[str, str] = {}  # the reasons of the placeholders in the batch, by number
-
-        def refuse(reason: str) -> None:
-            """An item refused here keeps its number: numbered, as a gap; appended, as an empty
-            placeholder the super-peer rejects (so that its positions stay the input's and a
-            later ``position`` resume skips exactly what it has), reported with our reason."""
-            nonlocal index, batch_bytes
-            if position is None:
-                ours[f"item {index}"] = f"item {index}: {reason} (not sent)"
-                batch.append(b"")
-                index += 1
-                return
-            flush()
-            summary.rejected += 1
-            summary.reasons.append(f"item {index}: {reason} (not sent)")  # type: ignore[union-attr]
-            index += 1
-            flush()
-
-        per_batch = BATCH if rate is None else max(1, min(BATCH, int(rate / 20) or 1))
         live = linger_s is not None and not isinstance(items, (list, tuple))
         for item in lingering(items, linger_s) if live else items:  # type: ignore[arg-type]
-            if item is FLUSH:
-                flush()
-                continue
-            if isinstance(item, Rejected):
-                refuse(item.reason)
-                continue
-            try:
-                data = item.encode("utf-8") if isinstance(item, str) else bytes(item)
-            except UnicodeEncodeError as exc:
-                refuse(f"not encodable as UTF-8 ({exc.reason} at character {exc.start})")
-                continue
-            if len(data) > limit:
-                refuse(f"{len(data):,} bytes, more than the {limit:,} bytes the super-peer "
-                       "accepts per item")
-                continue
-            if batch and batch_bytes + len(data) > BATCH_BYTES:
-                flush()
-            batch.append(data)
-            batch_bytes += len(data)
-            index += 1
-            if len(batch) >= per_batch:
-                flush()
-                if rate:
-                    ahead = (index - (position or 0)) / rate - (time.monotonic() - start)
-                    if ahead > 0:
-                        time.sleep(ahead)
-        flush()
-        return summary
+            send(batches.flush() if item is FLUSH else batches.add(item))
+        send(batches.flush())
+        return batches.summary
 
     def _publish_batch(self, request: pb.PublishRequest, retry_s: float) -> pb.PublishReply:
         """One batch; a numbered one again after a lost reply or while the super-peer is
         unreachable (it skips what it took already), until ``retry_s`` have passed."""
-        deadline = time.monotonic() + retry_s
-        delay = 0.1
+        reconnect = Reconnect(retry_s)
         while True:
             try:
                 return self._call("Publish", request)
             except ThinPeerError as exc:
-                if exc.code not in TRANSIENT or time.monotonic() + delay > deadline:
-                    raise
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
+                time.sleep(reconnect.delay(exc))
+
+    @contextmanager
+    def stream(self, name: str, root: str, item: str, **options) -> Iterator[StreamPublisher]:
+        """A stream registered (``register_stream``'s ``options``) and published to for the
+        length of a ``with`` block, in numbered batches that survive a restart of the
+        super-peer; closed when the block ends (its subscriptions then see it end)."""
+        publisher = StreamPublisher(self, name, self.register_stream(name, root, item, **options))
+        try:
+            yield publisher
+        finally:
+            publisher.close()
 
     def close_stream(self, name: str) -> int:
         return self._call("CloseStream", pb.CloseStreamRequest(stream=name)).items
@@ -233,7 +203,7 @@ class SuperPeerClient:
 
     def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False,
                   from_start: bool = False, since_s: float | None = None,
-                  approximate: bool = False, confidence: float | None = None) -> pb.SubscribeReply:
+                  approximate: bool = False, confidence: float | None = None) -> Subscription:
         """``from_start``: over every item its streams' super-peers retain, then live;
         ``since_s``: over the items that arrived there in the last so many seconds, then live.
         The reply's ``history`` says how far back the history went when it did not reach as
@@ -241,20 +211,32 @@ class SuperPeerClient:
         subscription whole, plan it on a sample of its input instead of refusing it; the
         reply's ``sample`` is R for a 1/R sample (1: every item), and its windows come with
         intervals at ``confidence`` (None: the super-peer's default, 0.95)."""
-        return self._call("Subscribe", pb.SubscribeRequest(query=query, strategy=strategy,
-                                                           wait_for_streams=wait_for_streams,
-                                                           from_start=from_start, since_s=since_s,
-                                                           approximate=approximate, confidence=confidence))
+        return Subscription.from_reply(self._call("Subscribe", subscribe_request(
+            query, strategy, wait_for_streams, from_start, since_s, approximate, confidence)))
+
+    @contextmanager
+    def subscription(self, query: str, **options) -> Iterator[Subscription]:
+        """``subscribe`` for the length of a ``with`` block: unsubscribed when it ends."""
+        subscription = self.subscribe(query, **options)
+        try:
+            yield subscription
+        finally:
+            try:
+                self.unsubscribe(subscription.id)
+            except ThinPeerError as exc:
+                if exc.code != "NOT_FOUND":  # (its results were read to the end and released)
+                    raise
 
     def unsubscribe(self, subscription: str) -> list[str]:
         return list(self._call("Unsubscribe", pb.UnsubscribeRequest(subscription=subscription)).removed_streams)
 
     def read(self, subscription: str, offset: int = 0, max_items: int = 1000,
-             wait_ms: int = 1000, peek: bool = False) -> pb.ReadResultsReply:
-        """``peek``: look at results without confirming anything read (the web view)."""
-        return self._call("ReadResults", pb.ReadResultsRequest(
+             wait_ms: int = 1000, peek: bool = False) -> ResultBatch:
+        """One read from ``offset``, waiting up to ``wait_ms`` for a result to come. ``peek``:
+        look at results without confirming anything read (the web view)."""
+        return ResultBatch.from_reply(self._call("ReadResults", pb.ReadResultsRequest(
             subscription=subscription, offset=offset, max_items=max_items, wait_ms=wait_ms, peek=peek),
-            timeout=self.timeout + wait_ms / 1000)
+            timeout=self.timeout + wait_ms / 1000))
 
     def confirm_read(self, subscription: str, offset: int) -> None:
         """Tell the super-peer every result before ``offset`` was read: once the stream has
@@ -263,36 +245,34 @@ class SuperPeerClient:
 
     def result_batches(self, subscription: str, offset: int = 0,
                        idle_timeout: float | None = None, max_items: int = 1000,
-                       wait_ms: int = 1000) -> Iterator[ResultBatch]:
+                       wait_ms: int = 1000, retry_s: float = RECONNECT_S) -> Iterator[ResultBatch]:
         """Every read from ``offset`` on, empty ones included, until the stream closes or nothing
         came for ``idle_timeout`` seconds.
 
         The one read/resume loop of the thin peer: ``results`` and ``streamglobe subscribe`` both
         use it. Batches, not items, so that a caller can see the root of an empty result, report
-        dropped items and persist its offset once per read. The idle clock restarts when the
-        caller resumes after a non-empty batch, so time spent consuming it does not count, and
-        while the subscription is degraded (it is planned again or heals: it is waited for). A
-        reply holds up to ``max_items`` and up to the super-peer's byte bound: the loop goes on
-        from the offset after it. A caller that consumes the last batch of an ended stream and
-        resumes the loop confirms the read (``confirm_read``), which frees the results.
+        dropped items and persist its offset once per read (``resume.Idle`` says when it ends).
+        A reply holds up to ``max_items`` and up to the super-peer's byte bound: the loop goes on
+        from the offset after it. While the super-peer cannot be reached (it restarts), the loop
+        tries again from the same offset for up to ``retry_s`` seconds, so nothing is missed or
+        read twice. A caller that consumes the last batch of an ended stream and resumes the
+        loop confirms the read (``confirm_read``), which frees the results.
         """
-        last, past = time.monotonic(), ""
+        loop, reconnect = Idle(offset, idle_timeout), Reconnect(retry_s)
         while True:
-            reply = self.read(subscription, offset, max_items=max_items, wait_ms=wait_ms)
-            batch = ResultBatch(reply.offset, list(reply.items), reply.root, reply.dropped,
-                                reply.closed, reply.degraded, reply.approximation, reply.past)
+            try:
+                batch = self.read(subscription, loop.offset, max_items=max_items, wait_ms=wait_ms)
+            except ThinPeerError as exc:
+                time.sleep(reconnect.delay(exc))
+                continue
+            if reconnect.succeeded():
+                loop.touch()
             yield batch
-            if batch.items:
-                offset = batch.offset + len(batch.items)
-            # (a degraded subscription is waited for: it heals; a replay of the past that goes on
-            # is not idle, even while it brings no results)
-            if batch.items or batch.degraded or batch.past != past:
-                last = time.monotonic()
-            past = batch.past
-            if batch.closed:
-                self.confirm_read(subscription, batch.offset + len(batch.items))
+            state = loop.after(batch)
+            if state == "closed":
+                self.confirm_read(subscription, batch.next_offset)
                 return
-            if idle_timeout is not None and time.monotonic() - last >= idle_timeout:
+            if state == "idle":
                 return
 
     def results(self, subscription: str, offset: int = 0, idle_timeout: float | None = None,
@@ -302,10 +282,34 @@ class SuperPeerClient:
             for i, item in enumerate(batch.items):
                 yield batch.offset + i, item, batch.root
 
-    def status(self) -> dict:
-        return json.loads(self._call("Status", pb.StatusRequest()).json)
+    def status(self) -> Status:
+        """The super-peer's status: a dict of everything, with typed views (``Status``)."""
+        return Status(json.loads(self._call("Status", pb.StatusRequest()).json))
 
     def cut_link(self, peer: str, cut: bool = True) -> list[str]:
         """An admin's fault injection: this super-peer stops (``cut``) or resumes talking to its
         neighbour ``peer``; the neighbours its links are cut to now."""
         return list(self._call("CutLink", pb.CutLinkRequest(peer=peer, cut=cut)).cut)
+
+
+class StreamPublisher:
+    """One registered stream, published to in numbered batches: each ``publish`` goes on from
+    where the last one ended, and a batch whose reply was lost is sent again without
+    duplicating anything (the super-peer takes each number once)."""
+
+    def __init__(self, client: SuperPeerClient, name: str, position: int) -> None:
+        self.client, self.name, self.position = client, name, position
+        self.closed = False
+
+    def publish(self, items: Iterable[str | bytes | Rejected], **options) -> PublishSummary:
+        """``SuperPeerClient.publish``'s ``options`` (``rate``, ``linger_s``, ``progress``)."""
+        summary = self.client.publish(self.name, items, position=self.position, **options)
+        self.position = summary.next_position if summary.next_position is not None else self.position
+        return summary
+
+    def close(self) -> int:
+        """End the stream; how many items the super-peer took of it in all."""
+        if self.closed:
+            return 0
+        self.closed = True
+        return self.client.close_stream(self.name)

@@ -29,7 +29,7 @@ class Credentials:
     token: str | None = None
 
     @classmethod
-    def resolve(cls, ca: str | Path | None = None, token: str | None = None) -> "Credentials":
+    def resolve(cls, ca: str | Path | None = None, token: str | None = None) -> Credentials:
         """From the arguments, else the environment; no CA means plaintext."""
         ca = ca or os.environ.get(CA_ENV) or None
         token = token or os.environ.get(TOKEN_ENV) or None
@@ -55,7 +55,16 @@ class Credentials:
         insecure network takes no tokens, and a token in clear would be anyone's)."""
         if self.ca is None:
             return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        return grpc.secure_channel(address, self._channel_credentials(), options=CHANNEL_OPTIONS)
+
+    def aio_channel(self, address: str) -> grpc.aio.Channel:
+        """The same channel for ``asyncio`` (``grpc.aio``), for ``thinpeer.aio``."""
+        if self.ca is None:
+            return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        return grpc.aio.secure_channel(address, self._channel_credentials(), options=CHANNEL_OPTIONS)
+
+    def _channel_credentials(self) -> grpc.ChannelCredentials:
         creds = grpc.ssl_channel_credentials(self.ca)
         if self.token:
             creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(self.token))
-        return grpc.secure_channel(address, creds, options=CHANNEL_OPTIONS)
+        return creds

@@ -13,9 +13,10 @@ line): the publisher counts it with its reason and its number, and goes on.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -100,3 +101,34 @@ def lingering(items: Iterable[T], linger_s: float) -> Iterator[T | _Flush]:
         with changed:
             state["stop"] = True
             changed.notify_all()
+
+
+async def alingering(items: AsyncIterable[T], linger_s: float) -> AsyncIterator[T | _Flush]:
+    """``lingering`` for an ``async`` source: its items as they come, with ``FLUSH`` when it has
+    had nothing more to give for ``linger_s`` since the oldest item not yet flushed. The next
+    item is awaited as a task, so a wait that times out does not cancel the source's read."""
+    source = items.__aiter__()
+    loop = asyncio.get_running_loop()
+    pending: asyncio.Future | None = None
+    oldest: float | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(source.__anext__())
+            left = None if oldest is None else max(0.0, oldest + linger_s - loop.time())
+            done, _ = await asyncio.wait({pending}, timeout=left)
+            if not done:
+                oldest = None
+                yield FLUSH
+                continue
+            taken, pending = pending, None
+            try:
+                item = taken.result()
+            except StopAsyncIteration:
+                return
+            if oldest is None:
+                oldest = loop.time()
+            yield item
+    finally:
+        if pending is not None:
+            pending.cancel()
