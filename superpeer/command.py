@@ -40,7 +40,7 @@ def main(argv: Sequence[str], prog: str = "streamglobe superpeer",
         if argv[:1] == ["serve"]:  # (its settings may come from a file and the environment too)
             serve = argparse.ArgumentParser(prog=f"{prog} serve", description=SERVE_HELP)
             add_serve_arguments(serve)
-            args, source = configure(serve, argv[1:])
+            args, source = configure(serve, argv[1:], peer_settings=_topology_settings(topology_path))
             if args.print_config:
                 print(print_config(args, serve, source), end="")
                 return 0
@@ -55,6 +55,22 @@ def main(argv: Sequence[str], prog: str = "streamglobe superpeer",
     except ServeError as exc:
         print(str(exc), file=sys.stderr)
         return 1
+
+
+def _topology_settings(topology_path: TopologyPath | None):
+    """How ``configure`` finds a super-peer's own settings in its topology (unreadable: none
+    here; ``serve`` then says what is wrong with the topology)."""
+    def find(spec: str, peer: str) -> tuple[dict, str]:
+        from sharing.backbone import TopologyError
+        from superpeer.topology import load_topology
+
+        try:
+            with (topology_path or (lambda s: contextlib.nullcontext(Path(s))))(spec) as path:
+                found = load_topology(path).settings.get(peer, {})
+        except (TopologyError, OSError, ValueError):
+            return {}, spec
+        return found, f"topology {spec} [[superpeer]] {peer} settings"
+    return find
 
 
 def default_state_dir(peer: str) -> Path:

@@ -3,8 +3,9 @@
 Every flag of ``serve`` is a setting with one name: its long flag without the dashes, ``-`` or
 ``_`` alike (``--metrics-port`` is ``metrics_port`` in a file and ``STREAMGLOBE_METRICS_PORT`` in
 the environment; ``state_dir``'s variable is ``STREAMGLOBE_SUPERPEER_STATE_DIR``, as a thin peer's
-``STREAMGLOBE_STATE_DIR`` is its saved offsets). Where a setting comes from, the first that has it wins: the command line, the
-environment, the file given with ``--config``, the default. A key of the file that is not a
+``STREAMGLOBE_STATE_DIR`` is its saved offsets). Where a setting comes from, the first that has
+it wins: the command line, the environment, the super-peer's own ``settings`` in the topology,
+the file given with ``--config``, the default. A key of the file that is not a
 setting is an error that names the file and the closest setting; so is a value the flag itself
 would refuse (each is read by the flag's own parser: ``"500ms"`` for a duration, ``"64MiB"`` for
 a size). ``--print-config`` prints the settings in effect as TOML, each with where it came from,
@@ -19,7 +20,7 @@ import json
 import math
 import os
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 ENV_PREFIX = "STREAMGLOBE_"
@@ -45,10 +46,15 @@ def env_name(name: str) -> str:
     return ENV_NAMES.get(name, ENV_PREFIX + name.upper())
 
 
-def configure(parser: argparse.ArgumentParser, argv: Sequence[str],
-              environ: dict[str, str] | None = None) -> tuple[argparse.Namespace, dict[str, str]]:
+PeerSettings = Callable[[str, str], tuple[dict, str]]
+
+
+def configure(parser: argparse.ArgumentParser, argv: Sequence[str], environ: dict[str, str] | None = None,
+              peer_settings: PeerSettings | None = None) -> tuple[argparse.Namespace, dict[str, str]]:
     """Parse ``argv`` with the file's and the environment's settings as defaults: the settings,
-    and per setting where its value came from."""
+    and per setting where its value came from. ``peer_settings(topology, id)``: the settings the
+    topology gives this super-peer (its ``[superpeer.settings]`` table) and where they were
+    written; they beat the file and lose to the environment."""
     environ = dict(os.environ if environ is None else environ)
     known = settings(parser)
     early = argparse.ArgumentParser(add_help=False)
@@ -57,15 +63,19 @@ def configure(parser: argparse.ArgumentParser, argv: Sequence[str],
     merged: dict[str, object] = {}
     source: dict[str, str] = {}
     if config is not None:
-        for key, value in _file(config).items():
-            name = key.replace("-", "_")
-            if name not in known:
-                close = difflib.get_close_matches(name, known, n=1)
-                hint = f" (did you mean '{close[0]}'?)" if close else ""
-                raise ConfigError(f"{config}: unknown setting '{key}'{hint}; the settings are serve's flags: "
-                                  f"{', '.join(sorted(known))}")
-            merged[name] = _value(known[name], value, f"{config}: {key}")
-            source[name] = f"file {config}"
+        _layer(merged, source, known, _file(config), f"{config}", f"file {config}")
+    if peer_settings is not None:  # the topology's settings for this super-peer (beat the file)
+        early.add_argument("--topology")
+        early.add_argument("--id")
+        given = early.parse_known_args(argv)[0]
+        spec = given.topology or environ.get(env_name("topology")) or merged.get("topology")
+        peer = given.id or environ.get(env_name("id")) or merged.get("id")
+        if spec and peer:
+            found, where = peer_settings(str(spec), str(peer))
+            for fixed in ("topology", "id"):
+                if fixed in found:
+                    raise ConfigError(f"{where}: '{fixed}' cannot be a super-peer's own setting")
+            _layer(merged, source, known, found, where, where)
     for name, action in known.items():
         if env_name(name) in environ:
             merged[name] = _value(action, environ[env_name(name)], env_name(name))
@@ -80,6 +90,20 @@ def configure(parser: argparse.ArgumentParser, argv: Sequence[str],
             source[name] = "command line"
         source.setdefault(name, "default")
     return args, source
+
+
+def _layer(merged: dict, source: dict, known: dict[str, argparse.Action], values: dict, where: str,
+           label: str) -> None:
+    """One source's settings over the ones before it; a key that is not a setting is an error."""
+    for key, value in values.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"{where}: unknown setting '{key}'{hint}; the settings are serve's flags: "
+                              f"{', '.join(sorted(known))}")
+        merged[name] = _value(known[name], value, f"{where}: {key}")
+        source[name] = label
 
 
 def _file(path: Path) -> dict:
@@ -126,7 +150,7 @@ def _one(action: argparse.Action, value: object, where: str) -> object:
 
 def print_config(args: argparse.Namespace, parser: argparse.ArgumentParser, source: dict[str, str]) -> str:
     """The settings in effect as TOML, each with where it came from (unset ones commented out)."""
-    lines = ["# superpeer serve: the settings in effect (flag > environment > --config file > default)"]
+    lines = ["# superpeer serve: the settings in effect (flag > environment > topology > --config file > default)"]
     for name in sorted(settings(parser)):
         value = getattr(args, name, None)
         where = source.get(name, "default")

@@ -24,6 +24,7 @@ class Topology:
     addresses: dict[str, str]  # for thin peers
     peer_addresses: dict[str, str] = field(default_factory=dict)  # for the other super-peers
     positions: dict[str, tuple[float, float]] = field(default_factory=dict)  # where a drawing puts them
+    settings: dict[str, dict] = field(default_factory=dict)  # a super-peer's own serve settings
 
     def to_mapping(self) -> dict:
         """The backbone in a topology file's shape (``Backbone.from_mapping`` reads it back):
@@ -66,4 +67,4 @@ def load_topology(path: str | Path) -> Topology:
         raise TopologyError(f"{p}: not valid TOML: {exc}") from None
     checked = check_topology(p, text, data)
     backbone = Backbone.from_mapping(checked.mapping)
-    return Topology(backbone, checked.addresses, checked.peer_addresses, checked.positions)
+    return Topology(backbone, checked.addresses, checked.peer_addresses, checked.positions, checked.settings)

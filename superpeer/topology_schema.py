@@ -15,7 +15,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from sharing.backbone import TopologyError
 from streamglobe.units import UnitError, parse_bitrate
 
 PEER_PORT_OFFSET = 1000
-SUPERPEER_KEYS = ("id", "address", "peer_address", "load_capacity", "pindex", "position")
+SUPERPEER_KEYS = ("id", "address", "peer_address", "load_capacity", "pindex", "position", "settings")
 LINK_KEYS = ("a", "b", "bandwidth")
 TABLES = {"superpeer": SUPERPEER_KEYS, "link": LINK_KEYS}
 _HEADER = re.compile(r"\s*\[\[\s*([A-Za-z0-9_-]+)\s*\]\]\s*(?:#.*)?")
@@ -77,6 +77,8 @@ class Checked:
     addresses: dict[str, str]
     peer_addresses: dict[str, str]
     positions: dict[str, tuple[float, float]]
+    # its own ``superpeer serve`` settings (``[superpeer.settings]``), checked by serve itself
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class Checker:
@@ -163,6 +165,12 @@ class Checker:
                 raise self.error(f"{what}: position must be [x, y] (two numbers), not {xy!r}",
                                  "superpeer", index, "position")
             checked.positions[peer] = (float(xy[0]), float(xy[1]))
+        if "settings" in entry:
+            if not isinstance(entry["settings"], dict):
+                raise self.error(f"{what}: settings must be a table of serve's settings "
+                                 f"([superpeer.settings] or settings = {{ … }}), not {entry['settings']!r}",
+                                 "superpeer", index, "settings")
+            checked.settings[peer] = dict(entry["settings"])
         checked.mapping["superpeer"].append({"id": peer, "address": checked.addresses[peer],
                                              "load_capacity": capacity, "pindex": pindex})
 

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -29,7 +30,7 @@ from thinpeer.cli.app import main
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 PHOTONS = ROOT / "docs" / "examples" / "photons.xml"
-FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 ADDRESS = re.compile(r"127\.0\.0\.1:5014(\d)")
 UPDATE = os.environ.get("STREAMGLOBE_UPDATE_DOCS") == "1"
 
@@ -45,7 +46,7 @@ def query_examples() -> list:
     out = []
     for path in [ROOT / "README.md", *DOCS]:
         found = blocks(path)
-        for index, ((lang, query, line, _, _), nxt) in enumerate(zip(found, found[1:])):
+        for index, ((lang, query, line, _, _), nxt) in enumerate(itertools.pairwise(found)):
             if lang == "xquery" and nxt[0] == "output":
                 out.append(pytest.param(path, index, query, id=f"{path.name}:{line}"))
     return out

@@ -39,7 +39,11 @@ class Installed:
         self.workdir = workdir
         self.env = {k: v for k, v in os.environ.items()
                     if k not in {"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV"}}
-        self.env["PATH"] = f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+        # not activated: the venv's commands run by their full path, with a PATH that has neither
+        # it nor any other ``streamglobe`` or pyenv Python on it (what they start must find its own)
+        self.env["PATH"] = os.pathsep.join(
+            d for d in os.environ.get("PATH", "").split(os.pathsep)
+            if d and "pyenv" not in d and not (Path(d) / "streamglobe").exists())
 
     def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         return subprocess.run(args, capture_output=True, text=True, cwd=self.workdir,
@@ -202,3 +206,13 @@ def test_web_view_serves_its_page_from_the_installed_package(installed: Installe
     finally:
         ui.terminate()
         ui.wait(10)
+
+
+def test_demo_on_spark_run_by_full_path_from_an_unactivated_venv(installed: Installed):
+    """The daemons, the Spark driver and its Python workers all find the venv's own Python
+    and packages with nothing of the venv on ``PATH``."""
+    r = installed.streamglobe("demo", "--photons", "600", "--executor", "spark", timeout=900)
+    assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    for n in (1, 2, 3, 4):
+        assert f"Query {n}: " in r.stdout, r.stdout
+    assert "Network stopped." in r.stdout

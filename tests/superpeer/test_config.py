@@ -95,3 +95,75 @@ def test_a_daemon_runs_on_its_file_alone(tmp_path):
     finally:
         daemon.terminate()
         daemon.wait(30)
+
+
+PER_PEER = '''
+[[superpeer]]
+id = "A"
+address = "127.0.0.1:1"
+[superpeer.settings]
+retention = 11
+heartbeat_s = "250ms"
+reoptimise_every = "7s"
+
+[[superpeer]]
+id = "B"
+address = "127.0.0.1:2"
+settings = { retention = 12 }
+
+[[link]]
+a = "A"
+b = "B"
+bandwidth = "100Mbit"
+'''
+
+
+def test_a_superpeers_own_settings_in_the_topology_beat_the_file_and_lose_to_the_environment(tmp_path):
+    from superpeer.command import _topology_settings
+
+    topology = write(tmp_path / "t.toml", PER_PEER)
+    config = write(tmp_path / "all.toml", "retention = 5\nheartbeat_s = 2\nheartbeat_misses = 4\n")
+    found = _topology_settings(None)
+    args, source = configure(parser(), ["--topology", str(topology), "--id", "A", "--config", str(config)],
+                             {"STREAMGLOBE_HEARTBEAT_S": "1"}, found)
+    assert (args.retention, args.heartbeat_s, args.heartbeat_misses, args.reoptimise_every) == (11, 1.0, 4, 7.0)
+    assert source["retention"] == f"topology {topology} [[superpeer]] A settings"
+    assert source["heartbeat_s"] == "environment STREAMGLOBE_HEARTBEAT_S"
+    assert source["heartbeat_misses"] == f"file {config}"
+    args, _ = configure(parser(), ["--config", str(config), "--topology", str(topology), "--id", "B",
+                                   "--retention", "13"], {}, found)
+    assert args.retention == 13  # (the command line beats all)
+    args, _ = configure(parser(), ["--config", str(config), "--topology", str(topology), "--id", "B"], {}, found)
+    assert (args.retention, args.heartbeat_s) == (12, 2.0)
+
+
+@pytest.mark.parametrize(("settings", "said"), [
+    ("retension = 3", "unknown setting 'retension' (did you mean 'retention'?)"),
+    ('id = "B"', "'id' cannot be a super-peer's own setting"),
+    ('executor = "flink"', "'flink' is not one of inline, spark"),
+])
+def test_a_wrong_setting_in_the_topology_is_an_error_naming_it(tmp_path, settings, said):
+    from superpeer.command import _topology_settings
+
+    topology = write(tmp_path / "t.toml", PER_PEER.replace("retention = 11", settings))
+    with pytest.raises(ConfigError) as caught:
+        configure(parser(), ["--topology", str(topology), "--id", "A"], {}, _topology_settings(None))
+    assert said in str(caught.value) and str(topology) in str(caught.value)
+
+
+def test_network_up_gives_each_daemon_its_own_settings_from_the_topology(tmp_path):
+    from thinpeer.client import SuperPeerClient
+    from thinpeer.ops.containers.compose import toml_tables
+    from thinpeer.ops.processes import up
+
+    source = write(tmp_path / "source.toml", PER_PEER)
+    topology = with_free_ports(source, tmp_path / "t.toml")
+    network = up(topology, state_dir=tmp_path / "state")
+    try:
+        a, b = (SuperPeerClient(network.addresses[p]).status() for p in ("A", "B"))
+        assert a["reoptimisation"]["every_s"] == 7.0 and b["reoptimisation"]["every_s"] != 7.0
+    finally:
+        network.stop()
+    # the containers' topology file keeps them (an inline table)
+    again = tomllib.loads(toml_tables(tomllib.loads(PER_PEER)))
+    assert again["superpeer"][0]["settings"]["heartbeat_s"] == "250ms"

@@ -64,7 +64,7 @@ def test_bandwidths_take_the_units_of_every_flag(tmp_path: Path, written: str, b
 def test_a_misspelt_key_is_an_error_with_its_line_and_the_known_keys(tmp_path: Path) -> None:
     says = refused(tmp_path, GOOD.replace("load_capacity = 2.0", "load_capcity = 8.0"))
     assert says == ("t.toml:5: [[superpeer]] A: unknown key 'load_capcity' (did you mean 'load_capacity'?) "
-                    "(known keys: id, address, peer_address, load_capacity, pindex, position)")
+                    "(known keys: id, address, peer_address, load_capacity, pindex, position, settings)")
 
 
 def test_a_wrong_type_is_an_error_with_its_line(tmp_path: Path) -> None:

@@ -155,7 +155,7 @@ def compose_file(deployment: Deployment, image: str, subnet: str, serve_args: li
 
 
 def toml_tables(tables: dict[str, list[dict]]) -> str:
-    """Arrays of flat tables of scalars: all a topology file holds."""
+    """Arrays of tables of scalars, lists and inline tables: all a topology file holds."""
     lines = []
     for name, rows in tables.items():
         for row in rows:
@@ -174,4 +174,6 @@ def toml_value(v) -> str:
         return json.dumps(v)  # a JSON string is a TOML basic string
     if isinstance(v, (list, tuple)):  # e.g. a super-peer's drawing position = [x, y]
         return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):  # a super-peer's own settings, as an inline table
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {toml_value(x)}" for k, x in v.items()) + " }"
     raise ValueError(f"cannot write {v!r} into a topology file")
