@@ -10,7 +10,7 @@ from pathlib import Path
 
 from streamglobe.units import parse_bitrate, parse_duration, parse_milliseconds
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
-from thinpeer.cli.launchers import add_verbs, guard, progress, say_up
+from thinpeer.cli.launchers import access_json, add_verbs, guard, progress, say_up
 from thinpeer.cli.offsets import state_dir
 from thinpeer.cli.ui import add_ui_port_option
 
@@ -78,7 +78,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             raise CliError(f"error: {args.topology}: no such topology file or shipped topology")
         options = UpOptions(args.executor, serve_args=tuple(serve), secure=not args.insecure, timeout_s=args.timeout)
         access = guard(lambda: containers.up(path, options, progress))
-    print(json.dumps(access.addresses), flush=True)
+    # (without --json: the addresses alone, as scripts written before --json read them)
+    print(json.dumps(access_json(access, str(containers.directory.resolve())) if args.json else access.addresses),
+          flush=True)
     say_up(access, str(containers.directory / "tls"))
     if args.ui_port:
         _serve_web_view(args, access)
@@ -158,6 +160,9 @@ def register(add_command: AddCommand) -> None:
     p.set_defaults(func=cmd_build)
     p = parser("up", "start one container per super-peer; print their host addresses as JSON")
     p.add_argument("--topology", required=True, help=TOPOLOGY_HELP)
+    p.add_argument("--json", action="store_true",
+                   help="once up, one JSON object on stdout as network up --json prints it (the state "
+                        "directory, the admin's CA and token files) instead of the addresses alone")
     p.add_argument("--config", type=Path, metavar="FILE.toml",
                    help="settings for every super-peer ('superpeer serve --config'), mounted into each "
                         "container; what deploy sets itself (addresses, state, TLS, executor) stays its own")

@@ -60,6 +60,8 @@ def add_verbs(commands, make: MakeLauncher, state_options: StateOptions, what: s
             p.add_argument("a", metavar="SP")
             p.add_argument("b", metavar="SP")
         state_options(p)
+        p.add_argument("--json", action="store_true",
+                       help="what was done as one JSON object on stdout (status is JSON either way)")
         p.set_defaults(func=run_verb, make_launcher=make, verb=verb)
 
 
@@ -74,11 +76,29 @@ def run_verb(args: argparse.Namespace) -> int:
     done = guard(verbs[args.verb])
     if args.verb == "status":
         print(json.dumps(done, indent=2))
+    elif args.json:
+        said: dict[str, object] = {"verb": args.verb}
+        said.update({"peer": args.peer} if args.verb in ("kill", "start") else
+                    {"link": [args.a, args.b]} if args.verb in ("cut", "restore") else {})
+        if args.verb == "credentials":
+            said.update(access_json(launcher.access()), exports=done)
+        else:
+            said["said"] = str(done)
+        print(json.dumps(said), flush=True)
     elif args.verb == "credentials":
         print(done)
     else:
         progress(str(done))
     return EXIT_OK
+
+
+def access_json(access: Access, state_dir: str | None = None) -> dict:
+    """What ``up --json`` and ``credentials --json`` tell a script: where each super-peer
+    answers and the admin's files (None: an insecure network)."""
+    return {"superpeers": access.addresses, **({"state_dir": state_dir} if state_dir else {}),
+            "secure": access.ca is not None,
+            "ca": None if access.ca is None else str(access.ca.resolve()),
+            "token_file": None if access.token is None else str(access.token.resolve())}
 
 
 def given_reoptimisation_flags(args: argparse.Namespace) -> list[str]:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from thinpeer.cli.command import EXIT_OK, AddCommand, CliError
-from thinpeer.cli.launchers import add_verbs, given_reoptimisation_flags, guard, progress, say_up
+from thinpeer.cli.launchers import access_json, add_verbs, given_reoptimisation_flags, guard, progress, say_up
 from thinpeer.cli.offsets import state_dir
 from thinpeer.cli.ui import add_ui_port_option
 
@@ -80,11 +80,7 @@ def _run_network(args: argparse.Namespace, topology: Path) -> int:
     view = None
     try:
         if args.json:  # (one object a script reads: where each super-peer answers, the admin's files)
-            print(json.dumps({"superpeers": access.addresses, "state_dir": str(Path(args.state_dir).resolve()),
-                              "secure": access.ca is not None,
-                              "ca": None if access.ca is None else str(access.ca.resolve()),
-                              "token_file": None if access.token is None else str(access.token.resolve())}),
-                  flush=True)
+            print(json.dumps(access_json(access, str(Path(args.state_dir).resolve()))), flush=True)
         else:
             for peer, address in access.addresses.items():
                 print(f"{peer} {address}", flush=True)

@@ -44,8 +44,20 @@ def analyze_file(path: str) -> Analysis:
 
 
 def cmd_query_check(args: argparse.Namespace) -> int:
-    analyze_file(args.file)
-    print("ok")
+    if not args.json:
+        analyze_file(args.file)
+        print("ok")
+        return EXIT_OK
+    from sharing.analysis import analyze
+    from wxquery.errors import WXQueryError
+
+    try:  # (a file that cannot be read is still an error on stderr: it is not a verdict on a query)
+        analyze(read_query(args.file))
+    except WXQueryError as exc:
+        print(json.dumps({"file": args.file, "ok": False, "line": exc.position.line,
+                          "column": exc.position.column, "error": exc.message}))
+        return EXIT_ERROR
+    print(json.dumps({"file": args.file, "ok": True}))
     return EXIT_OK
 
 
@@ -166,6 +178,8 @@ def register(add_command: AddCommand) -> None:
     query_commands = query.add_subparsers(dest="query_command", metavar="ACTION", required=True)
     p = query_commands.add_parser("check", help="check a query; prints ok or FILE:LINE:COL: error")
     p.add_argument("file", help="the WXQuery file ('-' for standard input)")
+    p.add_argument("--json", action="store_true",
+                   help='the verdict as JSON on stdout: {"file", "ok"} and, on an error, "line", "column", "error"')
     p.set_defaults(func=cmd_query_check)
     p = query_commands.add_parser("explain", help="print the query's properties as JSON")
     p.add_argument("file")

@@ -116,6 +116,15 @@ def test_network_up_says_where_everything_is_as_one_json_object(tmp_path: Path, 
         assert client.status()["superpeer"] == "SP2"  # (as the network's admin, from what it said)
         shown = json.loads(run("network", "status").stdout)["superpeers"]  # (found with no --state-dir)
         assert shown["SP2"]["status"] == "running"
+        credentials = json.loads(run("network", "credentials", "--json").stdout)
+        assert credentials["ca"] == said["ca"] and credentials["exports"].startswith("export STREAMGLOBE_CA=")
+        for verb, args in (("kill", ["SP7"]), ("start", ["SP7"]), ("cut", ["SP4", "SP5"]), ("restore", ["SP4", "SP5"])):
+            done = run("network", verb, *args, "--json")
+            assert done.returncode == 0, done.stderr
+            reported = json.loads(done.stdout)
+            assert reported["verb"] == verb and reported["said"], reported
+        assert reported["link"] == ["SP4", "SP5"]
+        assert client.status()["cut_links"] == []
         log = (Path(said["state_dir"]) / "SP2.log").read_text()
         assert '"level": "info", "peer": "SP2"' in log and "metrics on http://127.0.0.1:" in log
     finally:
@@ -123,3 +132,15 @@ def test_network_up_says_where_everything_is_as_one_json_object(tmp_path: Path, 
         launcher.wait(60)
     assert down.returncode == 0, down.stderr
     assert list(work.iterdir()) == []
+
+
+def test_query_check_says_its_verdict_as_json(tmp_path: Path) -> None:
+    good, bad = tmp_path / "good.wxq", tmp_path / "bad.wxq"
+    good.write_text((EXAMPLE_QUERIES / "q1.wxq").read_text())
+    bad.write_text('<x>{ for $p in stream("photons")/photons/photon\n where $p/en > 1 or $p/en < 0 return $p }</x>')
+    ok = run("query", "check", str(good), "--json")
+    assert (ok.returncode, json.loads(ok.stdout)) == (0, {"file": str(good), "ok": True})
+    wrong = run("query", "check", str(bad), "--json")
+    verdict = json.loads(wrong.stdout)
+    assert wrong.returncode == 1 and (verdict["ok"], verdict["line"], verdict["column"]) == (False, 2, 18)
+    assert verdict["error"].startswith("'or' is not supported")
