@@ -61,6 +61,12 @@ def spark_session(master: str, driver_host: str | None = None, cores: int = 2):
                    .config("spark.driver.memory", os.environ.get("STREAMGLOBE_SPARK_MEMORY", "1g"))
                    .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
                    .config("spark.executor.extraJavaOptions", JVM_OPTIONS))
+        # Spark's Python workers run the interpreter PySpark reads from PYSPARK_PYTHON, else
+        # "python3" from PATH (``spark.pyspark.python`` reaches only spark-submit): a daemon
+        # started by its full path from a venv that is not activated had workers without its
+        # packages ("No module named 'superpeer'"). They run this daemon's own Python.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         return spark
