@@ -51,18 +51,22 @@ class PublishRequest(_message.Message):
     def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[bytes]] = ..., position: _Optional[int] = ...) -> None: ...
 
 class PublishReply(_message.Message):
-    __slots__ = ("accepted", "rejected", "rejections", "next_position", "duplicates")
+    __slots__ = ("accepted", "rejected", "rejections", "next_position", "duplicates", "held_back_s", "held_back")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     REJECTED_FIELD_NUMBER: _ClassVar[int]
     REJECTIONS_FIELD_NUMBER: _ClassVar[int]
     NEXT_POSITION_FIELD_NUMBER: _ClassVar[int]
     DUPLICATES_FIELD_NUMBER: _ClassVar[int]
+    HELD_BACK_S_FIELD_NUMBER: _ClassVar[int]
+    HELD_BACK_FIELD_NUMBER: _ClassVar[int]
     accepted: int
     rejected: int
     rejections: _containers.RepeatedScalarFieldContainer[str]
     next_position: int
     duplicates: int
-    def __init__(self, accepted: _Optional[int] = ..., rejected: _Optional[int] = ..., rejections: _Optional[_Iterable[str]] = ..., next_position: _Optional[int] = ..., duplicates: _Optional[int] = ...) -> None: ...
+    held_back_s: float
+    held_back: str
+    def __init__(self, accepted: _Optional[int] = ..., rejected: _Optional[int] = ..., rejections: _Optional[_Iterable[str]] = ..., next_position: _Optional[int] = ..., duplicates: _Optional[int] = ..., held_back_s: _Optional[float] = ..., held_back: _Optional[str] = ...) -> None: ...
 
 class CloseStreamRequest(_message.Message):
     __slots__ = ("stream",)
@@ -333,14 +337,16 @@ class TransferRequest(_message.Message):
     def __init__(self, stream: _Optional[str] = ..., first_sequence: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ..., watermark: _Optional[float] = ..., end: _Optional[bool] = ..., sender: _Optional[str] = ..., sender_epoch: _Optional[str] = ..., watermark_path: _Optional[str] = ..., origins: _Optional[_Iterable[int]] = ..., numbered_by_origin: _Optional[bool] = ..., payload: _Optional[bytes] = ..., lengths: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class TransferReply(_message.Message):
-    __slots__ = ("acknowledged", "refused_code", "refused")
+    __slots__ = ("acknowledged", "refused_code", "refused", "pressure")
     ACKNOWLEDGED_FIELD_NUMBER: _ClassVar[int]
     REFUSED_CODE_FIELD_NUMBER: _ClassVar[int]
     REFUSED_FIELD_NUMBER: _ClassVar[int]
+    PRESSURE_FIELD_NUMBER: _ClassVar[int]
     acknowledged: int
     refused_code: str
     refused: str
-    def __init__(self, acknowledged: _Optional[int] = ..., refused_code: _Optional[str] = ..., refused: _Optional[str] = ...) -> None: ...
+    pressure: str
+    def __init__(self, acknowledged: _Optional[int] = ..., refused_code: _Optional[str] = ..., refused: _Optional[str] = ..., pressure: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("sender",)

@@ -94,7 +94,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     try:
         limits = DataLimits(max_item_bytes=args.max_item_bytes, max_read_bytes=args.max_read_bytes,
-                            finished_retention_s=args.finished_retention)
+                            finished_retention_s=args.finished_retention, link_buffer_bytes=args.link_buffer,
+                            link_buffer_items=args.link_buffer_items)
         heartbeats = HeartbeatSettings(args.heartbeat_s, args.heartbeat_misses)
         reoptimisation = reoptimisation_settings(args)
         history = parse_history(args.history)
@@ -196,6 +197,12 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                         "default %(default)s; at most the gRPC message limit less 1 MiB)")
     p.add_argument("--max-read-bytes", type=parse_size, default=defaults.max_read_bytes, metavar="SIZE",
                    help="bytes of results one read returns (e.g. 4MiB; at least one item; default %(default)s)")
+    p.add_argument("--link-buffer", type=parse_size, default=defaults.link_buffer_bytes, metavar="SIZE",
+                   help="what one outbound link may hold, queued and unacknowledged, before the batches "
+                        "bound for it wait and the pressure goes upstream to the publishers (back-pressure; "
+                        "nothing is dropped); default %(default)s bytes")
+    p.add_argument("--link-buffer-items", type=int, default=defaults.link_buffer_items, metavar="N",
+                   help="the same bound in items (default %(default)s)")
     p.add_argument("--finished-retention", type=parse_duration, default=defaults.finished_retention_s,
                    metavar="DURATION",
                    help="how long an ended subscription keeps results not read to the end (e.g. 10m, "

@@ -71,6 +71,7 @@ class StatusCollector(Collector):
         yield from _operators(s.get("operators", []))
         yield from _subscriptions(s.get("subscriptions", {}), s.get("reoptimisation", {}))
         yield from _failures(s.get("failure_detector", {}), s.get("unreachable_peers", {}))
+        yield from _backpressure(s.get("backpressure", {}), s.get("links", {}))
         load = s.get("load", {})
         g = GaugeMetricFamily(PREFIX + "load", "this super-peer's reserved load (share of its capacity)")
         g.add_metric([], float(load.get("load", 0.0)))
@@ -98,6 +99,25 @@ def _links(links: dict) -> Iterator[Metric]:
         for link, counters in sorted(links.items()):
             g.add_metric([link], float(counters.get(key, 0)))
         yield g
+
+
+def _backpressure(pressure: dict, links: dict) -> Iterator[Metric]:
+    """Where the pressure comes from: how long each stream's batches waited here for room, which
+    wait now, and which links' neighbours hold our batches back."""
+    c = CounterMetricFamily(PREFIX + "backpressure_seconds", "time batches of a stream waited here for room on "
+                            "the links (or executor) they go to next", labels=["stream"])
+    g = GaugeMetricFamily(PREFIX + "backpressure_waiting", "1 while batches of a stream wait here for room",
+                          labels=["stream"])
+    for stream, held in sorted(pressure.get("streams", {}).items()):
+        c.add_metric([stream], float(held.get("held_back_s", 0.0)))
+        g.add_metric([stream], 1.0 if held.get("waiting") else 0.0)
+    yield c
+    yield g
+    g = GaugeMetricFamily(PREFIX + "link_held_back", "1 while a link's neighbour holds our batches back "
+                          "(its own links are full)", labels=["link"])
+    for link, counters in sorted(links.items()):
+        g.add_metric([link], 1.0 if counters.get("pressure") else 0.0)
+    yield g
 
 
 def _streams(streams: dict) -> Iterator[Metric]:

@@ -40,6 +40,7 @@ from .control.reoptimisation_settings import ReoptimisationSettings
 from .data.origins import Origins
 from .control.participant import Participant
 from .control.peer_link import PeerLink, Reserved, Waiting
+from .data.backpressure import HELD_BACK, Backpressure, LinkBuffer, LinkRoom, computes, reached_links
 from .data.data_plane import DataPlane, Outbound, Published
 from .data.limits import DataLimits
 from .data.positions import StreamPositions
@@ -135,6 +136,8 @@ class Node:
         self.metrics = Metrics(peer, self.status, settings.metrics_port, settings.metrics_host)
         self.data = DataPlane(self.state, self.executor, self.transport, self.positions, self.replays,
                               observe_batch=self.metrics.executor_batch.observe)
+        self.link_buffer = LinkBuffer(settings.limits.link_buffer_bytes, settings.limits.link_buffer_items)
+        self.pressure = Backpressure(self._rooms_of)
         self.archiver = (Archiver(self.state, archive.directory, archive.span, archive.samples)
                          if archive is not None else None)
         self.participant = Participant(self.state, self.executor, self.transport, self.positions, self.replays,
@@ -205,8 +208,36 @@ class Node:
             return self.retention.set_bound(name, history)
 
     def publish(self, name: str, items: list[str] | list[bytes], first: int | None = None,
-                position: int | None = None) -> Published:
-        return self.data.publish(name, items, first, position)
+                position: int | None = None, until: float | None = None) -> Published:
+        """``until`` (monotonic): how long the batch may wait for room on the links it will
+        leave on (back-pressure); past it, nothing of it is taken and the publisher is told to
+        send it again (``HELD_BACK``)."""
+        waited = self.pressure.wait(name, until)
+        if not waited.room:
+            raise NodeError("RESOURCE_EXHAUSTED", HELD_BACK + waited.reason)
+        done = self.data.publish(name, items, first, position)
+        return done._replace(held_back_s=waited.seconds, held_back=waited.reason)
+
+    def room_for(self, stream: str, until: float | None) -> str:
+        """Wait until the links a batch of ``stream`` leaves on have room (""), or say why not
+        by ``until`` (a neighbour's batch waits so, before it is taken and acknowledged)."""
+        waited = self.pressure.wait(stream, until)
+        return "" if waited.room else waited.reason
+
+    def _rooms_of(self, stream: str) -> list:
+        """Where a batch of ``stream`` goes next from here (``backpressure``): the outbound
+        links it and the streams made here from it leave on, and the executor if it computes
+        one of them and keeps a backlog."""
+        with self.state.lock:
+            hops = reached_links(self.state.table, self.state.id, self.state.derived_here, stream)
+            computed = computes(self.state.derived_here, self.executor.is_copy, stream)
+        forwarder = getattr(self.transport, "forwarder", None)
+        rooms: list = [LinkRoom(f, self.link_buffer) for f in (forwarder(n) for n in sorted(hops))
+                       if forwarder is not None and hasattr(f, "wait_for_room")]
+        room = getattr(self.executor, "room", None)
+        if computed and room is not None:
+            rooms.append(room())
+        return rooms
 
     def close_stream(self, name: str) -> int:
         return self.data.close_stream(name)
@@ -229,7 +260,8 @@ class Node:
 
     def status(self) -> dict:
         return {**report(self.state, self.topology, self.executor, self.control, self.data, self.retention,
-                         self.transport, self.archiver), "reoptimisation": self.reoptimiser.status()}
+                         self.transport, self.archiver), "reoptimisation": self.reoptimiser.status(),
+                "backpressure": self.pressure.status()}
 
     # ------------------------------------------------------------------ super-peers (``PeerHandler``)
     # ``caller``: the calling super-peer's certified id; None on an insecure network, and when

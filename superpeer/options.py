@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import argparse
 
-from streamglobe.units import parse_duration, parse_item_rate, parse_milliseconds
+from streamglobe.units import parse_duration, parse_item_rate, parse_milliseconds, parse_size
 
 TOPOLOGY_HELP = "a topology TOML file, or a shipped one by name (paper-example, grid-4x4)"
 # spark_options' keys as ``superpeer serve`` flags (``warm`` False: --spark-cold-start)
 SERVE_FLAGS = {"master": "--spark-master", "trigger_ms": "--trigger-ms", "lateness": "--lateness",
-               "feed_host": "--spark-feed-host", "cores": "--spark-cores"}
+               "feed_host": "--spark-feed-host", "cores": "--spark-cores", "backlog": "--spark-backlog"}
 
 
 def add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -> None:
@@ -34,6 +34,9 @@ def add_executor_options(p: argparse.ArgumentParser, checkpoint: bool = False) -
                    help="start a super-peer's Spark session with its first operator rather than with "
                         "the daemon (saves a JVM where no operator ever runs; the first operator then "
                         "waits for it)")
+    p.add_argument("--spark-backlog", type=parse_size, metavar="SIZE",
+                   help="what the Spark executor may hold not yet through a micro-batch before the batches "
+                        "for it wait (back-pressure up to the publishers; default 64MiB)")
     p.add_argument("--lateness", type=float, metavar="UNITS",
                    help="how far (in reference units) items may arrive out of order in time windows "
                         "before they are dropped and counted (default 0)")
@@ -89,6 +92,7 @@ def spark_options(args: argparse.Namespace) -> dict:
     """The executor options as ``start_superpeer``, the process launcher and the demo take them."""
     return {"master": args.spark_master, "trigger_ms": args.trigger_ms, "lateness": args.lateness,
             "feed_host": args.spark_feed_host, "cores": args.spark_cores,
+            "backlog": getattr(args, "spark_backlog", None),
             "warm": False if args.spark_cold_start else None,
             "checkpoint_dir": getattr(args, "checkpoint_dir", None)}
 

@@ -78,7 +78,8 @@ class AsyncSuperPeerClient(ClientBase):
             for out in outgoing:
                 reply = None
                 if out.request is not None:
-                    reply = await self._publish_batch(out.request, retry_s if position is not None else 0.0)
+                    reply = await self._publish_batch(out.request, retry_s if position is not None else 0.0,
+                                                      batches, progress)
                 batches.record(out, reply)
                 if progress is not None and out.request is not None:
                     progress(batches.summary)
@@ -95,12 +96,21 @@ class AsyncSuperPeerClient(ClientBase):
         await send(batches.flush())
         return batches.summary
 
-    async def _publish_batch(self, request: pb.PublishRequest, retry_s: float) -> pb.PublishReply:
+    async def _publish_batch(self, request: pb.PublishRequest, retry_s: float, batches,
+                             progress=None) -> pb.PublishReply:
+        """``SuperPeerClient._publish_batch``: held back, it is sent again for as long as it is."""
         reconnect = Reconnect(retry_s)
+        loop = asyncio.get_running_loop()
         while True:
+            started = loop.time()
             try:
                 return await self._call("Publish", request)
             except ThinPeerError as exc:
+                if exc.held_back:
+                    batches.held(exc.message, loop.time() - started)
+                    if progress is not None:
+                        progress(batches.summary)
+                    continue
                 await asyncio.sleep(reconnect.delay(exc))
 
     async def close_stream(self, name: str) -> int:

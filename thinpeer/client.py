@@ -162,7 +162,8 @@ class SuperPeerClient(ClientBase):
             for out in outgoing:
                 reply = None
                 if out.request is not None:
-                    reply = self._publish_batch(out.request, retry_s if position is not None else 0.0)
+                    reply = self._publish_batch(out.request, retry_s if position is not None else 0.0,
+                                                batches, progress)
                 batches.record(out, reply)
                 if progress is not None and out.request is not None:
                     progress(batches.summary)
@@ -175,14 +176,23 @@ class SuperPeerClient(ClientBase):
         send(batches.flush())
         return batches.summary
 
-    def _publish_batch(self, request: pb.PublishRequest, retry_s: float) -> pb.PublishReply:
+    def _publish_batch(self, request: pb.PublishRequest, retry_s: float, batches: Batches,
+                       progress=None) -> pb.PublishReply:
         """One batch; a numbered one again after a lost reply or while the super-peer is
-        unreachable (it skips what it took already), until ``retry_s`` have passed."""
+        unreachable (it skips what it took already), until ``retry_s`` have passed. A batch
+        held back (the network downstream is full; nothing of it was taken) is sent again for
+        as long as it is held back: the publisher goes at the rate the network takes."""
         reconnect = Reconnect(retry_s)
         while True:
+            started = time.monotonic()
             try:
                 return self._call("Publish", request)
             except ThinPeerError as exc:
+                if exc.held_back:
+                    batches.held(exc.message, time.monotonic() - started)
+                    if progress is not None:
+                        progress(batches.summary)
+                    continue
                 time.sleep(reconnect.delay(exc))
 
     @contextmanager

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from proto import streamglobe_pb2 as pb
 
 from .linger import Rejected
-from .replies import PublishSummary
+from .replies import HELD_BACK, PublishSummary
 
 BATCH = 1000  # items per Publish request, and at most BATCH_BYTES (one bigger item goes alone)
 BATCH_BYTES = 4 << 20
@@ -111,6 +111,8 @@ class Batches:
             summary.reasons.append(outgoing.refused)  # type: ignore[union-attr]
         else:
             summary.duplicates += reply.duplicates
+            if reply.held_back:  # (it waited inside the call: the network held it back)
+                self.held(reply.held_back, reply.held_back_s)
             summary.accepted += reply.accepted
             summary.rejected += reply.rejected
             ours = dict(outgoing.ours)
@@ -119,6 +121,11 @@ class Batches:
             summary.reasons.extend(ours.values())  # (past the super-peer's count of reasons)
         if self.position is not None:
             summary.next_position = self.index
+
+    def held(self, reason: str, seconds: float) -> None:
+        """The super-peer held a batch back for ``seconds`` (back-pressure): said in the summary."""
+        self.summary.held_back_s += seconds
+        self.summary.held_back = reason.removeprefix(HELD_BACK)
 
     def ahead_s(self) -> float:
         """How long a paced publisher waits before its next batch (0: none)."""

@@ -17,6 +17,9 @@ import grpc
 
 #: gRPC status codes after which the same call may succeed: the super-peer is restarting or busy
 TRANSIENT = frozenset({"UNAVAILABLE", "DEADLINE_EXCEEDED"})
+#: how a super-peer's reason starts when it took nothing of a batch because the links the batch
+#: would leave on are full (back-pressure, ``superpeer.data.backpressure``): send it again
+HELD_BACK = "held back: "
 
 _WHERE = re.compile(r"\bquery:(\d+):(\d+):")
 
@@ -44,6 +47,12 @@ class ThinPeerError(Exception):
     def transient(self) -> bool:
         """Whether the same call may succeed later (the super-peer is unreachable or slow)."""
         return self.code in TRANSIENT
+
+    @property
+    def held_back(self) -> bool:
+        """The super-peer took nothing of a published batch because the network downstream is
+        full (back-pressure): the publisher waits and sends it again."""
+        return self.code == "RESOURCE_EXHAUSTED" and self.message.startswith(HELD_BACK)
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,8 @@ class PublishSummary:
     reasons: list[str] | None = None
     duplicates: int = 0  # items the super-peer had taken before (a retried batch), skipped
     next_position: int | None = None  # numbered publishing: the number the next item gets
+    held_back_s: float = 0.0  # how long the network held the publisher back (back-pressure)
+    held_back: str = ""  # why, last ("": it was not held back)
 
 
 @dataclass(frozen=True)

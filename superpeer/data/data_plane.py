@@ -71,6 +71,8 @@ class Published(NamedTuple):
     reasons: list[str]  # "item N: why" for the first rejections
     next_position: int  # the number the stream's next new item gets
     duplicates: int = 0  # items of the batch numbered below it: taken before, skipped
+    held_back_s: float = 0.0  # how long it waited for room on the links it leaves on
+    held_back: str = ""  # what for ("": it did not wait)
 
 
 class DataPlane:

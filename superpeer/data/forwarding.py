@@ -37,9 +37,11 @@ from .wire_batch import WireBatch, sizes_of
 EMPTY = WireBatch(b"", [])
 
 BATCH = 1000
-BATCH_BYTES = 4 << 20
+BATCH_BYTES = 1 << 20  # (a slow link acknowledges a batch within seconds: 8 s at 1 Mbit/s)
 WINDOW = 8  # batches in flight on a link's stream, not yet acknowledged
-ACK_TIMEOUT_S = 30.0  # a batch not acknowledged by then breaks the stream (a stuck or vanished neighbour)
+# nothing acknowledged for this long (and no word that the neighbour holds it back: ``pressure``)
+# breaks the stream: a stuck or vanished neighbour
+ACK_TIMEOUT_S = 60.0
 MAX_ITEM_BYTES = MESSAGE_LIMIT - ENVELOPE
 MAX_QUEUED_ITEMS = 2_000_000
 # answers that retrying cannot change: the stream is given up on this link (counted, in status)
@@ -85,6 +87,7 @@ class LinkCounters:
     held_items: int = 0  # queued or sent and not yet acknowledged: the link's replay buffer
     held_bytes: int = 0
     peak_held_bytes: int = 0
+    pressure: str = ""  # the neighbour holds our batches back, and why ("": it does not)
 
 
 class Forwarder:
@@ -105,6 +108,8 @@ class Forwarder:
         self._call = None  # the link's stream now (cancelled to break it: ``interrupt``)
         self._interrupts = 0  # (a stream opened while the link was being cut is broken too)
         self._stalled = ""  # why the stream was broken here, if it was
+        self._progress = time.monotonic()  # the last acknowledgement, or word of back-pressure
+        self.failing_since: float | None = None  # the link's stream broke then and has not healed
         self.thread = threading.Thread(target=self._run, name=f"fwd-{sender}-{neighbour}", daemon=True)
 
     def start(self) -> None:
@@ -163,6 +168,31 @@ class Forwarder:
                     self._release(c)
                     self.queued_items -= len(c.items)
             self.queue = kept
+            self.cond.notify_all()
+
+    # ------------------------------------------------------------------ back-pressure (``Room``)
+
+    def wait_for_room(self, bound, timeout_s: float) -> bool:
+        """Whether the link holds less than ``bound`` (a ``backpressure.LinkBuffer``), waiting
+        up to ``timeout_s`` for it to; a stopped link always has room (nothing waits on it)."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while (self.counters.held_bytes >= bound.max_bytes or self.counters.held_items >= bound.max_items) \
+                    and not self.stopped and self.failing_since is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(left)
+            return True
+
+    def fullness(self) -> str:
+        c = self.counters
+        said = f"{c.held_bytes / (1 << 20):.1f} MiB in {c.held_items:,} items"
+        return said + (f"; it holds back: {c.pressure}" if c.pressure else "")
+
+    @property
+    def reachable(self) -> bool:
+        return self.failing_since is None
 
     def _release(self, chunk: _Chunk) -> None:
         self.counters.held_items -= len(chunk.items)
@@ -266,7 +296,10 @@ class Forwarder:
                 if broken:  # (cut while it was being opened)
                     call.cancel()
                 for reply in call:
-                    self._acknowledged(reply)
+                    if reply.pressure:
+                        self._pressured(reply.pressure)
+                    else:
+                        self._acknowledged(reply)
                     delay = 0.05
             except grpc.RpcError as exc:
                 failed = not self.stopped
@@ -306,7 +339,7 @@ class Forwarder:
             with self.cond:
                 while live.is_set() and not self.stopped and (len(self.inflight) >= WINDOW or not self.queue):
                     self.cond.wait(1.0)
-                    if self.inflight and time.monotonic() - self.inflight[0][2] > ACK_TIMEOUT_S:
+                    if self.inflight and time.monotonic() - max(self.inflight[0][2], self._progress) > ACK_TIMEOUT_S:
                         self._stalled = f"DEADLINE_EXCEEDED: nothing acknowledged in {ACK_TIMEOUT_S:g} s"
                         stalled, call = True, self._call
                         break
@@ -337,7 +370,9 @@ class Forwarder:
             if not self.inflight:
                 return
             chunk, _, _ = self.inflight.popleft()
+            self._progress, self.failing_since = time.monotonic(), None
             c = self.counters
+            c.pressure = ""
             if reply.refused_code:
                 c.errors += 1
                 c.last_error = f"{reply.refused_code}: {reply.refused}"
@@ -351,10 +386,19 @@ class Forwarder:
             self._release(chunk)
             self.cond.notify_all()
 
+    def _pressured(self, reason: str) -> None:
+        """The neighbour holds the next batch back (its own links are full): not a stall."""
+        with self.cond:
+            self._progress, self.failing_since = time.monotonic(), None
+            self.counters.pressure = reason
+            self.cond.notify_all()
+
     def _broken(self, exc: grpc.RpcError) -> None:
         """The stream broke: counted; a neighbour that refuses this peer's stream for good
         (``REFUSED``) refuses each batch in flight, whose streams are given up on this link."""
         with self.cond:
+            self.failing_since = self.failing_since or time.monotonic()
+            self.cond.notify_all()  # (back-pressure stops waiting for an unreachable neighbour)
             c = self.counters
             c.errors += 1
             c.last_error = self._stalled or f"{exc.code().name}: {exc.details()}"

@@ -18,11 +18,15 @@ class DataLimits:
     ``ReadResults`` reply (at least one item is returned, so a reader always progresses).
     ``finished_retention_s``: how long a subscription whose stream has ended keeps results
     nobody confirmed reading; a reader that reads to the end releases them at once.
+    ``link_buffer_bytes`` and ``link_buffer_items``: what one outbound link may hold, queued
+    and in flight, before the batches bound for it wait (``backpressure``).
     """
 
     max_item_bytes: int = 32 << 20
     max_read_bytes: int = 8 << 20
     finished_retention_s: float = 600.0
+    link_buffer_bytes: int = 4 << 20
+    link_buffer_items: int = 200_000
 
     def __post_init__(self) -> None:
         most = MESSAGE_LIMIT - ENVELOPE
@@ -31,6 +35,9 @@ class DataLimits:
             if not 0 < value <= most:
                 raise ValueError(f"{name} must be between 1 and {most:,} bytes (the gRPC message "
                                  f"limit less {ENVELOPE:,} bytes of envelope), not {value:,}")
+        if self.link_buffer_bytes <= 0 or self.link_buffer_items <= 0:
+            raise ValueError(f"a link buffer must hold something, not {self.link_buffer_bytes} bytes / "
+                             f"{self.link_buffer_items} items")
         if not self.finished_retention_s >= 0:
             raise ValueError(f"finished_retention_s must be >= 0, not {self.finished_retention_s}")
 

@@ -264,7 +264,8 @@ class GrpcPeerChannels:
             "links": {f"{self.id}->{n}": {"items": c.items, "bytes": c.bytes, "batches": c.batches,
                                           "errors": c.errors, "last_error": c.last_error,
                                           "dropped": c.dropped, "held_items": c.held_items,
-                                          "held_bytes": c.held_bytes, "peak_held_bytes": c.peak_held_bytes}
+                                          "held_bytes": c.held_bytes, "peak_held_bytes": c.peak_held_bytes,
+                                          "pressure": c.pressure}
                       for n, c in list(self.link_counters.items())},
             "unreachable_peers": dict(self.unreachable),
             "peers_last_heard_s_ago": {p: round(time.time() - h.last_heard, 1)

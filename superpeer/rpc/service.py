@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import time
 from collections.abc import Sequence
 
 import grpc
@@ -16,6 +17,7 @@ from proto import streamglobe_pb2_grpc as pb_grpc
 
 from sharing.serialization import stream_from_json
 
+from ..data.backpressure import HELD_BACK, TICK_S
 from ..data.forwarding import REFUSED_NAMES
 from ..data.origins import of_batch
 from ..data.wire_batch import WireBatch, check_lengths, check_utf8
@@ -31,6 +33,7 @@ from .wire import commit_from_wire, input_from_wire, part_from_wire, waiting_to_
 
 log = logging.getLogger("streamglobe.superpeer")
 MAX_WAIT_MS = 30_000  # a result read waits at most this long for new results
+ANSWER_WITHIN_S = 60.0  # a call held back (back-pressure) is answered by then at the latest
 
 
 def _handled(method):
@@ -74,9 +77,11 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
         self.access.publish(self.access.grant(context, "Publish"), request.stream, len(request.items))
         # items arrive as bytes: one that is not UTF-8 is rejected alone, with its number
         done = self.node.publish(request.stream, list(request.items), request.first_sequence,
-                                 request.position if request.HasField("position") else None)
+                                 request.position if request.HasField("position") else None,
+                                 until=_answer_by(context))
         return pb.PublishReply(accepted=done.accepted, rejected=done.rejected, rejections=done.reasons,
-                               next_position=done.next_position, duplicates=done.duplicates)
+                               next_position=done.next_position, duplicates=done.duplicates,
+                               held_back_s=done.held_back_s, held_back=done.held_back)
 
     @_handled
     def CloseStream(self, request, context):
@@ -215,6 +220,9 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def Transfer(self, request, context, caller):
+        held = self.node.room_for(request.stream, _answer_by(context))
+        if held:
+            raise NodeError("UNAVAILABLE", HELD_BACK + held)
         return pb.TransferReply(acknowledged=self._transfer(request, caller))
 
     def Transfers(self, requests, context):
@@ -230,6 +238,10 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
             refused: dict[tuple[str, str], NodeError] = {}
             for request in requests:
                 key = (request.sender, request.stream)
+                # back-pressure: taken only when the links it leaves on have room; until then the
+                # sender hears why every few seconds (its clock for a stuck neighbour restarts)
+                while key not in refused and (held := self.node.room_for(request.stream, time.monotonic() + TICK_S)):
+                    yield pb.TransferReply(pressure=held)
                 try:
                     if key in refused:
                         raise refused[key]
@@ -261,6 +273,14 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
         usage, originals, hears, incarnation, pins = self.node.heartbeat_reply()
         return pb.HeartbeatReply(superpeer=self.node.id, usage_json=usage, originals_json=originals,
                                  hears=hears, incarnation=incarnation, pins_json=pins)
+
+
+def _answer_by(context) -> float:
+    """When a wait inside a call must end (monotonic) so that the caller still hears the answer:
+    a second before its deadline, and within a minute."""
+    left = context.time_remaining()
+    left = ANSWER_WITHIN_S if left is None else min(ANSWER_WITHIN_S, left - 1.0)
+    return time.monotonic() + max(left, 0.1)
 
 
 def received_items(request: pb.TransferRequest) -> Sequence[str]:

@@ -136,12 +136,20 @@ def cmd_publish(args: argparse.Namespace) -> int:
         root, item = "photons", "photon"
         items = (p.to_xml() for p in generate(args.count, args.seed, rate=10.0))
     started = time.monotonic()
+    said_held = [""]
 
     def progress(summary: PublishSummary) -> None:
         elapsed = time.monotonic() - started
         again = f", {summary.duplicates} already there" if summary.duplicates else ""
+        # back-pressure: the rate the network holds this publisher to, and why (a new line each
+        # time the reason changes, so that it stays on screen)
+        held = (f"; held back {summary.held_back_s:,.0f} s: {summary.held_back}" if summary.held_back else "")
+        if held and summary.held_back != said_held[0]:
+            said_held[0] = summary.held_back
+            print(file=sys.stderr)
         print(f"\r{args.stream}: {summary.accepted} items published, {summary.rejected} rejected{again} "
-              f"({summary.accepted / max(elapsed, 1e-9):,.0f} items/s)", end="", file=sys.stderr, flush=True)
+              f"({summary.accepted / max(elapsed, 1e-9):,.0f} items/s){held}\x1b[K", end="", file=sys.stderr,
+              flush=True)
 
     def stays_open(why: str = "") -> str:
         return (f"{why}; " if why else "") + (
@@ -208,7 +216,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"stream": args.stream, "published": summary.accepted, "rejected": summary.rejected,
                           "reasons": list(summary.reasons or []), "stray_text": stray,
-                          "closed": not args.keep_open}), flush=True)
+                          "closed": not args.keep_open, "held_back_s": round(summary.held_back_s, 3),
+                          "held_back": summary.held_back}), flush=True)
     return EXIT_OK if not summary.rejected and not stray else EXIT_ERROR
 
 

@@ -41,7 +41,7 @@ from ..base import Deliver, installs_a_copy
 from ..spark import pacing
 from .checkpoint import DriverCheckpoint
 from .driver_state import DriverState, PendingWatermarks
-from .feed import FeedLog, FeedServer
+from .feed import FeedLog, FeedRoom, FeedServer
 from .jobs import Batch, SparkJobs, job_error
 from .session import cluster_status, cores_of, first_line, is_cluster
 from .tasks import FeedAddress, plan_batch, redo_piece
@@ -57,14 +57,17 @@ class SparkExecutor:
     def __init__(self, peer: str, master: str = "local[2]", checkpoint_dir: str | Path | None = None,
                  trigger_ms: int = 100, lateness: float = 0.0, max_batch: int = 100_000,
                  feed_host: str | None = None, cores: int | None = None, warm: bool = True,
-                 deliver: Deliver | None = None) -> None:
+                 deliver: Deliver | None = None, backlog: int = 64 << 20) -> None:
         """``feed_host``: the address Spark's workers reach this super-peer at, for its feed
         and its driver (default: loopback for a local master, this host's address for a
         cluster). ``cores``: task slots of a micro-batch (default: N of ``local[N]``, else 2).
         ``deliver``: where outputs go. ``warm``: Spark starts with the executor, not with the
         first operator. ``max_batch``: items per micro-batch at most, which bounds a task's
-        memory (at 30 operators: 1.3 GB for the process tree at 100,000, 2.2 GB at 200,000)."""
+        memory (at 30 operators: 1.3 GB for the process tree at 100,000, 2.2 GB at 200,000).
+        ``backlog``: bytes of input not yet through a micro-batch before the batches for it wait
+        (``room``: back-pressure), and at most ten micro-batches of items."""
         self.peer, self.master = peer, master
+        self.backlog_bytes, self.backlog_items = backlog, 10 * max_batch
         self.interval = max(int(trigger_ms), 0) / 1000
         self.lateness = lateness
         self.warm = warm
@@ -181,6 +184,12 @@ class SparkExecutor:
 
     def installed(self) -> list[str]:
         return sorted(self.copies) + sorted(self.by_stream)
+
+    def room(self) -> FeedRoom:
+        """The executor's input as back-pressure sees it (``superpeer.data.backpressure``): a
+        stopped or failing executor is not waited for."""
+        return FeedRoom(self.feed, self.backlog_bytes, self.backlog_items,
+                        lambda: not self._stopped and self.error is None)
 
     def push(self, parent: str, values: list, texts: list[str] | None, end: bool, origins=None) -> None:
         """(``origins`` are not carried through Spark: its outputs' origins are not known.)"""
@@ -447,3 +456,4 @@ class SparkExecutor:
             finally:
                 if held:
                     self.driver_lock.release()
+

@@ -17,6 +17,8 @@ import secrets
 import socket
 import struct
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, Listener, answer_challenge, deliver_challenge
 from pathlib import Path
@@ -45,6 +47,8 @@ class FeedLog:
         self.directory = directory
         directory.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
+        self.trimmed = threading.Condition(self.lock)  # (``commit``: room for producers held back)
+        self.backlog_bytes = 0  # UTF-8 bytes appended and not yet committed
         self.names: list[str] = []
         self.ids: dict[str, int] = {}
         self.totals: dict[int, int] = {}  # items ever appended per source (not markers)
@@ -56,6 +60,7 @@ class FeedLog:
         self._segment = None
         self._segment_first = 0
         self._load()
+        self.backlog_bytes = sum(len(t) for t in self.texts if t is not None)  # (all of it is uncommitted)
 
     # ------------------------------------------------------------------ durability
 
@@ -140,6 +145,7 @@ class FeedLog:
             self._segment.flush()  # in the OS before we return: survives a killed process
             self.srcs.extend([src] * (len(texts) + end))
             self.texts.extend(encoded)
+            self.backlog_bytes += sum(map(len, encoded))
             if end:
                 self.texts.append(None)
             self._end = self.base + len(self.texts)
@@ -188,6 +194,7 @@ class FeedLog:
             self.committed = end
             drop = min(end, self.end) - self.base
             if drop > 0:
+                self.backlog_bytes -= sum(len(t) for t in self.texts[:drop] if t is not None)
                 del self.srcs[:drop]
                 del self.texts[:drop]
                 self.base += drop
@@ -195,6 +202,19 @@ class FeedLog:
             for path, following in zip(segments, segments[1:]):
                 if int(following.stem) <= end:
                     path.unlink(missing_ok=True)
+            self.trimmed.notify_all()
+
+    def wait_below(self, max_bytes: int, max_items: int, timeout_s: float) -> bool:
+        """Whether the backlog is below both bounds, waiting up to ``timeout_s`` for it to be
+        (back-pressure: a producer holds its batch until the micro-batches catch up)."""
+        deadline = time.monotonic() + timeout_s
+        with self.lock:
+            while self.backlog_bytes >= max_bytes or self.end - self.committed >= max_items:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.trimmed.wait(left)
+            return True
 
     def close(self) -> None:
         with self.lock:
@@ -237,6 +257,27 @@ def no_delay(conn: Connection) -> None:
     header's ACK is delayed, would otherwise wait ~40 ms for it."""
     with socket.socket(fileno=os.dup(conn.fileno())) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class FeedRoom:
+    """The feed's backlog (not yet through a micro-batch) as a place a batch may have to wait
+    for (``backpressure.Room``); ``alive``: whether the executor takes anything at all."""
+
+    name = "the Spark executor"
+
+    def __init__(self, feed: FeedLog, max_bytes: int, max_items: int, alive: Callable[[], bool]) -> None:
+        self.feed, self.max_bytes, self.max_items, self.alive = feed, max_bytes, max_items, alive
+
+    def has_room(self, timeout_s: float) -> bool:
+        return self.feed.wait_below(self.max_bytes, self.max_items, timeout_s)
+
+    def fullness(self) -> str:
+        return (f"{self.feed.backlog_bytes / (1 << 20):.1f} MiB in {self.feed.backlog():,} items not yet "
+                f"through a micro-batch (bound {self.max_bytes / (1 << 20):.1f} MiB)")
+
+    @property
+    def reachable(self) -> bool:
+        return self.alive()
 
 
 class FeedServer:

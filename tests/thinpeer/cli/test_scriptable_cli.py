@@ -49,7 +49,7 @@ def test_publish_and_subscribe_report_as_json_lines(tmp_path: Path) -> None:
         r = run("publish", "--superpeer", sp4, "--stream", "photons", "--input", str(doc), "--keep-open", "--json")
         assert r.returncode == 0, r.stderr
         assert json.loads(r.stdout) == {"stream": "photons", "published": 300, "rejected": 0, "reasons": [],
-                                        "stray_text": 0, "closed": False}
+                                        "stray_text": 0, "closed": False, "held_back_s": 0.0, "held_back": ""}
 
         r = run("subscribe", "--superpeer", sp1, "--query", str(query), "--count", "0", "--json")
         assert r.returncode == 0, r.stderr

@@ -124,6 +124,9 @@ def _link(link: dict, statuses: dict[str, dict], up: set[str], before: Counters,
         key = f"{sender}->{receiver}"
         now.link_bytes[key], now.link_items[key] = counter.get("bytes", 0), counter.get("items", 0)
         out["bytes"] += counter.get("bytes", 0)
+        out["held_bytes"] = out.get("held_bytes", 0) + counter.get("held_bytes", 0)
+        if counter.get("pressure"):
+            out["pressure"] = f"{receiver} holds back {sender}'s batches: {counter['pressure']}"
         dt = now.at.get(sender, 0.0) - before.at.get(sender, now.at.get(sender, 0.0))
         rate = _rate(counter.get("bytes", 0), before.link_bytes.get(key), dt)
         items = _rate(counter.get("items", 0), before.link_items.get(key), dt)
@@ -231,6 +234,11 @@ def _faults(peers: list[dict], links: list[dict], subscriptions: dict[str, dict]
         if link["state"] == "down" and link["a"] not in {f.get("superpeer") for f in faults} \
                 and link["b"] not in {f.get("superpeer") for f in faults}:
             faults.append({"kind": "link cut", "link": link["id"], "reason": link["reason"]})
+    for peer, status in sorted(statuses.items()):  # back-pressure: where it comes from
+        for stream, held in sorted(((status.get("backpressure") or {}).get("streams") or {}).items()):
+            if held.get("waiting"):
+                faults.append({"kind": "back-pressure", "superpeer": peer, "stream": stream,
+                               "reason": held.get("reason", "")})
     for sub in subscriptions.values():
         health = sub.get("health") or {}
         if health.get("state") == "degraded":

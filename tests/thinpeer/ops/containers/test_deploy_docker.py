@@ -160,6 +160,36 @@ def test_a_shaped_link_carries_its_bandwidth(deployed) -> None:
     assert enforced[("SP4", "SP5")] == enforced[("SP5", "SP4")] == "20Mbit", enforced
 
 
+def test_a_link_far_slower_than_the_publisher_holds_it_back_and_loses_nothing(deployed) -> None:
+    """~30 MB published at full speed into a link shaped to 16 Mbit/s: every item arrives once,
+    in order; the sender in front of the slow link holds a few megabytes at most (its link
+    buffer and a batch), and the publisher is told it was held back, and by what."""
+    addresses, deployment, state = deployed
+    args = ["--project", PROJECT, "--state-dir", str(state)]
+    r = subprocess.run([*CLI, "deploy", "bandwidth", "SP4", "SP5", "16mbit", *args], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    stream = "flood"
+    publisher, reader = SuperPeerClient(addresses["SP4"]), SuperPeerClient(addresses["SP1"])
+    publisher.register_stream(stream, "photons", "photon")
+    photons = [p.to_xml() for p in generate(170_000, seed=31)]
+    assert sum(map(len, photons)) > 28e6
+    publisher.publish(stream, photons[:100])
+    sid = reader.subscribe(f'<all>{{ for $p in stream("{stream}")/photons/photon return $p }}</all>').id
+    plan = reader.status()["subscriptions"][sid]["plan"]["parts"][0]["route"]
+    assert plan[:2] == ["SP4", "SP5"], plan  # (the shaped link is on its way)
+    started = time.monotonic()
+    summary = publisher.publish(stream, photons[100:])
+    publisher.close_stream(stream)
+    took = time.monotonic() - started
+    got = [item for _, item, _ in reader.results(sid, idle_timeout=120)]
+    assert got == photons[100:], (len(got), len(photons) - 100)
+    link = publisher.status()["links"]["SP4->SP5"]
+    assert link["dropped"] == 0 and link["peak_held_bytes"] <= 6 << 20, link
+    assert summary.held_back_s > 0 and "SP5" in summary.held_back, summary
+    assert took > 8, took  # (held to the link's rate: ~30 MB at 2 MB/s)
+
+
 def test_a_cut_link_drops_everything_until_restored(deployed) -> None:
     addresses, deployment, state = deployed
     args = ["--project", PROJECT, "--state-dir", str(state)]
