@@ -44,6 +44,7 @@ from .data.backpressure import HELD_BACK, Backpressure, LinkBuffer, LinkRoom, co
 from .data.data_plane import DataPlane, Outbound, Published
 from .data.limits import DataLimits
 from .data.positions import StreamPositions
+from .data.stream_rates import LinkRates
 from .errors import NodeError
 from .executors import Executor, make_executor
 from .history.archive.writer import ArchiveSettings, Archiver
@@ -138,6 +139,7 @@ class Node:
                               observe_batch=self.metrics.executor_batch.observe)
         self.link_buffer = LinkBuffer(settings.limits.link_buffer_bytes, settings.limits.link_buffer_items)
         self.pressure = Backpressure(self._rooms_of)
+        self.link_rates = LinkRates()  # (admission holds a link to what it measurably carries)
         self.archiver = (Archiver(self.state, archive.directory, archive.span, archive.samples)
                          if archive is not None else None)
         self.participant = Participant(self.state, self.executor, self.transport, self.positions, self.replays,
@@ -169,8 +171,10 @@ class Node:
     def _measure(self) -> None:
         """Each stream's measured rate (``data.stream_rates``); a drift is an event for
         re-optimisation."""
+        measured = self.link_rates.measure(dict(getattr(self.transport, "link_counters", {})))
         with self.state.lock:
             drifted = self.data.rates.measure(self.state.table)
+            self.state.measured_links = measured
         now = time.monotonic()
         if drifted and now - self._drift_woken >= self.settings.reoptimisation.every_s:
             self._drift_woken = now  # (a round at most every interval for drifts)

@@ -67,6 +67,8 @@ class PeerState:
         self.heard_of: dict[str, float] = {}  # original -> when a heartbeat first told of it
         self.deliveries: dict[str, list[tuple[SubscriptionRuntime, str]]] = {}  # stream -> (sub, var)
         self.peer_usage: dict[str, dict] = {}  # what other peers last reported
+        # bits/s this peer measured going out to each neighbour (``stream_rates.LinkRates``)
+        self.measured_links: dict[str, float] = {}
         # original -> its statistics as planning here last fetched them (their sample is not
         # fetched again until it changes: ``statistics_to_json``)
         self.statistics_held: dict[str, StreamStatistics] = {}
@@ -126,17 +128,35 @@ class PeerState:
         with self.lock:
             return self.table.usage_at(self.id, self.transactions.reserved())
 
+    def usage_report(self) -> dict:
+        """What this peer tells the others of its usage (heartbeats, lookups, ``status``):
+        ``own_usage``, and the bits/s it measured going out on each link."""
+        report = self.own_usage().to_json(self.id)
+        with self.lock:
+            if self.measured_links:
+                report["measured_links"] = {n: round(b, 1) for n, b in self.measured_links.items()}
+        return report
+
     def usage_view(self) -> tuple[dict[frozenset[str], float], dict[str, float]]:
-        """Used bandwidth per link and load per peer: our own, and what the others reported."""
+        """Used bandwidth per link and load per peer: our own, and what the others reported.
+        A link is as used as its plans reserve, or as its two ends measured it carrying if that
+        is more (a stream faster than estimated, a replay, a burst): admission then refuses
+        what would push a busy link into overload, with the link named."""
         reports = dict(self.peer_usage)
-        reports[self.id] = self.own_usage().to_json(self.id)
+        reports[self.id] = self.usage_report()
         link_used: dict[frozenset[str], float] = {}
+        measured: dict[frozenset[str], float] = {}
         peer_used: dict[str, float] = {}
         for peer, report in reports.items():
             peer_used[peer] = report.get("load", 0.0)
             for n, bits in report.get("links", {}).items():
                 key = frozenset((peer, n))
                 link_used[key] = link_used.get(key, 0.0) + bits
+            for n, bits in report.get("measured_links", {}).items():
+                key = frozenset((peer, n))
+                measured[key] = measured.get(key, 0.0) + bits
+        for key, bits in measured.items():
+            link_used[key] = max(link_used.get(key, 0.0), bits)
         return link_used, peer_used
 
     def missing_streams(self, analysis: Analysis) -> list[str]:

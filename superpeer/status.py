@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Protocol
 
@@ -53,8 +54,9 @@ def report(state: PeerState, topology: Topology, executor: Executor, control: Co
             "executor_status": executor.status(),
             "subscriptions": control.status(),
             "links": links["links"],
-            "load": state.own_usage().to_json(state.id),
+            "load": state.usage_report(),
             "process_cpu_seconds": time.process_time(),
+            "process_rss_bytes": resident_bytes(),
             "unreachable_peers": links["unreachable_peers"],
             "peers_last_heard_s_ago": links["peers_last_heard_s_ago"],
             "failure_detector": links["failure_detector"],
@@ -62,6 +64,15 @@ def report(state: PeerState, topology: Topology, executor: Executor, control: Co
             "archive": archiver.status() if archiver is not None else None,
             **data.status(),
         }
+
+
+def resident_bytes() -> int | None:
+    """The daemon's resident memory now (Linux; None elsewhere): what a bound on queues holds."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def window_drops(counters: WindowCounters | None) -> dict:

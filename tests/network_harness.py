@@ -34,8 +34,8 @@ def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None
                 if quotas is not None:
                     extra["quotas"] = quotas
                 extra.update((peer_options or {}).get(peer, {}))
-                peers[peer] = start_superpeer(topology, peer, retention=retention, executor=executor,
-                                              **extra)
+                peers[peer] = start_superpeer(topology, peer, **{"retention": retention, "executor": executor,
+                                                                 **extra})
             return topology, peers
         except RuntimeError as exc:
             for running in peers.values():

@@ -102,3 +102,26 @@ class StreamRates:
         return {sid: {"items_per_s": round(m.freq, 3), "bytes_per_item": round(m.size, 1)}
                 for sid, m in self.meters.items() if m.freq is not None and m.size is not None}
 
+
+@dataclass
+class LinkRates:
+    """Bits/s each outbound link carried, smoothed as the streams' rates are, from the links'
+    byte counters (acknowledged batches): what admission holds a link to when it is more than
+    its plans reserve (``PeerState.usage_view``)."""
+
+    bits: dict[str, float] = field(default_factory=dict)
+    seen: dict[str, tuple[float, int]] = field(default_factory=dict)  # (when, bytes) last read
+
+    def measure(self, counters: dict, now: float | None = None) -> dict[str, float]:
+        """Fold each link's bytes since the last round into its rate; the rates."""
+        now = time.monotonic() if now is None else now
+        for peer, c in list(counters.items()):
+            at, before = self.seen.get(peer, (None, 0))
+            self.seen[peer] = (now, c.bytes)
+            if at is None or now <= at:
+                continue
+            rate = max(c.bytes - before, 0) * 8 / (now - at)
+            old = self.bits.get(peer)
+            self.bits[peer] = rate if old is None else SMOOTHING * rate + (1 - SMOOTHING) * old
+        return dict(self.bits)
+

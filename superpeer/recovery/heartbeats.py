@@ -90,5 +90,5 @@ class Heartbeats:
         with state.lock:
             originals = [stream_to_json(s) for n in state.originals if (s := state.table.get(n)) is not None]
             pins = self.own_pins()
-        return (json.dumps(state.own_usage().to_json(state.id)), json.dumps(originals),
+        return (json.dumps(state.usage_report()), json.dumps(originals),
                 self.transport.detector.hearing(), self.transport.epoch, json.dumps(pins))

@@ -120,3 +120,24 @@ def test_a_spark_executor_slower_than_its_input_holds_the_publisher_back(tmp_pat
         assert same(got, reference_results(example_query("q1"), photons))
     finally:
         peer.stop(grace=0)
+
+
+def test_a_subscriber_that_stops_reading_is_bounded_by_its_retention_and_stalls_nobody(tmp_path: Path) -> None:
+    from network_harness import running_network
+
+    photons = [p.to_xml() for p in generate(20_000, seed=6)]
+    with running_network(tmp_path, peer_options={"SP1": {"retention": 1_000}}) as (topology, _):
+        sp4, sp1, sp7 = (SuperPeerClient(topology.address(p)) for p in ("SP4", "SP1", "SP7"))
+        sp4.register_stream("photons", "photons", "photon")
+        sp4.publish("photons", photons[:100])
+        stalled = sp1.subscribe(WHOLE).id  # never read until the end
+        reading = sp7.subscribe(WHOLE).id
+        summary = sp4.publish("photons", photons[100:])
+        sp4.close_stream("photons")
+        got = [item for _, item, _ in sp7.results(reading, idle_timeout=60)]
+        assert got == photons[100:]  # the reader that reads has everything
+        assert summary.held_back_s == 0.0, summary  # nobody waited for the one that does not
+        buffer = until(lambda: (s := sp1.status()["subscriptions"][stalled])["results"] == len(photons) - 100 and s, 60)
+        assert buffer["held"] <= 1_000 and buffer["dropped_by_retention"] == len(photons) - 100 - buffer["held"]
+        first = sp1.read(stalled, 0)
+        assert first.dropped == buffer["dropped_by_retention"] and first.items == photons[-buffer["held"]:][:len(first.items)]
