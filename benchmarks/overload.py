@@ -46,7 +46,9 @@ from network_harness import reference_results  # noqa: E402
 @contextmanager
 def containers(state: Path, link_buffer: str | None, link: str):
     config = state / "settings.toml"
-    config.write_text(f'link_buffer = "{link_buffer}"\n' if link_buffer else "")
+    # (plans stay as registered: re-optimisation would route the stream around the saturated
+    # link, which is what it is for, but not what is measured here)
+    config.write_text("no_reoptimise = true\n" + (f'link_buffer = "{link_buffer}"\n' if link_buffer else ""))
     up = subprocess.run([*CLI, "deploy", "up", "--topology", "paper-example", "--project", PROJECT, "--insecure",
                          "--state-dir", str(state), "--config", str(config)], capture_output=True, text=True)
     try:
@@ -106,7 +108,8 @@ def run(addresses: dict[str, str], link_bits: float, step_s: float, label: str) 
     watcher.join()
     expected_vela = reference_results(example_query("q1"), photons[200:at])
     link = sp4.status()["links"]["SP4->SP5"]
-    return {"mode": label, "link_bits_per_s": link_bits, "photons": at - 200, "capacity_items_per_s": capacity,
+    health = sp1.status()["subscriptions"][exact]["health"]
+    return {"mode": label, "replans": health.get("replans", 0), "last_failure": health.get("last_failure"), "link_bits_per_s": link_bits, "photons": at - 200, "capacity_items_per_s": capacity,
             "exact_lost_or_extra": abs(len(got) - (at - 200)) + sum(a != b for a, b in zip(got, photons[200:at])),
             "vela_equal": got_vela == expected_vela, "peak_held_bytes": link["peak_held_bytes"],
             "dropped": link["dropped"], "held_back_s": round(held_back_s, 2),

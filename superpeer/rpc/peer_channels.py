@@ -67,7 +67,7 @@ class GrpcPeerChannels:
         self.link_counters: dict[str, LinkCounters] = {}
         self.forwarders: dict[str, Forwarder] = {}
         self.epoch = secrets.token_hex(8)  # this process's numbering of items on its links
-        self._channels: dict[str, grpc.Channel] = {}
+        self._channels: dict[tuple[str, bool], grpc.Channel] = {}  # (peer, for items)
         self.parses = StaticParses()  # (lookup answers: each stream's fixed part read once)
         self._stop = threading.Event()
         self.cut: set[str] = set()  # neighbours the link to is cut on purpose (``link_cut``)
@@ -76,10 +76,17 @@ class GrpcPeerChannels:
 
     # ------------------------------------------------------------------ plumbing
 
-    def stub(self, peer: str) -> pb_grpc.SuperPeerStub:
-        ch = self._channels.get(peer)
+    def stub(self, peer: str, data: bool = False) -> pb_grpc.SuperPeerStub:
+        """The stub of the channel to ``peer``: heartbeats and the control plane's calls on one,
+        the items (``data``: the forwarders' streams of batches) on another, each its own TCP
+        connection. Sharing one connection, a heartbeat waited behind megabytes of items in the
+        socket's buffer on a slow, saturated link, and the peer was declared down for it."""
+        key = (peer, data)
+        ch = self._channels.get(key)
         if ch is None:
             options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
+            if data:  # (channels with the same target and options would share one connection)
+                options.append(("grpc.use_local_subchannel_pool", 1))
             address = self.topology.peer_address(peer)
             if self.security is None:
                 ch = grpc.insecure_channel(address, options=options)
@@ -88,7 +95,7 @@ class GrpcPeerChannels:
                                          options=options + channel_options(peer))
             ch = grpc.intercept_channel(ch, CutLink(lambda: peer in self.cut, f"the link {self.id}–{peer} "
                                                                               "is cut (streamglobe network cut)"))
-            self._channels[peer] = ch
+            self._channels[key] = ch
         return pb_grpc.SuperPeerStub(ch)
 
     def forwarder(self, peer: str) -> Forwarder:
@@ -98,7 +105,7 @@ class GrpcPeerChannels:
             return Forwarder(self.id, peer, None, LinkCounters(), self.epoch)
         if f is None:
             counters = self.link_counters.setdefault(peer, LinkCounters())
-            f = self.forwarders[peer] = Forwarder(self.id, peer, self.stub(peer), counters, self.epoch)
+            f = self.forwarders[peer] = Forwarder(self.id, peer, self.stub(peer, data=True), counters, self.epoch)
             f.start()  # (each starts with its first item, and stops with the channels)
         return f
 
