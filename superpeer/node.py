@@ -40,7 +40,7 @@ from .control.reoptimisation_settings import ReoptimisationSettings
 from .data.origins import Origins
 from .control.participant import Participant
 from .control.peer_link import PeerLink, Reserved, Waiting
-from .data.backpressure import HELD_BACK, Backpressure, LinkBuffer, LinkRoom, computes, reached_links
+from .data.backpressure import HELD_BACK, Backpressure, LinkBuffer, LinkRoom, downstream
 from .data.data_plane import DataPlane, Outbound, Published
 from .data.limits import DataLimits
 from .data.positions import StreamPositions
@@ -233,8 +233,8 @@ class Node:
         links it and the streams made here from it leave on, and the executor if it computes
         one of them and keeps a backlog."""
         with self.state.lock:
-            hops = reached_links(self.state.table, self.state.id, self.state.derived_here, stream)
-            computed = computes(self.state.derived_here, self.executor.is_copy, stream)
+            hops, computed = downstream(self.state.table, self.state.id, self.state.derived_here,
+                                        self.executor.is_copy, stream)
         forwarder = getattr(self.transport, "forwarder", None)
         rooms: list = [LinkRoom(f, self.link_buffer) for f in (forwarder(n) for n in sorted(hops))
                        if forwarder is not None and hasattr(f, "wait_for_room")]

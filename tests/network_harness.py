@@ -106,3 +106,24 @@ def until(condition, seconds: float = 30.0, pause: float = 0.05, what=None):
             return value
         assert time.monotonic() < deadline, f"condition not met in time{': ' + what() if what else ''}"
         time.sleep(pause)
+
+
+def start_own_topology(tmp_path: Path, toml: str, options: dict[str, dict] | None = None) -> tuple:
+    """Every super-peer of a topology written out here (``toml``), on free loopback ports, each
+    with its ``start_superpeer`` ``options``; tried again on other ports if one was taken
+    between being found free and bound. (topology, {peer: running}); stop them when done."""
+    source = tmp_path / "own-topology.toml"
+    source.write_text(toml)
+    for attempt in range(ATTEMPTS):
+        topology = load_topology(with_free_ports(source, tmp_path / "own-topology-ports.toml"))
+        peers: dict = {}
+        try:
+            for peer in topology.backbone.peers:
+                peers[peer] = start_superpeer(topology, peer, **(options or {}).get(peer, {}))
+            return topology, peers
+        except RuntimeError as exc:
+            for running in peers.values():
+                running.stop(grace=0)
+            if "Failed to bind" not in str(exc) or attempt == ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")

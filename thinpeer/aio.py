@@ -29,7 +29,7 @@ from proto import streamglobe_pb2_grpc as pb_grpc
 from .client import ClientBase, subscribe_request
 from .credentials import Credentials
 from .linger import FLUSH, Rejected, alingering
-from .publishing import Outgoing
+from .publishing import Outgoing, retry_after
 from .replies import PublishSummary, ResultBatch, Status, Subscription, ThinPeerError
 from .resume import RECONNECT_S, Idle, Reconnect
 
@@ -106,12 +106,7 @@ class AsyncSuperPeerClient(ClientBase):
             try:
                 return await self._call("Publish", request)
             except ThinPeerError as exc:
-                if exc.held_back:
-                    batches.held(exc.message, loop.time() - started)
-                    if progress is not None:
-                        progress(batches.summary)
-                    continue
-                await asyncio.sleep(reconnect.delay(exc))
+                await asyncio.sleep(retry_after(exc, batches, reconnect, loop.time() - started, progress))
 
     async def close_stream(self, name: str) -> int:
         return (await self._call("CloseStream", pb.CloseStreamRequest(stream=name))).items

@@ -28,6 +28,7 @@ from .publishing import (
     MESSAGE_LIMIT,
     Batches,
     Outgoing,
+    retry_after,
 )
 from .replies import (
     TRANSIENT,
@@ -188,12 +189,7 @@ class SuperPeerClient(ClientBase):
             try:
                 return self._call("Publish", request)
             except ThinPeerError as exc:
-                if exc.held_back:
-                    batches.held(exc.message, time.monotonic() - started)
-                    if progress is not None:
-                        progress(batches.summary)
-                    continue
-                time.sleep(reconnect.delay(exc))
+                time.sleep(retry_after(exc, batches, reconnect, time.monotonic() - started, progress))
 
     @contextmanager
     def stream(self, name: str, root: str, item: str, **options) -> Iterator[StreamPublisher]:

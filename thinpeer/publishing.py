@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from proto import streamglobe_pb2 as pb
 
 from .linger import Rejected
-from .replies import HELD_BACK, PublishSummary
+from .replies import HELD_BACK, PublishSummary, ThinPeerError
+from .resume import Reconnect
 
 BATCH = 1000  # items per Publish request, and at most BATCH_BYTES (one bigger item goes alone)
 BATCH_BYTES = 4 << 20
@@ -133,3 +134,17 @@ class Batches:
             return 0.0
         sent = self.index - (self.position or 0)
         return max(0.0, sent / self.rate - (time.monotonic() - self.started))
+
+
+def retry_after(error: ThinPeerError, batches: Batches, reconnect: Reconnect, waited_s: float,
+                progress=None) -> float:
+    """How long to wait before a batch whose call failed with ``error`` is sent again, or the
+    error raised when it must not be. Held back (the network downstream is full; nothing of it
+    was taken): again at once, for as long as it is held back, said in the summary. Otherwise
+    as ``reconnect`` allows (a numbered batch while the super-peer cannot be reached)."""
+    if error.held_back:
+        batches.held(error.message, waited_s)
+        if progress is not None:
+            progress(batches.summary)
+        return 0.0
+    return reconnect.delay(error)

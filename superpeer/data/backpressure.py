@@ -181,10 +181,13 @@ class Backpressure:
             return sum(h.seconds + (now - h.since if h.since else 0.0) for h in self.held.values())
 
 
-def reached_links(table, here: str, derived: Callable[[str], list[str]], stream: str) -> set[str]:
-    """The neighbours items of ``stream`` leave this peer for: its own next hops and those of
-    every stream computed or copied here from it, recursively (called with the node's lock)."""
-    out: set[str] = set()
+def downstream(table, here: str, derived: Callable[[str], list[str]], is_copy: Callable[[str], bool],
+               stream: str) -> tuple[set[str], bool]:
+    """Where items of ``stream`` go from this peer (called with the node's lock): the
+    neighbours that it and every stream computed or copied here from it (recursively) leave
+    for, and whether the executor here computes one of those streams."""
+    links: set[str] = set()
+    computed = False
     stack, seen = [stream], set()
     while stack:
         sid = stack.pop()
@@ -193,22 +196,8 @@ def reached_links(table, here: str, derived: Callable[[str], list[str]], stream:
         seen.add(sid)
         entry = table.get(sid)
         if entry is not None:
-            out.update(entry.next_hops(here))
-        stack.extend(derived(sid))
-    return out
-
-
-def computes(derived: Callable[[str], list[str]], is_copy: Callable[[str], bool], stream: str) -> bool:
-    """Whether the executor here computes a stream from ``stream``, or from a copy of it made
-    here (called with the node's lock)."""
-    stack, seen = [stream], set()
-    while stack:
-        sid = stack.pop()
-        if sid in seen:
-            continue
-        seen.add(sid)
+            links.update(entry.next_hops(here))
         for child in derived(sid):
-            if not is_copy(child):
-                return True
+            computed = computed or not is_copy(child)
             stack.append(child)
-    return False
+    return links, computed

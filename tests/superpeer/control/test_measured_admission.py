@@ -9,13 +9,10 @@ import threading
 from pathlib import Path
 
 import pytest
-from network_harness import until
+from network_harness import start_own_topology, until
 
 from photons.generator import generate
-from superpeer.rpc.server import start_superpeer
-from superpeer.topology import load_topology
 from thinpeer.client import SuperPeerClient, ThinPeerError
-from thinpeer.ops.ports import with_free_ports
 
 pytestmark = pytest.mark.slow
 
@@ -36,10 +33,7 @@ OTHER = '<o>{ for $p in stream("other")/photons/photon return $p }</o>'
 
 
 def test_a_link_measured_full_refuses_more_and_admits_again_when_it_is_not(tmp_path: Path) -> None:
-    source = tmp_path / "line.toml"
-    source.write_text(LINE)
-    topology = load_topology(with_free_ports(source, tmp_path / "t.toml"))
-    peers = {p: start_superpeer(topology, p) for p in ("A", "B")}
+    topology, peers = start_own_topology(tmp_path, LINE)
     stop = threading.Event()
     try:
         a, b = SuperPeerClient(topology.address("A")), SuperPeerClient(topology.address("B"))

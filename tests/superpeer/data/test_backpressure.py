@@ -85,15 +85,12 @@ address = "127.0.0.1:1"
 
 @pytest.mark.timeout(600)
 def test_a_spark_executor_slower_than_its_input_holds_the_publisher_back(tmp_path: Path) -> None:
-    from superpeer.rpc.server import start_superpeer
-    from superpeer.topology import load_topology
+    from network_harness import start_own_topology
 
-    source = tmp_path / "one.toml"
-    source.write_text(ONE_PEER)
-    topology = load_topology(with_free_ports(source, tmp_path / "a.toml"))
     backlog = 512 << 10  # (and micro-batches every 2 s: the publisher is far faster)
-    peer = start_superpeer(topology, "A", executor="spark",
-                           executor_options={"backlog": backlog, "trigger_ms": 2000, "master": "local[1]"})
+    topology, peers = start_own_topology(tmp_path, ONE_PEER, {"A": {"executor": "spark", "executor_options": {
+        "backlog": backlog, "trigger_ms": 2000, "master": "local[1]"}}})
+    peer = peers["A"]
     photons = [p.to_xml() for p in generate(30_000, seed=5)]
     try:
         client = SuperPeerClient(topology.address("A"), timeout=60)
