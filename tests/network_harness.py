@@ -18,24 +18,18 @@ from thinpeer.ops.topologies import shipped_topology
 ATTEMPTS = 3  # a free port found first may be taken by another process before the server binds it
 
 
-def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None, keys: Path | None = None,
-           quotas=None, peer_options: dict | None = None):
+def _on_free_ports(source, dest: Path, options, prepare=None) -> tuple:
+    """Every super-peer of the topology ``source`` on free loopback ports (written to ``dest``),
+    started with ``options(topology, peer)``; tried again on other ports if one was taken
+    between being found free and bound. ``prepare(topology)`` runs first on each try."""
     for attempt in range(ATTEMPTS):
-        path = with_free_ports(shipped_topology(name), tmp_path / name)
-        topology = load_topology(path)
-        if keys is not None:  # a backbone CA and token key: mutual TLS between peers, tokens
-            init_backbone(keys, {p: ["localhost", "127.0.0.1"] for p in topology.backbone.peers})
+        topology = load_topology(with_free_ports(source, dest))
+        if prepare is not None:
+            prepare(topology)
         peers: dict = {}
         try:
             for peer in topology.backbone.peers:
-                extra = {"limits": limits} if limits is not None else {}
-                if keys is not None:
-                    extra["security"] = Security.load(keys, peer)
-                if quotas is not None:
-                    extra["quotas"] = quotas
-                extra.update((peer_options or {}).get(peer, {}))
-                peers[peer] = start_superpeer(topology, peer, **{"retention": retention, "executor": executor,
-                                                                 **extra})
+                peers[peer] = start_superpeer(topology, peer, **options(topology, peer))
             return topology, peers
         except RuntimeError as exc:
             for running in peers.values():
@@ -43,6 +37,25 @@ def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None
             if "Failed to bind" not in str(exc) or attempt == ATTEMPTS - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def _start(tmp_path: Path, name: str, retention: int, executor: str, limits=None, keys: Path | None = None,
+           quotas=None, peer_options: dict | None = None):
+    def prepare(topology) -> None:
+        if keys is not None:  # a backbone CA and token key: mutual TLS between peers, tokens
+            init_backbone(keys, {p: ["localhost", "127.0.0.1"] for p in topology.backbone.peers})
+
+    def options(topology, peer: str) -> dict:
+        extra: dict = {"retention": retention, "executor": executor}
+        if limits is not None:
+            extra["limits"] = limits
+        if keys is not None:
+            extra["security"] = Security.load(keys, peer)
+        if quotas is not None:
+            extra["quotas"] = quotas
+        return {**extra, **(peer_options or {}).get(peer, {})}
+
+    return _on_free_ports(shipped_topology(name), tmp_path / name, options, prepare)
 
 
 @contextmanager
@@ -110,20 +123,8 @@ def until(condition, seconds: float = 30.0, pause: float = 0.05, what=None):
 
 def start_own_topology(tmp_path: Path, toml: str, options: dict[str, dict] | None = None) -> tuple:
     """Every super-peer of a topology written out here (``toml``), on free loopback ports, each
-    with its ``start_superpeer`` ``options``; tried again on other ports if one was taken
-    between being found free and bound. (topology, {peer: running}); stop them when done."""
+    with its ``start_superpeer`` ``options``: (topology, {peer: running}); stop them when done."""
     source = tmp_path / "own-topology.toml"
     source.write_text(toml)
-    for attempt in range(ATTEMPTS):
-        topology = load_topology(with_free_ports(source, tmp_path / "own-topology-ports.toml"))
-        peers: dict = {}
-        try:
-            for peer in topology.backbone.peers:
-                peers[peer] = start_superpeer(topology, peer, **(options or {}).get(peer, {}))
-            return topology, peers
-        except RuntimeError as exc:
-            for running in peers.values():
-                running.stop(grace=0)
-            if "Failed to bind" not in str(exc) or attempt == ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
+    return _on_free_ports(source, tmp_path / "own-topology-ports.toml",
+                          lambda topology, peer: (options or {}).get(peer, {}))
