@@ -143,7 +143,7 @@ class Node:
         self.archiver = (Archiver(self.state, archive.directory, archive.span, archive.samples)
                          if archive is not None else None)
         self.participant = Participant(self.state, self.executor, self.transport, self.positions, self.replays,
-                                       attach=self.data.attach, replay=self.data.replay, removed=self.data.forget,
+                                       attach=self.data.attach, replay=self.data.replay, removed=self._forget,
                                        background=settings.cut_routes_in_background)
         self.control = ControlPlane(self.state, self.transport, settings.retention, self.positions,
                                     self.transport.detector.incarnation)
@@ -227,6 +227,11 @@ class Node:
         by ``until`` (a neighbour's batch waits so, before it is taken and acknowledged)."""
         waited = self.pressure.wait(stream, until)
         return "" if waited.room else waited.reason
+
+    def _forget(self, stream: str) -> None:
+        """A stream removed here (under the lock): what the data plane and back-pressure kept of it."""
+        self.data.forget(stream)
+        self.pressure.forget(stream)
 
     def _rooms_of(self, stream: str) -> list:
         """Where a batch of ``stream`` goes next from here (``backpressure``): the outbound

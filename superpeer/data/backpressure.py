@@ -166,6 +166,13 @@ class Backpressure:
             held.seconds += seconds
             held.since = None
 
+    def forget(self, stream: str) -> None:
+        """A stream removed here: its record goes (one waiting now puts it back when done)."""
+        with self.lock:
+            held = self.held.get(stream)
+            if held is not None and held.since is None:
+                del self.held[stream]
+
     def status(self) -> dict:
         """Per stream that ever waited here: for how long in all, how often, why last, and
         whether it waits now."""
