@@ -43,7 +43,8 @@ from .checkpoint import DriverCheckpoint
 from .driver_state import DriverState, PendingWatermarks
 from .feed import FeedLog, FeedRoom, FeedServer
 from .jobs import Batch, SparkJobs, job_error
-from .session import cluster_status, cores_of, first_line, is_cluster
+from .session import cores_of, first_line, is_cluster
+from .status import executor_status
 from .tasks import FeedAddress, plan_batch, redo_piece
 
 log = logging.getLogger(__name__)
@@ -405,19 +406,7 @@ class SparkExecutor:
                 for cid, chain in chains.items() if chain.window is not None}
 
     def status(self) -> dict:
-        state = "stopped" if self._stopped else "ready" if self.ready else \
-            "starting" if self._loop is not None else "not started"
-        return {"executor": "spark", "master": self.master, "state": state, "running": self.ready,
-                "ready_after_s": self.ready_after_s, "chains": len(self.chains), "micro_batches": self.batches,
-                "redone_pieces": self.redone_pieces, "failed_batches": self.failed_batches,
-                "start_failures": self.start_failures, "last_start_failure": self.last_start_failure,
-                "spark_restarts": self.spark_restarts, "delivery_failures": self.delivery_failures,
-                "last_delivery_error": self.delivery_error, "last_batch_ms": round(self.last_batch_ms, 1),
-                "backlog_items": self.feed.backlog(), "checkpoint": str(self.directory), "error": self.error,
-                "feed": "%s:%d" % self.server.address if self.server.address else None,
-                "feed_rejected": self.server.rejected,
-                "watermarks": {"applied": self.watermarks.applied, "waiting": len(self.watermarks)},
-                **(cluster_status(self.master) if self._loop is not None else {})}
+        return executor_status(self)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Until every fed item is processed (tests and benchmarks)."""
