@@ -3,15 +3,11 @@ backlog (what back-pressure holds it to), its feed and, on a cluster, the cluste
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .session import cluster_status
 
-if TYPE_CHECKING:
-    from .executor import SparkExecutor
 
-
-def executor_status(ex: SparkExecutor) -> dict:
+def executor_status(ex) -> dict:
+    """``ex``: a ``SparkExecutor`` (not imported: it calls this)."""
     state = "stopped" if ex._stopped else "ready" if ex.ready else "starting" if ex._loop is not None else "not started"
     return {"executor": "spark", "master": ex.master, "state": state, "running": ex.ready,
             "ready_after_s": ex.ready_after_s, "chains": len(ex.chains), "micro_batches": ex.batches,
