@@ -123,11 +123,10 @@ class Backpressure:
     held: dict[str, HeldBack] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def wait(self, stream: str, until: float | None, tick: Callable[[str], None] | None = None) -> Waited:
+    def wait(self, stream: str, until: float | None) -> Waited:
         """Wait until every link a batch of ``stream`` reaches has room, or ``until``
-        (monotonic; None: no limit) has passed. ``tick(reason)`` is called every ``TICK_S`` of
-        waiting. The links are looked up again at each tick: a re-plan may have moved the
-        stream off a slow or failed link meanwhile."""
+        (monotonic; None: no limit) has passed. The links are looked up again every ``TICK_S``
+        of waiting: a re-plan may have moved the stream off a slow or failed link meanwhile."""
         started, reason = None, ""
         try:
             while True:
@@ -144,8 +143,7 @@ class Backpressure:
                 left = TICK_S if until is None else min(TICK_S, until - now)
                 if left <= 0:
                     return Waited(False, now - started, reason)
-                if not waiting.has_room(left) and tick is not None:
-                    tick(reason)
+                waiting.has_room(left)
         finally:
             if started is not None:
                 self._end(stream, time.monotonic() - started)
@@ -181,11 +179,6 @@ class Backpressure:
             return {"streams": {s: {"held_back_s": round(h.seconds + (now - h.since if h.since else 0.0), 3),
                                     "waits": h.waits, "waiting": h.since is not None, "reason": h.reason}
                                 for s, h in sorted(self.held.items())}}
-
-    def total_seconds(self) -> float:
-        now = time.monotonic()
-        with self.lock:
-            return sum(h.seconds + (now - h.since if h.since else 0.0) for h in self.held.values())
 
 
 def downstream(table, here: str, derived: Callable[[str], list[str]], is_copy: Callable[[str], bool],
