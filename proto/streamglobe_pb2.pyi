@@ -308,6 +308,44 @@ class TruncateReply(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class CountAnchorRequest(_message.Message):
+    __slots__ = ("stream",)
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    def __init__(self, stream: _Optional[str] = ...) -> None: ...
+
+class CountAnchorReply(_message.Message):
+    __slots__ = ("known", "origin", "ordinal", "reason")
+    KNOWN_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    ORDINAL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    known: bool
+    origin: int
+    ordinal: int
+    reason: str
+    def __init__(self, known: _Optional[bool] = ..., origin: _Optional[int] = ..., ordinal: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class AlignCountRequest(_message.Message):
+    __slots__ = ("stream", "origin", "ordinal")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    ORDINAL_FIELD_NUMBER: _ClassVar[int]
+    stream: str
+    origin: int
+    ordinal: int
+    def __init__(self, stream: _Optional[str] = ..., origin: _Optional[int] = ..., ordinal: _Optional[int] = ...) -> None: ...
+
+class AlignCountReply(_message.Message):
+    __slots__ = ("aligned", "later", "reason")
+    ALIGNED_FIELD_NUMBER: _ClassVar[int]
+    LATER_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    aligned: bool
+    later: bool
+    reason: str
+    def __init__(self, aligned: _Optional[bool] = ..., later: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class TransferRequest(_message.Message):
     __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender", "sender_epoch", "watermark_path", "origins", "numbered_by_origin", "payload", "lengths")
     STREAM_FIELD_NUMBER: _ClassVar[int]

@@ -464,6 +464,16 @@ class SuperPeerStub:
                 request_serializer=proto_dot_streamglobe__pb2.TruncateRequest.SerializeToString,
                 response_deserializer=proto_dot_streamglobe__pb2.TruncateReply.FromString,
                 _registered_method=True)
+        self.CountAnchor = channel.unary_unary(
+                '/streamglobe.v1.SuperPeer/CountAnchor',
+                request_serializer=proto_dot_streamglobe__pb2.CountAnchorRequest.SerializeToString,
+                response_deserializer=proto_dot_streamglobe__pb2.CountAnchorReply.FromString,
+                _registered_method=True)
+        self.AlignCount = channel.unary_unary(
+                '/streamglobe.v1.SuperPeer/AlignCount',
+                request_serializer=proto_dot_streamglobe__pb2.AlignCountRequest.SerializeToString,
+                response_deserializer=proto_dot_streamglobe__pb2.AlignCountReply.FromString,
+                _registered_method=True)
         self.Transfer = channel.unary_unary(
                 '/streamglobe.v1.SuperPeer/Transfer',
                 request_serializer=proto_dot_streamglobe__pb2.TransferRequest.SerializeToString,
@@ -544,6 +554,20 @@ class SuperPeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CountAnchor(self, request, context):
+        """A count window moved to a new plan (superpeer.control.count_handover): where the old
+        operator stands, and the new one (installed held) aligned with it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AlignCount(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Transfer(self, request, context):
         """Data plane: item batches along a stream's route, acknowledged.
         """
@@ -612,6 +636,16 @@ def add_SuperPeerServicer_to_server(servicer, server):
                     servicer.Truncate,
                     request_deserializer=proto_dot_streamglobe__pb2.TruncateRequest.FromString,
                     response_serializer=proto_dot_streamglobe__pb2.TruncateReply.SerializeToString,
+            ),
+            'CountAnchor': grpc.unary_unary_rpc_method_handler(
+                    servicer.CountAnchor,
+                    request_deserializer=proto_dot_streamglobe__pb2.CountAnchorRequest.FromString,
+                    response_serializer=proto_dot_streamglobe__pb2.CountAnchorReply.SerializeToString,
+            ),
+            'AlignCount': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlignCount,
+                    request_deserializer=proto_dot_streamglobe__pb2.AlignCountRequest.FromString,
+                    response_serializer=proto_dot_streamglobe__pb2.AlignCountReply.SerializeToString,
             ),
             'Transfer': grpc.unary_unary_rpc_method_handler(
                     servicer.Transfer,
@@ -874,6 +908,60 @@ class SuperPeer:
             '/streamglobe.v1.SuperPeer/Truncate',
             proto_dot_streamglobe__pb2.TruncateRequest.SerializeToString,
             proto_dot_streamglobe__pb2.TruncateReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CountAnchor(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/streamglobe.v1.SuperPeer/CountAnchor',
+            proto_dot_streamglobe__pb2.CountAnchorRequest.SerializeToString,
+            proto_dot_streamglobe__pb2.CountAnchorReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlignCount(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/streamglobe.v1.SuperPeer/AlignCount',
+            proto_dot_streamglobe__pb2.AlignCountRequest.SerializeToString,
+            proto_dot_streamglobe__pb2.AlignCountReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -34,12 +34,15 @@ from typing import Protocol
 from sharing.properties import InputStream
 from sharing.stream_table import NetworkStream
 
+from wxquery.operators.count_alignment import Anchor
+
 from .control.control_plane import ControlPlane
+from .control.count_handover import align_here, anchor_here
 from .control.reoptimisation import Reoptimiser
 from .control.reoptimisation_settings import ReoptimisationSettings
 from .data.origins import Origins
 from .control.participant import Participant
-from .control.peer_link import PeerLink, Reserved, Waiting
+from .control.peer_link import Aligned, PeerLink, Reserved, Waiting
 from .data.backpressure import HELD_BACK, Backpressure, LinkBuffer, LinkRoom, downstream
 from .data.data_plane import DataPlane, Outbound, Published
 from .data.limits import DataLimits
@@ -296,11 +299,19 @@ class Node:
                                                      coordinator=caller)
 
     def commit(self, txn: str, subscription: str, lineage: list[str], replay: dict[str, int] | None = None,
-               since: dict[str, float] | None = None, caller: str | None = None) -> dict[str, dict]:
+               since: dict[str, float] | None = None, held: list[str] | None = None,
+               caller: str | None = None) -> dict[str, dict]:
         """Where the plan starts in the streams registered here (``Participant.commit``). Only
         the peer that planned a subscription commits it; a lease that expired is refused."""
         peer_access.check_transaction(caller, txn, self.state.transactions.get(txn), subscription, "Commit")
-        return self.participant.commit(txn, subscription, lineage, replay, since)
+        return self.participant.commit(txn, subscription, lineage, replay, since, held)
+
+    def count_anchor(self, stream: str, caller: str | None = None) -> tuple[Anchor | None, str]:
+        return anchor_here(self.state, self.executor, stream)
+
+    def align_count(self, stream: str, anchor: Anchor, caller: str | None = None) -> Aligned:
+        peer_access.check_align(caller, stream)
+        return align_here(self.state, self.executor, stream, anchor)
 
     def abort(self, txn: str, caller: str | None = None) -> bool:
         """Whether a replay ``txn`` held here had been let go before (``Participant.abort``)."""

@@ -15,7 +15,8 @@ from sharing.backbone import Backbone
 from sharing.properties import InputStream
 from sharing.scenarios import paper_example_backbone
 from sharing.stream_table import NetworkStream
-from superpeer.control.peer_link import Committed, Reserved, Waiting, copy_stream
+from wxquery.operators.count_alignment import Anchor
+from superpeer.control.peer_link import Aligned, Committed, Reserved, Waiting, copy_stream
 from superpeer.errors import NodeError
 from superpeer.control.reoptimisation_settings import ReoptimisationSettings
 from superpeer.node import Node, NodeSettings
@@ -129,13 +130,13 @@ class FakeTransport:
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
                required: bool, replay: dict[str, int] | None = None,
-               since: dict[str, float] | None = None) -> Committed:
+               since: dict[str, float] | None = None, held: list[str] | None = None) -> Committed:
         h = self._handler("commit", peer, txn, subscription)
         if h is None:
             if required:
                 raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable")
             return Committed({})
-        return Committed.of(h.commit(txn, subscription, lineage, replay, since))
+        return Committed.of(h.commit(txn, subscription, lineage, replay, since, held))
 
     def abort(self, peer: str, txn: str) -> bool | None:
         h = self._handler("abort", peer, txn)
@@ -149,6 +150,14 @@ class FakeTransport:
         h = self._handler("truncate", peer, stream, last)
         if h is not None:
             h.truncate(stream, last)
+
+    def count_anchor(self, peer: str, stream: str) -> tuple[Anchor | None, str]:
+        h = self._handler("count_anchor", peer, stream)
+        return (None, f"{peer} did not answer") if h is None else h.count_anchor(stream)
+
+    def align_count(self, peer: str, stream: str, anchor: Anchor) -> Aligned | None:
+        h = self._handler("align_count", peer, stream, anchor)
+        return None if h is None else h.align_count(stream, anchor)
 
 
 class DirectSender:

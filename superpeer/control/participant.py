@@ -155,7 +155,8 @@ class Participant:
         return got
 
     def commit(self, txn: str, subscription: str, lineage: list[str],
-               replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> dict[str, dict]:
+               replay: dict[str, int] | None = None, since: dict[str, float] | None = None,
+               aligned_later: list[str] | None = None) -> dict[str, dict]:
         """``replay``: new copies of a stream registered here to fill from its log, from the
         given item on, before any new item (a subscription over the past, or planned again
         after a failure); ``since``: those of them to fill from the first item that arrived
@@ -167,8 +168,14 @@ class Participant:
         the first parent item (``positions``) of each stream made here that the plan installs
         on a stream already flowing here, and of each stream of its ``lineage`` made here;
         ``logged``, per stream registered here that the plan reads, the items logged so far
-        (late by the items in flight: for where no anchor is known)."""
+        (late by the items in flight: for where no anchor is known).
+
+        ``aligned_later``: new count windows made here to install held, until the subscription's peer
+        aligns them with the windows they take over (``count_handover``)."""
         here = self.state.id
+        if aligned_later and not self.executor.aligns_count_windows:
+            raise NodeError("FAILED_PRECONDITION", f"the {self.executor.name} executor at {here} cannot align "
+                                                   "a count window with another one's")
         with self.state.lock:
             if self.transactions.is_expired(txn):  # (refused, not committed empty)
                 raise NodeError("FAILED_PRECONDITION", f"the reservation {txn} expired at {here} "
@@ -189,8 +196,11 @@ class Participant:
                     self.state.table.add(s)
                 if s.origin == here and s.parent is not None:
                     parent = self.state.table.get(s.parent)
-                    self.executor.install(s.id, s.operators, s.parent,
-                                          parent.kind if parent is not None else "items")
+                    kind = parent.kind if parent is not None else "items"
+                    if aligned_later and s.id in aligned_later:
+                        self.executor.install(s.id, s.operators, s.parent, kind, held=True)
+                    else:
+                        self.executor.install(s.id, s.operators, s.parent, kind)
                     installed.append(s.id)
             # A parent whose end already passed here will not end again: nor would the new
             # streams computed from it, unless they are ended now (the lock keeps items out).

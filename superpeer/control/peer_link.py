@@ -14,6 +14,7 @@ from typing import Protocol
 from sharing.properties import InputStream
 from sharing.serialization import stream_from_json, stream_to_json
 from sharing.stream_table import NetworkStream
+from wxquery.operators.count_alignment import Anchor
 
 
 @dataclass
@@ -22,6 +23,15 @@ class Waiting:
 
     subscription: str
     registered_at: float
+
+
+@dataclass(frozen=True)
+class Aligned:
+    """What a held count window said to an anchor (``count_handover``)."""
+
+    aligned: bool
+    later: bool = False  # not yet: ask again
+    reason: str = ""
 
 
 @dataclass
@@ -80,13 +90,18 @@ class PeerHandler(Protocol):
                 target: str, version: int | None = None, attach: dict | None = None) -> Reserved: ...
 
     def commit(self, txn: str, subscription: str, lineage: list[str],
-               replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> dict[str, dict]: ...
+               replay: dict[str, int] | None = None, since: dict[str, float] | None = None,
+               held: list[str] | None = None) -> dict[str, dict]: ...
 
     def abort(self, txn: str) -> bool: ...
 
     def remove(self, subscription: str) -> list[str]: ...
 
     def truncate(self, stream: str, last: str) -> None: ...
+
+    def count_anchor(self, stream: str) -> tuple[Anchor | None, str]: ...
+
+    def align_count(self, stream: str, anchor: Anchor) -> Aligned: ...
 
 
 class PeerLink(Protocol):
@@ -106,7 +121,7 @@ class PeerLink(Protocol):
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
                required: bool, replay: dict[str, int] | None = None,
-               since: dict[str, float] | None = None) -> Committed: ...
+               since: dict[str, float] | None = None, held: list[str] | None = None) -> Committed: ...
 
     def abort(self, peer: str, txn: str) -> bool | None:
         """Whether a replay ``txn`` held at ``peer`` had been let go before (None: unreachable)."""
@@ -114,6 +129,12 @@ class PeerLink(Protocol):
     def remove(self, peer: str, subscription: str) -> list[str] | None: ...
 
     def truncate(self, peer: str, stream: str, last: str) -> None: ...
+
+    def count_anchor(self, peer: str, stream: str) -> tuple[Anchor | None, str]:
+        """Where the count window computing ``stream`` at ``peer`` stands (``count_handover``)."""
+
+    def align_count(self, peer: str, stream: str, anchor: Anchor) -> Aligned | None:
+        """The held count window computing ``stream`` at ``peer`` aligned (None: unreachable)."""
 
 
 def copy_stream(s: NetworkStream) -> NetworkStream:

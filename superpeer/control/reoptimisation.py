@@ -21,10 +21,12 @@ out (what they cost is what the new plan must beat; they must not be reused by i
 * every re-plan is recorded in the subscription's plan history (when, why, old and new cost,
   the streams reused) — the failures' too (``recovery.replanning``).
 
-What moves this way: a subscription reading one input of per-item operators (selection,
-projection, its restructuring here), on peers whose executor says where each item came from
-(the inline one). Window aggregates computed in the network, joins, samples and subscriptions
-over the past keep their plan (``status`` says why); a failure still re-plans them.
+What moves this way: a subscription reading one input, of per-item operators (selection,
+projection, its restructuring here) or windows aggregated in the network — time windows switched
+by window index, count windows too once the new operator is aligned with the old one's
+(``count_handover``) — on peers whose executor says where each item came from (the inline one).
+Joins, samples and subscriptions over the past keep their plan (``status`` says why); a failure
+still re-plans them.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ from ..recovery.replanning import Recovery
 from ..recovery.route_health import broken, data_paths, restarted
 from ..subscriptions.plan_history import note_replan
 from ..subscriptions.record import SubscriptionRecord
-from ..subscriptions.track_switch import TrackSwitch
+from ..subscriptions.track_switch import TrackSwitch, progress_stream
 from .control_plane import ControlPlane
+from .count_handover import CountHandover, handover_for
 from .remote_view import RemotePlanningView, fetch_planning_view
 from .reoptimisation_settings import ReoptimisationSettings
 
@@ -74,6 +77,7 @@ class Move:
     new_id: str
     new_peers: set[str]  # where the new plan is (a cancel removes it there)
     progress: str | None  # a stream here showing how far the old plan has come (``progress_stream``)
+    handover: CountHandover | None = None  # a count window to align (``count_handover``)
     since: float = field(default_factory=time.monotonic)
 
 
@@ -173,10 +177,8 @@ class Reoptimiser:
         entry = self.control.state.table.get(next(iter(record.inputs.values()), ""))
         if entry is None:
             return "not running"
-        window = props.inputs[0].window
-        if entry.kind == "records" and (window is None or window.kind != "diff"):
-            return ("count windows aggregated in the network (their alignment is their plan's): "
-                    "not moved between plans yet")
+        if entry.kind == "records" and props.inputs[0].window is None:
+            return "reads window records of no window of its own"
         left = self.settings.cooldown_s - (time.time() - record.last_replan)
         if left > 0:
             return f"re-planned {self.settings.cooldown_s - left:.0f} s ago (cool-down {self.settings.cooldown_s:g} s)"
@@ -197,13 +199,14 @@ class Reoptimiser:
         decided = self._plan(record, why)
         if decided is None:
             return False
-        plan, view, old_cost, new_cost, variable, old_stream, change = decided
+        plan, view, old_cost, new_cost, variable, old_stream, change, handover = decided
         with self.control._installing:
             reason = self.why_not(record)
             if reason or record.inputs.get(variable) != old_stream:
                 record.reoptimisation = reason or "kept: its plan changed while a new one was made"
                 return False
-            return self._migrate(record, plan, view, why, old_cost, new_cost, variable, old_stream, change)
+            return self._migrate(record, plan, view, why, (old_cost, new_cost, change), variable, old_stream,
+                                 handover)
 
     def _plan(self, record: SubscriptionRecord, why: str) -> tuple | None:
         """The move to make, if any: (plan, view, old cost, new cost, variable, old stream,
@@ -246,11 +249,21 @@ class Reoptimiser:
                      or view.snapshot.streams.get(new_stream))
         if new_stream == old_stream or old_entry is None or new_entry is None or new_entry.kind != old_entry.kind:
             return None  # (records of other windows: not switched by window)
-        return plan, view, old_cost, new_cost, variable, old_stream, move.change
+        handover = None
+        if old_entry.kind == "records" and props.inputs[0].window.kind == "count":
+            handover = handover_for({**{s.id: s for s in state.table}, **streams}, old_stream, new_stream,
+                                    {s.id: s for s in plan.parts[0].new_streams})
+            if isinstance(handover, str):
+                record.reoptimisation = f"kept: {handover}"
+                return None
+        return plan, view, old_cost, new_cost, variable, old_stream, move.change, handover
 
     def _migrate(self, record: SubscriptionRecord, plan: Plan, view: RemotePlanningView, why: str,
-                 old_cost: float, new_cost: float, variable: str, old_stream: str, move_change: float) -> bool:
+                 costs: tuple[float, float, float], variable: str, old_stream: str,
+                 handover: CountHandover | None) -> bool:
+        """``costs``: the old plan's, the new one's, and the change of the network's cost."""
         control, state = self.control, self.control.state
+        old_cost, new_cost, move_change = costs
         sid, new_id = record.runtime.id, plan.subscription
         old_ids = [*record.stale, record.plan_id]
         old_paths = record.paths
@@ -268,8 +281,9 @@ class Reoptimiser:
         new_stream = plan.parts[0].result_stream
         window = record.runtime.analysis.properties.inputs[0].window
         records = state.table.get(old_stream) is not None and state.table.get(old_stream).kind == "records"
-        switch = TrackSwitch(record.runtime, variable, old_stream, new_stream,
-                             partial_windows=math.ceil(window.size / window.step) if records and window else 0)
+        switch = TrackSwitch(record.runtime, variable, old_stream, new_stream, by_window=handover is not None,
+                             partial_windows=math.ceil(window.size / window.step)
+                             if records and window and handover is None else 0)
         with state.lock:
             entries = state.deliveries.get(old_stream, [])
             state.deliveries[old_stream] = [(switch.old, v) if getattr(r, "runtime", r) is record.runtime
@@ -279,7 +293,7 @@ class Reoptimiser:
             else:
                 state.deliveries.setdefault(new_stream, []).append((switch.new, variable))
         try:
-            done = control.two_phase.commit(txn, plan, view)
+            done = control.two_phase.commit(txn, plan, view, held=[handover.new_stream] if handover else None)
         except Exception as exc:  # noqa: BLE001 - the old plan goes on alone, unless it is too late
             why = f"installing the new plan failed: {as_node_error(exc, new_id).message}"
             with state.lock:
@@ -313,7 +327,7 @@ class Reoptimiser:
             entry["state"] = "switching"
         state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample)
         self.switches[sid] = Move(switch, record, entry, old_ids, old_peers, old_paths, restore, new_id, new_peers,
-                                  progress_stream(state, old_stream))
+                                  progress_stream(state, old_stream), handover)
         self.migrations += 1
         record.reoptimisation = f"moving to {new_id} ({why}): the network's cost falls by {-move_change:.4g}"
         log.warning("subscription %s re-planned as %s (%s): cost %.4g -> %.4g: %s", sid, new_id, why,
@@ -329,7 +343,11 @@ class Reoptimiser:
         state = self.control.state
         for sid, move in list(self.switches.items()):
             switch, record = move.switch, move.record
+            if move.handover is not None:  # (its calls, before the locks are taken)
+                move.handover.step(self.control.link)
             with self.control._installing, state.lock:
+                if move.handover is not None and move.handover.failed and not switch.done:
+                    switch.fail(move.handover.failed)
                 if switch.runtime is not record.runtime or self.control.subscriptions.get(sid) is not record:
                     self._detach(switch, old_to_runtime=False, keep_new=False)  # re-planned, or ended
                     del self.switches[sid]
@@ -414,31 +432,8 @@ class Reoptimiser:
         return {"enabled": self.settings.enabled, "every_s": self.settings.every_s,
                 "margin": self.settings.margin, "cooldown_s": self.settings.cooldown_s,
                 "rounds": self.rounds, "migrations": self.migrations,
-                "switching": {sid: {"at_item": m.switch.at, "held": len(m.switch.held)}
+                "switching": {sid: {"at_item": m.switch.at, "held": len(m.switch.held),
+                                    **({"aligning": m.handover.waiting or "asked"}
+                                       if m.handover is not None and not m.handover.aligned else {})}
                               for sid, m in list(self.switches.items())}}
 
-
-def progress_stream(state, stream: str) -> str | None:
-    """A stream here numbered by the original's items from which every operator down to
-    ``stream`` runs on this peer: how far it has come is how far the old plan has (None if
-    some operator runs elsewhere)."""
-    seen = set()
-    while stream and stream not in seen:
-        seen.add(stream)
-        entry = state.table.get(stream)
-        if entry is None:
-            return None
-        if entry.original:
-            return stream
-        if entry.operators and entry.origin != state.id:
-            return None
-        parent = entry.parent
-        if not entry.operators and parent is not None and parent not in state.table:
-            known = state.known_originals.get(parent)
-            return stream if known is not None else None
-        if parent is None:
-            return None
-        if not entry.operators and state.table.get(parent) is not None and state.table.get(parent).original:
-            return stream
-        stream = parent
-    return None

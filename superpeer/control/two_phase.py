@@ -97,13 +97,15 @@ class Coordinator:
             self.link.abort(p, txn)
 
     def commit(self, txn: str, plan: Plan, view: RemotePlanningView,
-               replay: dict[str, int] | None = None, since: dict[str, float] | None = None) -> PlanCommitted:
+               replay: dict[str, int] | None = None, since: dict[str, float] | None = None,
+               held: list[str] | None = None) -> PlanCommitted:
         """Commit on the peers the plan touches, downstream first: a peer starts sending a new
         stream only once every later peer of its route has installed it; a replay held for the
         plan is let go after all of them. ``replay``: new copies to fill from their stream's log (from
         the given item), streams and copies of a running replay to drop the items of below a
         number; ``since``: copies to fill from the items that arrived in the last so many
-        seconds instead. Returns where the plan starts (``PlanCommitted``)."""
+        seconds instead; ``held``: new count windows to install held (``count_handover``).
+        Returns where the plan starts (``PlanCommitted``)."""
         chains = [s for p in plan.parts for s in view.lineage(p.reused)]
         lineage = sorted({s.id for s in chains})
         holders = self.holders(plan, view)
@@ -121,7 +123,8 @@ class Coordinator:
         for i, peer in enumerate(order):
             try:
                 committed = self.link.commit(peer, txn, plan.subscription, lineage,
-                                             required=peer in required, replay=replay, since=since)
+                                             required=peer in required, replay=replay, since=since,
+                                             held=held)
             except NodeError as exc:
                 if peer in first and set(order[:i]) <= first and PLAN_AGAIN in exc.message:
                     held = shared_replays(plan).values()  # (nothing has started yet)

@@ -35,6 +35,9 @@ class Executor(Protocol):
     name: str
     wants_text: bool  # push needs the wire text (else parsed values); outputs are of the same kind
     synchronous: bool  # a push's outputs are delivered before it returns
+    # a count window can be installed held and aligned with another's (``count_alignment``;
+    # then also ``install(..., held=True)``, ``count_anchor`` and ``align_count``)
+    aligns_count_windows: bool
 
     def start(self) -> None:
         """Begin: outputs may reach ``deliver`` from now on (a restarted executor hands on again

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from wxquery.operators import definitions as alg
 from wxquery.operators.chains import normalise
+from wxquery.operators.count_alignment import Anchor
 from wxquery.operators.predicate_index import INDEX_FROM
 from wxquery.operators.runner import ChainGroup
 from wxquery.operators.windows import WindowCounters
@@ -23,6 +24,7 @@ class InlineExecutor:
     name = "inline"
     wants_text = True
     synchronous = True
+    aligns_count_windows = True  # (``count_anchor``, ``align_count``, ``install(held=True)``)
 
     def __init__(self, lateness: float = 0.0, deliver: Deliver | None = None,
                  index_from: int = INDEX_FROM) -> None:
@@ -39,13 +41,30 @@ class InlineExecutor:
         """Nothing to start: a push is evaluated in the caller's thread."""
 
     def install(self, stream: str, operators: tuple[alg.Operator, ...], parent: str | None = None,
-                parent_kind: str = "items") -> None:
+                parent_kind: str = "items", held: bool = False) -> None:
         if installs_a_copy(self.copies, stream, operators, parent) or stream in self.parents:
             return
         chain = normalise(self.next_chain, stream, parent, parent_kind, operators)
         self.next_chain += 1
-        self.groups.setdefault(parent, ChainGroup(self.lateness, self.index_from)).add(chain)
+        self.groups.setdefault(parent, ChainGroup(self.lateness, self.index_from)).add(chain, held=held)
         self.parents[stream] = parent
+
+    def count_anchor(self, stream: str) -> Anchor | None:
+        """Where the count window computing ``stream`` stands (``count_alignment``)."""
+        parent = self.parents.get(stream)
+        return None if parent is None else self.groups[parent].anchor(stream)
+
+    def align_count(self, stream: str, anchor: Anchor) -> None:
+        """The held count window computing ``stream`` aligned at ``anchor``; what it closes now
+        is delivered (``NotYet``/``Unalignable`` if it cannot be aligned)."""
+        parent = self.parents.get(stream)
+        if parent is None:
+            raise KeyError(stream)
+        out = self.groups[parent].align(stream, anchor)
+        if out:
+            seq = self.seqs.get(stream, 0)
+            self.seqs[stream] = seq + len(out)
+            self.deliver(stream, seq, out, False)
 
     def remove(self, stream: str) -> None:
         self.copies.discard(stream)
@@ -66,7 +85,7 @@ class InlineExecutor:
         group = self.groups.get(parent)
         if group is None:
             return
-        for child, out in group.push(texts or [], end).items():
+        for child, out in group.push(texts or [], end, origins).items():
             if not out and not end:
                 continue  # (nothing to deliver: the data plane would only take its lock)
             seq = self.seqs.get(child, 0)

@@ -25,8 +25,16 @@ from proto import streamglobe_pb2_grpc as pb_grpc
 from sharing.properties import InputStream
 from sharing.serialization import stream_from_json, stream_to_json
 from sharing.stream_table import NetworkStream
+from wxquery.operators.count_alignment import Anchor
 
-from ..control.peer_link import Committed, PeerHandler, Reserved, Waiting, copy_stream
+from ..control.peer_link import (
+    Aligned,
+    Committed,
+    PeerHandler,
+    Reserved,
+    Waiting,
+    copy_stream,
+)
 from ..data.forwarding import Forwarder, LinkCounters
 from ..errors import NodeError
 from ..recovery.failure_detector import FailureDetector, HeartbeatSettings
@@ -199,11 +207,11 @@ class GrpcPeerChannels:
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
                required: bool, replay: dict[str, int] | None = None,
-               since: dict[str, float] | None = None) -> Committed:
+               since: dict[str, float] | None = None, held: list[str] | None = None) -> Committed:
         if peer == self.id:
-            return Committed.of(self.local.commit(txn, subscription, lineage, replay, since), self.epoch)
+            return Committed.of(self.local.commit(txn, subscription, lineage, replay, since, held), self.epoch)
         got = self._call(peer, "Commit", pb.CommitRequest(
-            transaction=txn, commit_json=commit_to_wire(subscription, lineage, replay, since)),
+            transaction=txn, commit_json=commit_to_wire(subscription, lineage, replay, since, held)),
             lambda r: Committed.of(json.loads(r.starts_json or "{}"), r.incarnation), required=required)
         return got or Committed({})
 
@@ -225,6 +233,20 @@ class GrpcPeerChannels:
             return
         self._call(peer, "Truncate", pb.TruncateRequest(stream=stream, peer=last), lambda r: None,
                    required=False)
+
+    def count_anchor(self, peer: str, stream: str) -> tuple[Anchor | None, str]:
+        if peer == self.id:
+            return self.local.count_anchor(stream)
+        got = self._call(peer, "CountAnchor", pb.CountAnchorRequest(stream=stream),
+                         lambda r: (Anchor(r.origin, r.ordinal) if r.known else None, r.reason), required=False)
+        return got or (None, f"{peer} did not answer")
+
+    def align_count(self, peer: str, stream: str, anchor: Anchor) -> Aligned | None:
+        if peer == self.id:
+            return self.local.align_count(stream, anchor)
+        request = pb.AlignCountRequest(stream=stream, origin=anchor.origin, ordinal=anchor.ordinal)
+        return self._call(peer, "AlignCount", request, lambda r: Aligned(r.aligned, r.later, r.reason),
+                          required=False)
 
     # ------------------------------------------------------------------ heartbeats
 

@@ -16,6 +16,7 @@ from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 
 from sharing.serialization import stream_from_json
+from wxquery.operators.count_alignment import Anchor
 
 from ..data.backpressure import HELD_BACK, TICK_S
 from ..data.forwarding import REFUSED_NAMES
@@ -197,8 +198,8 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def Commit(self, request, context, caller):
-        subscription, lineage, replay, since = commit_from_wire(request.commit_json)
-        starts = self.node.commit(request.transaction, subscription, lineage, replay, since, caller=caller)
+        subscription, lineage, replay, since, held = commit_from_wire(request.commit_json)
+        starts = self.node.commit(request.transaction, subscription, lineage, replay, since, held, caller=caller)
         return pb.CommitReply(starts_json=json.dumps(starts), incarnation=self.node.epoch)
 
     @_handled
@@ -216,6 +217,20 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     def Truncate(self, request, context, caller):
         self.node.truncate(request.stream, request.peer, caller)
         return pb.TruncateReply()
+
+    @_handled
+    @_peers_only
+    def CountAnchor(self, request, context, caller):
+        anchor, reason = self.node.count_anchor(request.stream, caller)
+        if anchor is None:
+            return pb.CountAnchorReply(known=False, reason=reason)
+        return pb.CountAnchorReply(known=True, origin=anchor.origin, ordinal=anchor.ordinal)
+
+    @_handled
+    @_peers_only
+    def AlignCount(self, request, context, caller):
+        got = self.node.align_count(request.stream, Anchor(request.origin, request.ordinal), caller)
+        return pb.AlignCountReply(aligned=got.aligned, later=got.later, reason=got.reason)
 
     @_handled
     @_peers_only

@@ -40,17 +40,18 @@ def part_from_wire(text: str) -> tuple[list[NetworkStream], str, str, int | None
 
 
 def commit_to_wire(subscription: str, lineage: list[str], replay: dict[str, int] | None = None,
-                   since: dict[str, float] | None = None) -> str:
+                   since: dict[str, float] | None = None, held: list[str] | None = None) -> str:
     return json.dumps({"subscription": subscription, "lineage": lineage, "replay": replay or {},
-                       "since": since or {}})
+                       "since": since or {}, "held": held or []})
 
 
-def commit_from_wire(text: str) -> tuple[str, list[str], dict[str, int], dict[str, float]]:
+def commit_from_wire(text: str) -> tuple[str, list[str], dict[str, int], dict[str, float], list[str]]:
     """(subscription, reused streams and ancestors, new copies to fill from their stream's log
-    and from which item, those of them to fill from the items of the last so many seconds)."""
+    and from which item, those of them to fill from the items of the last so many seconds, new
+    count windows to install held: ``control.count_handover``)."""
     info = json.loads(text)
     return (info["subscription"], list(info["lineage"]), {k: int(v) for k, v in info.get("replay", {}).items()},
-            {k: float(v) for k, v in info.get("since", {}).items()})
+            {k: float(v) for k, v in info.get("since", {}).items()}, [str(s) for s in info.get("held", [])])
 
 
 def waiting_to_wire(waiting: list[Waiting]) -> str:

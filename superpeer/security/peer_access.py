@@ -88,6 +88,13 @@ def check_remove(caller: str | None, subscription: str) -> None:
                    f"{caller} may remove only its own subscriptions' streams ({caller}-…)")
 
 
+def check_align(caller: str | None, stream: str) -> None:
+    """Only the peer that planned a count window aligns it (``control.count_handover``)."""
+    if caller is not None and stream_owner(stream) != caller:
+        raise deny(caller, f"AlignCount {stream}", f"{caller} may align only the count windows of its own "
+                                                   f"streams ({caller}.…)")
+
+
 def check_truncate(caller: str | None, stream: str, route: tuple[str, ...] | None, last: str) -> None:
     """A peer cuts a stream's route only back to the peer before it (``route``: the stream's as
     this peer has it, None if it has none)."""

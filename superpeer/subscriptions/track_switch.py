@@ -20,7 +20,9 @@ items: the same switch then runs on window indexes (window k covers ``[k·μ, k�
 reference, aligned at 0 whichever plan computes it): the old plan delivers the windows before
 window ``at``, the new plan those from it on. The new plan's first windows may have begun before
 its streams were attached (partial), so ``at`` is at least ``partial_windows`` (⌈Δ/μ⌉) after the
-first window it delivers.
+first window it delivers. Count windows aggregated in the network switch by window index too;
+the new plan's count window is aligned with the old one's and delivers only whole windows
+(``by_window``, ``control.count_handover``), so ``at`` is simply its first.
 
 Items are fed to one ``SubscriptionRuntime`` throughout, so whatever its post-processing holds
 goes on unchanged. Every call is made with the peer's lock held (the data plane's), so the two
@@ -33,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..peer_state import PeerState
 from .runtime import SubscriptionRuntime
 
 
@@ -48,6 +51,7 @@ class TrackSwitch:
     ended: bool = False  # the input's end was fed
     failed: str = ""
     partial_windows: int = 0  # > 0: the input is time-window records, switched by window index
+    by_window: bool = False  # the input is count-window records, switched by window index
     held: list = field(default_factory=list)  # the new side's items waiting for the old side
     held_end: bool = False
     switched_items: int = 0  # fed from the new side
@@ -65,7 +69,7 @@ class TrackSwitch:
 
     def keys(self, values: list, origins: Sequence[int] | None) -> Sequence[int] | None:
         """Where each item stands in the original: its origin, or its window's index."""
-        if self.partial_windows and values:
+        if (self.partial_windows or self.by_window) and values:
             return [v.index for v in values]
         return origins
 
@@ -119,7 +123,8 @@ class TrackSwitch:
     def progress(self, next_origin: int) -> None:
         """This peer has taken every item of the original below ``next_origin`` through the old
         plan's operators here: the old side is complete below ``at`` once that passes it."""
-        if self.at is not None and not self.done and not self.partial_windows and next_origin >= self.at:
+        if (self.at is not None and not self.done and not self.partial_windows and not self.by_window
+                and next_origin >= self.at):
             self._complete()
 
     def fail(self, why: str) -> None:
@@ -157,3 +162,29 @@ class _Side:
             self.switch.from_old(values, end, origins)
         else:
             self.switch.from_new(values, end, origins)
+
+
+def progress_stream(state: PeerState, stream: str) -> str | None:
+    """A stream here numbered by the original's items from which every operator down to
+    ``stream`` runs on this peer: how far it has come is how far the old plan has (None if
+    some operator runs elsewhere)."""
+    seen = set()
+    while stream and stream not in seen:
+        seen.add(stream)
+        entry = state.table.get(stream)
+        if entry is None:
+            return None
+        if entry.original:
+            return stream
+        if entry.operators and entry.origin != state.id:
+            return None
+        parent = entry.parent
+        if not entry.operators and parent is not None and parent not in state.table:
+            known = state.known_originals.get(parent)
+            return stream if known is not None else None
+        if parent is None:
+            return None
+        if not entry.operators and state.table.get(parent) is not None and state.table.get(parent).original:
+            return stream
+        stream = parent
+    return None

@@ -154,12 +154,7 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
     the rows a shared predicate index found inside the chain's key range, and the chain's atoms
     left to test on them (``predicate_index``; None: every atom is tested on every row)."""
     out = ChainOutput()
-    live = None if offsets is None else offsets >= chain.start  # (None: every item is new)
-    if batch.valid is not None:  # items that do not parse are dropped (the batch counts them)
-        live = batch.valid if live is None else live & batch.valid
-    if chain.sample > 1 and chain.input_kind == "items":
-        keep = sampled(batch.texts, chain.sample)
-        live = keep if live is None else live & keep
+    live = live_rows(chain, batch, offsets)
     if chain.input_kind == "records":
         numbers = range(len(batch.texts)) if offsets is None else offsets.tolist()
         out.records = [(int(o), batch.texts[i]) for i, o in enumerate(numbers) if live is None or live[i]]
@@ -199,6 +194,23 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
             out.low = float(refs[admitted].min())
     out.panes = reduce_panes(inputs, panes, chain.window.partials)
     return out
+
+
+def live_rows(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None = None) -> np.ndarray | None:
+    """Which items of the batch the chain takes at all (None: every one): those new to it that
+    parse and are in its sample."""
+    live = None if offsets is None else offsets >= chain.start  # (None: every item is new)
+    if batch.valid is not None:  # items that do not parse are dropped (the batch counts them)
+        live = batch.valid if live is None else live & batch.valid
+    if chain.sample > 1 and chain.input_kind == "items":
+        keep = sampled(batch.texts, chain.sample)
+        live = keep if live is None else live & keep
+    return live
+
+
+def reaching_rows(chain: Chain, batch: ItemBatch) -> np.ndarray:
+    """The rows of the batch that reach the chain's window (or its output): selected ones."""
+    return np.flatnonzero(selection_mask(batch, chain.atoms, live_rows(chain, batch)))
 
 
 def quick(chain: Chain, batch: ItemBatch) -> bool:

@@ -25,6 +25,7 @@ from .comparisons import Comparison
 from .definitions import Atom, CombineWindows, WindowAggregate, WindowSpec
 from .aggregates import merge
 from .chains import Chain
+from .count_alignment import Anchor, HeldCount, Unalignable, aligned_start
 from .pane_folds import FOLDED, fold_windows
 from .records import WindowRecord, window_texts
 from .windows import WindowClock, assigner_for
@@ -129,6 +130,21 @@ class ChainState:
         self.next_k: int | None = None
         self.combine = CombineWindowRecords(chain.window) if isinstance(chain.window, CombineWindows) else None
         self.ended = False
+        # count windows taking over from another operator's (``count_alignment``): its input,
+        # held until an anchor aligns it; and where this one stands, for one taking over from it
+        self.held: HeldCount | None = None
+        self.anchor: Anchor | None = None
+
+    def align(self, anchor: Anchor, lateness: float) -> list[str]:
+        """A held count window aligned at ``anchor``: its output texts so far (``NotYet``,
+        ``Unalignable`` from ``HeldCount.place`` if it cannot be)."""
+        assert self.held is not None
+        if self.ended:
+            raise Unalignable("its input ended before it was aligned")
+        rows, columns = self.held.place(anchor)
+        self.held = None
+        self.next_k, self.clock.seen, panes = aligned_start(self.chain, anchor, rows, columns)
+        return self.apply([], panes, [], None, lateness, False)
 
     # ------------------------------------------------------------------ merging
 

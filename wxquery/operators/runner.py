@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from .definitions import Operator
+import numpy as np
+
+from .definitions import Operator, WindowAggregate
 from .batch import ItemBatch
-from .chains import Chain, evaluate_chain, normalise, project_rows, quick
+from .chains import Chain, evaluate_chain, normalise, partial_inputs, project_rows, quick, reaching_rows
+from .count_alignment import Anchor, HeldCount, is_count_window
 from .panes import ChainState
 from .predicate_index import INDEX_FROM, NO_ROWS, PredicateIndex, Selected
 from .windows import WindowCounters
@@ -33,9 +36,26 @@ class ChainGroup:
         # output's input item, so that a caller can say where every output came from
         self.offsets: dict[str, list[int]] = {}
 
-    def add(self, chain: Chain) -> None:
-        self.states[chain.stream] = ChainState(chain)
+    def add(self, chain: Chain, held: bool = False) -> None:
+        """``held``: a count window that takes over from another operator's, its input held
+        until ``align`` (``count_alignment``)."""
+        state = self.states[chain.stream] = ChainState(chain)
+        if held:
+            if not is_count_window(chain):
+                raise ValueError(f"only a count window over items can be aligned later, not {chain.stream}")
+            state.held = HeldCount()
         self._index = self._paths = self._anyway = None
+
+    def anchor(self, stream: str) -> Anchor | None:
+        """Where the count window computing ``stream`` stands (None: not known)."""
+        state = self.states.get(stream)
+        return None if state is None or state.held is not None else state.anchor
+
+    def align(self, stream: str, anchor: Anchor) -> list[str]:
+        """The held count window computing ``stream`` aligned at ``anchor``: its outputs (none
+        if it is aligned already: an answer lost on the way is asked again)."""
+        state = self.states[stream]
+        return [] if state.held is None else state.align(anchor, self.lateness)
 
     def remove(self, stream: str) -> None:
         self.states.pop(stream, None)
@@ -44,9 +64,11 @@ class ChainGroup:
     def __len__(self) -> int:
         return len(self.states)
 
-    def push(self, texts: Sequence[str], end: bool) -> dict[str, list[str]]:
+    def push(self, texts: Sequence[str], end: bool, origins: Sequence[int] | None = None) -> dict[str, list[str]]:
         """Every chain over the next batch of the parent's wire texts: outputs per stream. A
-        per-item chain that the shared index says selects nothing of the batch is left out."""
+        per-item chain that the shared index says selects nothing of the batch is left out.
+        ``origins``: per item, the original's item it came from, if known (count windows say
+        where they stand by them, and a held one keeps them: ``count_alignment``)."""
         out: dict[str, list[str]] = {}
         self.offsets = {}
         batch = None
@@ -70,6 +92,11 @@ class ChainGroup:
             state = self.states[stream]
             if state.ended:
                 continue
+            if state.held is not None:
+                self._hold(state, batch, origins)
+                out[stream] = []
+                state.ended = end
+                continue
             items: list[str] = []
             panes: list = []
             records: list[str] = []
@@ -91,7 +118,22 @@ class ChainGroup:
                     self.offsets[stream] = [int(o) for o, _ in result.items]
             out[stream] = state.apply(items, panes, records, None, self.lateness, end)
             state.ended = end
+            if batch is not None and is_count_window(state.chain):
+                state.anchor = None if origins is None else Anchor(int(origins[-1]) + 1, state.clock.seen)
         return out
+
+    @staticmethod
+    def _hold(state: ChainState, batch: ItemBatch | None, origins: Sequence[int] | None) -> None:
+        if batch is None:
+            return
+        assert isinstance(state.chain.window, WindowAggregate) and state.held is not None
+        rows = reaching_rows(state.chain, batch)
+        if origins is None:
+            state.held.hold(None, rows, [])
+            return
+        inputs = partial_inputs(batch, rows, state.chain.window.partials) if rows.size else []
+        picked = origins.start + rows if isinstance(origins, range) else np.asarray(origins, np.int64)[rows]
+        state.held.hold(origins, picked, inputs)
 
     def _evaluated_anyway(self, covered: frozenset) -> list[str]:
         """The chains a batch evaluates whatever the index says: those it does not cover, and

@@ -54,6 +54,7 @@ class SparkExecutor:
     name = "spark"
     wants_text = True
     synchronous = False  # outputs come from the micro-batches
+    aligns_count_windows = False  # (its items do not say where they came from)
 
     def __init__(self, peer: str, master: str = "local[2]", checkpoint_dir: str | Path | None = None,
                  trigger_ms: int = 100, lateness: float = 0.0, max_batch: int = 100_000,

@@ -208,15 +208,54 @@ def test_a_time_window_subscription_moves_onto_a_wide_stream_window_for_window(n
     assert same(buffered_results(narrow), reference(query, first, feed.at))
 
 
-def test_a_count_window_subscription_keeps_its_plan_and_says_why(net):
+@pytest.mark.parametrize("window", ["count 5 step 5", "count 7 step 3", "count 4 step 10"])
+def test_a_count_window_subscription_moves_with_its_windows_aligned(net, window):
+    """Its count windows are aggregated in the network by its own operator, which counts from
+    where it started; the new plan's operator is installed held and aligned with the old one's
+    (``count_handover``), so every window holds the same items as before the move — checked
+    against the evaluator over the items from the subscription's start, once each."""
     feed = Feed(net)
     sp7 = net.peers["SP7"]
+    sp7.reoptimiser.settings = ReoptimisationSettings(enabled=False, margin=0.0)
+    query = windowed(120, 130, window)
+    narrow = sp7.control.subscribe(query)
+    first = feed.at
+    feed.publish(333)  # (not a whole number of windows: the new operator must not count from 0)
+    sp7.control.subscribe(WIDE)
+    feed.publish(150)
+    sp7.reoptimiser.round("test")
+    feed.publish(2000, switch_all(net))
+    (entry,) = narrow.plan_history
+    assert entry["state"] == "switched", entry
+    feed.close()
+    got, want = buffered_results(narrow), reference(query, first, feed.at)
+    assert len(want) > 20 and same(got, want)
+
+
+def test_a_count_window_move_that_cannot_be_aligned_is_cancelled_and_the_old_plan_goes_on(net, monkeypatch):
+    """An anchor the new operator cannot take (here: its input ended before) fails the switch:
+    the old plan, which fed every window so far, goes on alone — nothing lost, nothing twice."""
+    from wxquery.operators import runner
+    from wxquery.operators.count_alignment import Unalignable
+
+    def refuse(self, stream, anchor):
+        raise Unalignable("refused by the test")
+    monkeypatch.setattr(runner.ChainGroup, "align", refuse)
+    feed = Feed(net)
+    sp7 = net.peers["SP7"]
+    sp7.reoptimiser.settings = ReoptimisationSettings(enabled=False, margin=0.0)
     query = windowed(120, 130, "count 5 step 5")
     narrow = sp7.control.subscribe(query)
-    feed.publish(100)
+    first = feed.at
+    feed.publish(333)
     sp7.control.subscribe(WIDE)
+    feed.publish(150)
     sp7.reoptimiser.round("test")
-    assert "count windows" in narrow.reoptimisation and not narrow.plan_history
+    feed.publish(1000, switch_all(net))
+    (entry,) = narrow.plan_history
+    assert entry["state"] == "cancelled" and "refused by the test" in entry["why_cancelled"], entry
+    feed.close()
+    assert same(buffered_results(narrow), reference(query, first, feed.at))
 
 
 def test_a_round_asks_only_the_peers_the_streams_reach(net):

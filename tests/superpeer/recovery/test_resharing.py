@@ -119,3 +119,61 @@ def test_sharing_comes_back_after_a_carrier_peer_is_killed_and_restarted(tmp_pat
             assert expected and same(got, expected), (name, len(got), len(expected))
     finally:
         network.stop()
+
+
+COUNTED = """<r>{ for $w in stream("photons")/photons/photon[en >= 1.2] |count 20 step 10|
+  let $a := avg($w/en)
+  return <avg_en>{ $a }</avg_en> }</r>"""
+
+
+def test_count_windows_come_back_onto_the_network_aligned_after_a_carrier_peer_restarts(tmp_path: Path) -> None:
+    """A count-window subscription at SP1, its windows counted at SP4 and sent over SP5. SP5 is
+    killed: the subscription is planned around it on a private copy of the raw stream, its
+    windows counted at SP1 from the subscription's first item (recomputed from the log). SP5 is
+    started again: re-optimisation moves the count window back into the network — a new
+    operator, held until it is aligned with SP1's (``count_handover``) — and every window is the
+    reference evaluator's over the whole stream, once."""
+    path = with_free_ports(shipped_topology("paper-example"), tmp_path / "paper-example.toml")
+    network = up(path, state_dir=tmp_path / "state", serve_args=SERVE)
+    try:
+        address = network.addresses
+        publisher = SuperPeerClient(address["SP4"])
+        publisher.register_stream("photons", "photons", "photon", rate=500)
+        photons = [p.to_xml() for p in generate(120_000, seed=4)]
+        publisher.publish("photons", photons[:200], position=0)
+        time.sleep(1.0)  # a heartbeat round: every peer has the statistics
+        sid = SuperPeerClient(address["SP1"]).subscribe(COUNTED).subscription
+        status = lambda: SuperPeerClient(address["SP1"]).status()["subscriptions"][sid]
+        assert "SP5" in str(status()["plan"]) or "SP5" in str(status())
+        stop, errors, published = threading.Event(), [], [200]
+
+        def publish() -> None:  # 600 photons a second until the checks are over
+            try:
+                while not stop.is_set() and published[0] < len(photons):
+                    at = published[0]
+                    publisher.publish("photons", photons[at:at + 300], rate=600, position=at, retry_s=120)
+                    published[0] = at + 300
+                publisher.close_stream("photons")
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+        worker = threading.Thread(target=publish, daemon=True)
+        worker.start()
+        until(lambda: published[0] > 2000, seconds=30)
+        network.kill("SP5")
+        until(lambda: any(e["why"].startswith("failure") for e in history(address["SP1"], sid)), seconds=30)
+        network.start("SP5")
+        until(lambda: any(e.get("state") == "switched" and not e["why"].startswith("failure")
+                          for e in history(address["SP1"], sid)), seconds=60, what=lambda: str(status()))
+        (read,) = status()["inputs"].values()  # (counted in the network again, not at SP1)
+        counted = [s for p in ("SP4", "SP5") for s in SuperPeerClient(address[p]).status()["stream_table"]
+                   if s["id"] == read]
+        assert counted and counted[0]["origin"] != "SP1", (read, counted)
+        until(lambda: published[0] > 20_000, seconds=60)
+        stop.set()
+        worker.join(120)
+        assert not errors, errors
+        got = [item for _, item, _ in SuperPeerClient(address["SP1"]).results(sid, idle_timeout=60)]
+        expected = reference_results(COUNTED, photons[200:published[0]])
+        assert len(expected) > 100 and same(got, expected), (len(got), len(expected), counted)
+    finally:
+        network.stop()
