@@ -47,7 +47,7 @@ from .data.backpressure import HELD_BACK, Backpressure, LinkBuffer, LinkRoom, do
 from .data.data_plane import DataPlane, Outbound, Published
 from .data.limits import DataLimits
 from .data.positions import StreamPositions
-from .data.stream_rates import LinkRates
+from .data.stream_rates import ExecutorLoad, LinkRates
 from .errors import NodeError
 from .executors import Executor, make_executor
 from .history.archive.writer import ArchiveSettings, Archiver
@@ -143,6 +143,7 @@ class Node:
         self.link_buffer = LinkBuffer(settings.limits.link_buffer_bytes, settings.limits.link_buffer_items)
         self.pressure = Backpressure(self._rooms_of)
         self.link_rates = LinkRates()  # (admission holds a link to what it measurably carries)
+        self.executor_load = ExecutorLoad()  # (… and a peer to what its executor measurably spends)
         self.archiver = (Archiver(self.state, archive.directory, archive.span, archive.samples)
                          if archive is not None else None)
         self.participant = Participant(self.state, self.executor, self.transport, self.positions, self.replays,
@@ -175,9 +176,11 @@ class Node:
         """Each stream's measured rate (``data.stream_rates``); a drift is an event for
         re-optimisation."""
         measured = self.link_rates.measure(dict(getattr(self.transport, "link_counters", {})))
+        scale = 1.0 if self.executor.synchronous else self.state.backbone.capacity.get(self.id, 1.0)
+        load = self.executor_load.measure(self.executor.busy_s, scale)
         with self.state.lock:
             drifted = self.data.rates.measure(self.state.table)
-            self.state.measured_links = measured
+            self.state.measured_links, self.state.measured_load = measured, load
         now = time.monotonic()
         if drifted and now - self._drift_woken >= self.settings.reoptimisation.every_s:
             self._drift_woken = now  # (a round at most every interval for drifts)

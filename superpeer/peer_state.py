@@ -69,6 +69,8 @@ class PeerState:
         self.peer_usage: dict[str, dict] = {}  # what other peers last reported
         # bits/s this peer measured going out to each neighbour (``stream_rates.LinkRates``)
         self.measured_links: dict[str, float] = {}
+        # cores this peer's executor measurably spends (``stream_rates.ExecutorLoad``; None: not yet)
+        self.measured_load: float | None = None
         # original -> its statistics as planning here last fetched them (their sample is not
         # fetched again until it changes: ``statistics_to_json``)
         self.statistics_held: dict[str, StreamStatistics] = {}
@@ -130,25 +132,29 @@ class PeerState:
 
     def usage_report(self) -> dict:
         """What this peer tells the others of its usage (heartbeats, lookups, ``status``):
-        ``own_usage``, and the bits/s it measured going out on each link."""
+        ``own_usage``, the bits/s it measured going out on each link and the cores its executor
+        measurably spends."""
         report = self.own_usage().to_json(self.id)
         with self.lock:
             if self.measured_links:
                 report["measured_links"] = {n: round(b, 1) for n, b in self.measured_links.items()}
+            if self.measured_load is not None:
+                report["measured_load"] = round(self.measured_load, 5)
         return report
 
     def usage_view(self) -> tuple[dict[frozenset[str], float], dict[str, float]]:
         """Used bandwidth per link and load per peer: our own, and what the others reported.
         A link is as used as its plans reserve, or as its two ends measured it carrying if that
         is more (a stream faster than estimated, a replay, a burst): admission then refuses
-        what would push a busy link into overload, with the link named."""
+        what would push a busy link into overload, with the link named. A peer likewise: its
+        plans' load, or what its executor measurably spends if that is more."""
         reports = dict(self.peer_usage)
         reports[self.id] = self.usage_report()
         link_used: dict[frozenset[str], float] = {}
         measured: dict[frozenset[str], float] = {}
         peer_used: dict[str, float] = {}
         for peer, report in reports.items():
-            peer_used[peer] = report.get("load", 0.0)
+            peer_used[peer] = max(report.get("load", 0.0), report.get("measured_load") or 0.0)
             for n, bits in report.get("links", {}).items():
                 key = frozenset((peer, n))
                 link_used[key] = link_used.get(key, 0.0) + bits

@@ -125,3 +125,25 @@ class LinkRates:
             self.bits[peer] = rate if old is None else SMOOTHING * rate + (1 - SMOOTHING) * old
         return dict(self.bits)
 
+
+@dataclass
+class ExecutorLoad:
+    """The cores this peer's executor measurably spends on the operators installed here, smoothed
+    as the rates are, from its busy seconds (``Executor.busy_s``): what admission holds the peer
+    to when it is more than its plans reserve (a stream faster than priced, an operator dearer
+    than calibrated). The inline executor runs in one thread, so its busy time per second is
+    cores; a Spark executor busy all the time is a peer at its capacity (``capacity``)."""
+
+    load: float | None = None
+    seen: tuple[float, float] | None = None  # (when, busy seconds) last read
+
+    def measure(self, busy_s: float, scale: float = 1.0, now: float | None = None) -> float | None:
+        """Fold the busy seconds since the last round into the load (cores); the load."""
+        now = time.monotonic() if now is None else now
+        before, self.seen = self.seen, (now, busy_s)
+        if before is None or now <= before[0]:
+            return self.load
+        load = min(max(busy_s - before[1], 0.0) / (now - before[0]), 1.0) * scale
+        self.load = load if self.load is None else SMOOTHING * load + (1 - SMOOTHING) * self.load
+        return self.load
+

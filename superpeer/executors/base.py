@@ -38,6 +38,7 @@ class Executor(Protocol):
     # a count window can be installed held and aligned with another's (``count_alignment``;
     # then also ``install(..., held=True)``, ``count_anchor`` and ``align_count``)
     aligns_count_windows: bool
+    busy_s: float  # seconds spent computing so far (``data.stream_rates.ExecutorLoad``)
 
     def start(self) -> None:
         """Begin: outputs may reach ``deliver`` from now on (a restarted executor hands on again

@@ -7,6 +7,7 @@ returns. It needs no JVM, so tests that run many peers and the simulator's seman
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from wxquery.operators import definitions as alg
@@ -36,6 +37,7 @@ class InlineExecutor:
         self.seqs: dict[str, int] = {}
         self.next_chain = 0
         self.deliver: Deliver = deliver or (lambda stream, seq, out, end: None)
+        self.busy_s = 0.0  # (its pushes' time: it runs in the caller's thread, so cores)
 
     def start(self) -> None:
         """Nothing to start: a push is evaluated in the caller's thread."""
@@ -85,7 +87,10 @@ class InlineExecutor:
         group = self.groups.get(parent)
         if group is None:
             return
-        for child, out in group.push(texts or [], end, origins).items():
+        started = time.perf_counter()
+        outputs = group.push(texts or [], end, origins)
+        self.busy_s += time.perf_counter() - started
+        for child, out in outputs.items():
             if not out and not end:
                 continue  # (nothing to deliver: the data plane would only take its lock)
             seq = self.seqs.get(child, 0)

@@ -95,9 +95,8 @@ class SparkExecutor:
         self.redone_pieces = 0  # window pieces the driver evaluated again (``_redo``)
         self.start_failures, self.last_start_failure = 0, ""  # the reason stays after a success
         self.spark_restarts = 0  # JVMs found dead and replaced
-        self.delivery_failures = 0  # outputs the node did not take (checkpointed: a restart resends)
-        self.delivery_error: str | None = None
-        self.last_batch_ms = 0.0
+        self.delivery_failures, self.delivery_error = 0, None  # outputs the node did not take (a restart resends)
+        self.last_batch_ms, self.busy_s = 0.0, 0.0
         self.started_at = time.monotonic()
         self.ready_after_s: float | None = None  # from construction until the first job ran
         # The driver's state (micro-batches, watermarks); outputs are delivered in order under
@@ -391,6 +390,7 @@ class SparkExecutor:
             self._due_watermarks()
         self.error = None
         self.last_batch_ms = 1000 * (time.monotonic() - batch.began)
+        self.busy_s += self.last_batch_ms / 1000  # (micro-batches back to back: a peer at capacity)
         return True
 
     def _redo(self, chain: Chain, piece: Piece, clock: WindowClock) -> tuple[ChainOutput, WindowClock]:
