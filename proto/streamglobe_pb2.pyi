@@ -81,7 +81,7 @@ class CloseStreamReply(_message.Message):
     def __init__(self, items: _Optional[int] = ...) -> None: ...
 
 class SubscribeRequest(_message.Message):
-    __slots__ = ("query", "strategy", "wait_for_streams", "from_start", "since_s", "approximate", "confidence")
+    __slots__ = ("query", "strategy", "wait_for_streams", "from_start", "since_s", "approximate", "confidence", "min_rate", "weight")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     WAIT_FOR_STREAMS_FIELD_NUMBER: _ClassVar[int]
@@ -89,6 +89,8 @@ class SubscribeRequest(_message.Message):
     SINCE_S_FIELD_NUMBER: _ClassVar[int]
     APPROXIMATE_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    MIN_RATE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
     query: str
     strategy: str
     wait_for_streams: bool
@@ -96,7 +98,9 @@ class SubscribeRequest(_message.Message):
     since_s: float
     approximate: bool
     confidence: float
-    def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ..., wait_for_streams: _Optional[bool] = ..., from_start: _Optional[bool] = ..., since_s: _Optional[float] = ..., approximate: _Optional[bool] = ..., confidence: _Optional[float] = ...) -> None: ...
+    min_rate: int
+    weight: float
+    def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ..., wait_for_streams: _Optional[bool] = ..., from_start: _Optional[bool] = ..., since_s: _Optional[float] = ..., approximate: _Optional[bool] = ..., confidence: _Optional[float] = ..., min_rate: _Optional[int] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class SubscribeReply(_message.Message):
     __slots__ = ("subscription", "plan_json", "description", "history", "sample")

@@ -36,6 +36,7 @@ from sharing.stream_table import NetworkStream
 
 from wxquery.operators.count_alignment import Anchor
 
+from .control.adaptive_sampling import AdaptiveSampling
 from .control.control_plane import ControlPlane
 from .control.count_handover import align_here, anchor_here
 from .control.reoptimisation import Reoptimiser
@@ -156,6 +157,8 @@ class Node:
         self._drift_woken = 0.0
         self.reoptimiser = Reoptimiser(self.control, self.recovery, settings.reoptimisation,
                                        synchronous=self.executor.synchronous)
+        self.adaptive = AdaptiveSampling(self.reoptimiser)
+        self.reoptimiser.adapt = self.adaptive.round
         self.control.replanned = self.reoptimiser.wake  # (events that can change the best plans)
         self.recovery.replanned = self.reoptimiser.wake
         self.pins = HistoryPins(self.state, self.control.subscriptions, self.retention, self.replays, self.archiver)
@@ -176,7 +179,7 @@ class Node:
         """Each stream's measured rate (``data.stream_rates``); a drift is an event for
         re-optimisation."""
         measured = self.link_rates.measure(dict(getattr(self.transport, "link_counters", {})))
-        scale = 1.0 if self.executor.synchronous else self.state.backbone.capacity.get(self.id, 1.0)
+        scale = 1.0 if self.executor.synchronous else self.state.backbone.capacity().get(self.id, 1.0)
         load = self.executor_load.measure(self.executor.busy_s, scale)
         with self.state.lock:
             drifted = self.data.rates.measure(self.state.table)
@@ -275,7 +278,8 @@ class Node:
 
     def status(self) -> dict:
         return {**report(self.state, self.topology, self.executor, self.control, self.data, self.retention,
-                         self.transport, self.archiver), "reoptimisation": self.reoptimiser.status(),
+                         self.transport, self.archiver),
+                "reoptimisation": {**self.reoptimiser.status(), "adaptive_sampling": self.adaptive.status()},
                 "backpressure": self.pressure.status()}
 
     # ------------------------------------------------------------------ super-peers (``PeerHandler``)

@@ -69,6 +69,9 @@ def add_reoptimisation_options(p: argparse.ArgumentParser) -> None:
                         "stream (its readers move onto the wider one); experimental, off by default")
     p.add_argument("--reoptimise-cooldown", type=parse_duration, default=10.0, metavar="DURATION",
                    help="no re-plan of a subscription within this long of its last one (default 10s)")
+    p.add_argument("--no-adaptive-sampling", action="store_true",
+                   help="keep approximate subscriptions on the sample they were admitted with (default: "
+                        "lowered while a link on their paths is under pressure, raised when it is not)")
 
 
 def reoptimisation_settings(args: argparse.Namespace):
@@ -76,12 +79,13 @@ def reoptimisation_settings(args: argparse.Namespace):
     from superpeer.control.reoptimisation_settings import ReoptimisationSettings
 
     return ReoptimisationSettings(not args.no_reoptimise, args.reoptimise_every, args.reoptimise_margin,
-                                  args.reoptimise_cooldown)
+                                  args.reoptimise_cooldown, not getattr(args, "no_adaptive_sampling", False))
 
 
 def reoptimisation_flags(args: argparse.Namespace) -> list[str]:
     """The same flags for a launcher to pass on to every daemon it starts."""
     widening = ["--widening"] if getattr(args, "widening", False) else []
+    widening += ["--no-adaptive-sampling"] if getattr(args, "no_adaptive_sampling", False) else []
     if getattr(args, "no_reoptimise", False):
         return ["--no-reoptimise", *widening]
     return ["--reoptimise-every", repr(args.reoptimise_every), "--reoptimise-margin", repr(args.reoptimise_margin),

@@ -186,7 +186,7 @@ def in_process_peer(peer: str, network: FakeNetwork, retention: int = 100_000) -
     addresses = {p: f"in-process:{p}" for p in network.backbone.peers}  # (no socket: for status only)
     node = Node(peer, Topology(network.backbone, addresses),
                 NodeSettings(retention=retention, cut_routes_in_background=False,
-                             reoptimisation=ReoptimisationSettings(enabled=False)),
+                             reoptimisation=ReoptimisationSettings(enabled=False, adaptive=False)),
                 transport=FakeTransport(peer, network))
     node.start()
     return node

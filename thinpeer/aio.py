@@ -125,10 +125,11 @@ class AsyncSuperPeerClient(ClientBase):
 
     async def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False,
                         from_start: bool = False, since_s: float | None = None,
-                        approximate: bool = False, confidence: float | None = None) -> Subscription:
+                        approximate: bool = False, confidence: float | None = None,
+                        min_rate: int | None = None, weight: float | None = None) -> Subscription:
         """``SuperPeerClient.subscribe``, awaited."""
         return Subscription.from_reply(await self._call("Subscribe", subscribe_request(
-            query, strategy, wait_for_streams, from_start, since_s, approximate, confidence)))
+            query, strategy, wait_for_streams, from_start, since_s, approximate, confidence, min_rate, weight)))
 
     @asynccontextmanager
     async def subscription(self, query: str, **options) -> AsyncIterator[Subscription]:

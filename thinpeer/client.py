@@ -69,10 +69,11 @@ def rpc_error(exc: grpc.RpcError, address: str, secure: bool) -> ThinPeerError:
 
 def subscribe_request(query: str, strategy: str = "sharing", wait_for_streams: bool = False,
                       from_start: bool = False, since_s: float | None = None, approximate: bool = False,
-                      confidence: float | None = None) -> pb.SubscribeRequest:
+                      confidence: float | None = None, min_rate: int | None = None,
+                      weight: float | None = None) -> pb.SubscribeRequest:
     return pb.SubscribeRequest(query=query, strategy=strategy, wait_for_streams=wait_for_streams,
                                from_start=from_start, since_s=since_s, approximate=approximate,
-                               confidence=confidence)
+                               confidence=confidence, min_rate=min_rate, weight=weight)
 
 
 class ClientBase:
@@ -209,16 +210,20 @@ class SuperPeerClient(ClientBase):
 
     def subscribe(self, query: str, strategy: str = "sharing", wait_for_streams: bool = False,
                   from_start: bool = False, since_s: float | None = None,
-                  approximate: bool = False, confidence: float | None = None) -> Subscription:
+                  approximate: bool = False, confidence: float | None = None,
+                  min_rate: int | None = None, weight: float | None = None) -> Subscription:
         """``from_start``: over every item its streams' super-peers retain, then live;
         ``since_s``: over the items that arrived there in the last so many seconds, then live.
         The reply's ``history`` says how far back the history went when it did not reach as
         far as asked ("" when it did). ``approximate``: when the network cannot carry the
         subscription whole, plan it on a sample of its input instead of refusing it; the
         reply's ``sample`` is R for a 1/R sample (1: every item), and its windows come with
-        intervals at ``confidence`` (None: the super-peer's default, 0.95)."""
+        intervals at ``confidence`` (None: the super-peer's default, 0.95). While it runs, the
+        network lowers its sample under pressure, never below 1/``min_rate`` (None: 1/64; 1:
+        never), approximate subscriptions with a larger ``weight`` last, and raises it again
+        when the pressure goes."""
         return Subscription.from_reply(self._call("Subscribe", subscribe_request(
-            query, strategy, wait_for_streams, from_start, since_s, approximate, confidence)))
+            query, strategy, wait_for_streams, from_start, since_s, approximate, confidence, min_rate, weight)))
 
     @contextmanager
     def subscription(self, query: str, **options) -> Iterator[Subscription]:

@@ -52,7 +52,7 @@ from ..errors import NodeError, as_node_error
 from ..peer_state import OriginalState, PeerState
 from ..recovery.route_health import data_paths
 from .peer_link import PeerLink, Reserved, Waiting
-from ..subscriptions.approximation import CONFIDENCE
+from ..subscriptions.approximation import CONFIDENCE, check_bounds
 from ..subscriptions.record import SubscriptionRecord, past_progress
 from ..subscriptions.results import ResultBuffer
 from ..subscriptions.runtime import SubscriptionRuntime
@@ -191,7 +191,7 @@ class ControlPlane:
                   cancelled: Callable[[], bool] | None = None,
                   time_remaining: float | None = None, user: str = "", from_start: bool = False,
                   since_s: float | None = None, approximate: bool = False,
-                  confidence: float = CONFIDENCE) -> SubscriptionRecord:
+                  confidence: float = CONFIDENCE, min_rate: int = 64, weight: float = 1.0) -> SubscriptionRecord:
         """``cancelled`` (has the client gone?) and ``time_remaining`` (the client's deadline)
         stop the query's analysis early, as does ``analysis_deadline_s``. ``from_start`` /
         ``since_s``: over everything its streams' super-peers retain / the items that arrived
@@ -201,6 +201,7 @@ class ControlPlane:
             raise NodeError("INVALID_ARGUMENT", f"since: {since_s} is not a duration in seconds")
         if not 0 < confidence < 1:
             raise NodeError("INVALID_ARGUMENT", f"confidence: {confidence} is not between 0 and 1")
+        check_bounds(min_rate, weight)
         own = time_remaining is None or self.analysis_deadline_s < time_remaining
         interruption = Interruption(
             self.analysis_deadline_s if own else time_remaining, cancelled,
@@ -224,9 +225,10 @@ class ControlPlane:
                                       buffer=self.result_buffer(sid, analysis))
         record = SubscriptionRecord(runtime, None, {}, strat, tuple(missing), query=query, user=user,
                                     from_start=from_start or since_s is not None, since_s=since_s,
-                                    approximate=approximate)
+                                    approximate=approximate, min_rate=min_rate, weight=weight)
         runtime.confidence = confidence
-        self.state.store.add_subscription(sid, query, strat.value, record.registered_at, user, confidence)
+        self.state.store.add_subscription(sid, query, strat.value, record.registered_at, user, confidence,
+                                          {"approximate": approximate, "min_rate": min_rate, "weight": weight})
         runtime.start()
         with self.state.lock:
             self.subscriptions[sid] = record

@@ -36,9 +36,11 @@ import math
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sharing.backbone import TopologyError
+from sharing.estimates import with_sample
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
 from sharing.reoptimisation import choose, follow_gain, own_streams, without
 
@@ -58,6 +60,7 @@ log = logging.getLogger("streamglobe.superpeer")
 # the look-ahead: another subscription's best plan of what it reads, at its registering peer
 FOLLOW = follow_gain(Planner, lambda planner, props, target: planner.best_part(props, target))
 SWITCH_CHECK_S = 0.05  # how often a pending switch is looked at
+ADAPT_EVERY_S = 1.0  # how often the samples of approximate subscriptions are looked at
 SWITCH_DEADLINE_S = 60.0  # a switch not done by then is cancelled: the old plan goes on alone
 QUIET_S = 0.5  # an event's round waits until events have stopped coming this long (a burst of
 # registrations is planned once, after it, and never delays the registrations themselves)
@@ -93,13 +96,14 @@ class Reoptimiser:
         self.switches: dict[str, Move] = {}  # sid -> its move, while it switches
         self.rounds = 0
         self.migrations = 0
+        self.adapt: Callable[[], None] = lambda: None  # (the node sets it: ``adaptive_sampling``)
         self._wake = threading.Event()
         self._why = ""
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="reoptimise", daemon=True)
 
     def start(self) -> None:
-        if self.settings.enabled:
+        if self.settings.enabled or self.settings.adaptive:  # (adaptive sampling moves by switches too)
             self._thread.start()
 
     def stop(self) -> None:
@@ -116,18 +120,20 @@ class Reoptimiser:
     def _run(self) -> None:
         last = time.monotonic()
         while not self._stopped:
-            timeout = SWITCH_CHECK_S if self.switches else self.settings.every_s
+            timeout = SWITCH_CHECK_S if self.switches else min(self.settings.every_s, ADAPT_EVERY_S)
             self._wake.wait(timeout)
             self._wake.clear()
             if self._stopped:
                 return
             try:
                 self.finish_switches()
-                if self._why:
+                if self.settings.adaptive:
+                    self.adapt()  # (``adaptive_sampling``: approximate subscriptions' samples)
+                if self._why and self.settings.enabled:
                     self._quiet()
                 now = time.monotonic()
                 why, self._why = self._why, ""
-                if why or now - last >= self.settings.every_s:
+                if self.settings.enabled and (why or now - last >= self.settings.every_s):
                     last = now
                     self.round(why or "periodic")
             except Exception:  # noqa: BLE001 - the loop must go on
@@ -156,8 +162,9 @@ class Reoptimiser:
                 record.reoptimisation = f"not re-planned: {as_node_error(exc, record.runtime.id).message}"
                 log.exception("re-planning %s failed", record.runtime.id)
 
-    def why_not(self, record: SubscriptionRecord) -> str:
-        """Why this subscription is not considered now ("" if it is)."""
+    def why_not(self, record: SubscriptionRecord, cooled: bool = True) -> str:
+        """Why this subscription is not considered now ("" if it is; ``cooled``: not within the
+        cool-down of its last re-plan either)."""
         if (record.plan is None or record.error or record.recovering or record.replanning
                 or record.runtime.buffer.closed):
             return "not running"
@@ -170,8 +177,6 @@ class Reoptimiser:
             return "reads several inputs (joins are not moved between plans yet)"
         if record.from_start:
             return "over the past (not moved between plans)"
-        if record.sample != 1:
-            return "planned on a sample (not moved between plans)"
         if not self.synchronous:
             return "this peer's executor does not say where items come from (only the inline one does)"
         entry = self.control.state.table.get(next(iter(record.inputs.values()), ""))
@@ -180,7 +185,7 @@ class Reoptimiser:
         if entry.kind == "records" and props.inputs[0].window is None:
             return "reads window records of no window of its own"
         left = self.settings.cooldown_s - (time.time() - record.last_replan)
-        if left > 0:
+        if left > 0 and cooled:
             return f"re-planned {self.settings.cooldown_s - left:.0f} s ago (cool-down {self.settings.cooldown_s:g} s)"
         return ""
 
@@ -205,7 +210,7 @@ class Reoptimiser:
             if reason or record.inputs.get(variable) != old_stream:
                 record.reoptimisation = reason or "kept: its plan changed while a new one was made"
                 return False
-            return self._migrate(record, plan, view, why, (old_cost, new_cost, change), variable, old_stream,
+            return self.migrate(record, plan, view, why, (old_cost, new_cost, change), variable, old_stream,
                                  handover)
 
     def _plan(self, record: SubscriptionRecord, why: str) -> tuple | None:
@@ -213,7 +218,7 @@ class Reoptimiser:
         change of the network's cost)."""
         control, state = self.control, self.control.state
         sid = record.runtime.id
-        props = record.runtime.analysis.properties
+        props = with_sample(record.runtime.analysis.properties, record.sample)  # (the sample it is on)
         # (only the peers this input's streams reach are asked)
         view = fetch_planning_view(state, control.link, props, control.new_stream_id, scoped=True)
         streams = dict(view.snapshot.streams)  # (before its own streams are taken out)
@@ -258,10 +263,12 @@ class Reoptimiser:
                 return None
         return plan, view, old_cost, new_cost, variable, old_stream, move.change, handover
 
-    def _migrate(self, record: SubscriptionRecord, plan: Plan, view: RemotePlanningView, why: str,
+    def migrate(self, record: SubscriptionRecord, plan: Plan, view: RemotePlanningView, why: str,
                  costs: tuple[float, float, float], variable: str, old_stream: str,
-                 handover: CountHandover | None) -> bool:
-        """``costs``: the old plan's, the new one's, and the change of the network's cost."""
+                 handover: CountHandover | None, sample: int | None = None) -> bool:
+        """``costs``: the old plan's, the new one's, and the change of the network's cost;
+        ``sample``: the new plan reads a 1/sample sample (from the switch on, its windows are
+        scaled at that rate)."""
         control, state = self.control, self.control.state
         old_cost, new_cost, move_change = costs
         sid, new_id = record.runtime.id, plan.subscription
@@ -283,7 +290,8 @@ class Reoptimiser:
         records = state.table.get(old_stream) is not None and state.table.get(old_stream).kind == "records"
         switch = TrackSwitch(record.runtime, variable, old_stream, new_stream, by_window=handover is not None,
                              partial_windows=math.ceil(window.size / window.step)
-                             if records and window and handover is None else 0)
+                             if records and window and handover is None else 0,
+                             sample=sample)
         with state.lock:
             entries = state.deliveries.get(old_stream, [])
             state.deliveries[old_stream] = [(switch.old, v) if getattr(r, "runtime", r) is record.runtime
@@ -313,23 +321,26 @@ class Reoptimiser:
         paths = data_paths(plan, view.lineage)
         new_peers = {p for path in paths for p in path} | {p for s in plan.parts[0].new_streams
                                                            for p in (s.origin, *s.route)}
-        restore = {"plan": record.plan, "inputs": dict(record.inputs), "owner": record.owner,
+        restore = {"plan": record.plan, "inputs": dict(record.inputs), "owner": record.owner, "sample": record.sample,
                    "stale": list(record.stale), "paths": record.paths, "incarnations": dict(record.incarnations)}
         with state.lock:
             old_plan = record.plan
             record.plan, record.inputs = plan, {variable: new_stream}
             record.owner, record.stale = new_id, old_ids
-            record.paths = paths
+            record.paths, record.sample = paths, record.sample if sample is None else sample
             record.incarnations = {p: done.incarnations.get(p) or control.incarnation(p)
                                    for path in paths for p in path}
             record.last_replan = time.time()
-            entry = note_replan(record, why, old_cost, new_cost, plan, old_plan)
+            entry = note_replan(record, why, None if math.isnan(old_cost) else old_cost, new_cost, plan, old_plan)
             entry["state"] = "switching"
+            if sample is not None:
+                entry["sample"] = f"1/{restore['sample']} → 1/{sample}"
         state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample)
         self.switches[sid] = Move(switch, record, entry, old_ids, old_peers, old_paths, restore, new_id, new_peers,
                                   progress_stream(state, old_stream), handover)
         self.migrations += 1
-        record.reoptimisation = f"moving to {new_id} ({why}): the network's cost falls by {-move_change:.4g}"
+        record.reoptimisation = f"moving to {new_id} ({why})" + (
+            "" if math.isnan(move_change) else f": the network's cost falls by {-move_change:.4g}")
         log.warning("subscription %s re-planned as %s (%s): cost %.4g -> %.4g: %s", sid, new_id, why,
                     old_cost, new_cost, plan.describe().replace("\n", " | "))
         return True
@@ -396,7 +407,7 @@ class Reoptimiser:
     def _restore(self, record: SubscriptionRecord, old: dict) -> None:
         """Called with the lock held: the record as it was before the move (a route broken on
         it is then seen, and planned around, as for any subscription)."""
-        record.plan, record.inputs, record.owner = old["plan"], old["inputs"], old["owner"]
+        record.plan, record.inputs, record.owner, record.sample = old["plan"], old["inputs"], old["owner"], old["sample"]
         record.stale, record.paths, record.incarnations = old["stale"], old["paths"], old["incarnations"]
 
     def _detach(self, switch: TrackSwitch, old_to_runtime: bool, keep_new: bool) -> None:

@@ -23,7 +23,7 @@ import json
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sharing.replay import ReplayInput
@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     closed INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '', code TEXT NOT NULL DEFAULT '',
     stale TEXT NOT NULL DEFAULT '[]', released INTEGER NOT NULL DEFAULT 0,
     starts TEXT NOT NULL DEFAULT '{}', chains TEXT NOT NULL DEFAULT '{}', user TEXT NOT NULL DEFAULT '',
-    sample INTEGER NOT NULL DEFAULT 1, confidence REAL NOT NULL DEFAULT 0.95);
+    sample INTEGER NOT NULL DEFAULT 1, confidence REAL NOT NULL DEFAULT 0.95, bounds TEXT NOT NULL DEFAULT '{}');
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS intervals (
     sid TEXT NOT NULL, variable TEXT NOT NULL, window INTEGER NOT NULL, position INTEGER NOT NULL,
@@ -68,7 +68,8 @@ ADDED_COLUMNS = [("subscriptions", "chains", "TEXT NOT NULL DEFAULT '{}'"),
                  ("originals", "history", "TEXT NOT NULL DEFAULT ''"),
                  ("subscriptions", "sample", "INTEGER NOT NULL DEFAULT 1"),
                  ("originals", "retained_from", "INTEGER NOT NULL DEFAULT 0"),
-                 ("subscriptions", "confidence", "REAL NOT NULL DEFAULT 0.95")]
+                 ("subscriptions", "confidence", "REAL NOT NULL DEFAULT 0.95"),
+                 ("subscriptions", "bounds", "TEXT NOT NULL DEFAULT '{}'")]
 
 
 @dataclass
@@ -119,6 +120,7 @@ class StoredSubscription:
     user: str  # who created it (``security``; "" on an insecure network)
     sample: int = 1  # its plan reads a 1/sample sample of its input (``--approximate``)
     confidence: float = 0.95  # of its intervals when sampled (``subscribe --confidence``)
+    bounds: dict = field(default_factory=dict)  # approximate, min_rate, weight (``adaptive_sampling``)
 
 
 class StateStore:
@@ -276,9 +278,10 @@ class StateStore:
     # ------------------------------------------------------------------ subscriptions registered here
 
     def add_subscription(self, sid: str, query: str, strategy: str, registered_at: float, user: str = "",
-                         confidence: float = 0.95) -> None:
-        self._write([("INSERT OR REPLACE INTO subscriptions (sid, query, strategy, registered_at, user, confidence) "
-                      "VALUES (?, ?, ?, ?, ?, ?)", (sid, query, strategy, registered_at, user, confidence))])
+                         confidence: float = 0.95, bounds: dict | None = None) -> None:
+        self._write([("INSERT OR REPLACE INTO subscriptions (sid, query, strategy, registered_at, user, confidence, "
+                      "bounds) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      (sid, query, strategy, registered_at, user, confidence, json.dumps(bounds or {})))])
 
     def set_plan(self, sid: str, owner: str, stale: list[str], starts: dict[str, int],
                  chains: dict[str, ReplayInput], sample: int = 1) -> None:
@@ -327,7 +330,8 @@ class StateStore:
     def subscriptions(self) -> list[StoredSubscription]:
         with self._lock:
             rows = self._db.execute("SELECT sid, query, strategy, registered_at, owner, closed, "
-                                    "error, code, stale, released, starts, chains, user, sample, confidence FROM subscriptions "
+                                    "error, code, stale, released, starts, chains, user, sample, confidence, bounds "
+                                    "FROM subscriptions "
                                     "ORDER BY registered_at").fetchall()
             found = []
             for r in rows:
@@ -338,5 +342,5 @@ class StateStore:
                                                 json.loads(r[8]), [t for _, t in results], base,
                                                 json.loads(r[10]),
                                                 {v: ReplayInput.from_json(c) for v, c in json.loads(r[11]).items()},
-                                                r[12], r[13], r[14]))
+                                                r[12], r[13], r[14], json.loads(r[15] or "{}")))
         return found

@@ -64,7 +64,9 @@ def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
         runtime = SubscriptionRuntime(s.sid, analysis, control.retention, state.limits, buffer=buffer)
         record = SubscriptionRecord(runtime, None, {}, Strategy(s.strategy), (), query=s.query,
                                     registered_at=s.registered_at, owner=s.owner, starts=dict(s.starts),
-                                    chains=dict(s.chains), stale=list(s.stale), user=s.user, sample=s.sample)
+                                    chains=dict(s.chains), stale=list(s.stale), user=s.user, sample=s.sample,
+                                    approximate=bool(s.bounds.get("approximate", s.sample > 1)),
+                                    min_rate=int(s.bounds.get("min_rate", 64)), weight=float(s.bounds.get("weight", 1.0)))
         runtime.sample, runtime.confidence = s.sample, s.confidence
         runtime.ensure_estimates()  # results read back before its re-plan carry their intervals
         recovery.forget([*s.stale, s.owner or s.sid])  # every plan it had, wherever it is

@@ -27,7 +27,7 @@ from ..security.access import Access, UserQuotas
 from ..security.audit import deny
 from ..security.peer_access import check_backbone_caller
 from ..security.tls import Security, peer_identity
-from ..subscriptions.approximation import CONFIDENCE
+from ..subscriptions.approximation import COARSEST, CONFIDENCE
 from ..subscriptions.record import past_text
 from .stream_wire import StaticTexts
 from .wire import commit_from_wire, input_from_wire, part_from_wire, waiting_to_wire
@@ -100,7 +100,9 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
                                          from_start=request.from_start,
                                          since_s=request.since_s if request.HasField("since_s") else None,
                                          approximate=request.approximate,
-                                         confidence=request.confidence if request.HasField("confidence") else CONFIDENCE)
+                                         confidence=request.confidence if request.HasField("confidence") else CONFIDENCE,
+                                         min_rate=request.min_rate if request.HasField("min_rate") else COARSEST,
+                                         weight=request.weight if request.HasField("weight") else 1.0)
         finally:
             self.access.subscribed(grant)
         return pb.SubscribeReply(subscription=record.runtime.id,

@@ -24,15 +24,29 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 
+from lxml import etree
+
 from sharing.estimates import Estimate, estimate_record, estimate_xml
 from wxquery.operators.definitions import Partial
 from wxquery.operators.records import WindowRecord
+
+from ..errors import NodeError
 
 log = logging.getLogger("streamglobe.superpeer")
 NAMESPACE = "urn:streamglobe:approximation"
 CONFIDENCE = 0.95
 # windows whose intervals are held for readers; the oldest go first (as results past retention)
 MAX_WINDOWS = 100_000
+COARSEST = 64  # the coarsest sample admission and adaptation use (1/64: ``sharing.estimates.SAMPLE_RATES``)
+
+
+def check_bounds(min_rate: int, weight: float) -> None:
+    """An approximate subscription's bounds (``subscribe --min-rate 1/8 --weight 2``): a sample
+    of 1/2 … 1/64 (1: never lowered) and a positive weight."""
+    if min_rate not in (1, 2, 4, 8, 16, 32, COARSEST):
+        raise NodeError("INVALID_ARGUMENT", f"min_rate: 1/{min_rate} is not one of 1, 1/2, 1/4, … 1/{COARSEST}")
+    if not 0 < weight < float("inf"):
+        raise NodeError("INVALID_ARGUMENT", f"weight: {weight} is not a positive number")
 
 
 class LiveEstimates:
@@ -48,6 +62,7 @@ class LiveEstimates:
         self.confidence = confidence
         self._positions: list[int] = []  # ascending
         self._estimates: list[list[Estimate]] = []
+        self._rates: list[int] = []  # each window's sample (the rate changes under pressure)
         # per variable, the last window estimated: a runtime planned again recomputes its inputs
         # from the start (its results are skipped), and so are the windows' intervals
         self._last: dict[str, int] = {}
@@ -61,7 +76,13 @@ class LiveEstimates:
         with self._lock:
             for variable, window, position, estimates in rows[-MAX_WINDOWS:]:
                 self._positions.append(max(position, self._positions[-1]) if self._positions else position)
-                self._estimates.append([Estimate(**e) for e in json.loads(estimates)])
+                stored = json.loads(estimates)
+                if isinstance(stored, dict):  # ({rate, estimates}: the rate may change)
+                    self._rates.append(int(stored["rate"]))
+                    stored = stored["estimates"]
+                else:
+                    self._rates.append(self.rate)
+                self._estimates.append([Estimate(**e) for e in stored])
                 self._last[variable] = max(window, self._last.get(variable, -1))
 
     def scale(self, variable: str, values: list, position: int) -> list:
@@ -69,6 +90,8 @@ class LiveEstimates:
         estimates, without Σx²); the records' intervals kept at result offset ``position``."""
         out: list = []
         found: list[tuple[int, list[Estimate]]] = []
+        if self.rate == 1:  # (on the whole stream again: its windows are exact)
+            return values
         for value in values:
             if isinstance(value, WindowRecord):
                 copy = WindowRecord(value.index, dict(value.values))  # the original may be shared
@@ -84,37 +107,67 @@ class LiveEstimates:
             at = max(position, self._positions[-1]) if self._positions else position
             if self.persist is not None:  # stored before any reader can be handed them
                 try:
-                    self.persist([(variable, window, at, json.dumps([asdict(e) for e in estimates]))
+                    self.persist([(variable, window, at, json.dumps(
+                        {"rate": self.rate, "estimates": [asdict(e) for e in estimates]}))
                                   for window, estimates in found])
                 except Exception:  # noqa: BLE001 - the data path goes on; a restart may repeat these
                     log.exception("could not store the intervals of windows %s", [w for w, _ in found])
             for _, estimates in found:
                 self._positions.append(at)
                 self._estimates.append(estimates)
+                self._rates.append(self.rate)
             excess = len(self._positions) - MAX_WINDOWS
             if excess > 0:
                 del self._positions[:excess]
                 del self._estimates[:excess]
+                del self._rates[:excess]
                 self.dropped += excess
         return out
 
     def between(self, offset: int, count: int, last: bool) -> list[Estimate]:
         """The intervals of the windows that arrived at result offsets ``[offset, offset+count)``
         (``last``: the read ends the stream — from ``offset`` on)."""
+        return [e for _, group in self._between(offset, count, last) for e in group]
+
+    def _between(self, offset: int, count: int, last: bool) -> list[tuple[int, list[Estimate]]]:
         with self._lock:
             lo = bisect.bisect_left(self._positions, offset)
             hi = len(self._positions) if last else bisect.bisect_left(self._positions, offset + count)
-            return [e for group in self._estimates[lo:hi] for e in group]
+            return list(zip(self._rates[lo:hi], self._estimates[lo:hi]))
 
     def xml(self, offset: int, count: int, last: bool) -> str:
-        """``between`` as the ``<sg:approximation>`` element of archive answers ("" if none)."""
-        estimates = self.between(offset, count, last)
-        return estimate_xml(estimates, self.rate, self.confidence, None, NAMESPACE) if estimates else ""
+        """``between`` as the ``<sg:approximation>`` element of archive answers ("" if none).
+        Once the network has changed the subscription's sample (``control.adaptive_sampling``),
+        every window says its own (``sample="1/R"`` on ``<sg:window>``): a reader joining the
+        elements of several reads keeps each window's rate whatever element it came in."""
+        runs: list[tuple[int, list[Estimate]]] = []
+        for rate, group in self._between(offset, count, last):
+            if runs and runs[-1][0] == rate:
+                runs[-1][1].extend(group)
+            else:
+                runs.append((rate, list(group)))
+        if not runs:
+            return ""
+        with self._lock:
+            changed = len(set(self._rates)) > 1
+        if not changed:
+            return estimate_xml(runs[0][1], runs[0][0], self.confidence, None, NAMESPACE)
+        root = None
+        for rate, group in runs:
+            part = etree.fromstring(estimate_xml(group, rate, self.confidence, None, NAMESPACE))
+            for window in part:
+                window.set("sample", f"1/{rate}")
+            if root is None:
+                root = part
+            else:
+                root.extend(list(part))
+        return etree.tostring(root, encoding="unicode")
 
     def status(self) -> dict:
         with self._lock:
             last = self._estimates[-1] if self._estimates else []
             return {"rate": self.rate, "confidence": self.confidence, "windows": len(self._positions),
+                    "rates": sorted(set(self._rates)),
                     "windows_let_go": self.dropped,
                     "last_window": [{"window": e.window, "function": e.function, "element": e.element,
                                      "estimate": e.estimate, "low": e.low, "high": e.high} for e in last]}

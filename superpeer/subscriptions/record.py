@@ -36,6 +36,11 @@ class SubscriptionRecord:
     past: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     approximate: bool = False  # may be planned on a sample when the network cannot carry it whole
     sample: int = 1  # planned on a 1/sample sample of its input (``Planner.subscribe``)
+    # approximate: the coarsest sample the network may lower it to under pressure, and its weight
+    # against the others' (``control.adaptive_sampling``); when its sample last changed
+    min_rate: int = 64
+    weight: float = 1.0
+    resampled_at: float = 0.0
     # Planned again after a failure (``recovery.replanning``): each new plan installs its streams under a
     # new plan id ``sid~xxxxxx`` (``owner``); ``stale`` are earlier plan ids (and attempts) some
     # peer may still hold.
@@ -81,6 +86,7 @@ class SubscriptionRecord:
                 "waiting_for": list(self.waiting_for), "plan_error": self.error, "sample": self.sample,
                 "plan_history": self.plan_history, "reoptimisation": self.reoptimisation,
                 "intervals": self.runtime.estimates.status() if self.runtime.estimates else None,
+                **({"approximate": {"min_rate": self.min_rate, "weight": self.weight}} if self.approximate else {}),
                 **self.runtime.buffer.status()}
 
 

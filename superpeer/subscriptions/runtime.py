@@ -172,7 +172,9 @@ class SubscriptionRuntime:
         """The intervals of a subscription on a sample (``sample`` > 1), with those stored
         before a restart: made as soon as the rate is known, so that results read back after a
         restart come with their windows' intervals before anything new is fed."""
-        if self.sample > 1 and (self.estimates is None or self.estimates.rate != self.sample):
+        if self.estimates is not None:
+            self.estimates.rate = self.sample  # (the windows from now on: ``set_sample``)
+        elif self.sample > 1:
             store = self.buffer.store
             self.estimates = LiveEstimates(self.sample, {i.variable: asked_partials(i)
                                                          for i in self.analysis.properties.inputs},
@@ -184,6 +186,14 @@ class SubscriptionRuntime:
                 except Exception:  # noqa: BLE001 - intervals lost are said in the log, results go on
                     log.exception("the stored intervals of %s could not be read", self.id)
         return self.estimates
+
+    def set_sample(self, rate: int) -> None:
+        """Its plan reads a 1/``rate`` sample from the next item on (a re-plan onto another
+        sample, ``control.adaptive_sampling``): the windows from then on are scaled at that
+        rate, the earlier ones keep theirs."""
+        if rate != self.sample:
+            self.sample = rate
+            self.ensure_estimates()
 
     def feed(self, variable: str, values: list, end: bool, origins=None) -> None:
         """The next items of an input (``origins``: where they came from, which only a

@@ -55,6 +55,7 @@ class TrackSwitch:
     held: list = field(default_factory=list)  # the new side's items waiting for the old side
     held_end: bool = False
     switched_items: int = 0  # fed from the new side
+    sample: int | None = None  # the new plan reads another sample: its windows are scaled so from the switch on
 
     def __post_init__(self) -> None:
         self.old = _Side(self, old=True)
@@ -135,6 +136,8 @@ class TrackSwitch:
 
     def _complete(self) -> None:
         self.complete = True
+        if self.sample is not None:
+            self.runtime.set_sample(self.sample)  # (before the new plan's first item)
         held, end = self.held, self.held_end
         self.held, self.held_end = [], False
         self.switched_items += len(held)

@@ -47,6 +47,8 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
     if args.confidence is not None and not (args.approximate and 0 < args.confidence < 1):
         raise CliError("error: --confidence is for --approximate, between 0 and 1"
                        + (f", not {args.confidence}" if args.approximate else ""))
+    if (args.min_rate is not None or args.weight is not None) and not args.approximate:
+        raise CliError("error: --min-rate and --weight are for --approximate")
     check_sink_arguments(args)
     if args.json and args.format == "xml" and args.count != 0 and not sink_arguments_given(args):
         raise CliError("error: --json writes JSON lines on stdout: give --format lines or ndjson for the "
@@ -69,7 +71,7 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                 reply = client.subscribe(read_query(args.query), args.strategy,
                                          wait_for_streams=not args.no_wait, from_start=args.from_start,
                                          since_s=since_s, approximate=args.approximate,
-                                         confidence=args.confidence)
+                                         confidence=args.confidence, min_rate=args.min_rate, weight=args.weight)
                 sid, offset = reply.subscription, 0
                 save_offset(sid, 0)
                 print(f"subscription {sid}", file=sys.stderr)
@@ -220,6 +222,12 @@ def register(add_command: AddCommand) -> None:
                         "counts and sums come back scaled (not for joins or count windows)")
     p.add_argument("--confidence", type=float, metavar="C",
                    help="with --approximate: of the intervals written in <sg:approximation> (default 0.95)")
+    p.add_argument("--min-rate", type=sample_rate, metavar="1/R",
+                   help="with --approximate: the coarsest sample the network may lower it to while it runs, "
+                        "under pressure (1/2 … 1/64, default 1/64; 1: never lowered)")
+    p.add_argument("--weight", type=positive_weight, metavar="W",
+                   help="with --approximate: under pressure, subscriptions keeping more of their items for "
+                        "their weight are lowered first (default 1)")
     p.add_argument("--no-wait", action="store_true",
                    help="fail if a stream the query reads is not registered yet (default: wait for it)")
     add_sink_options(p)
@@ -233,3 +241,21 @@ def register(add_command: AddCommand) -> None:
     p = add_command("status", help="a super-peer's streams, operators, routes, traffic (JSON)")
     add_connection_options(p)
     p.set_defaults(func=cmd_status)
+
+
+def sample_rate(text: str) -> int:
+    """``--min-rate``: "1/8" (or "8"): R of a 1/R sample, a power of two up to 64, or 1."""
+    number = text.strip().removeprefix("1/")
+    if not number.isdigit() or int(number) not in (1, 2, 4, 8, 16, 32, 64):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a sample of 1, 1/2, 1/4, … 1/64")
+    return int(number)
+
+
+def positive_weight(text: str) -> float:
+    try:
+        weight = float(text)
+    except ValueError:
+        weight = 0.0
+    if not 0 < weight < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return weight

@@ -170,3 +170,15 @@ def test_subscribe_confidence_needs_approximate_and_a_probability():
     assert r.returncode != 0 and "--confidence is for --approximate" in r.stderr and "Traceback" not in r.stderr
     r = sg("subscribe", "--superpeer", "127.0.0.1:9", "--query", q, "--approximate", "--confidence", "95")
     assert r.returncode != 0 and "between 0 and 1, not 95.0" in r.stderr
+
+
+def test_subscribe_min_rate_and_weight_need_approximate_and_a_sample_and_a_positive_weight():
+    q = str(Q / "q1.wxq")
+    r = sg("subscribe", "--superpeer", "127.0.0.1:9", "--query", q, "--min-rate", "1/8")
+    assert r.returncode == 1 and "--min-rate and --weight are for --approximate" in r.stderr
+    for bad, said in (("1/3", "'1/3' is not a sample of 1, 1/2, 1/4, … 1/64"), ("1/128", "'1/128' is not a sample"),
+                      ("x", "'x' is not a sample")):
+        r = sg("subscribe", "--superpeer", "127.0.0.1:9", "--query", q, "--approximate", "--min-rate", bad)
+        assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = sg("subscribe", "--superpeer", "127.0.0.1:9", "--query", q, "--approximate", "--weight", "-1")
+    assert r.returncode == 2 and "'-1' is not a positive number" in r.stderr

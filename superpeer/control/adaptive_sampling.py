@@ -1,0 +1,141 @@
+"""Approximate answers that adapt: sample rates lowered under pressure, raised when it goes
+(issue 35; STREAM's dynamic approximation, OSCAR's resolutions chosen by the resources at hand).
+
+An approximate subscription (``subscribe --approximate``) may run on a sample of its input: on
+1/R of the items (a hash of each item's text, ``wxquery.operators.sampling``: the 1/2R sample
+lies inside the 1/R one), its window aggregates scaled to the whole stream with confidence
+intervals. Admission picks R once, when the network could not carry it whole. Here its
+super-peer keeps adapting R while it runs:
+
+* **pressure**: a link on the subscription's paths carries ``PRESSURE`` (90 %) of its bandwidth
+  or more, as its sending super-peer measured it (``stream_rates.LinkRates``, in the usage every
+  super-peer reports): the subscription is moved onto a plan over a sample twice as coarse —
+  never coarser than its bound (``--min-rate``, default 1/64) — live and exactly like a
+  re-optimisation move (``Reoptimiser.migrate``), so that every window comes whole from one
+  sample, its estimates scaled at that rate and its intervals saying so (``sample`` on each
+  window once rates differ);
+* **calm**: every link on its paths carries at most ``CALM`` (50 %) of its bandwidth: it is moved
+  onto a sample twice as fine, down to the whole stream, if admission takes that plan;
+* at most one subscription of this super-peer changes per ``SETTLE_S`` (the measured rates need
+  that long to show the change), and one subscription again only after ``SETTLE_S``;
+* **fairly by weight**: under pressure the subscription keeping the largest share of its items
+  for its weight (1/R ÷ weight) is lowered first; when calm, the one keeping the smallest is
+  raised first.
+
+Every change is a plan-history entry (``sample``: "1/2 → 1/4", and the window or item it
+switched at). Back-pressure (``data.backpressure``) still holds publishers the moment a link is
+full; lowering the samples is what lets it let go, within seconds. What this does not do yet:
+prefer the samples many subscriptions share, or coordinate between super-peers (each adapts its
+own subscriptions from the same measurements).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from itertools import pairwise
+
+from sharing.backbone import TopologyError
+from sharing.estimates import samplable, with_sample
+from sharing.planner import Planner, RegistrationError
+from sharing.reoptimisation import own_streams, without
+
+from ..subscriptions.record import SubscriptionRecord
+from .remote_view import fetch_planning_view
+from .reoptimisation import Reoptimiser
+
+log = logging.getLogger("streamglobe.superpeer")
+
+PRESSURE = 0.9  # a link carrying this share of its bandwidth is under pressure
+CALM = 0.5  # … and at most this share on every link of its paths: a sample may be raised
+SETTLE_S = 4.0  # between two changes here (the measured rates are smoothed over rounds)
+
+
+class AdaptiveSampling:
+    def __init__(self, reoptimiser: Reoptimiser) -> None:
+        self.reoptimiser = reoptimiser
+        self.control = reoptimiser.control
+        self.changes = 0
+        self.last_change = self.looked_at = 0.0
+
+    def utilisation(self, record: SubscriptionRecord) -> dict[str, float]:
+        """The measured share of its bandwidth each link on the subscription's paths carries."""
+        state = self.control.state
+        with state.lock:
+            reports = dict(state.peer_usage)
+        reports[state.id] = state.usage_report()
+        out: dict[str, float] = {}
+        for path in record.paths:
+            for a, b in pairwise(path):
+                bandwidth = state.backbone.bandwidth().get(frozenset((a, b)), 0.0)
+                measured = reports.get(a, {}).get("measured_links", {}).get(b, 0.0)
+                if bandwidth > 0:
+                    out[f"{a}–{b}"] = measured / bandwidth
+        return out
+
+    def round(self) -> None:
+        """Lower or raise at most one approximate subscription registered here."""
+        now = time.monotonic()
+        if now - self.last_change < SETTLE_S or now - self.looked_at < 1.0:
+            return
+        self.looked_at = now
+        with self.control.state.lock:
+            records = [r for r in self.control.subscriptions.values()
+                       if r.approximate and r.plan is not None and samplable(r.runtime.analysis.properties)]
+        lower, higher = [], []
+        for r in records:
+            if now - r.resampled_at < SETTLE_S or self.reoptimiser.why_not(r, cooled=False):
+                continue
+            used = self.utilisation(r)
+            hot = sorted(link for link, u in used.items() if u >= PRESSURE)
+            if hot and r.sample * 2 <= r.min_rate:
+                why = f"pressure on link {hot[0]} ({used[hot[0]]:.0%} of its bandwidth)"
+                lower.append((1 / (r.sample * r.weight), r, why))
+            elif r.sample > 1 and used and max(used.values()) <= CALM:
+                why = f"calm: its links at most {max(used.values()):.0%} of their bandwidth"
+                higher.append((1 / (r.sample * r.weight), r, why))
+        if lower:
+            _, record, why = max(lower, key=lambda c: c[0])
+            self._change(record, record.sample * 2, why)
+        elif higher:
+            _, record, why = min(higher, key=lambda c: c[0])
+            self._change(record, record.sample // 2, why)
+
+    def _change(self, record: SubscriptionRecord, rate: int, why: str) -> None:
+        self.last_change = record.resampled_at = time.monotonic()
+        old = record.sample
+        if self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate}"):
+            self.changes += 1
+            log.warning("subscription %s moves from a 1/%d to a 1/%d sample (%s)", record.runtime.id, old, rate, why)
+
+    def resample(self, record: SubscriptionRecord, rate: int, why: str) -> bool:
+        """Move the subscription onto a plan over a 1/``rate`` sample of its input, live like any
+        move; False (``record.reoptimisation`` says why) if no such plan is admitted now."""
+        reoptimiser, state, sid = self.reoptimiser, self.control.state, record.runtime.id
+        props = with_sample(record.runtime.analysis.properties, rate)
+        view = fetch_planning_view(state, self.control.link, props, self.control.new_stream_id, scoped=True)
+        without(view.snapshot, own_streams(dict(view.snapshot.streams), sid))
+        try:
+            plan = Planner(view.snapshot).subscribe(f"{sid}~{secrets.token_hex(3)}", props, state.id)
+        except (RegistrationError, TopologyError, KeyError) as exc:
+            record.reoptimisation = f"no plan on a 1/{rate} sample now: {exc}"
+            return False
+        variable, old_stream = next(iter(record.inputs.items()))
+        old, part = state.table.get(old_stream), plan.parts[0]
+        entry = (next((s for s in part.new_streams if s.id == part.result_stream), None)
+                 or view.snapshot.streams.get(part.result_stream))
+        # (a coarser sample carries less than the running plan, whose traffic the measured load
+        # admission holds the links to includes: lowering is taken over a link already full)
+        if (not (plan.admitted or rate > record.sample) or old is None or entry is None
+                or entry.kind != old.kind or part.result_stream == old_stream):
+            record.reoptimisation = f"kept on a 1/{record.sample} sample: {plan.reason or 'no other plan'}"
+            return False
+        with self.control._installing:
+            if reoptimiser.why_not(record, cooled=False) or record.inputs.get(variable) != old_stream:
+                return False
+            return reoptimiser.migrate(record, plan, view, why, (float("nan"), plan.cost, float("nan")),
+                                       variable, old_stream, None, sample=rate)
+
+    def status(self) -> dict:
+        return {"changes": self.changes, "pressure": PRESSURE, "calm": CALM, "settle_s": SETTLE_S}
