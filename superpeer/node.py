@@ -178,12 +178,17 @@ class Node:
     def _measure(self) -> None:
         """Each stream's measured rate (``data.stream_rates``); a drift is an event for
         re-optimisation."""
-        measured = self.link_rates.measure(dict(getattr(self.transport, "link_counters", {})))
+        counters = dict(getattr(self.transport, "link_counters", {}))
+        measured = self.link_rates.measure(counters)
+        bound = self.link_buffer  # (a link holding half its bound or more is held back: under pressure)
+        pressed = sorted(peer for peer, c in counters.items()
+                         if c.held_bytes >= bound.max_bytes / 2 or c.held_items >= bound.max_items / 2)
         scale = 1.0 if self.executor.synchronous else self.state.backbone.capacity().get(self.id, 1.0)
         load = self.executor_load.measure(self.executor.busy_s, scale)
         with self.state.lock:
             drifted = self.data.rates.measure(self.state.table)
             self.state.measured_links, self.state.measured_load = measured, load
+            self.state.pressured_links = pressed
         now = time.monotonic()
         if drifted and now - self._drift_woken >= self.settings.reoptimisation.every_s:
             self._drift_woken = now  # (a round at most every interval for drifts)

@@ -71,6 +71,8 @@ class PeerState:
         self.measured_links: dict[str, float] = {}
         # cores this peer's executor measurably spends (``stream_rates.ExecutorLoad``; None: not yet)
         self.measured_load: float | None = None
+        # neighbours the outbound link to which holds half its bound or more (back-pressure)
+        self.pressured_links: list[str] = []
         # original -> its statistics as planning here last fetched them (their sample is not
         # fetched again until it changes: ``statistics_to_json``)
         self.statistics_held: dict[str, StreamStatistics] = {}
@@ -140,6 +142,8 @@ class PeerState:
                 report["measured_links"] = {n: round(b, 1) for n, b in self.measured_links.items()}
             if self.measured_load is not None:
                 report["measured_load"] = round(self.measured_load, 5)
+            if self.pressured_links:
+                report["pressured_links"] = list(self.pressured_links)
         return report
 
     def usage_view(self) -> tuple[dict[frozenset[str], float], dict[str, float]]:

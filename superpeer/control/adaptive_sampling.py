@@ -9,15 +9,18 @@ super-peer keeps adapting R while it runs:
 
 * **pressure**: a link on the subscription's paths carries ``PRESSURE`` (90 %) of its bandwidth
   or more, as its sending super-peer measured it (``stream_rates.LinkRates``, in the usage every
-  super-peer reports): the subscription is moved onto a plan over a sample twice as coarse —
+  super-peer reports), or its sender holds half its link buffer or more (back-pressure: a link
+  slower than declared): the subscription is moved onto a plan over a sample twice as coarse —
   never coarser than its bound (``--min-rate``, default 1/64) — live and exactly like a
   re-optimisation move (``Reoptimiser.migrate``), so that every window comes whole from one
   sample, its estimates scaled at that rate and its intervals saying so (``sample`` on each
   window once rates differ);
-* **calm**: every link on its paths carries at most ``CALM`` (50 %) of its bandwidth: it is moved
-  onto a sample twice as fine, down to the whole stream, if admission takes that plan;
-* at most one subscription of this super-peer changes per ``SETTLE_S`` (the measured rates need
-  that long to show the change), and one subscription again only after ``SETTLE_S``;
+* **calm**: every link on its paths carries at most ``CALM`` (50 %) of its bandwidth, and none was
+  under pressure for ``QUIET_S``: it is moved onto a sample twice as fine, down to the whole
+  stream, if admission takes that plan;
+* under pressure, at most one subscription of this super-peer is lowered per ``SETTLE_S`` (the
+  measured rates need that long to show the change); once it is gone, every quiet one is raised,
+  each at most every ``RAISE_EVERY_S``;
 * **fairly by weight**: under pressure the subscription keeping the largest share of its items
   for its weight (1/R ÷ weight) is lowered first; when calm, the one keeping the smallest is
   raised first.
@@ -49,7 +52,9 @@ log = logging.getLogger("streamglobe.superpeer")
 
 PRESSURE = 0.9  # a link carrying this share of its bandwidth is under pressure
 CALM = 0.5  # … and at most this share on every link of its paths: a sample may be raised
-SETTLE_S = 4.0  # between two changes here (the measured rates are smoothed over rounds)
+SETTLE_S = 4.0  # between two lowerings here (the measured rates are smoothed over rounds)
+RAISE_EVERY_S = 3.0  # between two raisings of one subscription
+QUIET_S = 5.0  # no pressure on its paths for this long before a sample is raised
 
 
 class AdaptiveSampling:
@@ -58,9 +63,12 @@ class AdaptiveSampling:
         self.control = reoptimiser.control
         self.changes = 0
         self.last_change = self.looked_at = 0.0
+        self.pressed_at: dict[str, float] = {}  # subscription -> when its paths were last under pressure
 
     def utilisation(self, record: SubscriptionRecord) -> dict[str, float]:
-        """The measured share of its bandwidth each link on the subscription's paths carries."""
+        """The measured share of its bandwidth each link on the subscription's paths carries —
+        at least all of it where the link's sender holds half its link buffer or more: a link
+        slower than declared (shaped, congested) is under pressure however little it carries."""
         state = self.control.state
         with state.lock:
             reports = dict(state.peer_usage)
@@ -69,15 +77,18 @@ class AdaptiveSampling:
         for path in record.paths:
             for a, b in pairwise(path):
                 bandwidth = state.backbone.bandwidth().get(frozenset((a, b)), 0.0)
-                measured = reports.get(a, {}).get("measured_links", {}).get(b, 0.0)
+                report = reports.get(a, {})
+                measured = report.get("measured_links", {}).get(b, 0.0)
                 if bandwidth > 0:
                     out[f"{a}–{b}"] = measured / bandwidth
+                if b in report.get("pressured_links", ()):
+                    out[f"{a}–{b}"] = max(out.get(f"{a}–{b}", 0.0), 1.0)
         return out
 
     def round(self) -> None:
         """Lower or raise at most one approximate subscription registered here."""
         now = time.monotonic()
-        if now - self.last_change < SETTLE_S or now - self.looked_at < 1.0:
+        if now - self.looked_at < 1.0:
             return
         self.looked_at = now
         with self.control.state.lock:
@@ -85,25 +96,29 @@ class AdaptiveSampling:
                        if r.approximate and r.plan is not None and samplable(r.runtime.analysis.properties)]
         lower, higher = [], []
         for r in records:
-            if now - r.resampled_at < SETTLE_S or self.reoptimiser.why_not(r, cooled=False):
+            if now - r.resampled_at < RAISE_EVERY_S or self.reoptimiser.why_not(r, cooled=False):
                 continue
             used = self.utilisation(r)
             hot = sorted(link for link, u in used.items() if u >= PRESSURE)
+            if hot:
+                self.pressed_at[r.runtime.id] = now
+            quiet = now - self.pressed_at.get(r.runtime.id, 0.0) >= QUIET_S
             if hot and r.sample * 2 <= r.min_rate:
                 why = f"pressure on link {hot[0]} ({used[hot[0]]:.0%} of its bandwidth)"
                 lower.append((1 / (r.sample * r.weight), r, why))
-            elif r.sample > 1 and used and max(used.values()) <= CALM:
+            elif r.sample > 1 and used and max(used.values()) <= CALM and quiet:
                 why = f"calm: its links at most {max(used.values()):.0%} of their bandwidth"
                 higher.append((1 / (r.sample * r.weight), r, why))
-        if lower:
+        if lower and now - self.last_change >= SETTLE_S:
             _, record, why = max(lower, key=lambda c: c[0])
             self._change(record, record.sample * 2, why)
-        elif higher:
-            _, record, why = min(higher, key=lambda c: c[0])
-            self._change(record, record.sample // 2, why)
+            self.last_change = now
+        elif not lower:
+            for _, record, why in sorted(higher, key=lambda c: c[0]):  # (the pressure is gone: each goes up)
+                self._change(record, record.sample // 2, why)
 
     def _change(self, record: SubscriptionRecord, rate: int, why: str) -> None:
-        self.last_change = record.resampled_at = time.monotonic()
+        record.resampled_at = time.monotonic()
         old = record.sample
         if self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate}"):
             self.changes += 1
@@ -138,4 +153,5 @@ class AdaptiveSampling:
                                        variable, old_stream, None, sample=rate)
 
     def status(self) -> dict:
-        return {"changes": self.changes, "pressure": PRESSURE, "calm": CALM, "settle_s": SETTLE_S}
+        return {"changes": self.changes, "pressure": PRESSURE, "calm": CALM, "settle_s": SETTLE_S,
+                "raise_every_s": RAISE_EVERY_S, "quiet_s": QUIET_S}
