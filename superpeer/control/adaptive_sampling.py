@@ -86,7 +86,14 @@ class AdaptiveSampling:
         return out
 
     def round(self) -> None:
-        """Lower or raise at most one approximate subscription registered here."""
+        """Lower one approximate subscription registered here, or raise the quiet ones (what
+        fails is logged: the re-optimisation round that follows in the same loop still runs)."""
+        try:
+            self._round()
+        except Exception:  # noqa: BLE001
+            log.exception("adapting the samples failed")
+
+    def _round(self) -> None:
         now = time.monotonic()
         if now - self.looked_at < 1.0:
             return
@@ -120,7 +127,13 @@ class AdaptiveSampling:
     def _change(self, record: SubscriptionRecord, rate: int, why: str) -> None:
         record.resampled_at = time.monotonic()
         old = record.sample
-        if self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate}"):
+        try:
+            moved = self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate}")
+        except Exception as exc:  # noqa: BLE001 - the others are still looked at
+            record.reoptimisation = f"not moved onto a 1/{rate} sample: {exc}"
+            log.exception("moving %s onto a 1/%d sample failed", record.runtime.id, rate)
+            return
+        if moved:
             self.changes += 1
             log.warning("subscription %s moves from a 1/%d to a 1/%d sample (%s)", record.runtime.id, old, rate, why)
 

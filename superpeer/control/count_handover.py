@@ -11,8 +11,11 @@ that starts at or after the anchor; the ``TrackSwitch`` takes the windows before
 old plan and the rest from the new one, by window index.
 
 An anchor from before the new operator's first item cannot place it ("later"): the old operator
-is asked again until it has passed that item. Nothing else is retried: a failure fails the
-switch, which is cancelled, and the old plan goes on alone.
+is asked again until it has passed that item. One from after the items the new operator has seen
+so far is taken, and the new operator keeps holding until its input reaches it. A peer that does
+not answer, or an old operator that cannot say where it stands, is asked again until the switch's
+deadline cancels the move; a refusal of the anchor fails the switch at once. Either way the old
+plan goes on alone.
 """
 
 from __future__ import annotations
@@ -102,6 +105,12 @@ class CountHandover:
         if self.aligned or self.failed or time.monotonic() - self.asked_at < ASK_EVERY_S:
             return
         self.asked_at = time.monotonic()
+        try:
+            self._ask(link)
+        except Exception as exc:  # noqa: BLE001 - the switch is cancelled; the other switches go on
+            self.failed = f"aligning the count window failed: {exc}"
+
+    def _ask(self, link: PeerLink) -> None:
         anchor, why = link.count_anchor(self.old_peer, self.old_stream)
         if anchor is None:
             self.waiting = why

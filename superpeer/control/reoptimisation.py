@@ -128,7 +128,7 @@ class Reoptimiser:
             try:
                 self.finish_switches()
                 if self.settings.adaptive:
-                    self.adapt()  # (``adaptive_sampling``: approximate subscriptions' samples)
+                    self.adapt()  # (``adaptive_sampling``: approximate subscriptions' samples; never raises)
                 if self._why and self.settings.enabled:
                     self._quiet()
                 now = time.monotonic()
@@ -310,7 +310,7 @@ class Reoptimiser:
                     switch.fail(why)
                 self._detach(switch, old_to_runtime=not switched, keep_new=False)
                 if switched:  # (part of the new plan fed it already, past the switch: recomputed, exactly)
-                    record.stale = [*record.stale, new_id]
+                    record.stale, record.sample = [*record.stale, new_id], record.sample if sample is None else sample
                     record.recovering, record.degraded, record.degraded_since = True, f"switching plans: {why}", time.time()
             if switched:
                 self.recovery.after_heartbeat()

@@ -195,9 +195,10 @@ class Recovery:
             old_ids = [*record.stale, record.plan_id]
             old = record.runtime
             runtime = SubscriptionRuntime(sid, analysis, control.retention, state.limits, buffer=old.buffer)
-            # its sample's rate (the re-plan keeps it: its window records are scaled as before),
-            # and its windows' intervals, given once
-            runtime.sample, runtime.estimates, runtime.confidence = old.sample, old.estimates, old.confidence
+            # its sample's rate (the new plan's: its window records are scaled at it), and its
+            # windows' intervals, given once
+            runtime.sample, runtime.estimates, runtime.confidence = record.sample, old.estimates, old.confidence
+            runtime.ensure_estimates()
             with state.lock:
                 state.stop_delivering(old, record.inputs.values())
                 old.stop()

@@ -48,6 +48,8 @@ class HeldCount:
     """A count-window operator's input while it waits for an ``Anchor``."""
 
     first_origin: int | None = None  # the origin of the first item it was given (of any)
+    last_origin: int | None = None  # … and of the last
+    anchor: Anchor | None = None  # given before this operator had reached it: aligned once it has
     origins: list[np.ndarray] = field(default_factory=list)  # per batch, the rows' origins
     inputs: list[list] = field(default_factory=list)  # per batch, per partial, the rows' values
     broken: str = ""
@@ -61,6 +63,8 @@ class HeldCount:
             return
         if self.first_origin is None and len(batch_origins):
             self.first_origin = int(batch_origins[0])
+        if len(batch_origins):
+            self.last_origin = int(batch_origins[-1])
         if row_origins.size:
             self.origins.append(row_origins)
             self.inputs.append(inputs)
@@ -68,6 +72,12 @@ class HeldCount:
     @property
     def rows(self) -> int:
         return sum(o.size for o in self.origins)
+
+    def reached(self, anchor: Anchor) -> bool:
+        """Whether every item before the anchor's has come here: only then are the items this
+        operator has yet to see exactly those the anchor numbers on (one behind the old
+        operator keeps holding: numbered now, the items between would be counted twice)."""
+        return self.last_origin is not None and self.last_origin + 1 >= anchor.origin
 
     def place(self, anchor: Anchor) -> tuple[int, list]:
         """The held rows from ``anchor.origin`` on: (how many, per partial their values)."""

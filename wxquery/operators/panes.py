@@ -141,6 +141,10 @@ class ChainState:
         assert self.held is not None
         if self.ended:
             raise Unalignable("its input ended before it was aligned")
+        if not self.held.reached(anchor):
+            self.held.place(anchor)  # (``NotYet`` if the anchor is before its first item)
+            self.held.anchor = anchor  # (taken: aligned when its input reaches the anchor)
+            return []
         rows, columns = self.held.place(anchor)
         self.held = None
         self.next_k, self.clock.seen, panes = aligned_start(self.chain, anchor, rows, columns)

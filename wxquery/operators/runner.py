@@ -94,7 +94,8 @@ class ChainGroup:
                 continue
             if state.held is not None:
                 self._hold(state, batch, origins)
-                out[stream] = []
+                anchor = state.held.anchor
+                out[stream] = state.align(anchor, self.lateness) if anchor and state.held.reached(anchor) else []
                 state.ended = end
                 continue
             items: list[str] = []

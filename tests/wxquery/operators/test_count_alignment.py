@@ -78,3 +78,27 @@ def test_an_anchor_before_the_first_held_item_is_not_yet_and_items_without_origi
     with pytest.raises(Unalignable):
         group.align("blind", group.anchor("old") or Anchor(70, 0))
     assert group.anchor("old") is None  # (its last batch did not say where items came from)
+
+
+@settings(max_examples=40, deadline=None)
+@given(size=st.integers(1, 9), step=st.integers(1, 9), lag=st.integers(0, 400), start=st.integers(0, 300))
+def test_a_held_window_behind_the_anchor_keeps_holding_until_it_reaches_it(size, step, lag, start):
+    """The old and the new operator run at different peers: the new one may not have seen the
+    items up to the anchor yet when it is given it. It holds on until it has, and then closes
+    exactly the old one's windows — none of the items between counted twice."""
+    old, new = ChainGroup(), ChainGroup()
+    old.add(chain("s", size, step))
+    new.add(chain("s", size, step), held=True)
+    cut = 600 + lag
+    old_out = indexed(old.push(PHOTONS[:cut], False, range(cut))["s"])
+    new_out: dict[int, str] = {}
+    new.push(PHOTONS[start:600], False, range(start, 600))
+    anchor = old.anchor("s")
+    assert new.align("s", anchor) == [] or lag == 0
+    for k in range(600, 1500, 150):  # (the new one catches up; the old one goes on)
+        new_out.update(indexed(new.push(PHOTONS[k:k + 150], False, range(k, k + 150))["s"]))
+        if k + 150 > cut:
+            old_out.update(indexed(old.push(PHOTONS[max(k, cut):k + 150], False, range(max(k, cut), k + 150))["s"]))
+    first = -(-anchor.ordinal // step)
+    assert new_out and min(new_out) == first
+    assert new_out == {k: t for k, t in old_out.items() if k >= first}
