@@ -92,12 +92,7 @@ class GrpcPeerChannels:
         key = (peer, data)
         ch = self._channels.get(key)
         if ch is None:
-            options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20),
-                       # a peer not listening yet (or restarting) is dialled again within a tenth of a
-                       # second, not after gRPC's default 1 s growing to 2 min: calls in between fail
-                       # at once, and a network just started refused its first registrations
-                       ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
-                       ("grpc.max_reconnect_backoff_ms", 2000)]
+            options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
             if data:  # (channels with the same target and options would share one connection)
                 options.append(("grpc.use_local_subchannel_pool", 1))
             address = self.topology.peer_address(peer)
