@@ -69,23 +69,24 @@ class HeldCount:
             self.origins.append(row_origins)
             self.inputs.append(inputs)
 
-    @property
-    def rows(self) -> int:
-        return sum(o.size for o in self.origins)
-
     def reached(self, anchor: Anchor) -> bool:
         """Whether every item before the anchor's has come here: only then are the items this
         operator has yet to see exactly those the anchor numbers on (one behind the old
         operator keeps holding: numbered now, the items between would be counted twice)."""
         return self.last_origin is not None and self.last_origin + 1 >= anchor.origin
 
-    def place(self, anchor: Anchor) -> tuple[int, list]:
-        """The held rows from ``anchor.origin`` on: (how many, per partial their values)."""
+    def check(self, anchor: Anchor) -> None:
+        """``Unalignable`` if this operator can never be aligned, ``NotYet`` if the anchor is
+        before the first item it holds."""
         if self.broken:
             raise Unalignable(self.broken)
         if self.first_origin is None or self.first_origin > anchor.origin:
             raise NotYet(f"the anchor's item {anchor.origin} is before the first item held "
                          f"({self.first_origin if self.first_origin is not None else 'none yet'})")
+
+    def place(self, anchor: Anchor) -> tuple[int, list]:
+        """The held rows from ``anchor.origin`` on: (how many, per partial their values)."""
+        self.check(anchor)
         if not self.origins:
             return 0, []
         origins = np.concatenate(self.origins)

@@ -142,7 +142,7 @@ class ChainState:
         if self.ended:
             raise Unalignable("its input ended before it was aligned")
         if not self.held.reached(anchor):
-            self.held.place(anchor)  # (``NotYet`` if the anchor is before its first item)
+            self.held.check(anchor)  # (``NotYet`` if the anchor is before its first item)
             self.held.anchor = anchor  # (taken: aligned when its input reaches the anchor)
             return []
         rows, columns = self.held.place(anchor)

@@ -128,10 +128,10 @@ class ChainGroup:
         if batch is None:
             return
         assert isinstance(state.chain.window, WindowAggregate) and state.held is not None
-        rows = reaching_rows(state.chain, batch)
-        if origins is None:
-            state.held.hold(None, rows, [])
+        if origins is None:  # (it can never be aligned: nothing of the batch is worth keeping)
+            state.held.hold(None, np.empty(0, np.int64), [])
             return
+        rows = reaching_rows(state.chain, batch)
         inputs = partial_inputs(batch, rows, state.chain.window.partials) if rows.size else []
         picked = origins.start + rows if isinstance(origins, range) else np.asarray(origins, np.int64)[rows]
         state.held.hold(origins, picked, inputs)
