@@ -47,6 +47,12 @@ from .wire import commit_to_wire, input_to_wire, part_to_wire, waiting_from_wire
 T = TypeVar("T")
 CALL_TIMEOUT_S = 10
 HEARTBEAT_TIMEOUT_S = 1.0
+# A peer dialled before it listened (a network starting up) leaves its channel in gRPC's
+# reconnect backoff (1 s, growing), and calls in between fail at once. Until the peer has
+# answered once, and for this long after it was first dialled, a call found unreachable is
+# tried again, waiting for the channel to connect (at most ``FIRST_CONTACT_WAIT_S``).
+FIRST_CONTACT_S = 15.0
+FIRST_CONTACT_WAIT_S = 2.5
 # a peer's answers that refuse a call (a required call raises them as they are, not as unreachable)
 REFUSALS = frozenset({grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT,
                       grpc.StatusCode.NOT_FOUND, grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.ABORTED,
@@ -76,6 +82,8 @@ class GrpcPeerChannels:
         self.forwarders: dict[str, Forwarder] = {}
         self.epoch = secrets.token_hex(8)  # this process's numbering of items on its links
         self._channels: dict[tuple[str, bool], grpc.Channel] = {}  # (peer, for items)
+        self._dialled: dict[str, float] = {}  # peer -> when its control channel was made
+        self._answered: set[str] = set()  # peers that answered a call or a heartbeat once
         self.parses = StaticParses()  # (lookup answers: each stream's fixed part read once)
         self._stop = threading.Event()
         self.cut: set[str] = set()  # neighbours the link to is cut on purpose (``link_cut``)
@@ -104,6 +112,7 @@ class GrpcPeerChannels:
             ch = grpc.intercept_channel(ch, CutLink(lambda: peer in self.cut, f"the link {self.id}–{peer} "
                                                                               "is cut (streamglobe network cut)"))
             self._channels[key] = ch
+            self._dialled.setdefault(peer, time.monotonic())
         return pb_grpc.SuperPeerStub(ch)
 
     def forwarder(self, peer: str) -> Forwarder:
@@ -148,8 +157,15 @@ class GrpcPeerChannels:
         try:
             if self._stop.is_set():
                 raise _Stopped()
-            reply = getattr(self.stub(peer), method)(request, timeout=CALL_TIMEOUT_S)
+            try:
+                reply = getattr(self.stub(peer), method)(request, timeout=CALL_TIMEOUT_S)
+            except grpc.RpcError as exc:
+                if not self._first_contact(peer, exc):
+                    raise
+                reply = getattr(self.stub(peer), method)(request, timeout=FIRST_CONTACT_WAIT_S,
+                                                         wait_for_ready=True)
             self.unreachable.pop(peer, None)
+            self._answered.add(peer)
             return handle(reply)
         except (grpc.RpcError, _Stopped, ValueError) as exc:
             # ValueError: the channel was closed because this node is stopping
@@ -162,6 +178,13 @@ class GrpcPeerChannels:
                 raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable: "
                                                f"{self.unreachable[peer]}") from None
             return None
+
+    def _first_contact(self, peer: str, exc: grpc.RpcError) -> bool:
+        """Whether a call found ``peer`` unreachable while it may only be starting: it never
+        answered, and was first dialled a moment ago (``FIRST_CONTACT_S``)."""
+        return (exc.code() == grpc.StatusCode.UNAVAILABLE and peer not in self._answered  # type: ignore[union-attr]
+                and peer not in self.cut
+                and time.monotonic() - self._dialled.get(peer, 0.0) < FIRST_CONTACT_S)
 
     # ------------------------------------------------------------------ PeerLink
 
@@ -281,6 +304,7 @@ class GrpcPeerChannels:
             except (ValueError, grpc.FutureCancelledError):  # stopping
                 continue
             self.unreachable.pop(peer, None)
+            self._answered.add(peer)
             self.detector.heard(peer, time.time(), frozenset(reply.hears), reply.incarnation)
             usage = json.loads(reply.usage_json) if reply.usage_json else {}
             originals = [stream_from_json(j) for j in json.loads(reply.originals_json or "[]")]
