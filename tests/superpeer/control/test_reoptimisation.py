@@ -326,3 +326,75 @@ def test_a_near_miss_widens_the_running_stream_and_its_consumer_moves_onto_it(ne
     feed.close()
     assert buffered_results(a) == reference(a_query, a_first, feed.at)
     assert buffered_results(n) == reference(n_query, n_first, feed.at)
+
+
+def test_a_stream_with_three_consumers_widened_for_a_near_miss_keeps_every_result_exact(net):
+    """S (ra 120–125, SP4→SP5→SP1) serves three subscriptions: A and B at SP1 (B narrower, on a
+    residual of its own) and C at SP0 (S forwarded on). N at SP7 needs ra 123–128: S is widened
+    to ra 120–128 for it; A, B and C move onto the wide stream, S is removed everywhere, one
+    stream crosses SP4–SP5, and all four get exactly their results across the change."""
+    feed = Feed(net)
+    sp0, sp1, sp7 = net.peers["SP0"], net.peers["SP1"], net.peers["SP7"]
+    sp7.control.widening = True  # (``serve --widening``)
+    queries = {"A": ranged(120, 125), "B": ranged(121, 124), "C": ranged(120, 125, en=0.5)}
+    at = {"A": sp1, "B": sp1, "C": sp0}
+    consumers = {}
+    for name, q in queries.items():
+        consumers[name] = (at[name].control.subscribe(q), feed.at)
+        feed.publish(100)
+    running = consumers["A"][0].plan.parts[0].result_stream
+    for name, (record, _) in consumers.items():
+        part = record.plan.parts[0]
+        assert running in (part.reused, part.result_stream), f"{name} does not read {running}: {record.describe()}"
+    n_query = ranged(123, 128)
+    n = sp7.control.subscribe(n_query)
+    n_first = feed.at
+    (part,) = n.plan.parts
+    assert part.widened == running, n.describe()
+    wide = part.new_streams[0].id
+    feed.publish(200)
+    for _ in range(3):
+        for p in (sp0, sp1):
+            for record, _ in consumers.values():
+                record.last_replan = 0
+            p.reoptimiser.round("test")
+        feed.publish(200, switch_all(net))
+    for name, (record, _) in consumers.items():
+        assert record.plan_history and record.plan_history[-1]["state"] == "switched", (name, record.reoptimisation)
+    assert all(running not in {s.id for s in p.state.table} for p in net.peers.values())
+    across = [s.id for s in net.peers["SP5"].state.table if not s.original and "SP4" in s.route]
+    assert across == [wide], across
+    feed.close()
+    for name, (record, first) in consumers.items():
+        assert buffered_results(record) == reference(queries[name], first, feed.at), name
+    assert buffered_results(n) == reference(n_query, n_first, feed.at)
+
+
+def test_a_burst_of_near_misses_settles_on_one_stream(net):
+    """Three near misses in a row, each a little wider than the stream the one before widened:
+    every widening leaves a generation behind, and the readers of each old generation leave it
+    as a group, until one stream crosses SP4–SP5 and every result is exact."""
+    feed = Feed(net)
+    sp1, sp7 = net.peers["SP1"], net.peers["SP7"]
+    for p in net.peers.values():
+        p.control.widening = True
+    queries = [(sp1, ranged(120, 125)), (sp1, ranged(121, 124)), (sp7, ranged(123, 128)),
+               (sp1, ranged(119, 126, en=0.5)), (sp7, ranged(118, 130))]
+    subs, widened = [], []
+    for peer, q in queries:
+        subs.append((q, peer.control.subscribe(q), feed.at))
+        widened += [p.widened for p in subs[-1][1].plan.parts if p.widened]
+        feed.publish(100)
+    assert len(widened) >= 2, widened  # (generations)
+    for _ in range(6):
+        for p in (sp1, sp7):
+            for _, record, _ in subs:
+                record.last_replan = 0
+            p.reoptimiser.round("test")
+        feed.publish(200, switch_all(net))
+    assert not sp1.reoptimiser.switches and not sp7.reoptimiser.switches
+    across = [s.describe() for s in net.peers["SP4"].state.table if not s.original and "SP5" in s.route]
+    assert len(across) == 1, across
+    feed.close()
+    for q, record, first in subs:
+        assert buffered_results(record) == reference(q, first, feed.at), record.describe()
