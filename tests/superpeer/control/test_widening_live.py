@@ -1,0 +1,90 @@
+"""Stream widening with three consumers, on real daemon processes (issue 31): A and B at SP1
+and C at SP0 all read one stream of ra 120–125 that SP4 sends over SP5; N at SP7 needs ra
+123–128 and the stream is widened for it (``serve --widening``). Under a steady publish the
+three consumers move onto the wide stream (live moves, the readers priced as a group), the
+narrow stream is removed along its route, one stream crosses SP4–SP5, and every subscriber's
+results are the reference evaluator's over the whole stream: no gap, no duplicate."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from network_harness import reference_results, same, until
+
+from photons.generator import generate
+from thinpeer.client import SuperPeerClient
+from thinpeer.ops.ports import with_free_ports
+from thinpeer.ops.processes import up
+from thinpeer.ops.topologies import shipped_topology
+
+pytestmark = pytest.mark.slow
+
+SERVE = ("--heartbeat-s", "0.5", "--reoptimise-every", "1s", "--reoptimise-cooldown", "2s", "--widening")
+
+
+def ranged(lo: float, hi: float, en: float | None = None) -> str:
+    energy = f" and $p/en >= {en}" if en is not None else ""
+    return f"""<r>{{ for $p in stream("photons")/photons/photon
+      where $p/coord/cel/ra >= {lo} and $p/coord/cel/ra <= {hi}{energy}
+      return <x>{{ $p/coord/cel/ra }}{{ $p/en }}{{ $p/det_time }}</x> }}</r>"""
+
+
+def test_a_stream_with_three_consumers_is_widened_and_every_result_stays_exact(tmp_path: Path) -> None:
+    path = with_free_ports(shipped_topology("paper-example"), tmp_path / "paper-example.toml")
+    network = up(path, state_dir=tmp_path / "state", serve_args=SERVE)
+    try:
+        address = network.addresses
+        client = {p: SuperPeerClient(a) for p, a in address.items()}
+        publisher = client["SP4"]
+        publisher.register_stream("photons", "photons", "photon", rate=500)
+        photons = [p.to_xml() for p in generate(60_000, seed=5)]
+        publisher.publish("photons", photons[:200], position=0)
+        until(lambda: all(s["photons"]["accepted"] == 200 if "photons" in s else True
+                          for s in [client["SP4"].status()["streams_registered_here"]]), seconds=10)
+        queries = {"A": ("SP1", ranged(120, 125)), "B": ("SP1", ranged(121, 124)),
+                   "C": ("SP0", ranged(120, 125, en=0.5)), "N": ("SP7", ranged(123, 128))}
+        subs = {}
+        for name in "ABC":
+            peer, q = queries[name]
+            subs[name] = client[peer].subscribe(q)
+        status = {name: (lambda name=name: client[queries[name][0]].status()["subscriptions"][subs[name].id])
+                  for name in "ABCN"}
+        narrow = next(iter(status["A"]()["inputs"].values()))
+        n = subs["N"] = client["SP7"].subscribe(queries["N"][1])
+        assert f"widened {narrow}" in n.description, n.description
+        stop, errors, published = threading.Event(), [], [200]
+
+        def publish() -> None:  # 800 photons a second until the checks are over
+            try:
+                while not stop.is_set() and published[0] < len(photons):
+                    at = published[0]
+                    publisher.publish("photons", photons[at:at + 200], rate=800, position=at, retry_s=60)
+                    published[0] = at + 200
+                publisher.close_stream("photons")
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+        worker = threading.Thread(target=publish, daemon=True)
+        worker.start()
+        for name in "ABC":  # each moved live onto the wide stream
+            of = status[name]
+            until(lambda of=of: any(e.get("state") == "switched" for e in of()["plan_history"]),
+                  seconds=60, what=lambda of=of: f"{of()['reoptimisation']}")
+        tables = lambda: {p: {s["id"]: s for s in client[p].status()["stream_table"]}
+                          for p in ("SP0", "SP1", "SP4", "SP5", "SP7")}
+        until(lambda: all(narrow not in t for t in tables().values()), seconds=30,
+              what=lambda: str({p: sorted(t) for p, t in tables().items()}))
+        across = lambda: [(s["id"], s["users"], s.get("describe", s)) for s in tables()["SP5"].values()
+                          if not s["original"] and "SP4" in s["route"]]
+        until(lambda: len(across()) == 1, seconds=30, what=lambda: str(across()))
+        until(lambda: published[0] > 12_000, seconds=60)
+        stop.set()
+        worker.join(60)
+        assert not errors, errors
+        for name, (peer, q) in queries.items():
+            got = [item for _, item, _ in client[peer].results(subs[name].id, idle_timeout=60)]
+            expected = reference_results(q, photons[200:published[0]])
+            assert expected and same(got, expected), (name, len(got), len(expected))
+    finally:
+        network.stop()
