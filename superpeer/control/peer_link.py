@@ -134,7 +134,8 @@ class PeerLink(Protocol):
         """Where the count window computing ``stream`` at ``peer`` stands (``count_handover``)."""
 
     def align_count(self, peer: str, stream: str, anchor: Anchor) -> Aligned | None:
-        """The held count window computing ``stream`` at ``peer`` aligned (None: unreachable)."""
+        """The held count window computing ``stream`` at ``peer`` aligned (None: unreachable; a
+        refusal, such as a peer that did not plan it asking, raises ``NodeError``)."""
 
 
 def copy_stream(s: NetworkStream) -> NetworkStream:

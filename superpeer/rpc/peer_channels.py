@@ -56,7 +56,8 @@ FIRST_CONTACT_WAIT_S = 2.5
 # a peer's answers that refuse a call (a required call raises them as they are, not as unreachable)
 REFUSALS = frozenset({grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT,
                       grpc.StatusCode.NOT_FOUND, grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.ABORTED,
-                      grpc.StatusCode.OUT_OF_RANGE})
+                      grpc.StatusCode.OUT_OF_RANGE, grpc.StatusCode.PERMISSION_DENIED,
+                      grpc.StatusCode.UNAUTHENTICATED})
 
 
 class _Stopped(Exception):
@@ -152,8 +153,9 @@ class GrpcPeerChannels:
             ch.close()
 
     def _call(self, peer: str, method: str, request, handle: Callable[[object], T],
-              required: bool) -> T | None:
-        """One RPC; an unreachable peer is recorded, then raises (``required``) or gives None."""
+              required: bool, refusals: bool = False) -> T | None:
+        """One RPC; an unreachable peer is recorded, then raises (``required``) or gives None.
+        A refusal (the peer answered no: ``REFUSALS``) raises if ``required`` or ``refusals``."""
         try:
             if self._stop.is_set():
                 raise _Stopped()
@@ -170,7 +172,7 @@ class GrpcPeerChannels:
         except (grpc.RpcError, _Stopped, ValueError) as exc:
             # ValueError: the channel was closed because this node is stopping
             code = exc.code() if isinstance(exc, grpc.RpcError) else None
-            if required and code in REFUSALS:  # (it answered: not unreachable, its reason as it is)
+            if (required or refusals) and code in REFUSALS:  # (it answered: not unreachable, its reason as it is)
                 raise NodeError(code.name, f"super-peer {peer} refused: {exc.details()}") from None  # type: ignore[union-attr]
             self.unreachable[peer] = (f"{code.name}: {exc.details()}" if code is not None  # type: ignore[union-attr]
                                       else "this super-peer is stopping")
@@ -261,7 +263,8 @@ class GrpcPeerChannels:
         if peer == self.id:
             return self.local.count_anchor(stream)
         got = self._call(peer, "CountAnchor", pb.CountAnchorRequest(stream=stream),
-                         lambda r: (Anchor(r.origin, r.ordinal) if r.known else None, r.reason), required=False)
+                         lambda r: (Anchor(r.origin, r.ordinal) if r.known else None, r.reason), required=False,
+                         refusals=True)
         return got or (None, f"{peer} did not answer")
 
     def align_count(self, peer: str, stream: str, anchor: Anchor) -> Aligned | None:
@@ -269,7 +272,7 @@ class GrpcPeerChannels:
             return self.local.align_count(stream, anchor)
         request = pb.AlignCountRequest(stream=stream, origin=anchor.origin, ordinal=anchor.ordinal)
         return self._call(peer, "AlignCount", request, lambda r: Aligned(r.aligned, r.later, r.reason),
-                          required=False)
+                          required=False, refusals=True)  # (a refusal fails the move: asking again would not help)
 
     # ------------------------------------------------------------------ heartbeats
 

@@ -22,9 +22,11 @@ from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 from sharing.scenarios import example_query
 from superpeer.control import transactions
+from superpeer.errors import NodeError
 from superpeer.security.access import UserQuotas
 from thinpeer.ops.certs import hosts_of, init_backbone
 from thinpeer.ops.tokens import issue_token
+from wxquery.operators.count_alignment import Anchor
 
 PHOTONS = [p.to_xml() for p in generate(400, seed=3)]
 
@@ -243,3 +245,14 @@ def _stream(base, sid: str, route: list[str]) -> dict:
     j = stream_to_json(base)
     j.update(id=sid, route=route, parent=base.id, original=False, users=[])
     return j
+
+
+def test_a_refused_count_alignment_is_an_error_at_once_not_silence(net: Net) -> None:
+    """A super-peer that did not plan a count window may not align it (``check_align``): the
+    refusal reaches the caller as such — its move is cancelled at once instead of asking again,
+    as it would a peer that did not answer, until the switch's deadline."""
+    link = net.peers["SP1"].node.transport
+    with pytest.raises(NodeError) as err:
+        link.align_count("SP4", "SP7.3", Anchor(0, 0))
+    assert err.value.code == "PERMISSION_DENIED", err.value
+    assert link.align_count("SP4", "SP1.999", Anchor(0, 0)) is not None  # (its own: answered)
