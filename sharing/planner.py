@@ -41,14 +41,15 @@ class Planner(PlanBuilder):
     # ------------------------------------------------------------------ public
 
     def subscribe(self, subscription: str, properties: Properties, target: str,
-                  strategy: Strategy = Strategy.SHARING, approximate: bool = False) -> Plan:
+                  strategy: Strategy = Strategy.SHARING, approximate: bool = False, coarsest: int = 64) -> Plan:
         """Plan a subscription registered at ``target``; nothing is installed yet.
 
         ``approximate``: a subscription whose plans all overload the network is planned on a
         sample of its input instead — the finest of 1/2 … 1/64 the network can carry (OSCAR's
         multiple resolutions, chosen by the resources available), its window aggregates scaled
         at the subscriber (``Plan.sample``). Not for several inputs (a join of samples is not a
-        sample of the join) nor count windows (a count window over a sample is another window)."""
+        sample of the join) nor count windows (a count window over a sample is another window).
+        ``coarsest``: no sample coarser than 1/coarsest (the subscription's bound, ``--min-rate``)."""
         if target not in self.state.backbone.peers:
             raise RegistrationError(f"unknown super-peer {target}")
         if strategy is Strategy.SHARING:
@@ -60,7 +61,7 @@ class Planner(PlanBuilder):
         plan = self.plan(subscription, properties, target, strategy, part_for)
         if plan.admitted or not approximate or not samplable(properties):
             return plan
-        for rate in SAMPLE_RATES:
+        for rate in (r for r in SAMPLE_RATES if r <= coarsest):
             sampled = self.plan(subscription, with_sample(properties, rate), target, strategy, part_for)
             if sampled.admitted:
                 sampled.sample = rate

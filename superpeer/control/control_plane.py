@@ -52,7 +52,7 @@ from ..errors import NodeError, as_node_error
 from ..peer_state import OriginalState, PeerState
 from ..recovery.route_health import data_paths
 from .peer_link import PeerLink, Reserved, Waiting
-from ..subscriptions.approximation import CONFIDENCE, check_bounds
+from ..subscriptions.approximation import CONFIDENCE, beyond_bound, check_bounds
 from ..subscriptions.record import SubscriptionRecord, past_progress
 from ..subscriptions.results import ResultBuffer
 from ..subscriptions.runtime import SubscriptionRuntime
@@ -359,13 +359,14 @@ class ControlPlane:
                                              share=record.strategy == Strategy.SHARING)
                         if record.from_start else
                         planner.subscribe(sid, analysis.properties, self.state.id, record.strategy,
-                                          approximate=record.approximate))
+                                          approximate=record.approximate, coarsest=record.min_rate))
             except RegistrationError as exc:
                 raise NodeError("NOT_FOUND", str(exc)) from None
             except KeyError as exc:
                 raise NodeError("NOT_FOUND", str(exc).strip("'\"")) from None
             if not plan.admitted:
-                raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}")
+                raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}"
+                                                      f"{beyond_bound(record.approximate, record.min_rate)}")
             txn, reservation = self.two_phase.reserve(plan, view, record.since_s)
             reason = reservation.reason
             if txn:

@@ -40,6 +40,14 @@ MAX_WINDOWS = 100_000
 COARSEST = 64  # the coarsest sample admission and adaptation use (1/64: ``sharing.estimates.SAMPLE_RATES``)
 
 
+def beyond_bound(approximate: bool, min_rate: int) -> str:
+    """What a refusal adds for an approximate subscription whose bound kept it off the samples
+    that would have fitted ("" for none)."""
+    if not approximate or min_rate >= COARSEST:
+        return ""
+    return f" (approximate, not even on a 1/{min_rate} sample: the coarsest its --min-rate allows)"
+
+
 def check_bounds(min_rate: int, weight: float) -> None:
     """An approximate subscription's bounds (``subscribe --min-rate 1/8 --weight 2``): a sample
     of 1/2 … 1/64 (1: never lowered) and a positive weight."""
