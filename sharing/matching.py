@@ -152,6 +152,10 @@ def match_properties(stream: InputProperties, sub: InputProperties,
         return Match(False, f"the stream is {_sampled(stream.sample)}; the subscription needs {_sampled(sub.sample)}")
     if stream.window is not None:
         return _match_aggregate_stream(stream, sub)
+    if stream.sample != sub.sample and alg.WHOLE_ITEM not in stream.projection.output:
+        # (an item is sampled by a hash of its text: over a projection the same item would hash
+        # otherwise, and the sample would not be the one every other plan of it takes)
+        return Match(False, "a sample is taken over whole items, and the stream carries a projection of them")
     ok, reason = match_predicates(stream.selection, sub.selection, repeated)
     if not ok:
         return Match(False, reason)

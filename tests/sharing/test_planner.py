@@ -136,3 +136,24 @@ def test_topology_errors():
         Backbone.from_mapping({})
     b = Backbone.from_mapping({"superpeer": [{"id": "A"}, {"id": "B"}], "link": [{"a": "A", "b": "B", "bandwidth": 1e6}]})
     assert b.route("A", "B") == ("A", "B")
+
+
+def test_a_sample_is_taken_over_whole_items_never_over_a_projection():
+    """An item is kept in a sample by a hash of its text: a projected stream hashes otherwise, so
+    a sampled plan never samples one — it samples the original (or a filtered copy of it)."""
+    from sharing.estimates import with_sample
+    from sharing.matching import match_properties
+    from wxquery.operators.definitions import WHOLE_ITEM
+
+    state, planner = network()
+    p1 = register(planner, "q1", paper_query(1), "SP1")  # (a projection of the photons to SP1)
+    projected = state.streams[p1.parts[0].result_stream].properties
+    sampled = with_sample(analyze(paper_query(1)).properties, 4)
+    match = match_properties(projected, sampled.inputs[0])
+    assert not match.shareable and "whole items" in match.reason
+    plan = planner.subscribe("q1s", sampled, "SP1")
+    for part in plan.parts:
+        for s in part.new_streams:
+            if any(type(op).__name__ == "Sample" for op in s.operators):
+                parent = state.streams.get(s.parent)
+                assert parent is None or WHOLE_ITEM in parent.properties.projection.output, s.describe()
