@@ -11,7 +11,9 @@ super-peer keeps adapting R while it runs:
   or more, as its sending super-peer measured it (``stream_rates.LinkRates``, in the usage every
   super-peer reports), or its sender holds half its link buffer or more (back-pressure: a link
   slower than declared): the subscription is moved onto a plan over a sample twice as coarse —
-  never coarser than its bound (``--min-rate``, default 1/64) — live and exactly like a
+  never coarser than its bound (``--min-rate``, default 1/64), or straight onto a coarser one
+  that another subscription's stream of the same input already carries here and that serves it
+  (``lowered_rate``: shared, it adds nothing to the links) — live and exactly like a
   re-optimisation move (``Reoptimiser.migrate``), so that every window comes whole from one
   sample, its estimates scaled at that rate and its intervals saying so (``sample`` on each
   window once rates differ);
@@ -28,8 +30,7 @@ super-peer keeps adapting R while it runs:
 Every change is a plan-history entry (``sample``: "1/2 → 1/4", and the window or item it
 switched at). Back-pressure (``data.backpressure``) still holds publishers the moment a link is
 full; lowering the samples is what lets it let go, within seconds. What this does not do yet:
-prefer the samples many subscriptions share, or coordinate between super-peers (each adapts its
-own subscriptions from the same measurements).
+coordinate between super-peers (each adapts its own subscriptions from the same measurements).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from itertools import pairwise
 
 from sharing.backbone import TopologyError
 from sharing.estimates import samplable, with_sample
+from sharing.matching import match_properties
 from sharing.planner import Planner, RegistrationError
 from sharing.reoptimisation import own_streams, without
 
@@ -90,7 +92,7 @@ class AdaptiveSampling:
         fails is logged: the re-optimisation round that follows in the same loop still runs)."""
         try:
             self._round()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("adapting the samples failed")
 
     def _round(self) -> None:
@@ -118,18 +120,40 @@ class AdaptiveSampling:
                 higher.append((1 / (r.sample * r.weight), r, why))
         if lower and now - self.last_change >= SETTLE_S:
             _, record, why = max(lower, key=lambda c: c[0])
-            self._change(record, record.sample * 2, why)
+            self._change(record, self.lowered_rate(record), why)
             self.last_change = now
         elif not lower:
             for _, record, why in sorted(higher, key=lambda c: c[0]):  # (the pressure is gone: each goes up)
                 self._change(record, record.sample // 2, why)
+
+    def lowered_rate(self, record: SubscriptionRecord) -> int:
+        """The sample a subscription under pressure goes down to: twice as coarse — or, within
+        its bound, the finest coarser sample of its input that another subscription's stream
+        already carries and that serves it (joining it adds nothing to the links; STREAM's and
+        OSCAR's shared resolutions)."""
+        steps = []
+        rate = record.sample * 2
+        while rate <= record.min_rate:
+            steps.append(rate)
+            rate *= 2
+        if len(steps) > 1:
+            props = record.runtime.analysis.properties
+            with self.control.state.lock:
+                running = [s for s in self.control.state.table if s.properties.sample in steps[1:]
+                           and not s.original and {u.split("~")[0] for u in s.users} - {record.runtime.id}]
+            for rate in steps[1:]:
+                wants = with_sample(props, rate).inputs[0]
+                if any(s.properties.sample == rate and match_properties(s.properties, wants).shareable
+                       for s in running):
+                    return rate
+        return steps[0]
 
     def _change(self, record: SubscriptionRecord, rate: int, why: str) -> None:
         record.resampled_at = time.monotonic()
         old = record.sample
         try:
             moved = self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate}")
-        except Exception as exc:  # noqa: BLE001 - the others are still looked at
+        except Exception as exc:
             record.reoptimisation = f"not moved onto a 1/{rate} sample: {exc}"
             log.exception("moving %s onto a 1/%d sample failed", record.runtime.id, rate)
             return
