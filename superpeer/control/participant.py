@@ -173,10 +173,13 @@ class Participant:
         ``aligned_later``: new count windows made here to install held, until the subscription's peer
         aligns them with the windows they take over (``count_handover``)."""
         here = self.state.id
-        if aligned_later and not self.executor.aligns_count_windows:
-            raise NodeError("FAILED_PRECONDITION", f"the {self.executor.name} executor at {here} cannot align "
-                                                   "a count window with another one's")
         with self.state.lock:
+            pending = self.transactions.get(txn)
+            made_here = [s.id for s in (pending.streams if pending is not None else ())
+                         if s.id in (aligned_later or ()) and s.origin == here]
+            if made_here and not self.executor.aligns_count_windows:  # (only where the held window is made)
+                raise NodeError("FAILED_PRECONDITION", f"the {self.executor.name} executor at {here} cannot align "
+                                                       f"a count window with another one's ({made_here[0]})")
             if self.transactions.is_expired(txn):  # (refused, not committed empty)
                 raise NodeError("FAILED_PRECONDITION", f"the reservation {txn} expired at {here} "
                                                        f"before it was committed{PLAN_AGAIN}")
