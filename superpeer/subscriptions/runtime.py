@@ -163,6 +163,7 @@ class SubscriptionRuntime:
         self.sample = 1  # its plan reads a 1/sample sample of its input (``--approximate``)
         self.estimates: LiveEstimates | None = None  # the intervals of its windows when sampled
         self.confidence = CONFIDENCE  # of those intervals (``subscribe --confidence``)
+        self._stored_looked_at = False  # (``ensure_estimates``)
         self.thread = threading.Thread(target=self._run, name=f"post-{sid}", daemon=True)
 
     def start(self) -> None:
@@ -171,20 +172,26 @@ class SubscriptionRuntime:
     def ensure_estimates(self) -> LiveEstimates | None:
         """The intervals of a subscription on a sample (``sample`` > 1), with those stored
         before a restart: made as soon as the rate is known, so that results read back after a
-        restart come with their windows' intervals before anything new is fed."""
+        restart come with their windows' intervals before anything new is fed — also for one
+        raised back onto the whole stream before the restart (its earlier windows were sampled)."""
         if self.estimates is not None:
             self.estimates.rate = self.sample  # (the windows from now on: ``set_sample``)
-        elif self.sample > 1:
-            store = self.buffer.store
+        elif self.sample > 1 or not self._stored_looked_at:
+            self._stored_looked_at = True  # (once: a feed asks every batch)
+            store, rows = self.buffer.store, []
+            if store is not None:
+                try:
+                    rows = store.intervals(self.id)
+                except Exception:  # noqa: BLE001 - intervals lost are said in the log, results go on
+                    log.exception("the stored intervals of %s could not be read", self.id)
+            if self.sample == 1 and not rows:
+                return None
             self.estimates = LiveEstimates(self.sample, {i.variable: asked_partials(i)
                                                          for i in self.analysis.properties.inputs},
                                            self.confidence, store and partial(store.add_intervals, self.id))
             if store is not None:
                 self.buffer.store_on_read = True  # (a reader's next intervals come after what it has)
-                try:
-                    self.estimates.restore(store.intervals(self.id))
-                except Exception:  # noqa: BLE001 - intervals lost are said in the log, results go on
-                    log.exception("the stored intervals of %s could not be read", self.id)
+                self.estimates.restore(rows)
         return self.estimates
 
     def set_sample(self, rate: int) -> None:

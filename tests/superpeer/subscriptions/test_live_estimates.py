@@ -97,3 +97,23 @@ def test_a_restored_subscription_has_its_intervals_before_anything_is_fed(tmp_pa
     assert {e.window for e in estimates.between(2, 1, last=False)} == {2}
     estimates.scale("w", [record(1), record(2), record(3)], position=3)  # recomputed: only 3 is new
     assert {e.window for e in estimates.between(3, 1, last=True)} == {3}
+
+
+def test_a_subscription_raised_to_the_whole_stream_before_a_restart_keeps_its_earlier_intervals(tmp_path) -> None:
+    """Its windows were estimated on a 1/4 sample, then it was raised back to every item
+    (``adaptive_sampling``) and its super-peer restarted: the sampled windows read back still
+    carry their intervals at the rate they were computed at, and new windows are exact."""
+    store = StateStore(tmp_path)
+    before = LiveEstimates(4, ASKED, persist=partial(store.add_intervals, "s1"))
+    before.scale("w", [record(0), record(1)], position=0)
+    query = '<r>{ for $w in stream("photons")/photons/photon |count 10 step 10| return <n>{ sum($w/en) }</n> }</r>'
+    buffer = ResultBuffer(100, "r", 1 << 20)
+    buffer.store, buffer.sid = store, "s1"
+    runtime = SubscriptionRuntime("s1", analyze(query), 100, DataLimits(), buffer=buffer)
+    assert runtime.sample == 1
+    estimates = runtime.ensure_estimates()
+    assert estimates is not None and buffer.store_on_read
+    assert {e.window for e in estimates.between(0, 2, last=True)} == {0, 1}
+    assert estimates.scale("w", [record(2)], position=2) == [record(2)]  # (whole again: exact)
+    fresh = SubscriptionRuntime("s2", analyze(query), 100, DataLimits(), buffer=ResultBuffer(100, "r", 1 << 20))
+    assert fresh.ensure_estimates() is None  # (an exact subscription with nothing stored)
