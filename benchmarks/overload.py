@@ -145,7 +145,7 @@ def plot(results: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(4, 1, figsize=(9, 11), sharex=True)
+    fig, axes = plt.subplots(5, 1, figsize=(9, 13), sharex=True)
     for r in results:
         t = [s["t"] for s in r["samples"]]
         rate = [0.0] + [(b["accepted"] - a["accepted"]) / max(b["t"] - a["t"], 1e-9)
@@ -157,6 +157,8 @@ def plot(results: list[dict], path: Path) -> None:
             for name in r["samples"][0]["samples"] if r["samples"] else ():
                 axes[3].step(t, [1 / s["samples"][name] for s in r["samples"]], where="post",
                              label=f"{r['mode']}: {name} (sample kept)")
+            axes[4].step(t, [s["count_interval_width"] for s in r["samples"]], where="post",
+                         label=f"{r['mode']}: counts, the last window estimated on a sample")
     first = results[0]
     axes[0].plot([s["t"] for s in first["samples"]], [s["offered_items_per_s"] for s in first["samples"]],
                  "k:", label="offered")
@@ -165,7 +167,8 @@ def plot(results: list[dict], path: Path) -> None:
     axes[1].set_ylabel("MiB held for SP4→SP5")
     axes[2].set_ylabel("SP4 resident MiB")
     axes[3].set_ylabel("approximate: share sampled")
-    axes[3].set_xlabel("seconds")
+    axes[4].set_ylabel("95 % interval width\n(photons per window)")
+    axes[4].set_xlabel("seconds")
     for ax in axes:
         ax.legend(fontsize=8)
     fig.suptitle("a publisher ramped to 3× a shaped link: back-pressure vs none; approximate samples")
