@@ -76,6 +76,9 @@ class PeerState:
         # original -> its statistics as planning here last fetched them (their sample is not
         # fetched again until it changes: ``statistics_to_json``)
         self.statistics_held: dict[str, StreamStatistics] = {}
+        # per input, the peers its streams reached at the last scoped lookup (``remote_view``):
+        # asked at once the next time, rather than found again wave by wave
+        self.lookup_reach: dict[InputStream, frozenset[str]] = {}
         self.peer_pins: dict[str, dict[str, int]] = {}  # the first item of each stream their subscriptions need
         self.round_heard: dict[str, float] = {}  # peer -> start of the last heartbeat round it answered
         # subscription -> (when its plan was committed here, the first item of each stream here it reads)

@@ -53,11 +53,11 @@ from ..peer_state import OriginalState, PeerState
 from ..recovery.route_health import data_paths
 from .peer_link import PeerLink, Reserved, Waiting
 from ..subscriptions.approximation import CONFIDENCE, beyond_bound, check_bounds
-from ..subscriptions.record import SubscriptionRecord, past_progress
+from ..subscriptions.record import SubscriptionRecord, past_of, past_progress
 from ..subscriptions.results import ResultBuffer
 from ..subscriptions.runtime import SubscriptionRuntime
 from .participant import CONFLICT
-from .remote_view import RemotePlanningView, fetch_planning_view
+from .remote_view import RemotePlanningView, fetch_planning_view, remember_reach
 from .two_phase import Coordinator, PlanAgain
 
 REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
@@ -331,10 +331,11 @@ class ControlPlane:
                                                                           for p in plan.parts)}
                          if record.from_start else commit.logged)
         record.history = "; ".join(commit.history[n] for n in sorted(commit.history))
-        record.past = self.past_of(record, plan, commit.logged) if record.from_start else {}
+        record.past = past_of(record, plan, commit.logged, self.state.id) if record.from_start else {}
         record.sample = record.runtime.sample = plan.sample
         record.chains = {} if record.from_start else replay_inputs(plan.parts, view.lineage, commit.anchors, reads)
         record.paths = data_paths(plan, view.lineage)
+        remember_reach(self.state, plan.parts)
         record.incarnations = {p: commit.incarnations.get(p) or self.incarnation(p)
                                for path in record.paths for p in path}
         if any(p.widened for p in plan.parts):  # (its stream's consumers move onto it first)
@@ -426,18 +427,6 @@ class ControlPlane:
             raise NodeError("NOT_FOUND", f"no subscription {sid} at {self.state.id} (unsubscribed, or "
                                          "registered at another super-peer)")
         return record.runtime.buffer, record.runtime.buffer.read(offset, max_items or 1000, wait_s, peek)
-
-    def past_of(self, record: SubscriptionRecord, plan: Plan, logged: dict[str, int]) -> dict[str, tuple[str, int, int]]:
-        """Where the replay of each input's past reaches this peer as a copy (items numbered as
-        in the log), and from and up to which item (``SubscriptionRecord.past``). Not where the
-        operators run at the stream's super-peer (no copy comes here: its progress is not seen)."""
-        past = {}
-        for p in plan.parts:
-            name = p.input_properties.input.stream
-            copies = [s.id for s in p.new_streams if not s.operators and self.state.id in s.route]
-            if copies and name in logged and logged[name] > record.starts.get(name, 0):
-                past[name] = (copies[0], record.starts.get(name, 0), logged[name])
-        return past
 
     def past_progress(self, record: SubscriptionRecord) -> dict[str, dict]:
         return past_progress(record, self.positions.next)

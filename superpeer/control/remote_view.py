@@ -84,7 +84,9 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
     only the peers the inputs' streams reach are asked, found breadth-first from each
     original's peer and this one (SUBSCRIBE's search itself): every stream of an original is
     computed at a peer its parent passes, so no other peer has one (re-optimisation rounds ask
-    this way: their cost does not grow with the backbone)."""
+    this way: their cost does not grow with the backbone). The peers an input's streams reached
+    at the last such lookup here are asked in the first wave with those two: the search then
+    usually ends after it, instead of one round trip per level of the streams' tree."""
     snapshot = PlanningSnapshot(backbone or state.backbone, new_stream_id)
     view = RemotePlanningView(snapshot)
     knowns: dict[str, tuple[InputStream, NetworkStream]] = {}
@@ -94,8 +96,9 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
             knowns.setdefault(known.id, (inp.input, known))
         # (else unknown, or other items: the planner refuses it with the reason)
     peers = snapshot.backbone.peers
-    if scoped:
-        asks = [(p, inp) for inp, known in knowns.values() for p in sorted({known.origin, state.id})
+    if scoped:  # (and at once the peers the input's streams reached at its last lookup here)
+        asks = [(p, inp) for inp, known in knowns.values()
+                for p in sorted({known.origin, state.id} | state.lookup_reach.get(inp, frozenset()))
                 if p in peers]
     else:
         asks = [(peer, inp) for inp, _ in knowns.values() for peer in peers] if tables else []
@@ -114,6 +117,7 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
         snapshot.originals[known.id] = original
         snapshot.streams[original.id] = original
     asked: set[tuple[str, InputStream]] = set()
+    reach: dict[InputStream, set[str]] = {}
     while asks:
         asked.update(asks)
         answers = _ask(state, link, asks, pending)
@@ -122,8 +126,13 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
         for (peer, inp), answer in zip(asks, answers):
             if answer is not None and scoped:
                 reached |= {(p, inp) for s in answer[0] for p in (s.origin, *s.route) if p in peers}
+        for p, inp in reached:
+            reach.setdefault(inp, set()).add(p)
         _take_answers(state, view, asks, answers)
         asks = sorted(reached - asked, key=lambda a: (a[0], a[1].stream)) if scoped else []
+    if scoped and backbone is None:  # (a search around a failure, over part of the backbone, keeps it)
+        for inp, _ in knowns.values():
+            state.lookup_reach[inp] = frozenset(reach.get(inp, ()))
     snapshot.link_used, snapshot.peer_used = state.usage_view()
     return view
 
@@ -156,3 +165,12 @@ def _take_answers(state: PeerState, view: RemotePlanningView, asks: list, answer
             snapshot.add_table(peer, inp, found, reached)
             for s in found:
                 view.holders.setdefault(s.id, set()).add(peer)
+
+
+def remember_reach(state: PeerState, parts) -> None:
+    """A plan just installed here: the peers its new streams pass hold streams of its inputs
+    now, to be asked in the first wave of the next lookup (``fetch_planning_view``)."""
+    for part in parts:
+        inp = part.input_properties.input
+        passed = {p for s in part.new_streams for p in (s.origin, *s.route)}
+        state.lookup_reach[inp] = state.lookup_reach.get(inp, frozenset()) | passed

@@ -37,7 +37,7 @@ from ..control.control_plane import ControlPlane
 from ..control.remote_view import fetch_planning_view
 from ..errors import as_node_error
 from ..subscriptions.plan_history import note_replan
-from ..subscriptions.record import SubscriptionRecord, replaced_by
+from ..subscriptions.record import SubscriptionRecord, past_of, replaced_by
 from ..subscriptions.runtime import SubscriptionRuntime
 from .failure_detector import FailureDetector
 from .route_health import broken, data_paths, remaining_backbone, restarted
@@ -224,7 +224,7 @@ class Recovery:
                                        for path in paths for p in path}
                 record.recovering, record.degraded, record.degraded_since = False, "", time.time()
                 # over the past: the new plan's replay (from where the subscription began) is told
-                record.past = control.past_of(record, plan, done.logged) if record.from_start else {}
+                record.past = past_of(record, plan, done.logged, state.id) if record.from_start else {}
                 record.replans += 1
                 record.replaced = None
             state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample)

@@ -90,6 +90,20 @@ class SubscriptionRecord:
                 **self.runtime.buffer.status()}
 
 
+def past_of(record: SubscriptionRecord, plan: Plan, logged: dict[str, int], here: str) -> dict[str, tuple[str, int, int]]:
+    """Where the replay of each input's past reaches ``here`` (the subscription's peer) as a copy
+    (items numbered as in the log), and from and up to which item (``SubscriptionRecord.past``).
+    Not where the operators run at the stream's super-peer (no copy comes here: its progress is
+    not seen)."""
+    past = {}
+    for p in plan.parts:
+        name = p.input_properties.input.stream
+        copies = [s.id for s in p.new_streams if not s.operators and here in s.route]
+        if copies and name in logged and logged[name] > record.starts.get(name, 0):
+            past[name] = (copies[0], record.starts.get(name, 0), logged[name])
+    return past
+
+
 def past_progress(record: SubscriptionRecord, reached: dict[str, int]) -> dict[str, dict]:
     """Per stream whose past the subscription is still receiving, how far its replay has come:
     ``reached``, the next item of each stream that has passed this peer (``positions``). The

@@ -271,6 +271,24 @@ def test_a_round_asks_only_the_peers_the_streams_reach(net):
     assert asked == {"SP4", "SP5", "SP1"}, asked
 
 
+def test_the_peers_a_lookup_reached_are_asked_at_once_the_next_time_and_forgotten_when_gone(net):
+    """The search remembers, per input, the peers its streams reached: they are asked in the
+    first wave the next time (one round trip instead of one per level). A peer remembered but
+    reached no more (SP7: nothing of the photons passes it) is asked once, and then forgotten."""
+    sp1 = net.peers["SP1"]
+    narrow = sp1.control.subscribe(NARROW[0])
+    Feed(net).publish(100)
+    (inp,) = {i.input for i in narrow.runtime.analysis.properties.inputs}
+    assert sp1.state.lookup_reach[inp] == {"SP4", "SP5", "SP1"}
+    sp1.state.lookup_reach[inp] |= {"SP7"}
+    net.calls.clear()
+    narrow.last_replan = 0
+    sp1.reoptimiser.round("test")
+    assert {c.peer for c in net.calls_of("lookup")} == {"SP4", "SP5", "SP1", "SP7"}
+    assert narrow.reoptimisation.startswith("kept"), narrow.reoptimisation
+    assert sp1.state.lookup_reach[inp] == {"SP4", "SP5", "SP1"}
+
+
 def test_a_switch_that_does_not_finish_in_time_is_cancelled_and_the_old_plan_goes_on(net, monkeypatch):
     """The new plan delivers nothing before the deadline (nothing is published after the move):
     the move is cancelled, the old plan feeds the subscription alone, the new plan's streams
