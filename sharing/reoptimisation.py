@@ -12,8 +12,7 @@ A move is judged by what the whole network carries (the sum of every stream's co
 candidate's marginal cost, less the running plan's own streams, less what the other
 subscriptions on the running plan's chain would save by moving next (a **look-ahead** of one
 step: the streams only one of them would use then, against its own best plan on the network
-after this move; or the streams only they use, all of them moving as a group — a stream
-widened for a near miss is left by its readers one by one, though none frees it alone). It is taken when that sum falls by the margin of the subscription's share.
+after this move). It is taken when that sum falls by the margin of the subscription's share.
 Without the look-ahead two subscriptions sharing a detour after a failure keep it for good —
 each costs nothing at the margin to keep, and the first move costs a little; with it, the first
 moves and the second follows. A move never raises the network's cost for nothing, so nothing
@@ -93,9 +92,8 @@ def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, mar
     candidates within half the margin of the best, the one that sends the fewest bits (the cost
     model can price a raw copy and a filtered stream alike on idle links: the bytes decide).
     ``streams``: every stream of the view, this subscription's own included; ``follow``: what
-    other subscriptions on the running chain save, on a snapshot, by moving next — one by one,
-    or all of them as a group, whichever saves more (only if they would: by more than the
-    margin)."""
+    another subscription on the running chain saves, on a snapshot, by moving next (only if it
+    would: by more than the margin)."""
     cost = lambda u: planner.cost(u)[0]  # noqa: E731
     running = running_price(cost, streams, delivered, sid)
     # (not the plan it has under new names: a stream priced at its estimate would look cheaper
@@ -120,9 +118,7 @@ def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, mar
         climbs = part.reused not in streams or streams[part.reused].original or reused_bits(streams, part) >= top
         if others and climbs:
             after = moved(planner.state, streams, sid, part, planner.cost_model, planner.calibration)
-            alone = sum(follow(after, (t,), margin) for t in sorted(others))
-            together = follow(after, tuple(sorted(others)), margin) if len(others) > 1 else 0.0
-            change -= max(alone, together)
+            change -= sum(follow(after, t, margin) for t in sorted(others))
         moves.append(Move(part, running, price, change))
     least = min(m.change for m in moves)
     # (among near-equals: the fewest bits on the links, then the cheapest)
@@ -187,65 +183,43 @@ def without(snapshot: PlanningSnapshot, streams: Mapping[str, NetworkStream]) ->
         _add(snapshot.link_used, snapshot.peer_used, s.usage, -1)
 
 
-GROUP_AT_MOST = 8  # the readers of a chain priced as one group move (each is planned)
-
-
 def follow_gain(planner_for: Callable[[PlanningSnapshot], PlanBuilder],
-                best_part) -> Callable[[PlanningSnapshot, tuple[str, ...], float], float]:
-    """``choose``'s look-ahead: what the subscriptions ``ts`` save by moving next on a snapshot —
-    the streams only they use there, less their best plans without them. One subscription alone
-    is a single move; several are a **group**: the readers left on a shared stream, which none of
-    them frees by moving alone (a stream widened for a near miss, with three consumers), priced as
-    if all of them moved (each is then moved by its own round: every round finds the same group
-    smaller). A subscription's target is its registering peer (the prefix of its id), what it needs is the
-    properties of the deepest stream it reads. While it is itself moving it reads two (its old
-    and its new plan's, alike): alone, each is priced with its own chain and the smaller saving
-    counts (the old plan goes anyway); in a group it makes the group not move."""
-    def gain(snapshot: PlanningSnapshot, ts: tuple[str, ...], margin: float) -> float:
-        group = set(ts)
-        own = {s.id: s for s in snapshot.streams.values()
-               if not s.original and s.users and all(base(u) in group for u in s.users)}
-        if not own or len(group) > GROUP_AT_MOST:
+                best_part) -> Callable[[PlanningSnapshot, str, float], float]:
+    """``choose``'s look-ahead: what subscription ``t`` saves by moving next on a snapshot — its
+    own streams there, less its best plan without them. Its target is its registering peer
+    (the prefix of its id), what it needs is the properties of the deepest stream it reads.
+    While it is itself moving it reads two (its old and its new plan's, alike): each is priced
+    with its own chain and the smaller saving counts (the old plan goes anyway)."""
+    def gain(snapshot: PlanningSnapshot, t: str, margin: float) -> float:
+        own = own_streams(snapshot.streams, t)
+        if not own:
             return 0.0
-        needs = {}
-        deepest_of = {}
-        for t in ts:
-            target = t.rsplit("-", 1)[0]
-            reads = [s for s in snapshot.streams.values() if any(base(u) == t for u in s.users)]
-            parents = {s.parent for s in reads}
-            deepest = [s for s in reads if s.id not in parents]
-            if (target not in snapshot.backbone.peers or not deepest or len({d.properties for d in deepest}) != 1
-                    or (len(ts) > 1 and len(deepest) > 1)):
-                return 0.0
-            wants = deepest[0].properties
-            if (wants.window is not None and wants.window.kind == "count") or wants.sample > 1:
-                return 0.0  # (it will not move: count windows keep their plan's alignment, samples their plan)
-            needs[t], deepest_of[t] = (wants, target), deepest
+        target = t.rsplit("-", 1)[0]
+        reads = [s for s in snapshot.streams.values() if any(base(u) == t for u in s.users)]
+        parents = {s.parent for s in reads}
+        deepest = [s for s in reads if s.id not in parents]
+        if target not in snapshot.backbone.peers or len({d.properties for d in deepest}) != 1:
+            return 0.0
+        needs = deepest[0].properties
+        if (needs.window is not None and needs.window.kind == "count") or needs.sample > 1:
+            return 0.0  # (it will not move: count windows keep their plan's alignment, samples their plan)
         snapshot = PlanningSnapshot(snapshot.backbone, snapshot.new_stream_id, dict(snapshot.link_used),
                                     dict(snapshot.peer_used), snapshot.statistics, snapshot.originals,
                                     {k: list(v) for k, v in snapshot.tables.items()}, snapshot.streams,
                                     snapshot.positions)
         planner = planner_for(snapshot)
-        if len(ts) == 1:
-            saved = float("inf")
-            for d in deepest_of[ts[0]]:
-                mine = Usage()
-                for s in lineage(snapshot.streams, d.id):
-                    if s.id in own:
-                        mine = mine.merge(s.usage)
-                saved = min(saved, planner.cost(mine)[0])
-        else:
+        saved = float("inf")
+        for d in deepest:
             mine = Usage()
-            for s in own.values():
-                mine = mine.merge(s.usage)
-            saved = planner.cost(mine)[0]
+            for s in lineage(snapshot.streams, d.id):
+                if s.id in own:
+                    mine = mine.merge(s.usage)
+            saved = min(saved, planner.cost(mine)[0])
         without(snapshot, own)
-        spent = 0.0
-        for wants, target in needs.values():
-            try:
-                spent += best_part(planner, wants, target).cost
-            except Exception:  # noqa: BLE001 - no plan for it: it saves nothing
-                return 0.0
-        gained = saved - spent
+        try:
+            part = best_part(planner, deepest[0].properties, target)
+        except Exception:  # noqa: BLE001 - no plan for it: it saves nothing
+            return 0.0
+        gained = saved - part.cost
         return gained if gained > margin * saved else 0.0
     return gain
