@@ -25,7 +25,7 @@ What moves this way: a subscription reading one input, of per-item operators (se
 projection, its restructuring here) or windows aggregated in the network — time windows switched
 by window index, count windows too once the new operator is aligned with the old one's
 (``count_handover``) — on peers whose executor says where each item came from (the inline one).
-Joins, samples and subscriptions over the past keep their plan (``status`` says why); a failure
+Joins and subscriptions over the past keep their plan (``status`` says why); a failure
 still re-plans them.
 """
 

@@ -346,3 +346,33 @@ def test_a_near_miss_widens_the_running_stream_and_its_consumer_moves_onto_it(ne
     feed.close()
     assert buffered_results(a) == reference(a_query, a_first, feed.at)
     assert buffered_results(n) == reference(n_query, n_first, feed.at)
+
+
+def test_a_burst_of_near_misses_settles_on_one_stream(net):
+    """Three near misses in a row, each a little wider than the stream the one before widened:
+    every widening leaves a generation behind, and its readers leave it round by round, until
+    one stream crosses SP4–SP5 and every result is exact."""
+    feed = Feed(net)
+    sp1, sp7 = net.peers["SP1"], net.peers["SP7"]
+    for p in net.peers.values():
+        p.control.widening = True
+    queries = [(sp1, ranged(120, 125)), (sp1, ranged(121, 124)), (sp7, ranged(123, 128)),
+               (sp1, ranged(119, 126, en=0.5)), (sp7, ranged(118, 130))]
+    subs, widened = [], []
+    for peer, q in queries:
+        subs.append((q, peer.control.subscribe(q), feed.at))
+        widened += [p.widened for p in subs[-1][1].plan.parts if p.widened]
+        feed.publish(100)
+    assert len(widened) >= 2, widened  # (generations)
+    for _ in range(6):
+        for p in (sp1, sp7):
+            for _, record, _ in subs:
+                record.last_replan = 0
+            p.reoptimiser.round("test")
+        feed.publish(200, switch_all(net))
+    assert not sp1.reoptimiser.switches and not sp7.reoptimiser.switches
+    across = [s.describe() for s in net.peers["SP4"].state.table if not s.original and "SP5" in s.route]
+    assert len(across) == 1, across
+    feed.close()
+    for q, record, first in subs:
+        assert buffered_results(record) == reference(q, first, feed.at), record.describe()
