@@ -105,8 +105,9 @@ class AdaptiveSampling:
                        if r.approximate and r.plan is not None and samplable(r.runtime.analysis.properties)]
         lower, higher = [], []
         for r in records:
-            if now - r.resampled_at < RAISE_EVERY_S or self.reoptimiser.why_not(r, cooled=False):
+            if now - r.resampled_at < RAISE_EVERY_S or self.reoptimiser.why_not(r, cooled=False, backoff=False):
                 continue
+            backing_off = bool(self.reoptimiser.why_not(r, cooled=False))  # (after cancelled moves)
             used = self.utilisation(r)
             hot = sorted(link for link, u in used.items() if u >= PRESSURE)
             if hot:
@@ -115,7 +116,7 @@ class AdaptiveSampling:
             if hot and r.sample * 2 <= r.min_rate:
                 why = f"pressure on link {hot[0]} ({used[hot[0]]:.0%} of its bandwidth)"
                 lower.append((1 / (r.sample * r.weight), r, why))
-            elif r.sample > 1 and used and max(used.values()) <= CALM and quiet:
+            elif r.sample > 1 and used and max(used.values()) <= CALM and quiet and not backing_off:
                 why = f"calm: its links at most {max(used.values()):.0%} of their bandwidth"
                 higher.append((1 / (r.sample * r.weight), r, why))
         if lower and now - self.last_change >= SETTLE_S:
@@ -152,7 +153,11 @@ class AdaptiveSampling:
         record.resampled_at = time.monotonic()
         old = record.sample
         try:
-            moved = self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate}")
+            moved = False
+            if rate > 2 * old:  # (onto a sample that flows: taken only if the plan reuses it)
+                moved = self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate} (shared)", shared=True)
+                rate = rate if moved else 2 * old
+            moved = moved or self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate}")
         except Exception as exc:
             record.reoptimisation = f"not moved onto a 1/{rate} sample: {exc}"
             log.exception("moving %s onto a 1/%d sample failed", record.runtime.id, rate)
@@ -161,9 +166,10 @@ class AdaptiveSampling:
             self.changes += 1
             log.warning("subscription %s moves from a 1/%d to a 1/%d sample (%s)", record.runtime.id, old, rate, why)
 
-    def resample(self, record: SubscriptionRecord, rate: int, why: str) -> bool:
+    def resample(self, record: SubscriptionRecord, rate: int, why: str, shared: bool = False) -> bool:
         """Move the subscription onto a plan over a 1/``rate`` sample of its input, live like any
-        move; False (``record.reoptimisation`` says why) if no such plan is admitted now."""
+        move; False (``record.reoptimisation`` says why) if no such plan is admitted now — or,
+        ``shared``, if the plan does not reuse a running stream of that sample."""
         reoptimiser, state, sid = self.reoptimiser, self.control.state, record.runtime.id
         props = with_sample(record.runtime.analysis.properties, rate)
         view = fetch_planning_view(state, self.control.link, props, self.control.new_stream_id, scoped=True)
@@ -183,8 +189,10 @@ class AdaptiveSampling:
                 or entry.kind != old.kind or part.result_stream == old_stream):
             record.reoptimisation = f"kept on a 1/{record.sample} sample: {plan.reason or 'no other plan'}"
             return False
+        if shared and not any(s.properties.sample == rate for s in view.lineage(part.reused)):
+            return False
         with self.control._installing:
-            if reoptimiser.why_not(record, cooled=False) or record.inputs.get(variable) != old_stream:
+            if reoptimiser.why_not(record, cooled=False, backoff=False) or record.inputs.get(variable) != old_stream:
                 return False
             return reoptimiser.migrate(record, plan, view, why, (float("nan"), plan.cost, float("nan")),
                                        variable, old_stream, None, sample=rate)

@@ -162,9 +162,10 @@ class Reoptimiser:
                 record.reoptimisation = f"not re-planned: {as_node_error(exc, record.runtime.id).message}"
                 log.exception("re-planning %s failed", record.runtime.id)
 
-    def why_not(self, record: SubscriptionRecord, cooled: bool = True) -> str:
+    def why_not(self, record: SubscriptionRecord, cooled: bool = True, backoff: bool = True) -> str:
         """Why this subscription is not considered now ("" if it is; ``cooled``: not within the
-        cool-down of its last re-plan either)."""
+        cool-down of its last re-plan either; ``backoff``: nor within the wait after cancelled
+        moves — a sample lowered under pressure does not wait it out)."""
         if (record.plan is None or record.error or record.recovering or record.replanning
                 or record.runtime.buffer.closed):
             return "not running"
@@ -184,7 +185,7 @@ class Reoptimiser:
             return "not running"
         if entry.kind == "records" and props.inputs[0].window is None:
             return "reads window records of no window of its own"
-        if record.cancels and time.time() < record.last_replan:  # (adaptive samples wait too)
+        if backoff and record.cancels and time.time() < record.last_replan:  # (raised samples wait too)
             return (f"{record.cancels} move(s) cancelled in a row: the next try in "
                     f"{record.last_replan - time.time():.0f} s")
         left = self.settings.cooldown_s - (time.time() - record.last_replan)

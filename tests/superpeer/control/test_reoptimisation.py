@@ -312,8 +312,9 @@ def test_a_switch_that_does_not_finish_in_time_is_cancelled_and_the_old_plan_goe
     switch_all(net)()
     assert entry["state"] == "cancelled" and narrow.plan.parts[0].result_stream == old_stream
     assert "cancelled" in narrow.reoptimisation
-    # (no move of any kind until the back-off has passed: adaptive samples ask without the cool-down)
+    # (no move until the back-off has passed - but a sample lowered under pressure)
     assert "cancelled in a row" in sp1.reoptimiser.why_not(narrow, cooled=False)
+    assert sp1.reoptimiser.why_not(narrow, cooled=False, backoff=False) == ""  # (lowering under pressure)
     assert not any(new_id in s.users for p in net.peers.values() for s in p.state.table)
     feed.publish(1000)
     feed.close()

@@ -53,7 +53,7 @@ def test_a_subscription_under_pressure_joins_a_coarser_sample_that_already_flows
         assert sp1.adaptive.lowered_rate(narrow) == 8
         assert sp1.adaptive.lowered_rate(bounded) == 2  # (1/8 is beyond its bound)
         switched_at = at
-        assert sp1.adaptive.resample(narrow, sp1.adaptive.lowered_rate(narrow), "test")
+        sp1.adaptive._change(narrow, sp1.adaptive.lowered_rate(narrow), "test")  # (as under pressure)
         assert sampled_stream in narrow.plan.parts[0].reused.split(",") or \
             narrow.plan.parts[0].reused == sampled_stream, narrow.describe()
         publish(1000)
@@ -62,6 +62,7 @@ def test_a_subscription_under_pressure_joins_a_coarser_sample_that_already_flows
         got = buffered_results(narrow)
         cut = narrow.plan_history[-1]["switched_at_item"]  # (an item of the original: whole before it)
         assert narrow.plan_history[-1]["sample"] == "1/1 → 1/8" and switched_at <= cut < at
+        assert "(shared)" in narrow.plan_history[-1]["why"]
         after = [p for p, keep in zip(PHOTONS[cut:at], kept(PHOTONS[cut:at], 8)) if keep]
         assert got == reference(NARROWER, PHOTONS[200:cut]) + reference(NARROWER, after)
     finally:
