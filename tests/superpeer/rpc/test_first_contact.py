@@ -32,3 +32,23 @@ def test_a_peer_dialled_before_it_listened_answers_the_first_lookup_once_it_does
         for running in (sp5, sp4):
             if running is not None:
                 running.stop(grace=0)
+
+
+def test_a_peer_that_starts_seconds_after_it_was_first_dialled_is_reached_at_once(tmp_path):
+    """Heartbeats find SP4 silent for six seconds: gRPC's own backoff would by then wait ~4 s
+    before dialling again; the control channel's is capped at 2 s, so the first lookup after
+    SP4 starts still reaches it."""
+    topology = load_topology(with_free_ports(shipped_topology("paper-example.toml"), tmp_path / "t.toml"))
+    sp5 = start_superpeer(topology, "SP5")
+    sp4 = None
+    try:
+        until = time.monotonic() + 6
+        while time.monotonic() < until:
+            sp5.node.heartbeat_once()
+        sp4 = start_superpeer(topology, "SP4")
+        got = sp5.node.transport.lookup("SP4", InputStream("photons", ("photons", "photon")))
+        assert got is not None, sp5.node.transport.unreachable.get("SP4")
+    finally:
+        for running in (sp5, sp4):
+            if running is not None:
+                running.stop(grace=0)
