@@ -44,7 +44,7 @@ from sharing.backbone import TopologyError
 from sharing.estimates import samplable, with_sample
 from sharing.matching import match_properties
 from sharing.planner import Planner, RegistrationError
-from sharing.reoptimisation import own_streams, without
+from sharing.reoptimisation import base, own_streams, without
 
 from ..subscriptions.record import SubscriptionRecord
 from .remote_view import fetch_planning_view
@@ -141,7 +141,7 @@ class AdaptiveSampling:
             props = record.runtime.analysis.properties
             with self.control.state.lock:
                 running = [s for s in self.control.state.table if s.properties.sample in steps[1:]
-                           and not s.original and {u.split("~")[0] for u in s.users} - {record.runtime.id}]
+                           and not s.original and {base(u) for u in s.users} - {record.runtime.id}]
             for rate in steps[1:]:
                 wants = with_sample(props, rate).inputs[0]
                 if any(s.properties.sample == rate and match_properties(s.properties, wants).shareable

@@ -38,6 +38,7 @@ import uuid
 from collections.abc import Callable
 
 from sharing.analysis import analyze
+from sharing.estimates import samplable
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
 from sharing.replay import replay_inputs
 from sharing.replay_plans import shared_replays
@@ -366,8 +367,8 @@ class ControlPlane:
             except KeyError as exc:
                 raise NodeError("NOT_FOUND", str(exc).strip("'\"")) from None
             if not plan.admitted:
-                raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}"
-                                                      f"{beyond_bound(record.approximate, record.min_rate)}")
+                bound = beyond_bound(record.approximate, samplable(analysis.properties), record.min_rate)
+                raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}{bound}")
             txn, reservation = self.two_phase.reserve(plan, view, record.since_s)
             reason = reservation.reason
             if txn:

@@ -40,11 +40,13 @@ MAX_WINDOWS = 100_000
 COARSEST = 64  # the coarsest sample admission and adaptation use (1/64: ``sharing.estimates.SAMPLE_RATES``)
 
 
-def beyond_bound(approximate: bool, min_rate: int) -> str:
+def beyond_bound(approximate: bool, sampled: bool, min_rate: int) -> str:
     """What a refusal adds for an approximate subscription whose bound kept it off the samples
-    that would have fitted ("" for none)."""
-    if not approximate or min_rate >= COARSEST:
+    that would have fitted ("" for none; ``sampled``: it can be answered on a sample at all)."""
+    if not approximate or not sampled or min_rate >= COARSEST:
         return ""
+    if min_rate == 1:
+        return " (approximate, but its --min-rate 1 allows no sample)"
     return f" (approximate, not even on a 1/{min_rate} sample: the coarsest its --min-rate allows)"
 
 
