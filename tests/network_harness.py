@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -128,3 +129,38 @@ def start_own_topology(tmp_path: Path, toml: str, options: dict[str, dict] | Non
     source.write_text(toml)
     return _on_free_ports(source, tmp_path / "own-topology-ports.toml",
                           lambda topology, peer: (options or {}).get(peer, {}))
+
+
+class SteadyPublisher:
+    """Publishes ``items`` from ``at`` on in batches at ``rate`` items a second, in a thread,
+    until ``finish`` (which closes the stream): the steady publish of live migration tests.
+    ``published`` is how many of ``items`` have been accepted so far."""
+
+    def __init__(self, client, stream: str, items: list[str], at: int, batch: int, rate: float) -> None:
+        self.client, self.stream, self.items, self.batch, self.rate = client, stream, items, batch, rate
+        self.published, self.errors = at, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> SteadyPublisher:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set() and self.published < len(self.items):
+                at = self.published
+                self.client.publish(self.stream, self.items[at:at + self.batch], rate=self.rate, position=at,
+                                    retry_s=120)
+                self.published = at + self.batch
+            self.client.close_stream(self.stream)
+        except BaseException as exc:  # noqa: BLE001 - reported by ``finish``
+            self.errors.append(exc)
+
+    def finish(self, timeout: float = 120.0) -> int:
+        """Stop, close the stream, and return how many items were published; fails on an error."""
+        self._stop.set()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the publisher did not finish in time"
+        assert not self.errors, self.errors
+        return self.published

@@ -7,12 +7,11 @@ result is the reference evaluator's over the whole stream."""
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from network_harness import reference_results, same, until
+from network_harness import SteadyPublisher, reference_results, same, until
 
 from photons.generator import generate
 from sharing.scenarios import example_query
@@ -72,19 +71,7 @@ def test_sharing_comes_back_after_a_carrier_peer_is_killed_and_restarted(tmp_pat
         time.sleep(1.0)  # a heartbeat round: every peer has the statistics
         subs = {name: (peer, SuperPeerClient(address[peer]).subscribe(example_query(name)).subscription)
                 for name, peer in (("q1", "SP1"), ("q2", "SP7"))}
-        done, stop, errors, published = threading.Event(), threading.Event(), [], [200]
-
-        def publish() -> None:  # 600 photons a second until the checks are over
-            try:
-                while not stop.is_set() and published[0] < len(photons):
-                    at = published[0]
-                    publisher.publish("photons", photons[at:at + 300], rate=600, position=at, retry_s=120)
-                    published[0] = at + 300
-                publisher.close_stream("photons")
-                done.set()
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-        threading.Thread(target=publish, daemon=True).start()
+        feed = SteadyPublisher(publisher, "photons", photons, 200, batch=300, rate=600).start()
         traffic = Traffic(address)
         before = traffic.per_photon()
         network.kill("SP5")  # on both routes (SP4→SP5→SP1, SP5→SP7)
@@ -111,11 +98,10 @@ def test_sharing_comes_back_after_a_carrier_peer_is_killed_and_restarted(tmp_pat
                 stream = table[stream]["parent"]
             chains[name] = set(chain)
         assert chains["q1"] & chains["q2"], chains
-        stop.set()
-        assert done.wait(120) and not errors, errors
+        published = feed.finish()
         for name, (peer, sid) in subs.items():
             got = [item for _, item, _ in SuperPeerClient(address[peer]).results(sid, idle_timeout=60)]
-            expected = reference_results(example_query(name), photons[200:published[0]])
+            expected = reference_results(example_query(name), photons[200:published])
             assert expected and same(got, expected), (name, len(got), len(expected))
     finally:
         network.stop()
@@ -145,20 +131,8 @@ def test_count_windows_come_back_onto_the_network_aligned_after_a_carrier_peer_r
         sid = SuperPeerClient(address["SP1"]).subscribe(COUNTED).subscription
         status = lambda: SuperPeerClient(address["SP1"]).status()["subscriptions"][sid]
         assert "SP5" in str(status()["plan"]) or "SP5" in str(status())
-        stop, errors, published = threading.Event(), [], [200]
-
-        def publish() -> None:  # 600 photons a second until the checks are over
-            try:
-                while not stop.is_set() and published[0] < len(photons):
-                    at = published[0]
-                    publisher.publish("photons", photons[at:at + 300], rate=600, position=at, retry_s=120)
-                    published[0] = at + 300
-                publisher.close_stream("photons")
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-        worker = threading.Thread(target=publish, daemon=True)
-        worker.start()
-        until(lambda: published[0] > 2000, seconds=30)
+        feed = SteadyPublisher(publisher, "photons", photons, 200, batch=300, rate=600).start()
+        until(lambda: feed.published > 2000, seconds=30)
         network.kill("SP5")
         until(lambda: any(e["why"].startswith("failure") for e in history(address["SP1"], sid)), seconds=30)
         network.start("SP5")
@@ -168,12 +142,10 @@ def test_count_windows_come_back_onto_the_network_aligned_after_a_carrier_peer_r
         counted = [s for p in ("SP4", "SP5") for s in SuperPeerClient(address[p]).status()["stream_table"]
                    if s["id"] == read]
         assert counted and counted[0]["origin"] != "SP1", (read, counted)
-        until(lambda: published[0] > 20_000, seconds=60)
-        stop.set()
-        worker.join(120)
-        assert not errors, errors
+        until(lambda: feed.published > 20_000, seconds=60)
+        published = feed.finish()
         got = [item for _, item, _ in SuperPeerClient(address["SP1"]).results(sid, idle_timeout=60)]
-        expected = reference_results(COUNTED, photons[200:published[0]])
+        expected = reference_results(COUNTED, photons[200:published])
         assert len(expected) > 100 and same(got, expected), (len(got), len(expected), counted)
     finally:
         network.stop()
