@@ -37,7 +37,6 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from sharing.backbone import TopologyError
 from sharing.estimates import with_sample
@@ -52,6 +51,7 @@ from ..subscriptions.record import SubscriptionRecord
 from ..subscriptions.track_switch import TrackSwitch, progress_stream
 from .control_plane import ControlPlane
 from .count_handover import CountHandover, handover_for
+from .live_move import Move
 from .remote_view import RemotePlanningView, fetch_planning_view
 from .reoptimisation_settings import ReoptimisationSettings
 
@@ -64,24 +64,6 @@ ADAPT_EVERY_S = 1.0  # how often the samples of approximate subscriptions are lo
 SWITCH_DEADLINE_S = 60.0  # a switch not done by then is cancelled: the old plan goes on alone
 QUIET_S = 0.5  # an event's round waits until events have stopped coming this long (a burst of
 # registrations is planned once, after it, and never delays the registrations themselves)
-
-
-@dataclass
-class Move:
-    """A subscription moving to a new plan: its switch, and what to remove or restore after."""
-
-    switch: TrackSwitch
-    record: SubscriptionRecord
-    entry: dict  # its plan history entry (how the switch went)
-    ids: list[str]  # the old plan's ids: removed once the switch is done
-    peers: set[str]  # … at these peers
-    paths: tuple  # the old plan's paths (a break there cancels the switch)
-    restore: dict  # the record's fields before the move (a cancel puts them back)
-    new_id: str
-    new_peers: set[str]  # where the new plan is (a cancel removes it there)
-    progress: str | None  # a stream here showing how far the old plan has come (``progress_stream``)
-    handover: CountHandover | None = None  # a count window to align (``count_handover``)
-    since: float = field(default_factory=time.monotonic)
 
 
 class Reoptimiser:
