@@ -92,7 +92,7 @@ class AdaptiveSampling:
         fails is logged: the re-optimisation round that follows in the same loop still runs)."""
         try:
             self._round()
-        except Exception:
+        except Exception:  # noqa: BLE001
             log.exception("adapting the samples failed")
 
     def _round(self) -> None:
@@ -107,7 +107,7 @@ class AdaptiveSampling:
         for r in records:
             if now - r.resampled_at < RAISE_EVERY_S or self.reoptimiser.why_not(r, cooled=False, backoff=False):
                 continue
-            backing_off = bool(self.reoptimiser.why_not(r, cooled=False))  # (after cancelled moves)
+            backing_off = bool(self.reoptimiser.backing_off(r))  # (after cancelled moves: not raised)
             used = self.utilisation(r)
             hot = sorted(link for link, u in used.items() if u >= PRESSURE)
             if hot:
@@ -158,7 +158,7 @@ class AdaptiveSampling:
                 moved = self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate} (shared)", shared=True)
                 rate = rate if moved else 2 * old
             moved = moved or self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate}")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the others are still looked at
             record.reoptimisation = f"not moved onto a 1/{rate} sample: {exc}"
             log.exception("moving %s onto a 1/%d sample failed", record.runtime.id, rate)
             return

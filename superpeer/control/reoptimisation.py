@@ -167,12 +167,20 @@ class Reoptimiser:
             return "not running"
         if entry.kind == "records" and props.inputs[0].window is None:
             return "reads window records of no window of its own"
-        if backoff and record.cancels and time.time() < record.last_replan:  # (raised samples wait too)
-            return (f"{record.cancels} move(s) cancelled in a row: the next try in "
-                    f"{record.last_replan - time.time():.0f} s")
+        waiting = self.backing_off(record) if backoff else ""
+        if waiting:
+            return waiting
         left = self.settings.cooldown_s - (time.time() - record.last_replan)
         if left > 0 and cooled:
             return f"re-planned {self.settings.cooldown_s - left:.0f} s ago (cool-down {self.settings.cooldown_s:g} s)"
+        return ""
+
+    @staticmethod
+    def backing_off(record: SubscriptionRecord) -> str:
+        """Why it waits after cancelled moves ("" if it does not): raised samples wait too."""
+        if record.cancels and time.time() < record.last_replan:
+            return (f"{record.cancels} move(s) cancelled in a row: the next try in "
+                    f"{record.last_replan - time.time():.0f} s")
         return ""
 
     # ------------------------------------------------------------------ one subscription
