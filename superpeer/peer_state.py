@@ -66,6 +66,8 @@ class PeerState:
         self.known_originals: dict[str, NetworkStream] = {}  # registered anywhere, by name
         self.heard_of: dict[str, float] = {}  # original -> when a heartbeat first told of it
         self.deliveries: dict[str, list[tuple[SubscriptionRuntime, str]]] = {}  # stream -> (sub, var)
+        # stream -> the latest origin and window index it delivered here (``origins.fed_high``)
+        self.fed_high: dict[str, tuple[int, int]] = {}
         self.peer_usage: dict[str, dict] = {}  # what other peers last reported
         # bits/s this peer measured going out to each neighbour (``stream_rates.LinkRates``)
         self.measured_links: dict[str, float] = {}

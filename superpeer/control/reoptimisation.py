@@ -287,6 +287,7 @@ class Reoptimiser:
                              if records and window and handover is None else 0,
                              sample=sample)
         with state.lock:
+            switch.fed_before(state.fed_high.get(old_stream))  # (before the switch, straight to the runtime)
             entries = state.deliveries.get(old_stream, [])
             state.deliveries[old_stream] = [(switch.old, v) if getattr(r, "runtime", r) is record.runtime
                                             and v == variable else (r, v) for r, v in entries]

@@ -31,7 +31,7 @@ from ..peer_state import PeerState
 from ..security.peer_access import check_transfer_route
 from .items import PARSER, check_items, parse_batch
 from .link_receipts import LinkReceipts
-from .origins import Origins
+from .origins import Origins, fed_high
 from .positions import StreamPositions, kept_runs
 from .stream_rates import StreamRates
 from .wire_batch import as_texts, text_bytes
@@ -109,6 +109,7 @@ class DataPlane:
         self.outbound.discard(stream)
         self.positions.forget(stream)
         self.rates.forget(stream)
+        self.state.fed_high.pop(stream, None)
 
     # ------------------------------------------------------------------ publishers
 
@@ -315,7 +316,10 @@ class DataPlane:
             started = time.perf_counter()
             self.executor.push(sid, values, texts, end, origins)
             self.observe_batch(time.perf_counter() - started)  # (metrics: the executor's time per batch)
-        for consumer, variable in self.state.deliveries.get(sid, ()):
+        consumers = self.state.deliveries.get(sid, ())
+        if consumers and values:  # (where a switch of plans must take over from: ``TrackSwitch.fed_before``)
+            self.state.fed_high[sid] = fed_high(self.state.fed_high.get(sid), values, origins)
+        for consumer, variable in consumers:
             consumer.feed(variable, values, end, origins)
         hops = entry.next_hops(self.state.id)
         if hops and (values or serialized or end):

@@ -53,3 +53,17 @@ def picked(origins: Origins | None, offsets: Sequence[int]) -> list[int] | None:
     if origins is None:
         return None
     return [origins[o] for o in offsets]
+
+
+FedHigh = tuple[int, int]  # the latest origin and window index a stream delivered at a peer
+
+
+def fed_high(before: FedHigh | None, values: list, origins: Sequence[int] | None) -> FedHigh:
+    """``before`` moved on by a batch a stream delivers here (items come in order; a window
+    record says its index, an item its origin, if known)."""
+    origin, index = before or (-1, -1)
+    if origins is not None and len(origins):
+        origin = max(origin, origins[-1])
+    if values and isinstance(getattr(values[-1], "index", None), int):
+        index = max(index, *(v.index for v in values))
+    return origin, index

@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..data.origins import FedHigh
 from ..peer_state import PeerState
 from .runtime import SubscriptionRuntime
 
@@ -127,6 +128,14 @@ class TrackSwitch:
         if (self.at is not None and not self.done and not self.partial_windows and not self.by_window
                 and next_origin >= self.at):
             self._complete()
+
+    def fed_before(self, fed: FedHigh | None) -> None:
+        """What the old plan's stream delivered here before the switch was put in front of it
+        (``origins.fed_high``): the new plan's first item may be older than that — it reuses a stream
+        that reaches this peer later than the old plan's — and must not be taken again."""
+        if fed is not None:
+            origin, index = fed
+            self.old_high = max(self.old_high, index if self.partial_windows or self.by_window else origin)
 
     def fail(self, why: str) -> None:
         self.failed = why

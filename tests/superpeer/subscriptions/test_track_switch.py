@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from superpeer.data.origins import fed_high
 from superpeer.subscriptions.track_switch import TrackSwitch
 
 
@@ -63,6 +64,45 @@ def test_every_item_once_in_order_whatever_the_interleaving(selected, attach, ol
     assert got.ends == (1 if ended else 0)
     # (until the new plan delivers an item, the switch item is not known: both plans run)
     assert s.done or s.at is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sets(st.integers(0, 300), min_size=1, max_size=120), st.integers(0, 300), st.integers(0, 120),
+       st.lists(st.integers(0, 120)), st.lists(st.booleans(), max_size=80))
+def test_what_the_old_plan_fed_before_the_switch_is_not_taken_again(selected, attach, fed, cuts, order):
+    """The old plan's stream fed the input straight for a while (its first ``fed`` items, what
+    ``PeerState.fed_high`` records) before the switch was put in front of it; the new plan reuses
+    a stream that reaches this peer later, so its first item may be one the input has already —
+    as seen live, when one subscription moved onto a stream another one's plan made."""
+    items = sorted(selected)
+    fed = min(fed, len(items))
+    s, got = switch()
+    got.feed("p", items[:fed], False)
+    s.fed_before(fed_high(None, items[:fed], items[:fed]))
+    old = batches(items[fed:], cuts)
+    new = batches([o for o in items if o >= attach], cuts[::-1])
+    turns = iter(order)
+    while old or new:
+        if bool(old) and (not new or next(turns, True)):
+            b = old.pop(0)
+            s.old.feed("p", b, end=False, origins=b)
+        else:
+            b = new.pop(0)
+            s.new.feed("p", b, end=False, origins=b)
+    if not s.done:
+        s.progress(301)
+    assert got.items == items
+
+
+def test_the_latest_fed_origin_and_window_index_are_kept_per_stream():
+    class Record:
+        def __init__(self, index: int) -> None:
+            self.index = index
+
+    assert fed_high(None, ["a", "b"], range(4, 6)) == (5, -1)
+    assert fed_high((9, -1), ["c"], [7]) == (9, -1)  # (never back)
+    assert fed_high(None, [Record(3), Record(2)], None) == (-1, 3)
+    assert fed_high((4, 1), [], None) == (4, 1)
 
 
 def test_the_switch_waits_for_the_old_plan_then_feeds_what_it_held():
