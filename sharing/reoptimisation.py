@@ -12,7 +12,8 @@ A move is judged by what the whole network carries (the sum of every stream's co
 candidate's marginal cost, less the running plan's own streams, less what the other
 subscriptions on the running plan's chain would save by moving next (a **look-ahead** of one
 step: the streams only one of them would use then, against its own best plan on the network
-after this move). It is taken when that sum falls by the margin of the subscription's share.
+after this move; or the streams only they use, all of them moving as a group — a stream
+widened for a near miss is left by its readers one by one, though none frees it alone). It is taken when that sum falls by the margin of the subscription's share.
 Without the look-ahead two subscriptions sharing a detour after a failure keep it for good —
 each costs nothing at the margin to keep, and the first move costs a little; with it, the first
 moves and the second follows. A move never raises the network's cost for nothing, so nothing
@@ -84,23 +85,29 @@ class Move:
     running: Price
     best: Price
     change: float  # what the network's cost changes by (negative: it falls)
+    credited: bool = False  # taken for what the others save by following, not for itself
 
 
 def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, margin: float,
-           streams: Mapping[str, NetworkStream], follow: Callable[[PlanningSnapshot, str, float], float]) -> Move:
+           streams: Mapping[str, NetworkStream], follow: Callable[[PlanningSnapshot, tuple[str, ...], float], float],
+           avoid: frozenset[str] = frozenset()) -> Move:
     """The candidate to move to, by the network's cost after it and the moves it opens; of
     candidates within half the margin of the best, the one that sends the fewest bits (the cost
     model can price a raw copy and a filtered stream alike on idle links: the bytes decide).
     ``streams``: every stream of the view, this subscription's own included; ``follow``: what
-    another subscription on the running chain saves, on a snapshot, by moving next (only if it
-    would: by more than the margin)."""
+    other subscriptions on the running chain save, on a snapshot, by moving next — one by one,
+    or all of them as a group, whichever saves more (only if they would: by more than the
+    margin). ``avoid``: streams it left for its followers' sake a little while ago — it does not
+    take them again before they had time to follow (``Move.credited``): else the first reader of
+    a widened stream moves back while the others are still on their way, and again and again."""
     cost = lambda u: planner.cost(u)[0]  # noqa: E731
     running = running_price(cost, streams, delivered, sid)
     # (not the plan it has under new names: a stream priced at its estimate would look cheaper
     # than the same one measured, and the subscription would move back and forth)
     running_shape = shape(streams, lineage(streams, delivered))
     candidates = [p for p in [chosen, *chosen.alternatives] if not p.overloads and p.result_stream != delivered
-                  and shape(streams, [*p.new_streams, *lineage(streams, p.reused)]) != running_shape]
+                  and shape(streams, [*p.new_streams, *lineage(streams, p.reused)]) != running_shape
+                  and not avoid & {s.id for s in lineage(streams, p.reused)}]
     priced = [(candidate_price(cost, streams, p, sid), p) for p in candidates]
     if not priced:
         return Move(None, running, Price(float("inf"), float("inf")), 0.0)
@@ -118,8 +125,10 @@ def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, mar
         climbs = part.reused not in streams or streams[part.reused].original or reused_bits(streams, part) >= top
         if others and climbs:
             after = moved(planner.state, streams, sid, part, planner.cost_model, planner.calibration)
-            change -= sum(follow(after, t, margin) for t in sorted(others))
-        moves.append(Move(part, running, price, change))
+            alone = sum(follow(after, (t,), margin) for t in sorted(others))
+            together = follow(after, tuple(sorted(others)), margin) if len(others) > 1 else 0.0
+            change -= max(alone, together)
+        moves.append(Move(part, running, price, change, credited=price.marginal - running.marginal >= -scale))
     least = min(m.change for m in moves)
     # (among near-equals: the fewest bits on the links, then the cheapest)
     best = min((m for m in moves if m.change <= least + scale / 2), key=lambda m: (bits(m.part), m.change))
@@ -183,43 +192,65 @@ def without(snapshot: PlanningSnapshot, streams: Mapping[str, NetworkStream]) ->
         _add(snapshot.link_used, snapshot.peer_used, s.usage, -1)
 
 
+GROUP_AT_MOST = 8  # the readers of a chain priced as one group move (each is planned)
+
+
 def follow_gain(planner_for: Callable[[PlanningSnapshot], PlanBuilder],
-                best_part) -> Callable[[PlanningSnapshot, str, float], float]:
-    """``choose``'s look-ahead: what subscription ``t`` saves by moving next on a snapshot — its
-    own streams there, less its best plan without them. Its target is its registering peer
-    (the prefix of its id), what it needs is the properties of the deepest stream it reads.
-    While it is itself moving it reads two (its old and its new plan's, alike): each is priced
-    with its own chain and the smaller saving counts (the old plan goes anyway)."""
-    def gain(snapshot: PlanningSnapshot, t: str, margin: float) -> float:
-        own = own_streams(snapshot.streams, t)
-        if not own:
+                best_part) -> Callable[[PlanningSnapshot, tuple[str, ...], float], float]:
+    """``choose``'s look-ahead: what the subscriptions ``ts`` save by moving next on a snapshot —
+    the streams only they use there, less their best plans without them. One subscription alone
+    is a single move; several are a **group**: the readers left on a shared stream, which none of
+    them frees by moving alone (a stream widened for a near miss, with three consumers), priced as
+    if all of them moved (each is then moved by its own round: every round finds the same group
+    smaller). A subscription's target is its registering peer (the prefix of its id), what it needs is the
+    properties of the deepest stream it reads. While it is itself moving it reads two (its old
+    and its new plan's, alike): alone, each is priced with its own chain and the smaller saving
+    counts (the old plan goes anyway); in a group it makes the group not move."""
+    def gain(snapshot: PlanningSnapshot, ts: tuple[str, ...], margin: float) -> float:
+        group = set(ts)
+        own = {s.id: s for s in snapshot.streams.values()
+               if not s.original and s.users and all(base(u) in group for u in s.users)}
+        if not own or len(group) > GROUP_AT_MOST:
             return 0.0
-        target = t.rsplit("-", 1)[0]
-        reads = [s for s in snapshot.streams.values() if any(base(u) == t for u in s.users)]
-        parents = {s.parent for s in reads}
-        deepest = [s for s in reads if s.id not in parents]
-        if target not in snapshot.backbone.peers or len({d.properties for d in deepest}) != 1:
-            return 0.0
-        needs = deepest[0].properties
-        if (needs.window is not None and needs.window.kind == "count") or needs.sample > 1:
-            return 0.0  # (it will not move: count windows keep their plan's alignment, samples their plan)
+        needs = {}
+        deepest_of = {}
+        for t in ts:
+            target = t.rsplit("-", 1)[0]
+            reads = [s for s in snapshot.streams.values() if any(base(u) == t for u in s.users)]
+            parents = {s.parent for s in reads}
+            deepest = [s for s in reads if s.id not in parents]
+            if (target not in snapshot.backbone.peers or not deepest or len({d.properties for d in deepest}) != 1
+                    or (len(ts) > 1 and len(deepest) > 1)):
+                return 0.0
+            wants = deepest[0].properties
+            if (wants.window is not None and wants.window.kind == "count") or wants.sample > 1:
+                return 0.0  # (it will not move: count windows keep their plan's alignment, samples their plan)
+            needs[t], deepest_of[t] = (wants, target), deepest
         snapshot = PlanningSnapshot(snapshot.backbone, snapshot.new_stream_id, dict(snapshot.link_used),
                                     dict(snapshot.peer_used), snapshot.statistics, snapshot.originals,
                                     {k: list(v) for k, v in snapshot.tables.items()}, snapshot.streams,
                                     snapshot.positions)
         planner = planner_for(snapshot)
-        saved = float("inf")
-        for d in deepest:
+        if len(ts) == 1:
+            saved = float("inf")
+            for d in deepest_of[ts[0]]:
+                mine = Usage()
+                for s in lineage(snapshot.streams, d.id):
+                    if s.id in own:
+                        mine = mine.merge(s.usage)
+                saved = min(saved, planner.cost(mine)[0])
+        else:
             mine = Usage()
-            for s in lineage(snapshot.streams, d.id):
-                if s.id in own:
-                    mine = mine.merge(s.usage)
-            saved = min(saved, planner.cost(mine)[0])
+            for s in own.values():
+                mine = mine.merge(s.usage)
+            saved = planner.cost(mine)[0]
         without(snapshot, own)
-        try:
-            part = best_part(planner, deepest[0].properties, target)
-        except Exception:  # noqa: BLE001 - no plan for it: it saves nothing
-            return 0.0
-        gained = saved - part.cost
+        spent = 0.0
+        for wants, target in needs.values():
+            try:
+                spent += best_part(planner, wants, target).cost
+            except Exception:  # noqa: BLE001 - no plan for it: it saves nothing
+                return 0.0
+        gained = saved - spent
         return gained if gained > margin * saved else 0.0
     return gain

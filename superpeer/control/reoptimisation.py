@@ -42,6 +42,7 @@ from sharing.backbone import TopologyError
 from sharing.estimates import with_sample
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
 from sharing.reoptimisation import choose, follow_gain, own_streams, without
+from sharing.stream_table import lineage
 
 from ..errors import as_node_error
 from ..recovery.replanning import Recovery
@@ -62,6 +63,7 @@ FOLLOW = follow_gain(Planner, lambda planner, props, target: planner.best_part(p
 SWITCH_CHECK_S = 0.05  # how often a pending switch is looked at
 ADAPT_EVERY_S = 1.0  # how often the samples of approximate subscriptions are looked at
 SWITCH_DEADLINE_S = 60.0  # a switch not done by then is cancelled: the old plan goes on alone
+LEFT_HOLD_COOLDOWNS = 3  # a stream left for the followers' sake is not taken again for this many cool-downs
 QUIET_S = 0.5  # an event's round waits until events have stopped coming this long (a burst of
 # registrations is planned once, after it, and never delays the registrations themselves)
 
@@ -198,18 +200,21 @@ class Reoptimiser:
         decided = self._plan(record, why)
         if decided is None:
             return False
-        plan, view, old_cost, new_cost, variable, old_stream, change, handover = decided
+        plan, view, old_cost, new_cost, variable, old_stream, change, handover, left = decided
         with self.control._installing:
             reason = self.why_not(record)
             if reason or record.inputs.get(variable) != old_stream:
                 record.reoptimisation = reason or "kept: its plan changed while a new one was made"
                 return False
-            return self.migrate(record, plan, view, why, (old_cost, new_cost, change), variable, old_stream,
+            moved = self.migrate(record, plan, view, why, (old_cost, new_cost, change), variable, old_stream,
                                  handover)
+            if moved and left is not None:  # (taken for the followers: they get time to follow)
+                record.leave_for_followers(left, LEFT_HOLD_COOLDOWNS * self.settings.cooldown_s)
+            return moved
 
     def _plan(self, record: SubscriptionRecord, why: str) -> tuple | None:
-        """The move to make, if any: (plan, view, old cost, new cost, variable, old stream,
-        change of the network's cost)."""
+        """The move to make, if any: (plan, view, old cost, new cost, variable, old stream, change
+        of the network's cost, count handover, the streams left for the followers' sake or None)."""
         control, state = self.control, self.control.state
         sid = record.runtime.id
         props = with_sample(record.runtime.analysis.properties, record.sample)  # (the sample it is on)
@@ -231,7 +236,8 @@ class Reoptimiser:
         inp = props.inputs[0]
         plan.parts[0].alternatives.append(planner.query_shipping_part(inp, view.snapshot.original(inp.input),
                                                                       state.id))
-        move = choose(planner, plan.parts[0], old_stream, sid, self.settings.margin, streams, FOLLOW)
+        move = choose(planner, plan.parts[0], old_stream, sid, self.settings.margin, streams, FOLLOW,
+                      avoid=record.held_off())
         part, old_cost, new_cost = move.part, move.running.marginal, move.best.marginal
         record.reoptimisation = (f"kept: the best other plan costs {new_cost:.4g} at the margin "
                                  f"(the running one {old_cost:.4g}, its share {move.running.share:.4g}); the "
@@ -255,7 +261,8 @@ class Reoptimiser:
             if isinstance(handover, str):
                 record.reoptimisation = f"kept: {handover}"
                 return None
-        return plan, view, old_cost, new_cost, variable, old_stream, move.change, handover
+        left = frozenset(s.id for s in lineage(streams, old_stream) if not s.original) if move.credited else None
+        return plan, view, old_cost, new_cost, variable, old_stream, move.change, handover, left
 
     def migrate(self, record: SubscriptionRecord, plan: Plan, view: RemotePlanningView, why: str,
                  costs: tuple[float, float, float], variable: str, old_stream: str,

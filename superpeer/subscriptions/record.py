@@ -59,7 +59,20 @@ class SubscriptionRecord:
     plan_history: list[dict] = field(default_factory=list)
     last_replan: float = 0.0  # (may lie ahead: after a cancelled move, the wait before another)
     cancels: int = 0  # moves cancelled in a row
+    # the streams its last move left for what the others save by following (``Move.credited``),
+    # not taken again until then: they need a round or two to follow
+    left_for_followers: frozenset[str] = frozenset()
+    left_hold_until: float = 0.0
     reoptimisation: str = ""
+
+    def leave_for_followers(self, streams: frozenset[str], seconds: float) -> None:
+        """Its move left ``streams`` for what the others save by following: it does not take
+        them again for ``seconds`` (they need a round or two to follow)."""
+        self.left_for_followers, self.left_hold_until = streams, time.time() + seconds
+
+    def held_off(self) -> frozenset[str]:
+        """The streams it does not take again now (``leave_for_followers``)."""
+        return self.left_for_followers if time.time() < self.left_hold_until else frozenset()
 
     @property
     def plan_id(self) -> str:

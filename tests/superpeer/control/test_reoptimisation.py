@@ -377,3 +377,86 @@ def test_a_burst_of_near_misses_settles_on_one_stream(net):
     feed.close()
     for q, record, first in subs:
         assert buffered_results(record) == reference(q, first, feed.at), record.describe()
+
+
+def three_readers_and_a_near_miss(net, feed: Feed, unrelated: int = 0):
+    """S (ra 120–125, SP4→SP5→SP1) serves A and B at SP1 (B narrower, on a residual of its own)
+    and C at SP0 (S forwarded on), after ``unrelated`` subscriptions of other ranges elsewhere;
+    N at SP7 needs ra 123–128, and S is widened to ra 120–128 for it."""
+    sp0, sp1, sp7 = net.peers["SP0"], net.peers["SP1"], net.peers["SP7"]
+    sp7.control.widening = True  # (``serve --widening``)
+    others = []
+    for k in range(unrelated):
+        peer = net.peers[("SP2", "SP3", "SP6", "SP0", "SP7")[k % 5]]
+        q = ranged(60 + 6 * k, 63 + 6 * k)
+        others.append((q, peer.control.subscribe(q), feed.at))
+    feed.publish(100)
+    queries = {"A": ranged(120, 125), "B": ranged(121, 124), "C": ranged(120, 125, en=0.5)}
+    at = {"A": sp1, "B": sp1, "C": sp0}
+    consumers = {}
+    for name, q in queries.items():
+        consumers[name] = (q, at[name].control.subscribe(q), feed.at)
+        feed.publish(100)
+    running = consumers["A"][1].plan.parts[0].result_stream
+    for name, (_, record, _) in consumers.items():
+        part = record.plan.parts[0]
+        assert running in (part.reused, part.result_stream), f"{name} does not read {running}: {record.describe()}"
+    n_query = ranged(123, 128)
+    n = sp7.control.subscribe(n_query)
+    (part,) = n.plan.parts
+    assert part.widened == running, n.describe()
+    return consumers, others, (n_query, n, feed.at), running, part.new_streams[0].id
+
+
+def test_a_stream_with_three_consumers_widened_for_a_near_miss_keeps_every_result_exact(net):
+    """A, B and C move onto the wide stream (as a group: none of them frees S alone), S is
+    removed everywhere, one stream crosses SP4–SP5, and all four get exactly their results
+    across the change."""
+    feed = Feed(net)
+    sp0, sp1 = net.peers["SP0"], net.peers["SP1"]
+    consumers, _, (n_query, n, n_first), running, wide = three_readers_and_a_near_miss(net, feed)
+    feed.publish(200)
+    for _ in range(3):
+        for p in (sp0, sp1):
+            for _, record, _ in consumers.values():
+                record.last_replan = 0
+            p.reoptimiser.round("test")
+        feed.publish(200, switch_all(net))
+    for name, (_, record, _) in consumers.items():
+        assert record.plan_history and record.plan_history[-1]["state"] == "switched", (name, record.reoptimisation)
+    assert all(running not in {s.id for s in p.state.table} for p in net.peers.values())
+    across = [s.id for s in net.peers["SP5"].state.table if not s.original and "SP4" in s.route]
+    assert across == [wide], across
+    feed.close()
+    for name, (q, record, first) in consumers.items():
+        assert buffered_results(record) == reference(q, first, feed.at), name
+    assert buffered_results(n) == reference(n_query, n_first, feed.at)
+
+
+def test_a_reader_that_left_for_its_group_does_not_move_back_while_the_others_follow(net):
+    """The rounds of SP0 and SP1 interleave with the switches: C (at SP0) leaves S for the wide
+    stream on the credit of A and B, and SP1's round comes while C still reads both plans. C
+    does not take S again while the others may still follow (``LEFT_HOLD_COOLDOWNS``): every
+    reader moves at most twice in eight rounds, S is gone at the end, and every result is exact."""
+    feed = Feed(net)
+    sp0, sp1 = net.peers["SP0"], net.peers["SP1"]
+    consumers, others, (n_query, n, n_first), running, _ = three_readers_and_a_near_miss(net, feed, unrelated=7)
+    feed.publish(200)
+    for _ in range(8):
+        for p in (sp0, sp1):
+            for _, record, _ in consumers.values():
+                record.last_replan = 0  # (the cool-down is not what holds it)
+            p.reoptimiser.round("test")
+            feed.publish(50)  # (the other peer's round comes before this one's switch is done)
+        feed.publish(200, switch_all(net))
+    moves = {name: sum(1 for e in record.plan_history if e.get("state") == "switched")
+             for name, (_, record, _) in consumers.items()}
+    assert all(m <= 2 for m in moves.values()), moves
+    assert not {r.runtime.id for _, r, _ in consumers.values()} & {*sp0.reoptimiser.switches, *sp1.reoptimiser.switches}
+    assert all(running not in {s.id for s in p.state.table} for p in net.peers.values()), moves
+    feed.close()
+    for name, (q, record, first) in consumers.items():
+        assert buffered_results(record) == reference(q, first, feed.at), name
+    for q, record, first in others:
+        assert buffered_results(record) == reference(q, first, feed.at), q
+    assert buffered_results(n) == reference(n_query, n_first, feed.at)

@@ -1,10 +1,10 @@
 """Stream widening with three consumers, on real daemon processes (issue 31): A and B at SP1
 and C at SP0 all read one stream of ra 120–125 that SP4 sends over SP5; N at SP7 needs ra
 123–128 and the stream is widened for it (``serve --widening``): a wider stream made at SP4
-along the same route. Under a steady publish, with re-optimisation rounds every second (the
-consumers may move onto the wide stream, live, or keep the narrow one: each alone saves nothing
-by moving while the others read it), every subscriber's results are the reference evaluator's
-over the whole stream: no gap, no duplicate."""
+along the same route. Under a steady publish, with re-optimisation rounds every second, the
+three consumers move onto the wide stream, live (as a group: none of them frees the narrow one
+alone), the narrow stream is removed, and every subscriber's results are the reference
+evaluator's over the whole stream: no gap, no duplicate."""
 
 from __future__ import annotations
 
@@ -66,6 +66,10 @@ def test_a_stream_with_three_consumers_is_widened_and_every_result_stays_exact(t
             chain.append(at)
             at = entry["parent"]
         assert any("SP4" in tables()["SP5"].get(c, {}).get("route", ()) for c in chain), (chain, wide)
+        # the readers move onto the wide stream as a group (none frees the narrow one alone),
+        # and the narrow one is removed along its route
+        until(lambda: not any(narrow in tables()[p] for p in ("SP0", "SP1", "SP4", "SP5")), seconds=90,
+              what=lambda: str({k: status[k]().get("reoptimisation") for k in "ABC"}))
         until(lambda: feed.published > 12_000, seconds=60)
         published = feed.finish()
         for name, (peer, q) in queries.items():
