@@ -6,7 +6,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ..peer_state import PeerState
 from ..subscriptions.record import SubscriptionRecord
+from ..subscriptions.runtime import SubscriptionRuntime
 from ..subscriptions.track_switch import TrackSwitch
 from .count_handover import CountHandover
 
@@ -27,3 +29,44 @@ class Move:
     progress: str | None  # a stream here showing how far the old plan has come (``progress_stream``)
     handover: CountHandover | None = None  # a count window to align (``count_handover``)
     since: float = field(default_factory=time.monotonic)
+
+
+def attach(state: PeerState, switch: TrackSwitch, runtime: SubscriptionRuntime) -> None:
+    """Called with the lock held: the switch goes in front of the runtime on the old plan's
+    stream, and takes the new plan's. It starts from what the old stream fed the runtime
+    straight so far (``fed_high``), or from the item an earlier switch onto the old stream took
+    over at (``took_over_at``: what the old stream still sends from before it is dropped, as
+    that switch dropped it): the new plan's first item may be older than that — it reuses a
+    stream that reaches this peer later — and must not be taken twice."""
+    switch.fed_before(state.fed_high.get(switch.old_stream))
+    entries = state.deliveries.get(switch.old_stream, [])
+    for r, _ in entries:
+        earlier = getattr(r, "switch", None)
+        if earlier is not None and earlier.runtime is runtime and earlier.at is not None:
+            switch.took_over_at(earlier.at)
+    state.deliveries[switch.old_stream] = [(switch.old, v) if getattr(r, "runtime", r) is runtime
+                                           and v == switch.variable else (r, v) for r, v in entries]
+    if state.table.has_ended(switch.new_stream):
+        switch.from_new([], True, None)
+    else:
+        state.deliveries.setdefault(switch.new_stream, []).append((switch.new, switch.variable))
+
+
+def detach(state: PeerState, switch: TrackSwitch, old_to_runtime: bool, keep_new: bool) -> None:
+    """Called with the lock held: the old plan's stream stops feeding the switch — and feeds
+    the runtime alone again (``old_to_runtime``: the new plan failed) or not at all; the new
+    plan's stream goes on through the switch (``keep_new``: it is done, and still drops what
+    the new plan sends from before the switch item) or stops."""
+    old = state.deliveries.get(switch.old_stream, [])
+    state.deliveries[switch.old_stream] = [(switch.runtime, v) if r is switch.old else (r, v)
+                                           for r, v in old if r is not switch.old or old_to_runtime]
+    if not keep_new:
+        state.deliveries[switch.new_stream] = [e for e in state.deliveries.get(switch.new_stream, [])
+                                               if e[0] is not switch.new]
+
+
+def restore(record: SubscriptionRecord, old: dict) -> None:
+    """Called with the lock held: the record as it was before the move (a route broken on it
+    is then seen, and planned around, as for any subscription)."""
+    record.plan, record.inputs, record.owner, record.sample = old["plan"], old["inputs"], old["owner"], old["sample"]
+    record.stale, record.paths, record.incarnations = old["stale"], old["paths"], old["incarnations"]

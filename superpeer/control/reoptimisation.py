@@ -52,7 +52,7 @@ from ..subscriptions.record import SubscriptionRecord
 from ..subscriptions.track_switch import TrackSwitch, progress_stream
 from .control_plane import ControlPlane
 from .count_handover import CountHandover, handover_for
-from .live_move import Move
+from .live_move import Move, attach, detach, restore
 from .remote_view import RemotePlanningView, fetch_planning_view
 from .reoptimisation_settings import ReoptimisationSettings
 
@@ -261,7 +261,9 @@ class Reoptimiser:
             if isinstance(handover, str):
                 record.reoptimisation = f"kept: {handover}"
                 return None
-        left = frozenset(s.id for s in lineage(streams, old_stream) if not s.original) if move.credited else None
+        keeps = {s.id for s in lineage(streams, part.reused)}  # (the wide stream's parent is the narrow one's)
+        left = (frozenset(s.id for s in lineage(streams, old_stream) if not s.original and s.id not in keeps)
+                if move.credited else None)
         return plan, view, old_cost, new_cost, variable, old_stream, move.change, handover, left
 
     def migrate(self, record: SubscriptionRecord, plan: Plan, view: RemotePlanningView, why: str,
@@ -294,14 +296,7 @@ class Reoptimiser:
                              if records and window and handover is None else 0,
                              sample=sample)
         with state.lock:
-            switch.fed_before(state.fed_high.get(old_stream))  # (before the switch, straight to the runtime)
-            entries = state.deliveries.get(old_stream, [])
-            state.deliveries[old_stream] = [(switch.old, v) if getattr(r, "runtime", r) is record.runtime
-                                            and v == variable else (r, v) for r, v in entries]
-            if state.table.has_ended(new_stream):
-                switch.from_new([], True, None)
-            else:
-                state.deliveries.setdefault(new_stream, []).append((switch.new, variable))
+            attach(state, switch, record.runtime)
         try:
             done = control.two_phase.commit(txn, plan, view, held=[handover.new_stream] if handover else None)
         except Exception as exc:  # noqa: BLE001 - the old plan goes on alone, unless it is too late
@@ -310,7 +305,7 @@ class Reoptimiser:
                 switched = switch.complete and not switch.failed
                 if not switched:
                     switch.fail(why)
-                self._detach(switch, old_to_runtime=not switched, keep_new=False)
+                detach(state, switch, old_to_runtime=not switched, keep_new=False)
                 if switched:  # (part of the new plan fed it already, past the switch: recomputed, exactly)
                     record.stale, record.sample = [*record.stale, new_id], record.sample if sample is None else sample
                     record.recovering, record.degraded, record.degraded_since = True, f"switching plans: {why}", time.time()
@@ -362,7 +357,7 @@ class Reoptimiser:
                 if move.handover is not None and move.handover.failed and not switch.done:
                     switch.fail(move.handover.failed)
                 if switch.runtime is not record.runtime or self.control.subscriptions.get(sid) is not record:
-                    self._detach(switch, old_to_runtime=False, keep_new=False)  # re-planned, or ended
+                    detach(state, switch, old_to_runtime=False, keep_new=False)  # re-planned, or ended
                     del self.switches[sid]
                     move.entry["state"] = "replaced"
                     continue
@@ -375,11 +370,11 @@ class Reoptimiser:
                     continue
                 del self.switches[sid]
                 if switch.ended and not switch.failed:  # (the input ended: nothing more comes)
-                    self._detach(switch, old_to_runtime=False, keep_new=False)
+                    detach(state, switch, old_to_runtime=False, keep_new=False)
                     move.entry.update(state="ended")
                     cancelled = False
                 elif switch.done and not switch.failed:
-                    self._detach(switch, old_to_runtime=False, keep_new=True)
+                    detach(state, switch, old_to_runtime=False, keep_new=True)
                     move.entry.update(state="switched", switched_at_item=switch.at)
                     record.cancels = 0
                     cancelled = False
@@ -389,11 +384,12 @@ class Reoptimiser:
                         "the new plan delivered nothing" if switch.at is None else
                         f"the old plan did not reach item {switch.at} in {SWITCH_DEADLINE_S:g} s")
                     switch.fail(why)
-                    self._detach(switch, old_to_runtime=True, keep_new=False)
-                    self._restore(record, move.restore)
+                    detach(state, switch, old_to_runtime=True, keep_new=False)
+                    restore(record, move.restore)
                     move.entry.update(state="cancelled", why_cancelled=why)
                     record.reoptimisation = f"the move to {move.new_id} was cancelled: {why}"
                     record.cancels += 1  # (each cancel doubles the wait before the next try)
+                    record.no_longer_left()
                     record.last_replan = time.time() + self.settings.cooldown_s * (2 ** min(record.cancels, 5) - 1)
                     cancelled = True
                 if cancelled:
@@ -405,25 +401,6 @@ class Reoptimiser:
                 self._remove([move.new_id], move.new_peers)
             else:
                 self._remove(move.ids, move.peers)
-
-    def _restore(self, record: SubscriptionRecord, old: dict) -> None:
-        """Called with the lock held: the record as it was before the move (a route broken on
-        it is then seen, and planned around, as for any subscription)."""
-        record.plan, record.inputs, record.owner, record.sample = old["plan"], old["inputs"], old["owner"], old["sample"]
-        record.stale, record.paths, record.incarnations = old["stale"], old["paths"], old["incarnations"]
-
-    def _detach(self, switch: TrackSwitch, old_to_runtime: bool, keep_new: bool) -> None:
-        """Called with the lock held: the old plan's stream stops feeding the switch — and feeds
-        the runtime alone again (``old_to_runtime``: the new plan failed) or not at all; the new
-        plan's stream goes on through the switch (``keep_new``: it is done, and still drops what
-        the new plan sends from before the switch item) or stops."""
-        state = self.control.state
-        old = state.deliveries.get(switch.old_stream, [])
-        state.deliveries[switch.old_stream] = [(switch.runtime, v) if r is switch.old else (r, v)
-                                               for r, v in old if r is not switch.old or old_to_runtime]
-        if not keep_new:
-            state.deliveries[switch.new_stream] = [e for e in state.deliveries.get(switch.new_stream, [])
-                                                   if e[0] is not switch.new]
 
     def _undo(self, txn: str, new_id: str, plan: Plan, view: RemotePlanningView) -> None:
         peers = set(self.control.two_phase.affected(plan)) | self.control.two_phase.holders(plan, view)

@@ -65,5 +65,5 @@ def fed_high(before: FedHigh | None, values: list, origins: Sequence[int] | None
     if origins is not None and len(origins):
         origin = max(origin, origins[-1])
     if values and isinstance(getattr(values[-1], "index", None), int):
-        index = max(index, *(v.index for v in values))
+        index = max(index, *(v.index for v in values if isinstance(getattr(v, "index", None), int)))
     return origin, index

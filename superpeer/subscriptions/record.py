@@ -63,12 +63,21 @@ class SubscriptionRecord:
     # not taken again until then: they need a round or two to follow
     left_for_followers: frozenset[str] = frozenset()
     left_hold_until: float = 0.0
+    left_again: int = 0  # how many times in a row it left the same streams so
     reoptimisation: str = ""
 
     def leave_for_followers(self, streams: frozenset[str], seconds: float) -> None:
         """Its move left ``streams`` for what the others save by following: it does not take
-        them again for ``seconds`` (they need a round or two to follow)."""
-        self.left_for_followers, self.left_hold_until = streams, time.time() + seconds
+        them again for ``seconds`` (they need a round or two to follow) — twice as long each
+        time it leaves them again (the others did not follow: their peers may not move them)."""
+        again = bool(streams & self.left_for_followers)
+        self.left_again = min(self.left_again + 1, 5) if again else 0
+        self.left_for_followers = streams
+        self.left_hold_until = time.time() + seconds * 2 ** self.left_again
+
+    def no_longer_left(self) -> None:
+        """The move that left them was cancelled: it reads them again."""
+        self.left_for_followers, self.left_hold_until, self.left_again = frozenset(), 0.0, 0
 
     def held_off(self) -> frozenset[str]:
         """The streams it does not take again now (``leave_for_followers``)."""

@@ -56,6 +56,7 @@ class TrackSwitch:
     held: list = field(default_factory=list)  # the new side's items waiting for the old side
     held_end: bool = False
     switched_items: int = 0  # fed from the new side
+    old_from: int = 0  # the old plan's stream took over from an earlier one here: what it sends from before is not fed
     sample: int | None = None  # the new plan reads another sample: its windows are scaled so from the switch on
 
     def __post_init__(self) -> None:
@@ -79,6 +80,9 @@ class TrackSwitch:
         origins = self.keys(values, origins)
         if self.ended or (self.complete and not self.failed):
             return
+        if self.old_from > 0 and origins is not None and len(origins) and origins[0] < self.old_from:
+            kept = [(v, o) for v, o in zip(values, origins) if o >= self.old_from]
+            values, origins = [v for v, _ in kept], [o for _, o in kept]
         if self.failed or self.at is None:
             if values and origins is None and not self.failed:
                 self.fail("the old plan's items do not say where they came from")
@@ -136,6 +140,13 @@ class TrackSwitch:
         if fed is not None:
             origin, index = fed
             self.old_high = max(self.old_high, index if self.partial_windows or self.by_window else origin)
+
+    def took_over_at(self, at: int) -> None:
+        """The old plan's stream took over from an earlier plan's at item (or window) ``at`` (an
+        earlier switch, done): what it sends from before ``at`` — it reached this peer behind the
+        earlier one — came from that plan, and is dropped as the earlier switch dropped it."""
+        self.old_from = max(self.old_from, at)
+        self.old_high = max(self.old_high, at - 1)
 
     def fail(self, why: str) -> None:
         self.failed = why
