@@ -185,6 +185,7 @@ def main() -> int:
     ap.add_argument("--reoptimise-cooldown", type=float, default=4.0, help="seconds; given to every daemon of (a)")
     ap.add_argument("--reoptimise-margin", type=float, default=0.1, help="given to every daemon of (a)")
     ap.add_argument("--no-reoptimise", action="store_true", help="run only the frozen network (b), with (c) and (d)")
+    ap.add_argument("--widening", action="store_true", help="(a) with stream widening (serve --widening)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="directory for JSON and PNG")
     args = ap.parse_args()
     started = time.monotonic()
@@ -201,7 +202,8 @@ def main() -> int:
                  "give a longer --duration or a shorter --sample-every")
 
     reoptimise = ["--reoptimise-every", str(args.reoptimise_every), "--reoptimise-margin",
-                  str(args.reoptimise_margin), "--reoptimise-cooldown", str(args.reoptimise_cooldown)]
+                  str(args.reoptimise_margin), "--reoptimise-cooldown", str(args.reoptimise_cooldown),
+                  *(["--widening"] if args.widening else [])]
     phases: list[tuple[str, list[str]]] = [("frozen", ["--no-reoptimise"])]
     notes: list[str] = []
     if not args.no_reoptimise:

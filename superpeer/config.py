@@ -118,7 +118,7 @@ def _file(path: Path) -> dict:
 
 def _value(action: argparse.Action, value: object, where: str) -> object:
     """A file's or the environment's value, read as its flag would read it."""
-    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse.BooleanOptionalAction)):
         if isinstance(value, str) and value.strip().lower() in TRUE | FALSE:
             value = value.strip().lower() in TRUE
         if not isinstance(value, bool):

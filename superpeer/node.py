@@ -153,7 +153,9 @@ class Node:
         self.control = ControlPlane(self.state, self.transport, settings.retention, self.positions,
                                     self.transport.detector.incarnation)
         self.recovery = Recovery(self.control, self.transport.detector)
-        self.control.widening = settings.widening
+        # (only where the readers of the narrow stream can be moved onto the wide one: else both flow)
+        self.control.widening = (settings.widening and self.executor.synchronous
+                                 and settings.reoptimisation.enabled)
         self._drift_woken = 0.0
         self.reoptimiser = Reoptimiser(self.control, self.recovery, settings.reoptimisation,
                                        synchronous=self.executor.synchronous)

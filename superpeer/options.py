@@ -64,9 +64,10 @@ def add_reoptimisation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reoptimise-margin", type=float, default=0.10, metavar="FRACTION",
                    help="take a new plan only if the network's cost falls by this share of what the "
                         "subscription's streams cost it (default 0.1)")
-    p.add_argument("--widening", action="store_true",
+    p.add_argument("--widening", action=argparse.BooleanOptionalAction, default=False,
                    help="offer a new subscription that nearly matches a running stream to widen that "
-                        "stream (its readers move onto the wider one); experimental, off by default")
+                        "stream: its readers move onto the wider one, live (off by default; never with "
+                        "--no-reoptimise, which is what moves them)")
     p.add_argument("--reoptimise-cooldown", type=parse_duration, default=10.0, metavar="DURATION",
                    help="no re-plan of a subscription within this long of its last one (default 10s)")
     p.add_argument("--no-adaptive-sampling", action="store_true",
@@ -80,6 +81,12 @@ def reoptimisation_settings(args: argparse.Namespace):
 
     return ReoptimisationSettings(not args.no_reoptimise, args.reoptimise_every, args.reoptimise_margin,
                                   args.reoptimise_cooldown, not getattr(args, "no_adaptive_sampling", False))
+
+
+def widening(args: argparse.Namespace) -> bool:
+    """Whether new subscriptions may widen running streams: if asked, unless re-optimisation
+    (which moves the narrow stream's readers onto the wide one) is off."""
+    return getattr(args, "widening", False) and not getattr(args, "no_reoptimise", False)
 
 
 def reoptimisation_flags(args: argparse.Namespace) -> list[str]:
