@@ -13,11 +13,14 @@ candidate's marginal cost, less the running plan's own streams, less what the ot
 subscriptions on the running plan's chain would save by moving next (a **look-ahead** of one
 step: the streams only one of them would use then, against its own best plan on the network
 after this move; or the streams only they use, all of them moving as a group — a stream
-widened for a near miss is left by its readers one by one, though none frees it alone). It is taken when that sum falls by the margin of the subscription's share.
-Without the look-ahead two subscriptions sharing a detour after a failure keep it for good —
-each costs nothing at the margin to keep, and the first move costs a little; with it, the first
-moves and the second follows. A move never raises the network's cost for nothing, so nothing
-flaps: a narrow subscription on a wide stream that must flow anyway stays there.
+widened for a near miss is left by its readers one by one, though none frees it alone). It is
+taken when that sum falls by the margin of the subscription's share. Without the look-ahead two
+subscriptions sharing a detour after a failure keep it for good — each costs nothing at the
+margin to keep, and the first move costs a little; with it, the first moves and the second
+follows. A move never raises the network's cost for nothing, so nothing flaps: a narrow
+subscription on a wide stream that must flow anyway stays there; and one that moved only for
+what the others save by following does not take the streams it left again while they may
+still follow (``choose``'s ``avoid``).
 
 Candidates are the planner's plans of the input over a snapshot without the subscription's own
 streams (``without``): the chosen one and the alternatives it priced.
