@@ -13,6 +13,10 @@ from ..subscriptions.track_switch import TrackSwitch
 from .count_handover import CountHandover
 
 
+STALLED_S = 10.0  # a new plan that has delivered nothing this long after the move began …
+STALLED_ITEMS = 100  # … while the old one delivered this many items (times its sample) is given up
+
+
 @dataclass
 class Move:
     """A subscription moving to a new plan: its switch, and what to remove or restore after."""
@@ -70,3 +74,19 @@ def restore(record: SubscriptionRecord, old: dict) -> None:
     is then seen, and planned around, as for any subscription)."""
     record.plan, record.inputs, record.owner, record.sample = old["plan"], old["inputs"], old["owner"], old["sample"]
     record.stale, record.paths, record.incarnations = old["stale"], old["paths"], old["incarnations"]
+
+
+def stalled_new_plan(move: Move) -> str:
+    """Why the new plan is given up before the switch's deadline ("" if it is not): it has
+    delivered nothing while the old one, computing the same items, delivered many — it reuses a
+    stream that was removed between its planning and its commit, say. The old plan goes on and
+    the move is tried again later. Not a count window held until aligned, which delivers nothing
+    until then; a coarser sample delivers fewer items, so it is given as many more."""
+    switch = move.switch
+    if switch.at is not None or move.handover is not None or switch.partial_windows:
+        return ""
+    enough = STALLED_ITEMS * max(1, switch.sample or 1)
+    if switch.before_new < enough or time.monotonic() - move.since < STALLED_S:
+        return ""
+    return (f"the new plan delivered nothing in {time.monotonic() - move.since:.0f} s while the old one "
+            f"delivered {switch.before_new} items")

@@ -52,7 +52,7 @@ from ..subscriptions.record import SubscriptionRecord
 from ..subscriptions.track_switch import TrackSwitch, progress_stream
 from .control_plane import ControlPlane
 from .count_handover import CountHandover, handover_for
-from .live_move import Move, attach, detach, restore
+from .live_move import Move, attach, detach, restore, stalled_new_plan
 from .remote_view import RemotePlanningView, fetch_planning_view
 from .reoptimisation_settings import ReoptimisationSettings
 
@@ -366,7 +366,8 @@ class Reoptimiser:
                 late = time.monotonic() - move.since > SWITCH_DEADLINE_S
                 old_broken = (broken(move.paths, self.recovery.detector)
                               or restarted(move.restore["incarnations"], self.recovery.detector))
-                if not switch.done and not late and not old_broken:
+                stalled = stalled_new_plan(move)
+                if not switch.done and not late and not old_broken and not stalled:
                     continue
                 del self.switches[sid]
                 if switch.ended and not switch.failed:  # (the input ended: nothing more comes)
@@ -381,7 +382,7 @@ class Reoptimiser:
                 else:  # the old plan fed everything so far: it goes on alone, the new one is removed
                     why = switch.failed or (
                         "the old plan's route broke" if old_broken else
-                        "the new plan delivered nothing" if switch.at is None else
+                        stalled or "the new plan delivered nothing" if switch.at is None else
                         f"the old plan did not reach item {switch.at} in {SWITCH_DEADLINE_S:g} s")
                     switch.fail(why)
                     detach(state, switch, old_to_runtime=True, keep_new=False)

@@ -56,6 +56,7 @@ class TrackSwitch:
     held: list = field(default_factory=list)  # the new side's items waiting for the old side
     held_end: bool = False
     switched_items: int = 0  # fed from the new side
+    before_new: int = 0  # what the old side fed before the new plan's first item
     old_from: int = 0  # the old plan's stream took over from an earlier one here: what it sends from before is not fed
     sample: int | None = None  # the new plan reads another sample: its windows are scaled so from the switch on
 
@@ -88,6 +89,7 @@ class TrackSwitch:
                 self.fail("the old plan's items do not say where they came from")
             if origins is not None and len(origins):
                 self.old_high = max(self.old_high, origins[-1])
+            self.before_new += len(values)
             self._feed(values, end)
             return
         if origins is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from sharing.scenarios import paper_example_backbone
-from superpeer.control.live_move import attach, detach
+from superpeer.control.live_move import STALLED_ITEMS, STALLED_S, Move, attach, detach, stalled_new_plan
 from superpeer.peer_state import PeerState
 from superpeer.subscriptions.record import SubscriptionRecord
 from superpeer.subscriptions.track_switch import TrackSwitch
@@ -64,3 +64,25 @@ def test_a_subscription_that_leaves_the_same_streams_again_holds_off_longer():
     assert 9 < record.left_hold_until - time.time() <= 10
     record.no_longer_left()  # (the move was cancelled)
     assert record.held_off() == frozenset()
+
+
+def test_a_new_plan_that_delivers_nothing_while_the_old_one_delivers_much_is_given_up():
+    """It may reuse a stream removed between its planning and its commit: the move is cancelled
+    long before the switch's deadline (the old plan goes on; it is tried again later)."""
+    got = Input()
+    switch = TrackSwitch(got, "p", "A", "B")  # type: ignore[arg-type]
+    move = Move(switch, None, {}, [], set(), (), {}, "x~1", set(), None,  # type: ignore[arg-type]
+                since=time.monotonic() - STALLED_S - 1)
+    switch.old.feed("p", list(range(STALLED_ITEMS - 1)), False, list(range(STALLED_ITEMS - 1)))
+    assert stalled_new_plan(move) == ""  # (not many yet)
+    switch.old.feed("p", [500], False, [500])
+    assert "delivered nothing" in stalled_new_plan(move)
+    switch.sample = 4  # (a coarser sample: given four times as many)
+    assert stalled_new_plan(move) == ""
+    switch.sample = None
+    switch.new.feed("p", [501], False, [501])  # (it delivers: the switch goes on as usual)
+    assert stalled_new_plan(move) == ""
+    fresh = Move(TrackSwitch(got, "p", "A", "C"), None, {}, [], set(), (), {}, "x~2", set(),  # type: ignore[arg-type]
+                 None)
+    fresh.switch.old.feed("p", list(range(1000)), False, list(range(1000)))
+    assert stalled_new_plan(fresh) == ""  # (not long enough)
