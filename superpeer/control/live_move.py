@@ -12,7 +12,6 @@ from ..subscriptions.runtime import SubscriptionRuntime
 from ..subscriptions.track_switch import TrackSwitch
 from .count_handover import CountHandover
 
-
 STALLED_S = 10.0  # a new plan that has delivered nothing this long after the move began …
 STALLED_ITEMS = 100  # … while the old one delivered this many items (times its sample) is given up
 

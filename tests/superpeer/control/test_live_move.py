@@ -7,7 +7,14 @@ from __future__ import annotations
 import time
 
 from sharing.scenarios import paper_example_backbone
-from superpeer.control.live_move import STALLED_ITEMS, STALLED_S, Move, attach, detach, stalled_new_plan
+from superpeer.control.live_move import (
+    STALLED_ITEMS,
+    STALLED_S,
+    Move,
+    attach,
+    detach,
+    stalled_new_plan,
+)
 from superpeer.peer_state import PeerState
 from superpeer.subscriptions.record import SubscriptionRecord
 from superpeer.subscriptions.track_switch import TrackSwitch
