@@ -23,7 +23,7 @@ from superpeer.config import ConfigError, configure, print_config
 from superpeer.data.limits import DataLimits
 from superpeer.logs import configure_logging
 from superpeer.options import (TOPOLOGY_HELP, add_executor_options, add_reoptimisation_options, add_replay_rate,
-                               reoptimisation_settings, spark_options, widening)
+                               reoptimisation_settings, spark_options)
 
 TopologyPath = Callable[[str], ContextManager[Path]]
 
@@ -123,7 +123,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                   security=security, peer_listen=args.peer_listen, quotas=quotas,
                                   history=history, archive=archive, replay_rate=args.replay_rate,
                                   cut_links=tuple(args.cut_link), reoptimisation=reoptimisation,
-                                  widening=widening(args), metrics_port=args.metrics_port,
+                                  widening=args.widening, metrics_port=args.metrics_port,
                                   metrics_host=args.metrics_host)
     except (TopologyError, NodeError, OSError) as exc:
         raise ServeError(f"error: {getattr(exc, 'message', exc)}") from None

@@ -83,12 +83,6 @@ def reoptimisation_settings(args: argparse.Namespace):
                                   args.reoptimise_cooldown, not getattr(args, "no_adaptive_sampling", False))
 
 
-def widening(args: argparse.Namespace) -> bool:
-    """Whether new subscriptions may widen running streams: if asked, unless re-optimisation
-    (which moves the narrow stream's readers onto the wide one) is off."""
-    return getattr(args, "widening", False) and not getattr(args, "no_reoptimise", False)
-
-
 def reoptimisation_flags(args: argparse.Namespace) -> list[str]:
     """The same flags for a launcher to pass on to every daemon it starts."""
     widening = ["--widening"] if getattr(args, "widening", False) else []
