@@ -307,10 +307,11 @@ class Node:
         return self.control.activate(sid)
 
     def reserve(self, txn: str, streams: list[NetworkStream], subscription: str, target: str,
-                version: int | None = None, attach: dict | None = None, caller: str | None = None) -> Reserved:
+                version: int | None = None, attach: dict | None = None, caller: str | None = None,
+                pins: list[str] | None = None) -> Reserved:
         peer_access.check_reserve(caller, streams, subscription, target, attach or {})
         return self.participant.reserve_with_replays(txn, streams, subscription, target, version, attach,
-                                                     coordinator=caller)
+                                                     coordinator=caller, pins=pins)
 
     def commit(self, txn: str, subscription: str, lineage: list[str], replay: dict[str, int] | None = None,
                since: dict[str, float] | None = None, held: list[str] | None = None,

@@ -191,7 +191,8 @@ class PeerState:
     def unneeded_tail(self, s: NetworkStream) -> bool:
         """This peer ends the stream's route and nothing here takes the stream any more."""
         return (not s.original and len(s.route) > 1 and s.route[-1] == self.id and s.origin != self.id
-                and not self.derived_here(s.id) and not self.deliveries.get(s.id))
+                and not self.derived_here(s.id) and not self.deliveries.get(s.id)
+                and s.id not in self.transactions.pinned())
 
 
 def shape_mismatch(known: NetworkStream, items: tuple[str, ...]) -> str:

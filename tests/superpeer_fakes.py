@@ -118,7 +118,8 @@ class FakeTransport:
             h.activate(subscription)
 
     def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str, version: int | None = None, attach: dict | None = None) -> Reserved:
+                target: str, version: int | None = None, attach: dict | None = None,
+                pins: list[str] | None = None) -> Reserved:
         h = self._handler("reserve", peer, txn)
         if h is None:
             return Reserved(False, f"{peer} is unreachable")
@@ -126,7 +127,8 @@ class FakeTransport:
         reason = self.network.refuse(peer, n)
         if reason:
             return Reserved(False, reason)
-        return h.reserve(txn, [copy_stream(s) for s in streams], subscription, target, version, attach)
+        return h.reserve(txn, [copy_stream(s) for s in streams], subscription, target, version, attach,
+                         pins=pins)
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
                required: bool, replay: dict[str, int] | None = None,

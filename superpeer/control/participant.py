@@ -31,6 +31,7 @@ from ..executors import Executor
 from ..history.log_replay import LogReplays
 from ..peer_state import PeerState
 from .peer_link import PeerLink, Reserved
+from .transactions import Transaction
 from ..security.audit import deny
 from ..subscriptions.record import replaced_by
 
@@ -58,6 +59,7 @@ class Participant:
         self.removed = removed
         self.background = background
         self.transactions = state.transactions
+        self.transactions.on_lapse = self.unpin
 
     # ------------------------------------------------------------------ planning reads
 
@@ -85,14 +87,20 @@ class Participant:
     # ------------------------------------------------------------------ two phases
 
     def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str, version: int | None = None, coordinator: str | None = None) -> tuple[bool, str]:
+                target: str, version: int | None = None, coordinator: str | None = None,
+                pins: list[str] | None = None) -> tuple[bool, str]:
         """Hold the resources ``streams`` take here for ``txn``. Refused as a *conflict*
         (``CONFLICT``: plan again, it is nobody's fault) when this peer changed since the plan
         read it at ``version``, or while another installation of the same input is in flight
         here — it may create the very stream this plan would then duplicate; refused for
         capacity when the streams do not fit. Streams that only earlier plans of the same
         subscription use (``sid``, ``sid~xxxxxx``: it is being planned again, ``recovery.replanning``) do
-        not count: they are removed once the new plan is in."""
+        not count: they are removed once the new plan is in.
+
+        ``pins``: the streams the plan reuses (or their ancestors) that it read here — kept here
+        until the transaction ends (``Transactions``); refused as a conflict if one is gone
+        already (its last user left since the plan read it). A peer only asked to keep streams
+        (no new stream passes it) checks nothing else."""
         here = self.state.id
         backbone = self.state.backbone
         why = self.malformed(streams)
@@ -102,6 +110,12 @@ class Participant:
         if unknown:  # (a peer that just started learns the others' streams at the next heartbeat)
             return False, f'{CONFLICT}{here} does not know stream "{unknown[0]}" yet'
         with self.state.lock:
+            gone = [sid for sid in pins or () if sid not in self.state.table]
+            if gone:
+                return False, f"{CONFLICT}{gone[0]}, which the plan reuses, was removed at {here} since"
+            if not streams:  # (only keeping what the plan reuses: it takes nothing here)
+                self.pin(txn, coordinator, subscription, pins or [])
+                return True, ""
             if version is not None and version != self.state.version:
                 return False, f"{CONFLICT}{here} changed since the plan was made"
             inputs = {s.input for s in streams}
@@ -121,18 +135,43 @@ class Participant:
                 need = used.get(n, 0.0) + bits
                 if need > bw * (1 + 1e-9):
                     return False, f"link {here}–{n} would need {100 * need / bw:.1f}% of its bandwidth"
-            self.transactions.reserve(txn, streams, coordinator, subscription)
+            self.pin(txn, coordinator, subscription, pins or [], streams)
         return True, ""
+
+    def pin(self, txn: str, coordinator: str | None, subscription: str, pins: list[str],
+            streams: list[NetworkStream] = ()) -> None:
+        """Open ``txn`` here: ``streams`` reserved, the ``pins`` kept by making the subscription
+        their user. Called with the lock held, every pinned stream present."""
+        added = [sid for sid in pins if subscription not in self.state.table.get(sid).users]
+        for sid in added:
+            self.state.table.get(sid).users.add(subscription)
+        self.transactions.reserve(txn, streams, coordinator, subscription, pins, added)
+
+    def unpin(self, t: Transaction) -> None:
+        """``t`` ended uncommitted: the streams it kept lose the user it gave them, and those
+        left without one are removed (as ``remove`` does)."""
+        with self.state.lock:
+            added, t.added = t.added, []
+            for sid in added:
+                entry = self.state.table.get(sid)
+                if entry is None:
+                    continue
+                entry.users.discard(t.subscription)
+                if not entry.users and not entry.original:
+                    self.state.table.discard(sid)
+                    self.executor.remove(sid)
+                    self.removed(sid)
+        self._cut_tails_later()  # (a tail it kept may be needed no more)
 
     def reserve_with_replays(self, txn: str, streams: list[NetworkStream], subscription: str, target: str,
                              version: int | None = None, attach: dict | None = None,
-                             coordinator: str | None = None) -> Reserved:
+                             coordinator: str | None = None, pins: list[str] | None = None) -> Reserved:
         """``reserve``; and for a past subscription served from running replays of streams
         registered here (``attach``: new copy -> {"copy": the running copy, "since_s"}), where
         it starts in each — the replay held before that item until ``txn`` ends here
         (``log_replay``). A replay that cannot serve it refuses the reservation, naming the
         running copy (``Reserved.refused``: plan again without it)."""
-        ok, why = self.reserve(txn, streams, subscription, target, version, coordinator)
+        ok, why = self.reserve(txn, streams, subscription, target, version, coordinator, pins)
         if not ok or not attach:
             return Reserved(ok, why)
         got = Reserved(True)
@@ -183,6 +222,11 @@ class Participant:
             if self.transactions.is_expired(txn):  # (refused, not committed empty)
                 raise NodeError("FAILED_PRECONDITION", f"the reservation {txn} expired at {here} "
                                                        f"before it was committed{PLAN_AGAIN}")
+            cut = [sid for sid in (pending.pinned if pending is not None else ()) if sid not in self.state.table]
+            if cut:  # (its route was being cut back here as it was kept: nothing would reach it)
+                self.abort(txn)
+                raise NodeError("FAILED_PRECONDITION", f"{cut[0]}, which the plan reuses, no longer reaches "
+                                                       f"{here}{PLAN_AGAIN}")
             lost = self.transactions.lost_replays(txn)
             if lost:  # (the replay was removed): the new copy would miss items
                 self.abort(txn)
@@ -191,6 +235,7 @@ class Participant:
             if self.transactions.held_by(txn):  # (checked; the coordinator's abort lets the replays go)
                 self.transactions.renew(txn)  # (they outlast every reservation the plan still commits)
             installed = []
+            kept = pending.pinned if pending is not None else []
             held = self.transactions.commit(txn)  # (a replay held for it waits for the abort that ends it)
             anchors = self._anchors(held, lineage)
             for s in held:
@@ -224,6 +269,8 @@ class Participant:
                     entry.users.add(subscription)
             read = set(lineage) | {self.state.table.get(sid).parent for sid in installed}
             logged = {name: o.logged for name, o in self.state.originals.items() if name in read}
+            if any(self.state.unneeded_tail(s) for s in map(self.state.table.get, kept) if s is not None):
+                self._cut_tails_later()  # (kept for the plan, which reads it elsewhere)
             shares = self.replays.held(txn)  # (a running replay it shares)
             if logged:  # kept until the subscriber's peer reports its own pins (``history.bounds``)
                 self.state.commit_pins[subscription] = (  # (a replay starts at or before the log's end)
@@ -276,6 +323,8 @@ class Participant:
         lapsed): items may then have passed a new copy's peer before the copy was there."""
         with self.state.lock:
             ended = self.transactions.end(txn)
+            if ended is not None and ended.pinned:
+                self.unpin(ended)
             return ended is not None and bool(ended.lapsed)
 
     # ------------------------------------------------------------------ removal
@@ -287,11 +336,14 @@ class Participant:
             for s in removed:
                 self.executor.remove(s.id)
                 self.removed(s.id)
+        self._cut_tails_later()
+        return [s.id for s in removed]
+
+    def _cut_tails_later(self) -> None:
         if self.background:
             threading.Thread(target=self.cut_tails, daemon=True).start()
         else:
             self.cut_tails()
-        return [s.id for s in removed]
 
     def cut_tails(self) -> None:
         """Tell the route of every stream this peer no longer needs to end one peer earlier."""

@@ -87,7 +87,8 @@ class PeerHandler(Protocol):
     def activate(self, subscription: str) -> tuple[bool, str]: ...
 
     def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str, version: int | None = None, attach: dict | None = None) -> Reserved: ...
+                target: str, version: int | None = None, attach: dict | None = None,
+                pins: list[str] | None = None) -> Reserved: ...
 
     def commit(self, txn: str, subscription: str, lineage: list[str],
                replay: dict[str, int] | None = None, since: dict[str, float] | None = None,
@@ -117,7 +118,9 @@ class PeerLink(Protocol):
     def activate(self, peer: str, subscription: str) -> None: ...
 
     def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str, version: int | None = None, attach: dict | None = None) -> Reserved: ...
+                target: str, version: int | None = None, attach: dict | None = None,
+                pins: list[str] | None = None) -> Reserved:
+        """``pins``: the reused streams ``peer`` keeps until the transaction ends (``Participant.reserve``)."""
 
     def commit(self, peer: str, txn: str, subscription: str, lineage: list[str],
                required: bool, replay: dict[str, int] | None = None,

@@ -11,6 +11,10 @@ transaction is one ``Transaction`` record:
   commit that comes later is refused (the record stays a while as *expired*), never committed empty;
 * its **holder**: the planning peer (its certified id; None on an insecure network or for this
   peer's own plans) and the subscription, which only that peer may commit or abort;
+* its **pins**: the streams a plan reuses here (and their ancestors) stay here until it commits
+  or aborts — the subscription is their user from the reservation on, so that the last other
+  user leaving meanwhile does not remove a stream the plan is about to read (its tail is not
+  cut back either); an abort or a lapsed lease lets them go (``Participant.unpin``);
 * the **replays it holds**: a past subscription served from a replay of a stream registered here
   that is already running (``sharing.replay_plans``) holds that replay before the item it starts
   at (``history.log_replay``), until its new copy is installed downstream. Those holds outlast
@@ -47,6 +51,8 @@ class Transaction:
     streams: list[NetworkStream] = field(default_factory=list)  # reserved here until commit or abort
     replays: dict[str, int] = field(default_factory=dict)  # running copy -> the item it is held before
     lapsed: set[str] = field(default_factory=set)  # running copies whose hold ended before the transaction
+    pinned: list[str] = field(default_factory=list)  # reused streams kept here; the subscription is their user
+    added: list[str] = field(default_factory=list)  # those of them it was not a user of before
 
 
 class Transactions:
@@ -59,6 +65,7 @@ class Transactions:
         self.open: dict[str, Transaction] = {}
         self.expired: dict[str, tuple[float, Transaction]] = {}  # txn -> (when, the record as it ended)
         self.granted = 0  # reservations granted here: each changes what planners read
+        self.on_lapse: Callable[[Transaction], None] | None = None  # a lease ran out (its pins go)
 
     @property
     def ttl_s(self) -> float:
@@ -66,11 +73,21 @@ class Transactions:
 
     # ------------------------------------------------------------------ reservations
 
-    def reserve(self, txn: str, streams: list[NetworkStream], coordinator: str | None, subscription: str) -> None:
-        """``txn`` holds ``streams`` reserved here, for ``coordinator``'s ``subscription``."""
+    def reserve(self, txn: str, streams: list[NetworkStream], coordinator: str | None, subscription: str,
+                pinned: list[str] = (), added: list[str] = ()) -> None:
+        """``txn`` holds ``streams`` reserved here, for ``coordinator``'s ``subscription``, and keeps
+        the ``pinned`` streams (the subscription was made a user of those ``added``). A reservation
+        of pins only changes nothing a planner reads."""
         with self.lock:
-            self.open[txn] = Transaction(txn, coordinator, subscription, self.clock() + self.ttl_s, list(streams))
-            self.granted += 1
+            self.open[txn] = Transaction(txn, coordinator, subscription, self.clock() + self.ttl_s, list(streams),
+                                         pinned=list(pinned), added=list(added))
+            if streams:
+                self.granted += 1
+
+    def pinned(self) -> set[str]:
+        """The streams open transactions keep here."""
+        with self.lock:
+            return {sid for t in self.open.values() for sid in t.pinned}
 
     def reserved(self) -> list[NetworkStream]:
         """The streams the open transactions hold reserved here, after ending those whose lease ran out."""
@@ -102,7 +119,7 @@ class Transactions:
             t = self.open.get(txn)
             if t is None:
                 return []
-            streams, t.streams = t.streams, []
+            streams, t.streams, t.pinned, t.added = t.streams, [], [], []
             if not t.replays and not t.lapsed:
                 del self.open[txn]
             return streams
@@ -126,6 +143,8 @@ class Transactions:
             record.lapsed |= set(record.replays)
             record.replays.clear()
             self.expired[txn] = (now, record)
+            if record.pinned and self.on_lapse is not None:
+                self.on_lapse(record)
         for txn in [t for t, (at, _) in self.expired.items() if at < now - 10 * self.ttl_s]:
             del self.expired[txn]
 

@@ -71,12 +71,17 @@ class Coordinator:
         retained, if it is over the past)."""
         txn = uuid.uuid4().hex
         attach = {new: {"copy": running, "since_s": since_s} for new, running in shared_replays(plan).items()}
-        peers = sorted(set(self.affected(plan)) | self.holders(plan, view))
+        taking = set(self.affected(plan)) | self.holders(plan, view)
+        kept = self.kept(plan, view)
+        peers = sorted(taking | set(kept))
         got = Reserved(True)
         for i, peer in enumerate(peers):
             try:
-                r = self.link.reserve(peer, txn, self.new_streams(plan), plan.subscription, plan.target,
-                                      view.versions.get(peer), attach or None)
+                if peer in taking:
+                    r = self.link.reserve(peer, txn, self.new_streams(plan), plan.subscription, plan.target,
+                                          view.versions.get(peer), attach or None, pins=kept.get(peer))
+                else:  # (it only keeps what the plan reads through it)
+                    r = self.link.reserve(peer, txn, [], plan.subscription, plan.target, pins=kept[peer])
             except BaseException:
                 self._abort(peers[:i + 1], txn)
                 raise
@@ -115,21 +120,24 @@ class Coordinator:
         # a replay's origin that holds it for the plan checks the hold is still there (no item
         # from where the new copy starts has passed) and keeps it past every other peer's
         # reservation: first, where no new stream passes it (it starts nothing), else last
+        # Only a new stream's origin starts anything: the others commit first (nearest first), a
+        # refusal from them to go on (a reused stream no longer there) comes before anything was sent
         routed = {p for s in self.new_streams(plan) for p in s.route[1:]}
-        first = holders - routed - {s.route[0] for s in self.new_streams(plan)}
+        origins = {s.route[0] for s in self.new_streams(plan)}
+        first = holders - routed - origins
         last = holders - routed - first
         order = sorted(self.commit_peers(self.affected(plan), lineage, view),
-                       key=lambda p: 0 if p in first else 2 if p in last else 1)
+                       key=lambda p: 0 if p in first else 3 if p in last else 2 if p in origins else 1)
         for i, peer in enumerate(order):
             try:
                 committed = self.link.commit(peer, txn, plan.subscription, lineage,
                                              required=peer in required, replay=replay, since=since,
                                              held=held)
             except NodeError as exc:
-                if peer in first and set(order[:i]) <= first and PLAN_AGAIN in exc.message:
+                if peer not in origins and not origins & set(order[:i]) and PLAN_AGAIN in exc.message:
                     held = shared_replays(plan).values()  # (nothing has started yet)
-                    raise PlanAgain(exc.message, frozenset(c for c in held
-                                                           if view.snapshot.streams[c].origin == peer)) from exc
+                    raise PlanAgain(exc.message, frozenset(c for c in held if peer in first
+                                                           and view.snapshot.streams[c].origin == peer)) from exc
                 raise
             done.logged.update(committed.starts)
             done.replayed.update(committed.replayed)
@@ -164,6 +172,23 @@ class Coordinator:
     def affected(self, plan: Plan) -> list[str]:
         """The peers whose resources a plan takes: this one and every peer a new stream passes."""
         return sorted({self.state.id} | {p for s in self.new_streams(plan) for p in s.route})
+
+    @staticmethod
+    def kept(plan: Plan, view: RemotePlanningView) -> dict[str, list[str]]:
+        """Peer -> the reused streams (and ancestors) the plan reads through it, to keep there
+        until it commits: each as far along its route as the plan reads it — the reused one to
+        where the part reads it, an ancestor to where its child is made. Originals stay anyway;
+        the rest of a route may be cut back meanwhile, the plan does not read it."""
+        kept: dict[str, set[str]] = {}
+        for p in plan.parts:
+            upto = p.reuse_peer
+            for s in view.lineage(p.reused):
+                if not s.original:
+                    route = s.route[:s.route.index(upto) + 1] if upto in s.route else s.route
+                    for peer in route:
+                        kept.setdefault(peer, set()).add(s.id)
+                upto = s.origin
+        return {peer: sorted(ids) for peer, ids in kept.items()}
 
     @staticmethod
     def holders(plan: Plan, view: RemotePlanningView) -> set[str]:

@@ -223,12 +223,13 @@ class GrpcPeerChannels:
                    required=False)
 
     def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
-                target: str, version: int | None = None, attach: dict | None = None) -> Reserved:
+                target: str, version: int | None = None, attach: dict | None = None,
+                pins: list[str] | None = None) -> Reserved:
         if peer == self.id:
             return self.local.reserve(txn, [copy_stream(s) for s in streams], subscription, target,
-                                      version, attach)
+                                      version, attach, pins=pins)
         got = self._call(peer, "Reserve", pb.ReserveRequest(
-            transaction=txn, part_json=part_to_wire(streams, subscription, target, version, attach)),
+            transaction=txn, part_json=part_to_wire(streams, subscription, target, version, attach, pins)),
             lambda r: Reserved.of(r.ok, r.reason, json.loads(r.answer_json or "{}")), required=False)
         return got if got is not None else Reserved(False, f"{peer} is unreachable ({self.unreachable[peer]})")
 

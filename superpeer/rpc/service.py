@@ -193,8 +193,9 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def Reserve(self, request, context, caller):
-        streams, subscription, target, version, attach = part_from_wire(request.part_json)
-        got = self.node.reserve(request.transaction, streams, subscription, target, version, attach, caller=caller)
+        streams, subscription, target, version, attach, pins = part_from_wire(request.part_json)
+        got = self.node.reserve(request.transaction, streams, subscription, target, version, attach, caller=caller,
+                                pins=pins)
         return pb.ReserveReply(ok=got.ok, reason=got.reason, answer_json=json.dumps(got.to_json()))
 
     @_handled

@@ -21,22 +21,22 @@ def input_from_wire(text: str) -> InputStream:
 
 
 def part_to_wire(streams: list[NetworkStream], subscription: str, target: str,
-                 version: int | None = None, attach: dict | None = None) -> str:
+                 version: int | None = None, attach: dict | None = None, pins: list[str] | None = None) -> str:
     return json.dumps({"streams": [stream_to_json(s) for s in streams],
                        "subscription": subscription, "target": target, "version": version,
-                       **({"attach": attach} if attach else {})})
+                       **({"attach": attach} if attach else {}), **({"pins": pins} if pins else {})})
 
 
-def part_from_wire(text: str) -> tuple[list[NetworkStream], str, str, int | None, dict]:
+def part_from_wire(text: str) -> tuple[list[NetworkStream], str, str, int | None, dict, list[str]]:
     """(streams, subscription, target, the peer's version the plan was made over, if known,
     the new copies of running replays: new copy -> {"copy": running copy, "since_s": seconds
-    or None for everything retained})."""
+    or None for everything retained}, the reused streams to keep there until the transaction ends)."""
     part = json.loads(text)
     version = part.get("version")
     attach = {str(k): {"copy": str(v["copy"]), "since_s": None if v.get("since_s") is None else float(v["since_s"])}
               for k, v in (part.get("attach") or {}).items()}
     return ([stream_from_json(j) for j in part["streams"]], part["subscription"], part["target"],
-            int(version) if version is not None else None, attach)
+            int(version) if version is not None else None, attach, [str(p) for p in part.get("pins") or ()])
 
 
 def commit_to_wire(subscription: str, lineage: list[str], replay: dict[str, int] | None = None,

@@ -56,7 +56,7 @@ def test_commit_goes_only_to_the_peers_a_plan_touches(network):
     (part2,) = q2.plan.parts
     assert (part2.reused, part2.reuse_peer) == (part1.result_stream, "SP5")
     reserved = {c.peer for c in network.calls_of("reserve")}
-    assert reserved == {"SP5", "SP7"}
+    assert reserved == {"SP4", "SP5", "SP7"}  # (SP4 only keeps q1's stream, which q2 reads through it)
     # q1's stream is at SP4, SP5, SP1 and its parent "photons" at SP4: they count the new user
     assert commit_peers(network, q2.runtime.id) == {"SP1", "SP4", "SP5", "SP7"}
     for peer in ("SP0", "SP2", "SP3", "SP6"):
