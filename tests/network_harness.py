@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
 import threading
+import tomllib
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -120,6 +122,22 @@ def until(condition, seconds: float = 30.0, pause: float = 0.05, what=None):
             return value
         assert time.monotonic() < deadline, f"condition not met in time{': ' + what() if what else ''}"
         time.sleep(pause)
+
+
+def paper_example_part(peers: set[str], dest: Path) -> Path:
+    """The paper example cut down to ``peers`` and the links between them, written to ``dest``
+    on free ports: a test that needs only a route of it (SP4→SP5→SP1, say) starts no more
+    super-peers — each with an executor of its own — than the route has."""
+    shipped = tomllib.loads(shipped_topology("paper-example").read_text())
+
+    def block(kind: str, entry: dict) -> str:
+        return f"[[{kind}]]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in entry.items())
+
+    kept = [block("superpeer", p) for p in shipped["superpeer"] if p["id"] in peers]
+    kept += [block("link", link) for link in shipped["link"] if {link["a"], link["b"]} <= peers]
+    source = dest.with_suffix(".part.toml")
+    source.write_text("\n".join(kept))
+    return with_free_ports(source, dest)
 
 
 def start_own_topology(tmp_path: Path, toml: str, options: dict[str, dict] | None = None) -> tuple:

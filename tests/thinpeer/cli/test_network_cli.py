@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import photon_document
-from network_harness import running_network
+from network_harness import paper_example_part, running_network
 from photons.generator import generate
 from sharing.analysis import analyze
 from sharing.scenarios import EXAMPLE_QUERIES
@@ -42,7 +42,8 @@ def as_admin(monkeypatch, state: Path) -> None:
 
 @pytest.mark.parametrize("executor", ["inline", "spark"])
 def test_network_up_publish_subscribe_status_down(tmp_path, executor, monkeypatch):
-    topology = with_free_ports(shipped_topology("paper-example"), tmp_path / "t.toml")
+    peers = {"SP4", "SP5", "SP1", "SP7"}  # (q1's route and q2's, which reuses it at SP5: one executor each)
+    topology = paper_example_part(peers, tmp_path / "t.toml")
     state = tmp_path / "state"
     idle = "30" if executor == "inline" else "150"
     launcher = subprocess.Popen([*CLI, "network", "up", "--topology", str(topology), "--state-dir", str(state),
@@ -51,15 +52,15 @@ def test_network_up_publish_subscribe_status_down(tmp_path, executor, monkeypatc
     try:
         addresses = {}
         deadline = time.monotonic() + 60
-        while len(addresses) < 8 and time.monotonic() < deadline:
+        while len(addresses) < len(peers) and time.monotonic() < deadline:
             line = launcher.stdout.readline()
             if not line:
                 break
             peer, address = line.split()
             addresses[peer] = address
-        if len(addresses) < 8 and not line:  # the launcher closed its output: it is exiting
+        if len(addresses) < len(peers) and not line:  # the launcher closed its output: it is exiting
             launcher.wait(timeout=30)
-        assert len(addresses) == 8, launcher.stderr.read() if launcher.poll() is not None else "timeout"
+        assert len(addresses) == len(peers), launcher.stderr.read() if launcher.poll() is not None else "timeout"
         plain = run("status", "--superpeer", addresses["SP1"], "--ca", "", "--token", "")
         assert plain.returncode != 0 and "UNAVAILABLE" in plain.stderr  # TLS only
         as_admin(monkeypatch, state)
