@@ -36,7 +36,8 @@ def registration(address: dict[str, str]) -> dict:
     source.close_stream("photons")
     return {"queries": len(times), "median_ms": round(statistics.median(times), 2),
             "p99_ms": round(percentile(times, 0.99), 2), "avg_ms": round(statistics.fmean(times), 2),
-            "min_ms": round(min(times), 2), "max_ms": round(max(times), 2)}
+            "min_ms": round(min(times), 2), "max_ms": round(max(times), 2),
+            "times_ms": [round(t, 3) for t in times]}
 
 
 def _stamped_photon(t: float, k: int) -> str:

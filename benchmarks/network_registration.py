@@ -1,31 +1,67 @@
 """Registration latency through gRPC for the 25-query paper-example workload.
 
-Run: python benchmarks/network_registration.py [--out FILE.json]
+Run: python benchmarks/network_registration.py [--rounds N] [--baseline DIR] [--out FILE.json]
 
 Starts SP0–SP7 as processes, registers the photon stream at SP4 (with 1,000 photons for
 statistics), then registers the simulator's paper-example workload (Queries 1–4 plus 21 template
 queries, each at its super-peer) one after the other, timing each Subscribe call end to end:
 planning over the peers' tables via gRPC, two-phase reservation and commit on every peer.
+Each round starts a fresh network. ``--baseline DIR``: a checkout of another revision (``git
+worktree add DIR REV``) whose super-peers run the same rounds, alternating with this one's — the
+comparison of the same run, on the same noisy machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
+from contextlib import contextmanager
 from pathlib import Path
 
-from local_network import local_network, write_report
+from local_network import alternating, local_network, percentile, write_report
 from network_measures import registration
+
+
+@contextmanager
+def code_of(tree: Path | None):
+    """The super-peers started meanwhile run the code in ``tree`` (None: this checkout's)."""
+    saved = os.environ.get("PYTHONPATH")
+    if tree is not None:
+        os.environ["PYTHONPATH"] = str(tree.resolve())
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def summary(times: list[float]) -> dict:
+    return {"registrations": len(times), "median_ms": round(statistics.median(times), 2),
+            "p99_ms": round(percentile(times, 0.99), 2), "avg_ms": round(statistics.fmean(times), 2),
+            "min_ms": round(min(times), 2), "max_ms": round(max(times), 2)}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=1, help="fresh networks per code tree (default 1)")
+    parser.add_argument("--baseline", type=Path, help="a checkout of the revision to compare with")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    with local_network() as network:
-        report = {"benchmark": "registration latency through gRPC", "workload": "paper-example, 25 queries",
-                  **registration(network.addresses)}
-    print(f"registration through gRPC (25 queries): median {report['median_ms']} ms, p99 "
-          f"{report['p99_ms']} ms, avg {report['avg_ms']} ms (paper: 2153 ms average)")
+    trees = {"this": None, **({"baseline": args.baseline} if args.baseline else {})}
+    times: dict[str, list[float]] = {mode: [] for mode in trees}
+    for k, mode in alternating(args.rounds, list(trees)):
+        with code_of(trees[mode]), local_network() as network:
+            times[mode].extend(registration(network.addresses)["times_ms"])
+        print(f"round {k + 1} {mode}: median {statistics.median(times[mode][-25:]):.2f} ms", flush=True)
+    report = {"benchmark": "registration latency through gRPC", "workload": "paper-example, 25 queries",
+              "rounds": args.rounds, **{mode: summary(t) for mode, t in times.items()}}
+    for mode in trees:
+        s = report[mode]
+        print(f"registration through gRPC, {mode} ({s['registrations']} registrations): median "
+              f"{s['median_ms']} ms, p99 {s['p99_ms']} ms, avg {s['avg_ms']} ms (paper: 2153 ms average)")
     write_report("network_registration", report, args.out)
     return 0
 
