@@ -29,7 +29,7 @@ from ..errors import NodeError
 from ..peer_state import PeerState
 from .peer_link import PeerLink, Reserved
 from ..subscriptions.record import SubscriptionRecord
-from .participant import PLAN_AGAIN
+from .participant import CONFLICT, PLAN_AGAIN
 from .remote_view import RemotePlanningView
 
 log = logging.getLogger("streamglobe.superpeer")
@@ -80,8 +80,10 @@ class Coordinator:
                 if peer in taking:
                     r = self.link.reserve(peer, txn, self.new_streams(plan), plan.subscription, plan.target,
                                           view.versions.get(peer), attach or None, pins=kept.get(peer))
-                else:  # (it only keeps what the plan reads through it)
+                else:  # (it only keeps what the plan reads through it: not reached, a conflict — it is
+                    # planned around once it is known to be down, or the stream is found gone)
                     r = self.link.reserve(peer, txn, [], plan.subscription, plan.target, pins=kept[peer])
+                    r.reason = r.reason if r.ok or r.reason.startswith(CONFLICT) else f"{CONFLICT}{r.reason}"
             except BaseException:
                 self._abort(peers[:i + 1], txn)
                 raise

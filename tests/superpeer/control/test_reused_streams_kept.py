@@ -10,6 +10,7 @@ from reoptimisation_harness import Feed, photon_network, reference
 from superpeer_fakes import buffered_results
 
 from sharing.scenarios import paper_query
+from superpeer.control.control_plane import REPLANS
 
 
 @pytest.fixture
@@ -84,3 +85,15 @@ def test_a_reservation_of_a_stream_already_gone_is_a_conflict(net):
     ok, why = net.peers["SP5"].participant.reserve("t1", [], "SP7-x", "SP7", pins=[part.result_stream])
     assert not ok and why.startswith("conflict: ") and part.result_stream in why
     assert not net.peers["SP5"].state.transactions.open
+
+
+def test_a_peer_keeping_a_reused_stream_out_of_reach_is_planned_again_not_counted_as_full(net):
+    """Not reached (down, not yet known to be): the plan is made again — around it once the
+    failure detector says so — and the subscription is not given up after ``REPLANS`` tries."""
+    q1 = net.peers["SP1"].control.subscribe(paper_query(1))
+    (shared,) = q1.plan.parts
+    base = net.reserves.get("SP4", 0)
+    net.refuse = lambda peer, n: "SP4 is unreachable (test)" if peer == "SP4" and n <= base + REPLANS else ""
+    q2 = net.peers["SP7"].control.subscribe(paper_query(2))
+    (part,) = q2.plan.parts
+    assert part.reused == shared.result_stream and net.reserves["SP4"] == base + REPLANS + 1
