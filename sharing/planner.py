@@ -21,6 +21,7 @@ no call ever leaves the process while a plan is computed.
 
 from __future__ import annotations
 
+import weakref
 from collections import deque
 from collections.abc import Mapping
 
@@ -33,6 +34,11 @@ from .plans import Plan, PlanBuilder, PlanPart, RegistrationError, Strategy, liv
 from .properties import InputProperties, Properties
 from .replay import ReplayInput
 from .widening import hull
+
+# A subscription's input properties, one object per value: ``match_properties`` remembers its
+# answers by (stream, subscription) and compares a remembered key field by field unless it is
+# the same object — properties asked for again by later subscriptions (templates) are that object.
+_INPUTS: weakref.WeakValueDictionary[InputProperties, InputProperties] = weakref.WeakValueDictionary()
 
 __all__ = ["Plan", "PlanPart", "Planner", "RegistrationError", "Strategy", "live_at", "where"]
 
@@ -130,6 +136,7 @@ class Planner(PlanBuilder):
 
     def _subscribe_input(self, inp: InputProperties, original: NetworkStream, target: str) -> PlanPart:
         """Algorithm 1 for one input: BFS from the original's peer, pruned by matching."""
+        inp = _INPUTS.setdefault(inp, inp)  # (so that remembered matches find it by identity)
         repeated = self._repeated(inp)
         best = self._data_shipping(inp, original, target)
         best_admissible = best if not best.overloads else None
