@@ -119,11 +119,11 @@ class Coordinator:
         # the originals' peers say where the subscription starts in each stream: required too
         required = set(self.affected(plan)) | {s.origin for s in chains if s.original} | holders
         done = PlanCommitted({}, {}, {})
-        # a replay's origin that holds it for the plan checks the hold is still there (no item
-        # from where the new copy starts has passed) and keeps it past every other peer's
-        # reservation: first, where no new stream passes it (it starts nothing), else last
-        # Only a new stream's origin starts anything: the others commit first (nearest first), a
-        # refusal from them to go on (a reused stream no longer there) comes before anything was sent
+        # Only a new stream's origin starts anything: the other peers commit first (nearest
+        # first), so that a refusal from them (a reused stream no longer there) comes before
+        # anything was sent. A replay's origin that holds it for the plan checks the hold is still
+        # there (no item from where the new copy starts has passed) and keeps it past every
+        # other peer's reservation: first of all, where no new stream passes it, else last.
         routed = {p for s in self.new_streams(plan) for p in s.route[1:]}
         origins = {s.route[0] for s in self.new_streams(plan)}
         first = holders - routed - origins
