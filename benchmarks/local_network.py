@@ -40,6 +40,26 @@ def local_network(topology: str = "paper-example", serve_args: tuple[str, ...] =
                     os.environ[k] = v
 
 
+@contextmanager
+def code_of(tree: Path | None):
+    """The super-peers started meanwhile run the code in ``tree`` (None: this checkout's). They
+    start as ``python -m`` in the working directory, which Python puts before ``PYTHONPATH``:
+    both name the tree (before, a baseline's daemons ran the code of wherever the benchmark was
+    started from — this checkout's, so comparisons compared it with itself)."""
+    root = (tree or ROOT).resolve()
+    saved, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
+    os.environ["PYTHONPATH"] = str(root)
+    os.chdir(root)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
 def alternating(rounds: int, modes: list[str]):
     """(round, mode) for every round and mode, which mode goes first alternating per round: a
     comparison in the same run, with the machine's drift shared out evenly."""

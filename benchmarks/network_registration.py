@@ -14,28 +14,11 @@ comparison of the same run, on the same noisy machine.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-from contextlib import contextmanager
 from pathlib import Path
 
-from local_network import alternating, local_network, percentile, write_report
+from local_network import alternating, code_of, local_network, percentile, write_report
 from network_measures import registration
-
-
-@contextmanager
-def code_of(tree: Path | None):
-    """The super-peers started meanwhile run the code in ``tree`` (None: this checkout's)."""
-    saved = os.environ.get("PYTHONPATH")
-    if tree is not None:
-        os.environ["PYTHONPATH"] = str(tree.resolve())
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
 
 
 def summary(times: list[float]) -> dict:
