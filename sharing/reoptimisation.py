@@ -116,7 +116,15 @@ def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, mar
         return Move(None, running, Price(float("inf"), float("inf")), 0.0)
     shortlist = {id(p): (price, p) for price, p in sorted(priced, key=lambda x: x[0].marginal)[:LOOK_AHEAD]}
     shortlist |= {id(p): (price, p) for price, p in sorted(priced, key=lambda x: x[0].share)[:LOOK_AHEAD]}
-    others = {base(u) for s in lineage(streams, delivered) for u in s.users} - {sid}
+    chain = [s for s in lineage(streams, delivered) if not s.original]
+    others = {base(u) for s in chain for u in s.users} - {sid}
+    # One by one, only the readers this move leaves alone on a stream of the chain save by
+    # following it: another reader's own streams are its own whatever this one does, and what it
+    # would save by moving anyway is not this move's to count (counted, with a hundred readers of
+    # one chain every move looked like a saving, each planned every other reader again, and the
+    # subscriptions moved round and round: 2 cores busy, benchmarks/reoptimisation_idle_cost.py)
+    left_alone = sorted({next(iter(rest)) for s in chain if len(rest := {base(u) for u in s.users} - {sid}) == 1})
+    grouped = tuple(sorted(others)) if 1 < len(others) <= GROUP_AT_MOST else ()
     scale = margin * max(running.share, running.marginal)
     # a move the look-ahead alone justifies only climbs: to a stream at least as wide as the
     # widest it reads now (or the original) — two readers of equal streams would otherwise
@@ -126,10 +134,10 @@ def choose(planner: PlanBuilder, chosen: PlanPart, delivered: str, sid: str, mar
     for price, part in shortlist.values():
         change = price.marginal - running.marginal
         climbs = part.reused not in streams or streams[part.reused].original or reused_bits(streams, part) >= top
-        if others and climbs:
+        if (left_alone or grouped) and climbs:
             after = moved(planner.state, streams, sid, part, planner.cost_model, planner.calibration)
-            alone = sum(follow(after, (t,), margin) for t in sorted(others))
-            together = follow(after, tuple(sorted(others)), margin) if len(others) > 1 else 0.0
+            alone = sum(follow(after, (t,), margin) for t in left_alone)
+            together = follow(after, grouped, margin) if grouped else 0.0
             change -= max(alone, together)
         moves.append(Move(part, running, price, change, credited=price.marginal - running.marginal >= -scale))
     least = min(m.change for m in moves)

@@ -274,3 +274,31 @@ def test_a_switch_that_does_not_finish_in_time_is_cancelled_and_the_old_plan_goe
     feed.publish(1000)
     feed.close()
     assert buffered_results(narrow) == reference(rare, first, feed.at)
+
+
+def test_the_look_ahead_prices_alone_only_the_readers_a_move_leaves_alone(net, monkeypatch):
+    """Narrow subscriptions registered after a wide one read the wide stream. When one of them
+    is planned again, the others on the wide stream are not left alone on anything by its move:
+    they are priced as a group, never one by one (each one-by-one price plans that reader again,
+    and counted what it would save by moving anyway: with a hundred readers, moves were taken
+    for savings they did not make, and subscriptions moved round and round)."""
+    from superpeer.control import reoptimisation
+
+    feed = Feed(net)
+    sp1 = net.peers["SP1"]
+    wide = sp1.control.subscribe(WIDE)
+    narrows = [sp1.control.subscribe(q) for q in NARROW]
+    feed.publish(100)
+    delivered = wide.plan.parts[0].result_stream
+    assert all(delivered in [s.id for s in sp1.state.table.lineage(n.plan.parts[0].result_stream)]
+               for n in narrows)
+    priced, real = [], reoptimisation.FOLLOW
+
+    def follow(snapshot, ts, margin):
+        priced.append(ts)
+        return real(snapshot, ts, margin)
+
+    monkeypatch.setattr(reoptimisation, "FOLLOW", follow)
+    narrows[0].last_replan = 0
+    sp1.reoptimiser.round("test")
+    assert priced and all(len(ts) > 1 for ts in priced), priced
