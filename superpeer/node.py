@@ -194,7 +194,7 @@ class Node:
         now = time.monotonic()
         if drifted and now - self._drift_woken >= self.settings.reoptimisation.every_s:
             self._drift_woken = now  # (a round at most every interval for drifts)
-            self.reoptimiser.wake(f"measured rates of {', '.join(sorted(drifted)[:3])} drifted")
+            self.reoptimiser.wake(f"measured rates of {', '.join(sorted(drifted)[:3])} drifted", changes=False)
 
     def _executor_output(self, stream: str, seq: int, outputs: list, end: bool,
                          origins: Origins | None = None) -> None:

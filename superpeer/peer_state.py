@@ -139,10 +139,11 @@ class PeerState:
 
     def usage_report(self) -> dict:
         """What this peer tells the others of its usage (heartbeats, lookups, ``status``):
-        ``own_usage``, the bits/s it measured going out on each link and the cores its executor
-        measurably spends."""
+        ``own_usage``, the bits/s it measured going out on each link, the cores its executor
+        measurably spends, and its ``version``."""
         report = self.own_usage().to_json(self.id)
         with self.lock:
+            report["version"] = self.version  # (a periodic re-optimisation round reads it: ``planned_over``)
             if self.measured_links:
                 report["measured_links"] = {n: round(b, 1) for n, b in self.measured_links.items()}
             if self.measured_load is not None:

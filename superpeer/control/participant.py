@@ -69,8 +69,7 @@ class Participant:
         is refused as stale; and the number of the next item here of each copy filled from the
         past (``reached``: whether its replayed items have all passed, ``planner.live_at``)."""
         with self.state.lock:
-            usage = self.state.usage_report()
-            usage["version"] = self.state.version
+            usage = self.state.usage_report()  # (with the version it was read at)
             streams = self.state.local_streams(input_stream)
             usage["reached"] = {s.id: self.positions.next[s.id] for s in streams  # (copies filled from the past)
                                 if s.past and not s.operators and s.id in self.positions.next}

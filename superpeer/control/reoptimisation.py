@@ -41,6 +41,7 @@ from collections.abc import Callable
 from sharing.backbone import TopologyError
 from sharing.estimates import with_sample
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
+from sharing.properties import Properties
 from sharing.reoptimisation import choose, follow_gain, own_streams, without
 from sharing.stream_table import lineage
 
@@ -53,6 +54,7 @@ from ..subscriptions.track_switch import TrackSwitch, progress_stream
 from .control_plane import ControlPlane
 from .count_handover import CountHandover, handover_for
 from .live_move import Move, attach, detach, restore, stalled_new_plan
+from .planned_over import PlannedOver, planned_over, unchanged
 from .remote_view import RemotePlanningView, fetch_planning_view
 from .reoptimisation_settings import ReoptimisationSettings
 
@@ -79,10 +81,13 @@ class Reoptimiser:
         self.synchronous = synchronous
         self.switches: dict[str, Move] = {}  # sid -> its move, while it switches
         self.rounds = 0
+        self.planned: dict[str, PlannedOver] = {}  # sid -> what its last round kept it over
         self.migrations = 0
         self.adapt: Callable[[], None] = lambda: None  # (the node sets it: ``adaptive_sampling``)
         self._wake = threading.Event()
         self._why = ""
+        self._changes = False  # a wake since the last round was for a change a plan reads
+        self.skipped = 0  # subscriptions a round did not plan again: nothing they were planned over changed
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="reoptimise", daemon=True)
 
@@ -94,9 +99,13 @@ class Reoptimiser:
         self._stopped = True
         self._wake.set()
 
-    def wake(self, why: str) -> None:
-        """An event that can change the best plans: a round soon (after the cool-downs)."""
+    def wake(self, why: str, changes: bool = True) -> None:
+        """An event that can change the best plans: a round soon (after the cool-downs).
+        ``changes``: whether it changes what plans read (tables, peers); if not (measured rates
+        drifted, which prices do not use), the round skips subscriptions as a periodic one does
+        (``planned_over``)."""
         self._why = self._why or why
+        self._changes = self._changes or changes
         self._wake.set()
 
     # ------------------------------------------------------------------ the loop
@@ -117,9 +126,10 @@ class Reoptimiser:
                     self._quiet()
                 now = time.monotonic()
                 why, self._why = self._why, ""
+                changes, self._changes = self._changes, False
                 if self.settings.enabled and (why or now - last >= self.settings.every_s):
                     last = now
-                    self.round(why or "periodic")
+                    self.round(why or "periodic", skip_unchanged=not (why and changes))
             except Exception:  # noqa: BLE001 - the loop must go on
                 log.exception("re-optimisation round failed")
 
@@ -133,15 +143,18 @@ class Reoptimiser:
             self._wake.clear()
             self.finish_switches()
 
-    def round(self, why: str) -> None:
+    def round(self, why: str, skip_unchanged: bool = False) -> None:
+        """``skip_unchanged``: not the subscriptions nothing they were planned over changed for."""
         self.rounds += 1
         with self.control.state.lock:
             records = sorted(self.control.subscriptions.values(), key=lambda r: r.registered_at)
+            for gone in self.planned.keys() - self.control.subscriptions.keys():
+                del self.planned[gone]
         for record in records:
             if self._stopped:
                 return
             try:
-                self.consider(record, why)
+                self.consider(record, why, skip_unchanged)
             except Exception as exc:  # noqa: BLE001 - the next one is still considered
                 record.reoptimisation = f"not re-planned: {as_node_error(exc, record.runtime.id).message}"
                 log.exception("re-planning %s failed", record.runtime.id)
@@ -187,7 +200,7 @@ class Reoptimiser:
 
     # ------------------------------------------------------------------ one subscription
 
-    def consider(self, record: SubscriptionRecord, why: str) -> bool:
+    def consider(self, record: SubscriptionRecord, why: str, skip_unchanged: bool = False) -> bool:
         """Plan the subscription again and move it if the network's cost falls by the margin.
         The planning (lookups at other peers, SUBSCRIBE, the look-ahead) runs without the
         installing lock, so that a registration here never waits for a round's planning; the
@@ -197,6 +210,9 @@ class Reoptimiser:
         if reason:
             record.reoptimisation = reason
             return False
+        if skip_unchanged and unchanged(self.planned.get(record.runtime.id), record, self.control.state):
+            self.skipped += 1
+            return False  # (what it was planned over is as it was: ``planned_over``)
         decided = self._plan(record, why)
         if decided is None:
             return False
@@ -220,6 +236,14 @@ class Reoptimiser:
         props = with_sample(record.runtime.analysis.properties, record.sample)  # (the sample it is on)
         # (only the peers this input's streams reach are asked)
         view = fetch_planning_view(state, control.link, props, control.new_stream_id, scoped=True)
+        self.planned.pop(sid, None)
+        decided = self._decide(record, props, view)
+        if decided is None:  # (kept: a periodic round plans it again once what it read changes)
+            self.planned[sid] = planned_over(view.versions, record)
+        return decided
+
+    def _decide(self, record: SubscriptionRecord, props: Properties, view: RemotePlanningView) -> tuple | None:
+        state, sid = self.control.state, record.runtime.id
         streams = dict(view.snapshot.streams)  # (before its own streams are taken out)
         without(view.snapshot, own_streams(streams, sid))
         new_id = f"{sid}~{secrets.token_hex(3)}"
@@ -422,7 +446,7 @@ class Reoptimiser:
     def status(self) -> dict:
         return {"enabled": self.settings.enabled, "every_s": self.settings.every_s,
                 "margin": self.settings.margin, "cooldown_s": self.settings.cooldown_s,
-                "rounds": self.rounds, "migrations": self.migrations,
+                "rounds": self.rounds, "migrations": self.migrations, "skipped_unchanged": self.skipped,
                 "switching": {sid: {"at_item": m.switch.at, "held": len(m.switch.held),
                                     **({"aligning": m.handover.waiting or "asked"}
                                        if m.handover is not None and not m.handover.aligned else {})}
