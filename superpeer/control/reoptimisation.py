@@ -87,7 +87,7 @@ class Reoptimiser:
         self._wake = threading.Event()
         self._why = ""
         self._changes = False  # a wake since the last round was for a change a plan reads
-        self.skipped = 0  # subscriptions a round did not plan again: nothing they were planned over changed
+        self.skipped = 0  # subscriptions not planned again: nothing they were planned over changed
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="reoptimise", daemon=True)
 
@@ -100,10 +100,8 @@ class Reoptimiser:
         self._wake.set()
 
     def wake(self, why: str, changes: bool = True) -> None:
-        """An event that can change the best plans: a round soon (after the cool-downs).
-        ``changes``: whether it changes what plans read (tables, peers); if not (measured rates
-        drifted, which prices do not use), the round skips subscriptions as a periodic one does
-        (``planned_over``)."""
+        """An event that can change the best plans: a round soon (after the cool-downs). Unless it
+        ``changes`` what plans read (drifted rates do not), the round skips as a periodic one does."""
         self._why = self._why or why
         self._changes = self._changes or changes
         self._wake.set()
@@ -143,8 +141,7 @@ class Reoptimiser:
             self._wake.clear()
             self.finish_switches()
 
-    def round(self, why: str, skip_unchanged: bool = False) -> None:
-        """``skip_unchanged``: not the subscriptions nothing they were planned over changed for."""
+    def round(self, why: str, skip_unchanged: bool = False) -> None:  # (skip: ``planned_over``)
         self.rounds += 1
         with self.control.state.lock:
             records = sorted(self.control.subscriptions.values(), key=lambda r: r.registered_at)
@@ -234,8 +231,7 @@ class Reoptimiser:
         control, state = self.control, self.control.state
         sid = record.runtime.id
         props = with_sample(record.runtime.analysis.properties, record.sample)  # (the sample it is on)
-        # (only the peers this input's streams reach are asked)
-        view = fetch_planning_view(state, control.link, props, control.new_stream_id, scoped=True)
+        view = fetch_planning_view(state, control.link, props, control.new_stream_id, scoped=True)  # (scoped)
         self.planned.pop(sid, None)
         decided = self._decide(record, props, view)
         if decided is None:  # (kept: a periodic round plans it again once what it read changes)
