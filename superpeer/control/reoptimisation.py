@@ -231,7 +231,7 @@ class Reoptimiser:
         control, state = self.control, self.control.state
         sid = record.runtime.id
         props = with_sample(record.runtime.analysis.properties, record.sample)  # (the sample it is on)
-        view = fetch_planning_view(state, control.link, props, control.new_stream_id, scoped=True)  # (scoped)
+        view = fetch_planning_view(state, control.link, props, control.new_stream_id, scoped=True)
         self.planned.pop(sid, None)
         decided = self._decide(record, props, view)
         if decided is None:  # (kept: a periodic round plans it again once what it read changes)
