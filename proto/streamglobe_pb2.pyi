@@ -187,18 +187,24 @@ class CutLinkReply(_message.Message):
     def __init__(self, cut: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LookupStreamsRequest(_message.Message):
-    __slots__ = ("input_json",)
+    __slots__ = ("input_json", "with_statistics", "sample_of")
     INPUT_JSON_FIELD_NUMBER: _ClassVar[int]
+    WITH_STATISTICS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_OF_FIELD_NUMBER: _ClassVar[int]
     input_json: str
-    def __init__(self, input_json: _Optional[str] = ...) -> None: ...
+    with_statistics: bool
+    sample_of: int
+    def __init__(self, input_json: _Optional[str] = ..., with_statistics: _Optional[bool] = ..., sample_of: _Optional[int] = ...) -> None: ...
 
 class LookupStreamsReply(_message.Message):
-    __slots__ = ("streams_json", "usage_json")
+    __slots__ = ("streams_json", "usage_json", "statistics_json")
     STREAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     USAGE_JSON_FIELD_NUMBER: _ClassVar[int]
+    STATISTICS_JSON_FIELD_NUMBER: _ClassVar[int]
     streams_json: str
     usage_json: str
-    def __init__(self, streams_json: _Optional[str] = ..., usage_json: _Optional[str] = ...) -> None: ...
+    statistics_json: str
+    def __init__(self, streams_json: _Optional[str] = ..., usage_json: _Optional[str] = ..., statistics_json: _Optional[str] = ...) -> None: ...
 
 class GetStatisticsRequest(_message.Message):
     __slots__ = ("stream", "sample_of")

@@ -16,7 +16,7 @@ from sharing.properties import InputStream
 from sharing.scenarios import paper_example_backbone
 from sharing.stream_table import NetworkStream
 from wxquery.operators.count_alignment import Anchor
-from superpeer.control.peer_link import Aligned, Committed, Reserved, Waiting, copy_stream
+from superpeer.control.peer_link import STATISTICS, Aligned, Committed, Reserved, Waiting, copy_stream
 from superpeer.errors import NodeError
 from superpeer.control.reoptimisation_settings import ReoptimisationSettings
 from superpeer.node import Node, NodeSettings
@@ -95,11 +95,17 @@ class FakeTransport:
             return None
         return self.network.peers[peer]
 
-    def lookup(self, peer: str, input_stream: InputStream) -> tuple[list[NetworkStream], dict] | None:
-        h = self._handler("lookup", peer, input_stream)
+    def lookup(self, peer: str, input_stream: InputStream,
+               statistics_of: int | None = None) -> tuple[list[NetworkStream], dict] | None:
+        h = self._handler("lookup", peer, input_stream, statistics_of)
         if h is None:
             return None
         streams, usage = h.lookup(input_stream)
+        if statistics_of is not None and peer != self.sender:  # (as the gRPC service answers)
+            try:
+                usage[STATISTICS] = h.statistics(input_stream.stream, statistics_of)
+            except NodeError:
+                pass
         return [copy_stream(s) for s in streams], usage
 
     def statistics(self, peer: str, name: str, sample_of: int = 0) -> dict:

@@ -8,6 +8,7 @@ tests. The handler is the super-peer's ``Node``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -105,11 +106,27 @@ class PeerHandler(Protocol):
     def align_count(self, stream: str, anchor: Anchor) -> Aligned: ...
 
 
+STATISTICS = "statistics"  # (a lookup answer's usage: the original's statistics, when asked for)
+
+
+def with_statistics(usage: dict, statistics_json: str) -> dict:
+    """A lookup answer's usage, with the statistics it carries (``PeerLink.lookup``)."""
+    if statistics_json:
+        usage[STATISTICS] = json.loads(statistics_json)
+    return usage
+
+
 class PeerLink(Protocol):
     """Calls to a peer by id. ``None`` answers mean the peer could not be reached and the
     caller can do without it; methods that cannot do without raise ``NodeError``."""
 
-    def lookup(self, peer: str, input_stream: InputStream) -> tuple[list[NetworkStream], dict] | None: ...
+    def lookup(self, peer: str, input_stream: InputStream,
+               statistics_of: int | None = None) -> tuple[list[NetworkStream], dict] | None:
+        """``statistics_of``: the input's original is registered at ``peer``; its statistics
+        come in the answer's usage under ``STATISTICS`` (as ``statistics`` gives them, for the
+        sample held) — one call fewer for a plan, which asks that peer anyway. A peer that
+        leaves them out is asked with ``statistics``."""
+        ...
 
     def statistics(self, peer: str, name: str, sample_of: int = 0) -> dict: ...
 

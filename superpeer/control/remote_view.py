@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from sharing.backbone import Backbone
 from sharing.planning_view import PlanningSnapshot
@@ -25,12 +26,13 @@ from sharing.statistics import StreamEstimate
 from sharing.stream_table import NetworkStream, lineage
 
 from ..peer_state import PeerState
-from .peer_link import PeerLink, copy_stream
+from .peer_link import STATISTICS, PeerLink, copy_stream
 
 # Lookups at other peers run in parallel on threads kept for the process, not started anew for
 # every plan. Enough of them that the lookups of concurrent plans (a registration, a round, a
 # failure's re-plan) at unreachable peers, each waiting for its timeout, do not hold up the others.
 LOOKUP_THREADS = 64
+T = TypeVar("T")
 _lookups: ThreadPoolExecutor | None = None
 _lookups_lock = threading.Lock()
 
@@ -49,6 +51,24 @@ def _lookup_pool() -> ThreadPoolExecutor:
         if _lookups is None:
             _lookups = ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="lookup")
         return _lookups
+
+
+def in_parallel(calls: list[Callable[[], T]]) -> list[T | BaseException]:
+    """Each call's answer or what it raised, in order: the first in this thread, the others
+    meanwhile on the lookup threads (one call alone is no hand-off to a thread and back)."""
+    futures = [_lookup_pool().submit(call) for call in calls[1:]]
+    out: list[T | BaseException] = []
+    for call in calls[:1]:
+        try:
+            out.append(call())
+        except BaseException as exc:  # noqa: BLE001 - given back, the caller decides
+            out.append(exc)
+    for f in futures:
+        try:
+            out.append(f.result())
+        except BaseException as exc:  # noqa: BLE001 - given back, the caller decides
+            out.append(exc)
+    return out
 
 
 @dataclass
@@ -102,12 +122,21 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
                 if p in peers]
     else:
         asks = [(peer, inp) for inp, _ in knowns.values() for peer in peers] if tables else []
-    # (the first peers are asked while the statistics are fetched)
-    pending = {a: _lookup_pool().submit(link.lookup, *a) for a in asks if a[0] != state.id}
+    # (the sample it holds from an earlier answer is not sent again: only the counters)
+    held_samples = {known.id: held.sample_id if (held := state.statistics_held.get(known.id)) is not None else 0
+                    for _, known in knowns.values()}
+    # the first peers are asked at once; an original's peer answers with its statistics too
+    with_stats = {(known.origin, inp): held_samples[known.id] for inp, known in knowns.values()
+                  if known.origin != state.id}
+    pending = {a: _lookup_pool().submit(link.lookup, *a, statistics_of=with_stats.get(a))
+               for a in asks if a[0] != state.id}
     for inp, known in knowns.values():
-        # (the sample it holds from an earlier answer is not sent again: only the counters)
+        asked = pending.get((known.origin, inp))
+        answer = asked.result() if asked is not None else None
+        data = answer[1].pop(STATISTICS, None) if answer is not None else None
+        if data is None:  # (its peer is this one, was not asked, or did not answer with them)
+            data = link.statistics(known.origin, known.id, held_samples[known.id])
         held = state.statistics_held.get(known.id)
-        data = link.statistics(known.origin, known.id, held.sample_id if held is not None else 0)
         stats = state.statistics_held[known.id] = statistics_from_json(data, held)
         if stats.frequency <= 0:
             stats.frequency = 1.0  # nothing observed yet: assume a slow stream

@@ -1,7 +1,7 @@
 """The two-phase coordinator a super-peer installs its subscriptions' plans with (DESIGN.md §5,
 ``control_plane``): reserve on every peer the new streams pass (and this one) in one global
-order, commit on the peers the plan touches downstream first, and undo a half-done
-installation.
+order, commit on the peers the plan touches in waves — those that start nothing together, then
+the new streams' origins, farther after nearer — and undo a half-done installation.
 
 A subscription over the past served from a replay that is already running
 (``sharing.replay_plans``) also reserves at the replay's origin, which says where the
@@ -30,7 +30,7 @@ from ..peer_state import PeerState
 from .peer_link import PeerLink, Reserved
 from ..subscriptions.record import SubscriptionRecord
 from .participant import CONFLICT, PLAN_AGAIN
-from .remote_view import RemotePlanningView
+from .remote_view import RemotePlanningView, in_parallel
 
 log = logging.getLogger("streamglobe.superpeer")
 
@@ -106,9 +106,9 @@ class Coordinator:
     def commit(self, txn: str, plan: Plan, view: RemotePlanningView,
                replay: dict[str, int] | None = None, since: dict[str, float] | None = None,
                held: list[str] | None = None) -> PlanCommitted:
-        """Commit on the peers the plan touches, downstream first: a peer starts sending a new
-        stream only once every later peer of its route has installed it; a replay held for the
-        plan is let go after all of them. ``replay``: new copies to fill from their stream's log (from
+        """Commit on the peers the plan touches, in waves: a peer starts sending a new stream
+        only once every later peer of its route has installed it; a replay held for the plan
+        is let go after all of them. ``replay``: new copies to fill from their stream's log (from
         the given item), streams and copies of a running replay to drop the items of below a
         number; ``since``: copies to fill from the items that arrived in the last so many
         seconds instead; ``held``: new count windows to install held (``count_handover``).
@@ -128,24 +128,38 @@ class Coordinator:
         origins = {s.route[0] for s in self.new_streams(plan)}
         first = holders - routed - origins
         last = holders - routed - first
-        order = sorted(self.commit_peers(self.affected(plan), lineage, view),
-                       key=lambda p: 0 if p in first else 3 if p in last else 2 if p in origins else 1)
-        for i, peer in enumerate(order):
-            try:
-                committed = self.link.commit(peer, txn, plan.subscription, lineage,
-                                             required=peer in required, replay=replay, since=since,
-                                             held=held)
-            except NodeError as exc:
-                if peer not in origins and not origins & set(order[:i]) and PLAN_AGAIN in exc.message:
-                    held = shared_replays(plan).values()  # (nothing has started yet)
-                    raise PlanAgain(exc.message, frozenset(c for c in held if peer in first
+        # The peers that start nothing commit together, then the origins, those farther from
+        # here after those nearer (a stream's route only passes peers nearer here than its
+        # origin); each wave waits for the one before.
+        distance = view.snapshot.backbone.distances_to(self.state.id)
+        waves: dict[tuple, list[str]] = {}
+        for peer in self.commit_peers(self.affected(plan), lineage, view):
+            wave = ((0,) if peer in first else (3,) if peer in last else
+                    (2, distance.get(peer, len(distance))) if peer in origins else (1,))
+            waves.setdefault(wave, []).append(peer)
+        started = False  # (whether an origin has committed: a new stream may have started)
+        for wave in sorted(waves):
+            peers = waves[wave]
+            answers = in_parallel([lambda peer=peer: self.link.commit(
+                peer, txn, plan.subscription, lineage, required=peer in required, replay=replay, since=since,
+                held=held) for peer in peers])
+            for peer, committed in zip(peers, answers):
+                if not isinstance(committed, BaseException):
+                    done.logged.update(committed.starts)
+                    done.replayed.update(committed.replayed)
+                    done.history.update(committed.history)
+                    done.anchors.update(committed.anchors)
+                    done.incarnations[peer] = committed.incarnation
+            for peer, exc in zip(peers, answers):
+                if not isinstance(exc, BaseException):
+                    continue
+                if (isinstance(exc, NodeError) and peer not in origins and not started
+                        and PLAN_AGAIN in exc.message):
+                    replays = shared_replays(plan).values()  # (nothing has started yet)
+                    raise PlanAgain(exc.message, frozenset(c for c in replays if peer in first
                                                            and view.snapshot.streams[c].origin == peer)) from exc
-                raise
-            done.logged.update(committed.starts)
-            done.replayed.update(committed.replayed)
-            done.history.update(committed.history)
-            done.anchors.update(committed.anchors)
-            done.incarnations[peer] = committed.incarnation
+                raise exc
+            started = started or bool(origins & set(peers))
         lapsed = [h for h in sorted(holders) if self.link.abort(h, txn)]  # (the replays held go on)
         if lapsed:  # (not silently: the new copy may have missed items)
             raise NodeError("ABORTED", f"the replay {lapsed[0]} held for this subscription was let go before "

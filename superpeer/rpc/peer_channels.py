@@ -34,6 +34,7 @@ from ..control.peer_link import (
     Reserved,
     Waiting,
     copy_stream,
+    with_statistics,
 )
 from ..data.forwarding import Forwarder, LinkCounters
 from ..errors import NodeError
@@ -192,13 +193,16 @@ class GrpcPeerChannels:
 
     # ------------------------------------------------------------------ PeerLink
 
-    def lookup(self, peer: str, input_stream: InputStream) -> tuple[list[NetworkStream], dict] | None:
+    def lookup(self, peer: str, input_stream: InputStream,
+               statistics_of: int | None = None) -> tuple[list[NetworkStream], dict] | None:
         if peer == self.id:
             streams, usage = self.local.lookup(input_stream)
             return [copy_stream(s) for s in streams], usage
-        return self._call(peer, "LookupStreams", pb.LookupStreamsRequest(input_json=input_to_wire(input_stream)),
+        request = pb.LookupStreamsRequest(input_json=input_to_wire(input_stream),
+                                          with_statistics=statistics_of is not None, sample_of=statistics_of or 0)
+        return self._call(peer, "LookupStreams", request,
                           lambda r: (self.parses.streams(r.streams_json),
-                                     json.loads(r.usage_json)), required=False)
+                                     with_statistics(json.loads(r.usage_json), r.statistics_json)), required=False)
 
     def statistics(self, peer: str, name: str, sample_of: int = 0) -> dict:
         if peer == self.id:

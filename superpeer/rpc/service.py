@@ -169,9 +169,16 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def LookupStreams(self, request, context, caller):
-        streams, usage = self.node.lookup(input_from_wire(request.input_json))
+        input_stream = input_from_wire(request.input_json)
+        streams, usage = self.node.lookup(input_stream)
+        statistics = ""
+        if request.with_statistics:
+            try:
+                statistics = json.dumps(self.node.statistics(input_stream.stream, request.sample_of))
+            except NodeError:  # (not registered here: the caller asks GetStatistics, which says why)
+                pass
         return pb.LookupStreamsReply(streams_json=self.texts.answer(streams),
-                                     usage_json=json.dumps(usage))
+                                     usage_json=json.dumps(usage), statistics_json=statistics)
 
     @_handled
     @_peers_only

@@ -4,6 +4,8 @@ super-peers in one process, joined by a fake of the peer transport."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from superpeer_fakes import FakeNetwork, in_process_network
 
@@ -11,6 +13,7 @@ from photons.generator import generate
 from sharing.planner import Planner
 from sharing.scenarios import paper_query
 from superpeer.control.control_plane import REPLANS
+from superpeer.control.peer_link import STATISTICS
 from superpeer.errors import NodeError
 
 PHOTONS = [p.to_xml() for p in generate(300, seed=5)]
@@ -105,12 +108,60 @@ def test_registration_asks_only_the_peers_the_inputs_streams_reach(network):
     q2 = subscribe(network, "SP7", paper_query(2))
     assert {c.peer for c in network.calls_of("lookup")} == {"SP4", "SP7", "SP5", "SP1"}
     assert q2.plan.parts[0].reused == q1.plan.parts[0].result_stream
-    # the statistics' sample is fetched once, then only the counters
-    assert [c.args[1] for c in network.calls_of("statistics")] == [0]
+    # the statistics come with the original's peer's answer (no call of their own): the
+    # sample once, then only the counters
+    assert not network.calls_of("statistics")
+    assert [c.args[1] for c in network.calls_of("lookup") if c.peer == "SP4"] == [0]
     held = network.peers["SP7"].state.statistics_held["photons"].sample_id
+    assert held and network.peers["SP7"].state.statistics_held["photons"].frequency > 0
     network.calls.clear()
     subscribe(network, "SP7", paper_query(1))
-    assert [c.args[1] for c in network.calls_of("statistics")] == [held]
+    assert [c.args[1] for c in network.calls_of("lookup") if c.peer == "SP4"] == [held]
+    assert [c.args[1] for c in network.calls_of("lookup") if c.peer != "SP4"] == [None] * 3
+
+
+def test_statistics_are_asked_for_when_the_originals_peer_leaves_them_out(network):
+    """A peer of an older version answers a lookup without the statistics: they are asked for."""
+    sp7 = network.peers["SP7"].control
+    lookup = sp7.link.lookup
+
+    def older(peer, input_stream, statistics_of=None):
+        answer = lookup(peer, input_stream, statistics_of)
+        if answer is not None:
+            answer[1].pop(STATISTICS, None)
+        return answer
+
+    sp7.link.lookup = older
+    q = subscribe(network, "SP7", paper_query(2))
+    assert q.plan is not None and q.plan.admitted
+    assert [(c.peer, c.args[1]) for c in network.calls_of("statistics")] == [("SP4", 0)]
+    assert network.peers["SP7"].state.statistics_held["photons"].frequency > 0
+
+
+def test_peers_that_start_nothing_commit_together_and_the_origin_after_them(network):
+    """Query 1's stream is made at SP4 and runs SP4→SP5→SP1: SP1 and SP5 commit at the same
+    time (SP1's commit waits until SP5's has begun), SP4 only once both have committed."""
+    sp5_began, committed = threading.Event(), []
+
+    def hook(call):
+        if call.method != "commit":
+            return
+        if call.peer == "SP5":
+            sp5_began.set()
+        if call.peer == "SP1":
+            assert sp5_began.wait(10), "SP1 committed alone: SP5 waited for it"
+        if call.peer == "SP4":
+            committed.append(set(done))
+
+    done: list[str] = []
+    network.hook = hook
+    real_commit = {p: network.peers[p].commit for p in ("SP1", "SP5")}
+    for p, commit in real_commit.items():
+        network.peers[p].commit = lambda *a, p=p, commit=commit, **k: (done.append(p), commit(*a, **k))[1]
+    q = subscribe(network, "SP1", paper_query(1))
+    assert q.plan is not None and q.plan.parts[0].operator_peer == "SP4"
+    assert [c.peer for c in network.calls_of("commit")][-1] == "SP4"
+    assert committed == [{"SP1", "SP5"}]
 
 
 def test_the_planner_runs_without_calling_any_peer(network):
