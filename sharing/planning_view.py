@@ -81,6 +81,9 @@ class PlanningSnapshot:
     tables: dict[tuple[str, InputStream], list[NetworkStream]] = field(default_factory=dict)
     streams: dict[str, NetworkStream] = field(default_factory=dict)
     positions: dict[tuple[str, str], int] = field(default_factory=dict)  # (peer, stream) -> ``reached``
+    # subscriptions, and super-peers, whose plans stay as they are whatever is cheaper (joins, the
+    # past, re-optimisation off): a re-optimisation's look-ahead does not count on them moving
+    staying: frozenset[str] = frozenset()
 
     def add_table(self, peer: str, input_stream: InputStream, found: list[NetworkStream],
                   reached: Mapping[str, int] | None = None) -> None:

@@ -185,7 +185,8 @@ def moved(state, streams: Mapping[str, NetworkStream], sid: str, part: PlanPart,
             tables.setdefault((peer, s.input), []).append(s)
     return PlanningSnapshot(state.backbone, state.new_stream_id, link_used, peer_used, dict(state.statistics),
                             dict(state.originals), tables,
-                            {k: s for k, s in copies.items() if k not in gone}, dict(state.positions))
+                            {k: s for k, s in copies.items() if k not in gone}, dict(state.positions),
+                            state.staying)
 
 
 def _add(link_used: dict, peer_used: dict, usage: Usage, sign: int) -> None:
@@ -216,7 +217,9 @@ def follow_gain(planner_for: Callable[[PlanningSnapshot], PlanBuilder],
     smaller). A subscription's target is its registering peer (the prefix of its id), what it needs is the
     properties of the deepest stream it reads. While it is itself moving it reads two (its old
     and its new plan's, alike): alone, each is priced with its own chain and the smaller saving
-    counts (the old plan goes anyway); in a group it makes the group not move."""
+    counts (the old plan goes anyway); in a group it makes the group not move. A subscription
+    that keeps its plan whatever is cheaper, or whose peer moves none (``snapshot.staying``),
+    saves nothing, and makes its group save nothing."""
     def gain(snapshot: PlanningSnapshot, ts: tuple[str, ...], margin: float) -> float:
         group = set(ts)
         own = {s.id: s for s in snapshot.streams.values()
@@ -227,6 +230,8 @@ def follow_gain(planner_for: Callable[[PlanningSnapshot], PlanBuilder],
         deepest_of = {}
         for t in ts:
             target = t.rsplit("-", 1)[0]
+            if t in snapshot.staying or target in snapshot.staying:
+                return 0.0  # (it would not move: it saves nothing)
             reads = [s for s in snapshot.streams.values() if any(base(u) == t for u in s.users)]
             parents = {s.parent for s in reads}
             deepest = [s for s in reads if s.id not in parents]
@@ -240,7 +245,7 @@ def follow_gain(planner_for: Callable[[PlanningSnapshot], PlanBuilder],
         snapshot = PlanningSnapshot(snapshot.backbone, snapshot.new_stream_id, dict(snapshot.link_used),
                                     dict(snapshot.peer_used), snapshot.statistics, snapshot.originals,
                                     {k: list(v) for k, v in snapshot.tables.items()}, snapshot.streams,
-                                    snapshot.positions)
+                                    snapshot.positions, snapshot.staying)
         planner = planner_for(snapshot)
         if len(ts) == 1:
             saved = float("inf")

@@ -75,6 +75,9 @@ class PeerState:
         self.measured_load: float | None = None
         # neighbours the outbound link to which holds half its bound or more (back-pressure)
         self.pressured_links: list[str] = []
+        # subscriptions registered here whose plans stay whatever is cheaper, or this peer's id
+        # if none moves (``Reoptimiser.stays``): told to the others in the usage report
+        self.staying: frozenset[str] = frozenset()
         # original -> its statistics as planning here last fetched them (their sample is not
         # fetched again until it changes: ``statistics_to_json``)
         self.statistics_held: dict[str, StreamStatistics] = {}
@@ -150,7 +153,17 @@ class PeerState:
                 report["measured_load"] = round(self.measured_load, 5)
             if self.pressured_links:
                 report["pressured_links"] = list(self.pressured_links)
+            if self.staying:
+                report["staying"] = sorted(self.staying)
         return report
+
+    def staying_view(self) -> frozenset[str]:
+        """The subscriptions, and super-peers, whose plans stay as they are: this peer's and
+        what the others reported (``PlanningSnapshot.staying``)."""
+        staying = set(self.staying)
+        for report in list(self.peer_usage.values()):
+            staying.update(report.get("staying", ()))
+        return frozenset(staying)
 
     def usage_view(self) -> tuple[dict[frozenset[str], float], dict[str, float]]:
         """Used bandwidth per link and load per peer: our own, and what the others reported.

@@ -196,6 +196,7 @@ def in_process_peer(peer: str, network: FakeNetwork, retention: int = 100_000) -
                 NodeSettings(retention=retention, cut_routes_in_background=False,
                              reoptimisation=ReoptimisationSettings(enabled=False, adaptive=False)),
                 transport=FakeTransport(peer, network))
+    node.state.staying = frozenset()  # (its subscriptions move when a test runs a round: it says so)
     node.start()
     return node
 

@@ -163,6 +163,7 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
         for inp, _ in knowns.values():
             state.lookup_reach[inp] = frozenset(reach.get(inp, ()))
     snapshot.link_used, snapshot.peer_used = state.usage_view()
+    snapshot.staying = state.staying_view()
     return view
 
 

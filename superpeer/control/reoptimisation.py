@@ -57,6 +57,7 @@ from .live_move import Move, attach, detach, restore, stalled_new_plan
 from .planned_over import PlannedOver, planned_over, unchanged
 from .remote_view import RemotePlanningView, fetch_planning_view
 from .reoptimisation_settings import ReoptimisationSettings
+from .staying import staying_here, stays
 
 log = logging.getLogger("streamglobe.superpeer")
 
@@ -90,6 +91,7 @@ class Reoptimiser:
         self.skipped = 0  # subscriptions not planned again: nothing they were planned over changed
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="reoptimise", daemon=True)
+        control.state.staying = staying_here(control.state.id, (), settings.enabled, synchronous)
 
     def start(self) -> None:
         if self.settings.enabled or self.settings.adaptive:  # (adaptive sampling moves by switches too)
@@ -147,6 +149,7 @@ class Reoptimiser:
             records = sorted(self.control.subscriptions.values(), key=lambda r: r.registered_at)
             for gone in self.planned.keys() - self.control.subscriptions.keys():
                 del self.planned[gone]
+        self.control.state.staying = staying_here(self.control.state.id, records, True, self.synchronous)
         for record in records:
             if self._stopped:
                 return
@@ -165,19 +168,13 @@ class Reoptimiser:
             return "not running"
         if record.runtime.id in self.switches:
             return "switching to its new plan"
-        if record.strategy != Strategy.SHARING:
-            return f"registered with strategy {record.strategy.value}"
-        props = record.runtime.analysis.properties
-        if len(props.inputs) != 1:
-            return "reads several inputs (joins are not moved between plans yet)"
-        if record.from_start:
-            return "over the past (not moved between plans)"
-        if not self.synchronous:
-            return "this peer's executor does not say where items come from (only the inline one does)"
+        staying = stays(record, self.synchronous)
+        if staying:
+            return staying
         entry = self.control.state.table.get(next(iter(record.inputs.values()), ""))
         if entry is None:
             return "not running"
-        if entry.kind == "records" and props.inputs[0].window is None:
+        if entry.kind == "records" and record.runtime.analysis.properties.inputs[0].window is None:
             return "reads window records of no window of its own"
         waiting = self.backing_off(record) if backoff else ""
         if waiting:

@@ -1,0 +1,86 @@
+"""A re-optimisation's look-ahead does not count on subscriptions that will not move
+(``superpeer.control.staying``): real parts of eight super-peers in one process on the fake
+transport; the test runs the rounds and delivers what a heartbeat tells."""
+
+from __future__ import annotations
+
+import pytest
+from reoptimisation_harness import Feed, photon_network, ranged
+
+from sharing.scenarios import paper_example_backbone
+from superpeer.control import reoptimisation
+from superpeer.control.remote_view import fetch_planning_view
+from superpeer.control.reoptimisation_settings import ReoptimisationSettings
+from superpeer.node import Node, NodeSettings
+from superpeer.topology import Topology
+
+NARROW = [ranged(120, 124), ranged(126, 130)]
+WIDE = ranged(110, 140)
+
+
+@pytest.fixture
+def net():
+    yield from photon_network()
+
+
+def hear(net) -> None:
+    """What one heartbeat round tells every peer of the others' usage."""
+    for p in net.peers.values():
+        for q in net.peers.values():
+            if q is not p:
+                p.state.peer_usage[q.state.id] = q.state.usage_report()
+
+
+def view_at(net, peer: str, record):
+    node = net.peers[peer]
+    return fetch_planning_view(node.state, node.control.link, record.runtime.analysis.properties,
+                               node.control.new_stream_id, scoped=True)
+
+
+def test_a_reader_that_stays_saves_nothing_in_the_look_ahead(net):
+    """Two narrow subscriptions with streams of their own, then a wide one: either narrow one
+    would save by moving onto the wide stream, unless it stays where it is, or its peer moves
+    nothing."""
+    feed = Feed(net)
+    sp1 = net.peers["SP1"]
+    first, second = (sp1.control.subscribe(q) for q in NARROW)
+    sp1.control.subscribe(WIDE)
+    feed.publish(100)
+    snapshot = view_at(net, "SP1", first).snapshot
+    follower = (second.runtime.id,)
+    assert reoptimisation.FOLLOW(snapshot, follower, 0.1) > 0
+    snapshot.staying = frozenset({second.runtime.id})
+    assert reoptimisation.FOLLOW(snapshot, follower, 0.1) == 0
+    snapshot.staying = frozenset({"SP1"})
+    assert reoptimisation.FOLLOW(snapshot, follower, 0.1) == 0
+    snapshot.staying = frozenset({"SP7", "SP1-00000000"})  # (others stay: it still moves)
+    assert reoptimisation.FOLLOW(snapshot, follower, 0.1) > 0
+
+
+def test_each_peer_tells_the_others_what_stays_there(net):
+    """A subscription over the past stays (it is not moved between plans): its peer says so after
+    a round, the others plan over it; a peer whose re-optimisation is off says it moves none."""
+    Feed(net).publish(50)
+    sp7 = net.peers["SP7"]
+    past = sp7.control.subscribe(NARROW[0], from_start=True)
+    live = sp7.control.subscribe(NARROW[1])
+    assert sp7.state.staying == frozenset()  # (not yet looked at)
+    sp7.reoptimiser.round("test")
+    assert sp7.state.staying == frozenset({past.runtime.id})
+    assert live.runtime.id not in sp7.state.staying
+    net.peers["SP3"].state.staying = frozenset({"SP3"})  # (as a peer whose re-optimisation is off starts)
+    hear(net)
+    sp1 = net.peers["SP1"]
+    wide = sp1.control.subscribe(WIDE)
+    assert view_at(net, "SP1", wide).snapshot.staying == {past.runtime.id, "SP3"}
+
+
+def test_a_peer_whose_re_optimisation_is_off_moves_nothing_and_says_so():
+    backbone = paper_example_backbone()
+    node = Node("SP3", Topology(backbone, {p: f"in-process:{p}" for p in backbone.peers}),
+                NodeSettings(reoptimisation=ReoptimisationSettings(enabled=False)))
+    try:
+        assert node.state.staying == frozenset({"SP3"})
+        assert node.state.usage_report()["staying"] == ["SP3"]
+    finally:
+        node.stop()
