@@ -176,7 +176,7 @@ def statistics_to_json(s: StreamStatistics, sample: int = 512, sample_of: int = 
     out = {
         "frequency": s.frequency, "items": s.items, "total_bytes": s.total_bytes,
         "elements": {p: [e.occurrences, e.total_bytes, e.items_with] for p, e in s.elements.items()},
-        "increments": {p: [i.last, i.total, i.count, i.ordered] for p, i in s.increments.items()},
+        "increments": {p: [i.last, i.total, i.count, i.ordered, i.last_index] for p, i in s.increments.items()},
         "sample_id": sample_id,
     }
     if sample_of == sample_id:

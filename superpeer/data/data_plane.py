@@ -158,7 +158,7 @@ class DataPlane:
                 stats = state.statistics
                 for el in values:
                     if stats.items < STATISTICS_FULL or state.accepted % 50 == 0:
-                        stats.observe(el)
+                        stats.observe(el, index=state.accepted)
                     state.accepted += 1
                 if state.rate <= 0:
                     # Measured rate; a file published in one burst is not a sustained rate, so the
