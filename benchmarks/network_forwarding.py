@@ -1,6 +1,6 @@
 """Items per second one super-peer forwards and duplicates, on loopback — durable and in memory.
 
-Run: python benchmarks/network_forwarding.py [--photons 200000] [--rounds 2] [--out FILE.json]
+Run: python benchmarks/network_forwarding.py [--photons 200000] [--rounds 2] [--baseline DIR] [--out FILE.json]
 
 In the same run, the physical limits (``physical_limits``): a gRPC echo of the same batches
 between two processes and lxml's parse rate of the same photons, and the ratios to them.
@@ -14,7 +14,9 @@ The rate is photons per second through SP5, from the first to the last photon on
 The cost of durability: every round runs the network twice, with a state directory per peer
 (the default: SP4 logs every photon before it acknowledges the batch, SP1 and SP7 store every
 result) and with ``--in-memory``, alternating which goes first; the report gives both rates and
-the slowdown of the durable one, per round and overall (median).
+the slowdown of the durable one, per round and overall (median). ``--baseline DIR``: a checkout
+of another revision (``git worktree add DIR REV``) runs the same rounds, alternating with this
+one's, and its rates are reported beside these.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from local_network import alternating, local_network, write_report
+from local_network import alternating, code_of, local_network, write_report
 from network_measures import forwarding
 from physical_limits import describe, measure, photons
 
@@ -34,14 +36,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--photons", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--baseline", type=Path, help="a checkout of the revision to compare with")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     runs: dict[str, list[dict]] = {mode: [] for mode in MODES}
-    for k, mode in alternating(args.rounds, list(MODES)):
-        with local_network(serve_args=MODES[mode]) as network:
-            runs[mode].append(forwarding(network.addresses, args.photons))
-        r = runs[mode][-1]
-        print(f"round {k + 1} {mode:9s}: SP5 forwarded and duplicated {r['photons']} photons in "
+    baseline: dict[str, list[dict]] = {mode: [] for mode in MODES}
+    keys = [(False, m) for m in MODES] + ([(True, m) for m in MODES] if args.baseline else [])
+    for k, (old, mode) in alternating(args.rounds, keys):
+        with code_of(args.baseline if old else None), local_network(serve_args=MODES[mode]) as network:
+            (baseline if old else runs)[mode].append(forwarding(network.addresses, args.photons))
+        r = (baseline if old else runs)[mode][-1]
+        print(f"round {k + 1} {'baseline ' if old else ''}{mode:9s}: SP5 forwarded and duplicated {r['photons']} photons in "
               f"{r['seconds']:.2f} s: {r['photons_per_s_through_sp5']:,} photons/s "
               f"({r['sp5_photons_per_cpu_second']:,} per SP5 CPU-second; "
               f"{r['sp5_photons_per_forwarding_cpu_second']:,} without its idle cost, "
@@ -58,6 +63,12 @@ def main() -> int:
     report = {"benchmark": "forwarding and duplication at one super-peer, durable and in memory",
               "runs": runs, "photons_per_s_median": rate, "durable_slowdown": round(slowdown, 3),
               "limits": limits, "ratios": ratios}
+    if args.baseline:
+        old_rate = {mode: statistics.median(r["photons_per_s_through_sp5"] for r in rs) for mode, rs in baseline.items()}
+        report["baseline"] = {"runs": baseline, "photons_per_s_median": old_rate,
+                              "durable_slowdown": round(1 - old_rate["durable"] / old_rate["in_memory"], 3)}
+        print(f"baseline, same run: durable {old_rate['durable']:,.0f}, in memory {old_rate['in_memory']:,.0f} "
+              f"photons/s: durability costs {100 * report['baseline']['durable_slowdown']:.1f}%")
     print(f"median photons/s through SP5: durable {rate['durable']:,.0f}, in memory {rate['in_memory']:,.0f}: "
           f"durability costs {100 * slowdown:.1f}% (whole pipeline on this machine's cores: publisher, "
           f"SP4, SP5 and two subscribers)")

@@ -299,15 +299,23 @@ class StateStore:
     def remove_subscription(self, sid: str) -> None:
         self._write([("DELETE FROM subscriptions WHERE sid = ?", (sid,)),
                      ("DELETE FROM results WHERE sid = ?", (sid,)),
+                     ("DELETE FROM result_batches WHERE sid = ?", (sid,)),
                      ("DELETE FROM intervals WHERE sid = ?", (sid,))])
 
     def add_results(self, sid: str, rows: list[tuple[int, str]]) -> None:
-        self._write([("INSERT OR IGNORE INTO results (sid, idx, text) VALUES (?, ?, ?)",
-                      [(sid, idx, text) for idx, text in rows])])
+        """Consecutive results (numbered), stored as one batch per run of numbers."""
+        runs: list[tuple[int, list[str]]] = []
+        for idx, text in rows:
+            if runs and runs[-1][0] + len(runs[-1][1]) == idx:
+                runs[-1][1].append(text)
+            else:
+                runs.append((idx, [text]))
+        self._write([log_batches.insert(sid, first, texts, log_batches.RESULTS) for first, texts in runs])
 
     def forget_results(self, sid: str, below: int) -> None:
         """Results before ``below`` were released: they need not survive a restart."""
         self._write([("DELETE FROM results WHERE sid = ? AND idx < ?", (sid, below)),
+                     log_batches.trim(sid, below, log_batches.RESULTS),
                      # (the last window of each input stays: which windows a restart need not estimate again)
                      ("DELETE FROM intervals WHERE sid = ? AND position < ? AND window < (SELECT MAX(i.window) "
                       "FROM intervals i WHERE i.sid = intervals.sid AND i.variable = intervals.variable)",
@@ -327,6 +335,21 @@ class StateStore:
                 "SELECT variable, window, position, estimates FROM intervals WHERE sid = ? "
                 "ORDER BY position, variable, window", (sid,)).fetchall()]
 
+    def _results(self, sid: str, released: int) -> tuple[int, list[str]]:
+        """(the number of the first, the results kept from there on): the batches, and the
+        rows an earlier version stored one per result, from ``released`` on (a batch that
+        holds the first kept result holds earlier ones too)."""
+        by_number = dict(self._db.execute("SELECT idx, text FROM results WHERE sid = ? AND idx >= ?",
+                                          (sid, released)).fetchall())
+        for first, texts in log_batches.read_all(self._db, sid, log_batches.RESULTS):
+            for k, text in enumerate(texts):
+                if first + k >= released:
+                    by_number.setdefault(first + k, text)
+        if not by_number:
+            return released, []
+        base = min(by_number)
+        return base, [by_number[k] for k in range(base, base + len(by_number)) if k in by_number]
+
     def subscriptions(self) -> list[StoredSubscription]:
         with self._lock:
             rows = self._db.execute("SELECT sid, query, strategy, registered_at, owner, closed, "
@@ -335,11 +358,9 @@ class StateStore:
                                     "ORDER BY registered_at").fetchall()
             found = []
             for r in rows:
-                results = self._db.execute("SELECT idx, text FROM results WHERE sid = ? ORDER BY idx",
-                                           (r[0],)).fetchall()
-                base = results[0][0] if results else r[9]
+                base, results = self._results(r[0], r[9])
                 found.append(StoredSubscription(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], r[7],
-                                                json.loads(r[8]), [t for _, t in results], base,
+                                                json.loads(r[8]), results, base,
                                                 json.loads(r[10]),
                                                 {v: ReplayInput.from_json(c) for v, c in json.loads(r[11]).items()},
                                                 r[12], r[13], r[14], json.loads(r[15] or "{}")))

@@ -72,6 +72,36 @@ def test_subscriptions_keep_their_results_plan_ids_and_starts(tmp_path: Path) ->
     assert StateStore(tmp_path).subscriptions() == []
 
 
+def test_results_are_stored_a_batch_a_row_and_those_retention_dropped_do_not_come_back(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    store.add_subscription("SP1-a", "<q/>", "sharing", 5.0)
+    store.add_results("SP1-a", [(k, f"<x>{k}ü</x>") for k in range(600)])
+    store.add_results("SP1-a", [(k, f"<x>{k}ü</x>") for k in range(600, 700)])
+    rows = sqlite3.connect(tmp_path / "superpeer.sqlite3").execute(
+        "SELECT COUNT(*) FROM result_batches").fetchone()[0]
+    assert rows == 2  # (not a row per result)
+    store.forget_results("SP1-a", 650)  # (retention dropped the first 650)
+    [s] = StateStore(tmp_path).subscriptions()
+    assert (s.base, s.results) == (650, [f"<x>{k}ü</x>" for k in range(650, 700)])
+    store.add_results("SP1-a", [(k, f"<x>{k}ü</x>") for k in range(690, 705)])  # (again: kept once)
+    [s] = StateStore(tmp_path).subscriptions()
+    assert (s.base, s.results) == (650, [f"<x>{k}ü</x>" for k in range(650, 705)])
+
+
+def test_results_an_earlier_version_stored_a_row_each_are_read_with_the_new_batches(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    store.add_subscription("SP1-a", "<q/>", "sharing", 5.0)
+    db = sqlite3.connect(tmp_path / "superpeer.sqlite3")
+    db.executemany("INSERT INTO results (sid, idx, text) VALUES (?, ?, ?)", [("SP1-a", k, f"<x>{k}</x>") for k in range(3, 6)])
+    db.commit()
+    again = StateStore(tmp_path)
+    again.add_results("SP1-a", [(6, "<x>6</x>")])
+    [s] = StateStore(tmp_path).subscriptions()
+    assert (s.base, s.results) == (3, ["<x>3</x>", "<x>4</x>", "<x>5</x>", "<x>6</x>"])
+    again.remove_subscription("SP1-a")
+    assert StateStore(tmp_path).subscriptions() == []
+
+
 def test_stream_numbers_are_never_handed_out_twice(tmp_path: Path) -> None:
     first = StateStore(tmp_path).reserve_ids(1000)
     assert StateStore(tmp_path).reserve_ids(1000) == first + 1000  # a restarted peer goes on
