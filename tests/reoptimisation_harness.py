@@ -52,6 +52,14 @@ class Feed:
         self.net.peers["SP4"].data.close_stream("photons")
 
 
+def hear(net: FakeNetwork) -> None:
+    """What one heartbeat round tells every peer of the others' usage (with their versions)."""
+    for p in net.peers.values():
+        for q in net.peers.values():
+            if q is not p:
+                p.state.peer_usage[q.state.id] = q.state.usage_report()
+
+
 def reference(query: str, first: int, last: int) -> list[str]:
     doc = StreamDocument.from_text("<photons>" + "".join(PHOTONS[first:last]) + "</photons>")
     return list(evaluate(analyze(query).checked, doc).serialized_items())

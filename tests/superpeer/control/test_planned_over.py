@@ -5,7 +5,7 @@ process on the fake transport; the test runs the rounds and delivers what a hear
 from __future__ import annotations
 
 import pytest
-from reoptimisation_harness import Feed, photon_network, ranged
+from reoptimisation_harness import Feed, hear, photon_network, ranged
 
 from superpeer.control import planned_over
 
@@ -16,14 +16,6 @@ WIDE = ranged(110, 140)
 @pytest.fixture
 def net():
     yield from photon_network()
-
-
-def hear(net) -> None:
-    """What one heartbeat round tells every peer of the others' usage (with their versions)."""
-    for p in net.peers.values():
-        for q in net.peers.values():
-            if q is not p:
-                p.state.peer_usage[q.state.id] = q.state.usage_report()
 
 
 def planned(net, peer: str, event: str = "") -> set[str]:

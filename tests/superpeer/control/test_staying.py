@@ -5,7 +5,7 @@ transport; the test runs the rounds and delivers what a heartbeat tells."""
 from __future__ import annotations
 
 import pytest
-from reoptimisation_harness import Feed, photon_network, ranged
+from reoptimisation_harness import Feed, hear, photon_network, ranged
 
 from sharing.scenarios import paper_example_backbone
 from superpeer.control import reoptimisation
@@ -21,14 +21,6 @@ WIDE = ranged(110, 140)
 @pytest.fixture
 def net():
     yield from photon_network()
-
-
-def hear(net) -> None:
-    """What one heartbeat round tells every peer of the others' usage."""
-    for p in net.peers.values():
-        for q in net.peers.values():
-            if q is not p:
-                p.state.peer_usage[q.state.id] = q.state.usage_report()
 
 
 def view_at(net, peer: str, record):
