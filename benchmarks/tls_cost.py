@@ -47,7 +47,7 @@ def main() -> int:
               "tls_registration_added_ms": round(latency["tls"] - latency["plaintext"], 1)}
     print(f"median photons/s through SP5: TLS {rate['tls']:,.0f}, plaintext {rate['plaintext']:,.0f}: "
           f"TLS costs {100 * cost:.1f}% of forwarding throughput; registration median "
-          f"{latency['tls']} ms vs {latency['plaintext']} ms")
+          f"{latency['tls']:.2f} ms vs {latency['plaintext']:.2f} ms")
     write_report("tls_cost", report, args.out)
     return 0
 
