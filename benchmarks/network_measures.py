@@ -72,7 +72,8 @@ def latency(address: dict[str, str], batches: int = 300, per_batch: int = 5) -> 
         if stamp in sent:
             latencies.append((now - sent[stamp]) * 1000)
     return {"items": len(latencies), "p50_ms": round(statistics.median(latencies), 2),
-            "p99_ms": round(percentile(latencies, 0.99), 2), "max_ms": round(max(latencies), 2)}
+            "p99_ms": round(percentile(latencies, 0.99), 2), "max_ms": round(max(latencies), 2),
+            "latencies_ms": [round(x, 3) for x in latencies]}
 
 
 def forwarding(address: dict[str, str], photons: int) -> dict:
