@@ -26,6 +26,7 @@ import random
 from typing import Protocol
 
 import numpy as np
+import numpy.random  # (loaded with the module, 10 ms, not on a registration's first plan)
 
 from wxquery.operators import definitions as alg
 from wxquery.operators.comparisons import Comparison

@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 
 from wxquery.operators import definitions as alg
+from wxquery.operators.batch import warm_up
 from wxquery.operators.chains import normalise
 from wxquery.operators.count_alignment import Anchor
 from wxquery.operators.predicate_index import INDEX_FROM
@@ -40,7 +41,8 @@ class InlineExecutor:
         self.busy_s = 0.0  # (its pushes' time: it runs in the caller's thread, so cores)
 
     def start(self) -> None:
-        """Nothing to start: a push is evaluated in the caller's thread."""
+        """A push is evaluated in the caller's thread; what its first one would load is loaded now."""
+        warm_up()
 
     def install(self, stream: str, operators: tuple[alg.Operator, ...], parent: str | None = None,
                 parent_kind: str = "items", held: bool = False) -> None:
