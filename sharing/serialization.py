@@ -176,7 +176,9 @@ def statistics_to_json(s: StreamStatistics, sample: int = 512, sample_of: int = 
     out = {
         "frequency": s.frequency, "items": s.items, "total_bytes": s.total_bytes,
         "elements": {p: [e.occurrences, e.total_bytes, e.items_with] for p, e in s.elements.items()},
-        "increments": {p: [i.last, i.total, i.count, i.ordered, i.last_index] for p, i in s.increments.items()},
+        "increments": {p: [i.last, i.total, i.count, i.ordered] for p, i in s.increments.items()},
+        # (a key of its own: a peer of an earlier version reads four values per increment)
+        "increments_at": {p: i.last_index for p, i in s.increments.items() if i.last_index is not None},
         "sample_id": sample_id,
     }
     if sample_of == sample_id:
@@ -190,7 +192,10 @@ def statistics_from_json(j: dict, held: StreamStatistics | None = None) -> Strea
     they have computed)."""
     s = StreamStatistics(frequency=j["frequency"], items=j["items"], total_bytes=j["total_bytes"])
     s.elements = {p: ElementStats(*v) for p, v in j["elements"].items()}
-    s.increments = {p: Increment(*v) for p, v in j["increments"].items()}
+    s.increments = {p: Increment(*v[:4]) for p, v in j["increments"].items()}
+    for p, at in j.get("increments_at", {}).items():
+        if p in s.increments:
+            s.increments[p].last_index = at
     s.sample_id = int(j.get("sample_id", 0))
     if j.get("same_sample"):
         if held is None or held.sample_id != s.sample_id:

@@ -124,7 +124,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                   history=history, archive=archive, replay_rate=args.replay_rate,
                                   cut_links=tuple(args.cut_link), reoptimisation=reoptimisation,
                                   widening=args.widening, metrics_port=args.metrics_port,
-                                  metrics_host=args.metrics_host)
+                                  metrics_host=args.metrics_host, freeze=True)
     except (TopologyError, NodeError, OSError) as exc:
         raise ServeError(f"error: {getattr(exc, 'message', exc)}") from None
     kept = f"state in {state_dir}" if state_dir else "state in memory only"

@@ -25,6 +25,7 @@ from sharing.serialization import statistics_from_json
 from sharing.statistics import StreamEstimate
 from sharing.stream_table import NetworkStream, lineage
 
+from ..errors import NodeError
 from ..peer_state import PeerState
 from .peer_link import STATISTICS, PeerLink, copy_stream
 
@@ -122,9 +123,10 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
                 if p in peers]
     else:
         asks = [(peer, inp) for inp, _ in knowns.values() for peer in peers] if tables else []
-    # (the sample it holds from an earlier answer is not sent again: only the counters)
-    held_samples = {known.id: held.sample_id if (held := state.statistics_held.get(known.id)) is not None else 0
-                    for _, known in knowns.values()}
+    # (the sample it holds from an earlier answer is not sent again: only the counters; the
+    # statistics held are read once, as another plan may store newer ones meanwhile)
+    held_now = {known.id: state.statistics_held.get(known.id) for _, known in knowns.values()}
+    held_samples = {sid: held.sample_id if held is not None else 0 for sid, held in held_now.items()}
     # the first peers are asked at once; an original's peer answers with its statistics too
     with_stats = {(known.origin, inp): held_samples[known.id] for inp, known in knowns.values()
                   if known.origin != state.id}
@@ -133,11 +135,13 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
     for inp, known in knowns.values():
         asked = pending.get((known.origin, inp))
         answer = asked.result() if asked is not None else None
+        if asked is not None and answer is None:  # (not asked again: that would wait as long once more)
+            raise NodeError("UNAVAILABLE", f"super-peer {known.origin}, where \"{known.id}\" is registered, "
+                                           "is unreachable")
         data = answer[1].pop(STATISTICS, None) if answer is not None else None
         if data is None:  # (its peer is this one, was not asked, or did not answer with them)
             data = link.statistics(known.origin, known.id, held_samples[known.id])
-        held = state.statistics_held.get(known.id)
-        stats = state.statistics_held[known.id] = statistics_from_json(data, held)
+        stats = state.statistics_held[known.id] = statistics_from_json(data, held_now[known.id])
         if stats.frequency <= 0:
             stats.frequency = 1.0  # nothing observed yet: assume a slow stream
         snapshot.statistics[known.id] = stats

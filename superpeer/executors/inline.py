@@ -39,10 +39,10 @@ class InlineExecutor:
         self.next_chain = 0
         self.deliver: Deliver = deliver or (lambda stream, seq, out, end: None)
         self.busy_s = 0.0  # (its pushes' time: it runs in the caller's thread, so cores)
+        warm_up()  # (what its first push would load, loaded now: before a daemon freezes what it made)
 
     def start(self) -> None:
-        """A push is evaluated in the caller's thread; what its first one would load is loaded now."""
-        warm_up()
+        """Nothing to start: a push is evaluated in the caller's thread."""
 
     def install(self, stream: str, operators: tuple[alg.Operator, ...], parent: str | None = None,
                 parent_kind: str = "items", held: bool = False) -> None:

@@ -348,7 +348,10 @@ class StateStore:
         if not by_number:
             return released, []
         base = min(by_number)
-        return base, [by_number[k] for k in range(base, base + len(by_number)) if k in by_number]
+        kept: list[str] = []
+        while base + len(kept) in by_number:  # (up to a gap: what follows it is computed again)
+            kept.append(by_number[base + len(kept)])
+        return base, kept
 
     def subscriptions(self) -> list[StoredSubscription]:
         with self._lock:

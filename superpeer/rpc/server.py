@@ -126,13 +126,19 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     replay_rate: float = 0.0, cut_links: tuple[str, ...] = (),
                     reoptimisation: ReoptimisationSettings | None = None,
                     widening: bool = False, metrics_port: int | None = None,
-                    metrics_host: str = "127.0.0.1") -> RunningSuperPeer:
+                    metrics_host: str = "127.0.0.1", freeze: bool = False) -> RunningSuperPeer:
     """Serve ``peer``. It listens on ``listen`` and ``peer_listen`` (e.g. ``0.0.0.0:50051`` and
     ``0.0.0.0:50052`` in a container) if given, else on its topology addresses; the other
     super-peers always reach it at its topology peer address. ``security``: TLS on both, mutual
     on the peer address, tokens for thin peers (None: plaintext, everyone trusted);
     ``metrics_port``: serve Prometheus metrics there (``superpeer.metrics``). The node
-    starts first (what it had is back before the first call is taken), then the servers."""
+    starts first (what it had is back before the first call is taken), then the servers.
+
+    ``freeze`` (a daemon, the process its own): what was made before the node starts (modules,
+    the node's parts) lives as long as the process, and is moved out of the collector's way,
+    so that a full collection does not stop every thread for ~0.1 s while items are on their
+    way (measured in ``benchmarks/network_latency.py``). What the node restores (subscriptions,
+    their results) is made after, and is collected when it goes."""
     settings = NodeSettings(retention=retention, executor=executor, executor_options=executor_options or {},
                             limits=limits or DataLimits(), heartbeats=heartbeats or HeartbeatSettings(),
                             state_dir=state_dir, watermark_idle_s=watermark_idle_s, history=history,
@@ -143,6 +149,9 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
     host, _, default_port = topology.address(peer).rpartition(":")
     servers = Servers(node, listen or f"{host}:{port if port is not None else default_port}",
                       peer_listen or topology.peer_address(peer), security, quotas)
+    if freeze:
+        gc.collect()
+        gc.freeze()
     node.start()
     try:
         servers.start()
@@ -165,10 +174,5 @@ def serve_forever(running: RunningSuperPeer) -> None:
         signal.signal(sig, lambda *_: stop.set())
     logging.getLogger("streamglobe.superpeer").info("%s serving thin peers on %s, super-peers on %s",
                                                     running.node.id, running.address, running.peer_address)
-    # What the daemon made to start (modules, its parts) lives as long as it does: out of the
-    # collector's way, so that a full collection does not stop every thread for ~0.1 s while
-    # items are on their way (measured in ``benchmarks/network_latency.py``).
-    gc.collect()
-    gc.freeze()
     stop.wait()
     running.stop()

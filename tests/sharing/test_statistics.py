@@ -7,6 +7,7 @@ from fractions import Fraction
 from conftest import photon_document
 from sharing.analysis import analyze
 from sharing.scenarios import paper_query
+from sharing.serialization import statistics_from_json, statistics_to_json
 from sharing.statistics import StreamStatistics
 from wxquery.operators import definitions as alg
 from per_item_operators import Pipeline
@@ -41,6 +42,14 @@ def test_the_increment_is_per_item_when_only_some_items_are_observed():
         if k < 500 or k % 50 == 0:
             s.observe(item, index=k)
     assert abs(s.avg_increment("det_time") - 0.1) < 0.02  # as when every item is observed
+    # on the wire: four values per increment (as a peer of an earlier version reads them), the
+    # number of the last observed item beside them
+    j = statistics_to_json(s)
+    assert all(len(v) == 4 for v in j["increments"].values())
+    again = statistics_from_json(j)
+    assert again.increments["det_time"].last_index == s.increments["det_time"].last_index == 3950
+    del j["increments_at"]  # (from a peer of an earlier version)
+    assert statistics_from_json(j).increments["det_time"].last_index is None
 
 
 def test_selectivity_and_projected_size_match_the_operators():

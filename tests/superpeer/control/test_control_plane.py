@@ -164,6 +164,16 @@ def test_peers_that_start_nothing_commit_together_and_the_origin_after_them(netw
     assert committed == [{"SP1", "SP5"}]
 
 
+def test_a_registration_whose_streams_peer_is_down_fails_at_its_first_silence(network):
+    """The original's peer does not answer the lookup: the registration fails then, naming it,
+    without asking it again for the statistics (another timeout)."""
+    network.down.add("SP4")
+    with pytest.raises(NodeError) as err:
+        subscribe(network, "SP7", paper_query(2))
+    assert err.value.code == "UNAVAILABLE" and "SP4" in err.value.message and "photons" in err.value.message
+    assert [c.method for c in network.calls if c.peer == "SP4"] == ["lookup"]
+
+
 def test_the_planner_runs_without_calling_any_peer(network):
     real_planners = []
 

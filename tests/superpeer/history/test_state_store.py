@@ -86,6 +86,9 @@ def test_results_are_stored_a_batch_a_row_and_those_retention_dropped_do_not_com
     store.add_results("SP1-a", [(k, f"<x>{k}ü</x>") for k in range(690, 705)])  # (again: kept once)
     [s] = StateStore(tmp_path).subscriptions()
     assert (s.base, s.results) == (650, [f"<x>{k}ü</x>" for k in range(650, 705)])
+    store.add_results("SP1-a", [(k, f"<x>{k}ü</x>") for k in range(710, 712)])  # (705–709 lost)
+    [s] = StateStore(tmp_path).subscriptions()
+    assert len(s.results) == 55  # up to the gap: what follows is computed again, not renumbered
 
 
 def test_results_an_earlier_version_stored_a_row_each_are_read_with_the_new_batches(tmp_path: Path) -> None:
