@@ -44,14 +44,18 @@ def stop(net: FakeNetwork) -> None:
 def hold_while(net: FakeNetwork, holder: str, other: threading.Thread) -> None:
     """Hold the first installation from ``holder`` just before its first commit (everything
     reserved, nothing committed), run ``other`` meanwhile, and let the held one go on once
-    ``other`` has tried to reserve (or has ended)."""
+    ``other`` has tried to reserve (or has ended). The peers of a wave commit at the same
+    time: each of them is held, and ``other`` is started once."""
     tried = threading.Event()
+    starting = threading.Lock()
 
     def hook(call: Call) -> None:
         if call.method == "reserve" and call.sender != holder:
             tried.set()
-        elif call.method == "commit" and call.sender == holder and other.ident is None:
-            other.start()
+        elif call.method == "commit" and call.sender == holder:
+            with starting:
+                if other.ident is None:
+                    other.start()
             for _ in range(200):
                 if tried.wait(0.05) or not other.is_alive():
                     return

@@ -5,6 +5,8 @@ super-peers in one process on the fake transport; the leave is placed at an exac
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from reoptimisation_harness import Feed, photon_network, reference
 from superpeer_fakes import buffered_results
@@ -26,10 +28,14 @@ def test_the_last_user_of_a_reused_stream_leaving_during_the_installation(net, m
     sp7 = net.peers["SP7"]
     (shared,) = q1.plan.parts
     left: list[str] = []  # (the next subscription's id is not known before: any call not q1's)
+    once = threading.Lock()  # (the peers of a wave commit at the same time)
 
     def hook(call) -> None:
-        if call.method == method and not left and q1.runtime.id not in call.args:
-            left.append(call.peer)
+        with once:
+            first = call.method == method and not left and q1.runtime.id not in call.args
+            if first:
+                left.append(call.peer)
+        if first:
             net.peers["SP1"].control.unsubscribe(q1.runtime.id)
     net.hook = hook
     first = feed.at
