@@ -119,9 +119,8 @@ class Coordinator:
         # the originals' peers say where the subscription starts in each stream: required too
         required = set(self.affected(plan)) | {s.origin for s in chains if s.original} | holders
         done = PlanCommitted({}, {}, {})
-        # Only a new stream's origin starts anything: the other peers commit first (nearest
-        # first), so that a refusal from them (a reused stream no longer there) comes before
-        # anything was sent. A replay's origin that holds it for the plan checks the hold is still
+        # Only a new stream's origin starts anything: the other peers commit first, so that a
+        # refusal from them (a reused stream no longer there) comes before anything was sent. A replay's origin that holds it for the plan checks the hold is still
         # there (no item from where the new copy starts has passed) and keeps it past every
         # other peer's reservation: first of all, where no new stream passes it, else last.
         routed = {p for s in self.new_streams(plan) for p in s.route[1:]}
