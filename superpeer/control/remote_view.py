@@ -58,15 +58,11 @@ def in_parallel(calls: list[Callable[[], T]]) -> list[T | BaseException]:
     """Each call's answer or what it raised, in order: the first in this thread, the others
     meanwhile on the lookup threads (one call alone is no hand-off to a thread and back)."""
     futures = [_lookup_pool().submit(call) for call in calls[1:]]
+    answers = [*calls[:1], *(f.result for f in futures)]
     out: list[T | BaseException] = []
-    for call in calls[:1]:
+    for answer in answers:
         try:
-            out.append(call())
-        except BaseException as exc:  # noqa: BLE001 - given back, the caller decides
-            out.append(exc)
-    for f in futures:
-        try:
-            out.append(f.result())
+            out.append(answer())
         except BaseException as exc:  # noqa: BLE001 - given back, the caller decides
             out.append(exc)
     return out
