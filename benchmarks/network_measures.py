@@ -11,6 +11,7 @@ import statistics
 import threading
 import time
 
+import grpc
 from local_network import percentile
 
 from photons.generator import generate
@@ -20,18 +21,28 @@ from thinpeer.client import SuperPeerClient
 WHOLE = '<all>{ for $p in stream("photons")/photons/photon return $p }</all>'
 
 
-def registration(address: dict[str, str]) -> dict:
-    """Each Subscribe call of the 25-query paper-example workload, end to end."""
+def registration(address: dict[str, str], connected: bool = False) -> dict:
+    """Each Subscribe call of the 25-query paper-example workload, end to end. ``connected``:
+    over a client connected to its super-peer beforehand (as a program using the client
+    library keeps one), else a new client per call, its connection set up in the time."""
     source = SuperPeerClient(address["SP4"])
     source.register_stream("photons", "photons", "photon", rate=150)
     source.publish("photons", [p.to_xml() for p in generate(1000, 1)])
     time.sleep(1.2)  # one heartbeat: every peer has the stream's statistics
     times = []
+    clients: dict[str, SuperPeerClient] = {}
+    if connected:
+        for peer, at in address.items():
+            clients[peer] = SuperPeerClient(at)
+            grpc.channel_ready_future(clients[peer].channel).result(timeout=30)
     for q in paper_example(1).queries:
-        client = SuperPeerClient(address[q.peer])
+        client = clients.get(q.peer) or SuperPeerClient(address[q.peer])
         start = time.perf_counter()
         client.subscribe(q.text)
         times.append((time.perf_counter() - start) * 1000)
+        if not connected:
+            client.close()
+    for client in clients.values():
         client.close()
     source.close_stream("photons")
     return {"queries": len(times), "median_ms": round(statistics.median(times), 2),

@@ -1,12 +1,15 @@
 """Registration latency through gRPC for the 25-query paper-example workload.
 
-Run: python benchmarks/network_registration.py [--rounds N] [--baseline DIR] [--out FILE.json]
+Run: python benchmarks/network_registration.py [--rounds N] [--baseline DIR] [--clients both|connected|new]
+    [--out FILE.json]
 
 Starts SP0–SP7 as processes, registers the photon stream at SP4 (with 1,000 photons for
 statistics), then registers the simulator's paper-example workload (Queries 1–4 plus 21 template
 queries, each at its super-peer) one after the other, timing each Subscribe call end to end:
 planning over the peers' tables via gRPC, two-phase reservation and commit on every peer.
-Each round starts a fresh network. ``--baseline DIR``: a checkout of another revision (``git
+Each round starts a fresh network. ``--clients``: each Subscribe call over a client connected
+beforehand (a program's client library keeps its connection), over a new client per call (the
+connection's set-up timed too, as before), or both, in rounds of their own. ``--baseline DIR``: a checkout of another revision (``git
 worktree add DIR REV``) whose super-peers run the same rounds, alternating with this one's — the
 comparison of the same run, on the same noisy machine.
 """
@@ -31,19 +34,25 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1, help="fresh networks per code tree (default 1)")
     parser.add_argument("--baseline", type=Path, help="a checkout of the revision to compare with")
+    parser.add_argument("--clients", choices=["both", "connected", "new"], default="both",
+                        help="clients connected beforehand, a new one per call, or both (default)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     trees = {"this": None, **({"baseline": args.baseline} if args.baseline else {})}
-    times: dict[str, list[float]] = {mode: [] for mode in trees}
-    for k, mode in alternating(args.rounds, list(trees)):
-        with code_of(trees[mode]), local_network() as network:
-            times[mode].extend(registration(network.addresses)["times_ms"])
-        print(f"round {k + 1} {mode}: median {statistics.median(times[mode][-25:]):.2f} ms", flush=True)
+    clients = ["connected", "new"] if args.clients == "both" else [args.clients]
+    modes = [(tree, c) for tree in trees for c in clients]
+    times: dict[tuple[str, str], list[float]] = {mode: [] for mode in modes}
+    for k, (tree, c) in alternating(args.rounds, modes):
+        with code_of(trees[tree]), local_network() as network:
+            times[tree, c].extend(registration(network.addresses, connected=c == "connected")["times_ms"])
+        print(f"round {k + 1} {tree}, {c} clients: median {statistics.median(times[tree, c][-25:]):.2f} ms",
+              flush=True)
     report = {"benchmark": "registration latency through gRPC", "workload": "paper-example, 25 queries",
-              "rounds": args.rounds, **{mode: summary(t) for mode, t in times.items()}}
-    for mode in trees:
-        s = report[mode]
-        print(f"registration through gRPC, {mode} ({s['registrations']} registrations): median "
+              "rounds": args.rounds,
+              **{tree: {f"{c}_clients": summary(times[tree, c]) for c in clients} for tree in trees}}
+    for tree, c in modes:
+        s = report[tree][f"{c}_clients"]
+        print(f"registration through gRPC, {tree}, {c} clients ({s['registrations']} registrations): median "
               f"{s['median_ms']} ms, p99 {s['p99_ms']} ms, avg {s['avg_ms']} ms (paper: 2153 ms average)")
     write_report("network_registration", report, args.out)
     return 0

@@ -369,7 +369,8 @@ class ControlPlane:
             if not plan.admitted:
                 bound = beyond_bound(record.approximate, samplable(analysis.properties), record.min_rate)
                 raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}{bound}")
-            txn, reservation = self.two_phase.reserve(plan, view, record.since_s)
+            # (at once the first time; after a refusal in order, so that a collision has a winner)
+            txn, reservation = self.two_phase.reserve(plan, view, record.since_s, ordered=attempt > 0)
             reason = reservation.reason
             if txn:
                 return plan, view, txn, reservation

@@ -61,35 +61,55 @@ class Coordinator:
         self.state = state
         self.link = link
 
-    def reserve(self, plan: Plan, view: RemotePlanningView, since_s: float | None = None) -> tuple[str, Reserved]:
+    def reserve(self, plan: Plan, view: RemotePlanningView, since_s: float | None = None,
+                ordered: bool = True) -> tuple[str, Reserved]:
         """Reserve on every peer the new streams pass (and here, and at the origin of each
-        running replay a part is served from), in one global order so that colliding
-        installations fail early, each peer checking it is still as the plan read it. Returns
-        the transaction ("" if refused, after aborting what was reserved) and what the peers
-        said (why not; for parts served from running replays, where the subscription starts).
-        ``since_s``: a subscription over the last so many seconds (None: over everything
-        retained, if it is over the past)."""
+        running replay a part is served from), each peer checking it is still as the plan read
+        it. ``ordered``: one peer after the other, in one global order, so that of colliding
+        installations one always wins; else all at once — one round trip instead of one per
+        peer, but two colliding installations may each win a peer and both be refused (the
+        caller plans again, then in order). Returns the transaction ("" if refused, after
+        aborting what was reserved) and what the peers said (why not; for parts served from
+        running replays, where the subscription starts). ``since_s``: a subscription over the
+        last so many seconds (None: over everything retained, if it is over the past)."""
         txn = uuid.uuid4().hex
         attach = {new: {"copy": running, "since_s": since_s} for new, running in shared_replays(plan).items()}
         taking = set(self.affected(plan)) | self.holders(plan, view)
         kept = self.kept(plan, view)
         peers = sorted(taking | set(kept))
+
+        def reserve_at(peer: str) -> Reserved:
+            if peer in taking:
+                return self.link.reserve(peer, txn, self.new_streams(plan), plan.subscription, plan.target,
+                                         view.versions.get(peer), attach or None, pins=kept.get(peer))
+            # (it only keeps what the plan reads through it: not reached, a conflict — it is
+            # planned around once it is known to be down, or the stream is found gone)
+            r = self.link.reserve(peer, txn, [], plan.subscription, plan.target, pins=kept[peer])
+            r.reason = r.reason if r.ok or r.reason.startswith(CONFLICT) else f"{CONFLICT}{r.reason}"
+            return r
+
+        answers: list[Reserved | BaseException] = []
+        if ordered:
+            for peer in peers:
+                try:
+                    answers.append(reserve_at(peer))
+                except BaseException as exc:  # noqa: BLE001 - aborted below, then raised
+                    answers.append(exc)
+                if isinstance(answers[-1], BaseException) or not answers[-1].ok:
+                    break
+        else:
+            answers = in_parallel([lambda peer=peer: reserve_at(peer) for peer in peers])
+        failed = next((a for a in answers if isinstance(a, BaseException)), None)
+        if failed is not None:
+            self._abort(peers[:len(answers)], txn)
+            raise failed
+        refusal = next(((peer, r) for peer, r in zip(peers, answers) if not r.ok), None)
+        if refusal is not None:
+            peer, r = refusal
+            self._abort([p for p, a in zip(peers, answers) if a.ok], txn)
+            return "", Reserved(False, f"{peer}: {r.reason}", refused=r.refused)
         got = Reserved(True)
-        for i, peer in enumerate(peers):
-            try:
-                if peer in taking:
-                    r = self.link.reserve(peer, txn, self.new_streams(plan), plan.subscription, plan.target,
-                                          view.versions.get(peer), attach or None, pins=kept.get(peer))
-                else:  # (it only keeps what the plan reads through it: not reached, a conflict — it is
-                    # planned around once it is known to be down, or the stream is found gone)
-                    r = self.link.reserve(peer, txn, [], plan.subscription, plan.target, pins=kept[peer])
-                    r.reason = r.reason if r.ok or r.reason.startswith(CONFLICT) else f"{CONFLICT}{r.reason}"
-            except BaseException:
-                self._abort(peers[:i + 1], txn)
-                raise
-            if not r.ok:
-                self._abort(peers[:i], txn)
-                return "", Reserved(False, f"{peer}: {r.reason}", refused=r.refused)
+        for r in answers:
             got.starts.update(r.starts)
             got.replayed.update(r.replayed)
             got.history.update(r.history)

@@ -76,15 +76,53 @@ def test_refused_reservation_aborts_what_was_reserved_and_replans(network):
     q1 = subscribe(network, "SP1", paper_query(1))
     reserves = [(c.peer, c.args[0]) for c in network.calls_of("reserve")]
     first_txn = reserves[0][1]
-    refused_at = [p for p, t in reserves if t == first_txn]
-    assert refused_at[-1] == "SP5"
+    asked = {p for p, t in reserves if t == first_txn}
+    assert asked == {"SP1", "SP4", "SP5"}  # (all at once the first time)
     aborted = {c.peer for c in network.calls_of("abort") if c.args[0] == first_txn}
-    assert aborted == set(refused_at[:-1]) and aborted  # only those that had reserved
+    assert aborted == asked - {"SP5"}  # only those that had reserved
     assert not [c for c in network.calls_of("commit") if c.args[0] == first_txn]
     assert q1.plan is not None and q1.plan.admitted
     assert len({t for _, t in reserves}) == 2  # planned again, and installed the second time
     assert all(not p.state.transactions.open for p in network.peers.values())
     assert network.peers["SP5"].state.table.get(q1.plan.parts[0].result_stream) is not None
+
+
+def test_a_plan_reserves_at_once_and_in_order_after_a_collision(network):
+    """The first reservation of a plan asks its peers all at once (one round trip); after a
+    refusal for a collision it asks them one after the other, in one global order, so that
+    of two colliding installations one wins."""
+    lock = threading.Lock()
+    in_flight: dict[str, int] = {}
+    most: dict[str, int] = {}
+    first_three = threading.Barrier(3, timeout=10)  # (fails if the first ones come one by one)
+    left = threading.Event()
+
+    def reserve_at(peer, txn, *args, **kwargs):
+        with lock:
+            in_flight[txn] = in_flight.get(txn, 0) + 1
+            most[txn] = max(most.get(txn, 0), in_flight[txn])
+            first = len(most) == 1
+        try:
+            if first:
+                first_three.wait()
+            elif in_flight[txn] == 1:
+                left.wait(0.05)  # (time for a second one of the same transaction to start, if it would)
+            return real(peer, txn, *args, **kwargs)
+        finally:
+            with lock:
+                in_flight[txn] -= 1
+
+    transport = network.peers["SP1"].control.two_phase.link
+    real = transport.reserve
+    transport.reserve = reserve_at
+    network.refuse = lambda peer, n: (f"conflict: another installation of the same stream is in flight at {peer}"
+                                      if (peer, n) == ("SP4", 1) else "")
+    q1 = subscribe(network, "SP1", paper_query(1))
+    assert q1.plan is not None and q1.plan.admitted
+    first, second = list(most)
+    assert most[first] == 3 and most[second] == 1
+    assert [c.peer for c in network.calls_of("reserve") if c.args[0] == second] == ["SP1", "SP4", "SP5"]
+    assert all(not p.state.transactions.open for p in network.peers.values())
 
 
 def test_reservation_refused_every_time_fails_cleanly(network):
