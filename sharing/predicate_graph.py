@@ -31,6 +31,7 @@ from wxquery.operators.definitions import Atom, format_fraction
 
 from .difference_closure import ShortestPathClosure
 from .minimal_system import minimal_edges
+from .string_constraints import StringConstraints
 
 ZERO = "0"  # the node standing for the constant zero
 
@@ -102,7 +103,11 @@ class PredicateGraph:
         self.graph = nx.DiGraph()
         self.graph.add_node(ZERO)
         self.atoms: tuple[Atom, ...] = tuple(atoms)
+        # string atoms (``x θ "c"``) are no difference constraints: decided apart, exactly
+        self.strings = StringConstraints(a for a in self.atoms if a.on_string)
         for atom in self.atoms:
+            if atom.on_string:
+                continue
             self.graph.add_nodes_from(n for n in (atom.left, atom.right) if n is not None)
             for x, y, b in atom_edges(atom):
                 self.add_edge(x, y, b)
@@ -118,7 +123,7 @@ class PredicateGraph:
 
     @property
     def variables(self) -> frozenset[str]:
-        return frozenset(n for n in self.graph.nodes if n != ZERO)
+        return frozenset(n for n in self.graph.nodes if n != ZERO) | frozenset(self.strings.ranges)
 
     # ------------------------------------------------------------------ closure
 
@@ -167,8 +172,9 @@ class PredicateGraph:
         return out
 
     def is_satisfiable(self, check: Check = never_interrupted) -> bool:
-        """No negative cycle (a cycle whose constants sum below 0, or to 0 through a strict edge)."""
-        return self._solved(check)[2].satisfiable
+        """No negative cycle (a cycle whose constants sum below 0, or to 0 through a strict edge),
+        and a string for every element compared with strings (``string_constraints``)."""
+        return self._solved(check)[2].satisfiable and self.strings.satisfiable
 
     def tightest(self, x: str, y: str, check: Check = never_interrupted) -> Bound | None:
         """The tightest implied bound on ``x - y`` of a satisfiable graph, or None when
@@ -192,7 +198,7 @@ class PredicateGraph:
     def _implied(self, edges: list[tuple[str, str, Bound]], check: Check) -> Iterator[bool]:
         """Lazily, for each ``(x, y, b)``: whether the conjunction implies ``x - y ⊴ b``."""
         scale, m, closure = self._solved(check)
-        if not closure.satisfiable:
+        if not closure.satisfiable or not self.strings.satisfiable:
             yield from (True for _ in edges)
             return
         questions: list[tuple[str, str, int]] = []
@@ -210,14 +216,23 @@ class PredicateGraph:
             yield next(answers) if k is None else k
 
     def implies_atom(self, atom: Atom, check: Check = never_interrupted) -> bool:
-        return all(self._implied(atom_edges(atom), check))
+        return self.implied_atoms([atom], check)[0]
 
     def implied_atoms(self, atoms: Iterable[Atom], check: Check = never_interrupted) -> list[bool]:
         """``implies_atom`` for each atom, deciding them together (fewer, shared searches)."""
         atoms = list(atoms)
-        edges = [atom_edges(a) for a in atoms]
+        edges = [[] if a.on_string else atom_edges(a) for a in atoms]
         answers = self._implied([e for es in edges for e in es], check)
-        return [all([next(answers) for _ in es]) for es in edges]
+        unsatisfiable = None
+        out = []
+        for a, es in zip(atoms, edges):
+            if a.on_string:  # (an unsatisfiable numeric part implies it too)
+                if unsatisfiable is None:
+                    unsatisfiable = not self._solved(check)[2].satisfiable
+                out.append(unsatisfiable or self.strings.implies_atom(a))
+            else:
+                out.append(all([next(answers) for _ in es]))
+        return out
 
     def implies(self, other: "PredicateGraph", check: Check = never_interrupted) -> bool:
         """``self ⇒ other`` over the reals: every edge of ``other`` is implied by the closure.
@@ -230,7 +245,8 @@ class PredicateGraph:
         differs from stream semantics is a tautological self-comparison such as ``x <= x + 1``
         on an element that ``self`` does not test, which is then considered implied.
         """
-        return all(self._implied(list(other.graph.edges(data="bound")), check))
+        return (all(self._implied(list(other.graph.edges(data="bound")), check))
+                and all(self.implied_atoms(other.strings.atoms(), check)))
 
     def equivalent(self, other: "PredicateGraph", check: Check = never_interrupted) -> bool:
         return self.implies(other, check) and other.implies(self, check)
@@ -246,14 +262,14 @@ class PredicateGraph:
         if self._minimized is not None:
             return self._minimized
         scale, m, closure = self._solved(check)
-        if not closure.satisfiable:
+        if not closure.satisfiable or not self.strings.satisfiable:
             return self
-        result = PredicateGraph()
+        result = PredicateGraph(self.strings.atoms())
         result.graph.add_nodes_from(self.graph.nodes)
         for x, y, w in sorted(minimal_edges(closure, check), key=lambda e: (_canonical(e[0]),
                                                                         _canonical(e[1]))):
             result.graph.add_edge(x, y, bound=self._decode(scale, m, w))
-        result.atoms = tuple(result.edge_atoms())
+        result.atoms = tuple(result.edge_atoms()) + tuple(result.strings.atoms())
         result._minimized = result  # the minimal system of a minimal system is itself
         self._minimized = result
         return result
@@ -272,13 +288,16 @@ class PredicateGraph:
         return out
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "nodes": sorted(self.graph.nodes),
             "edges": [
                 {"from": x, "to": y, **data["bound"].to_json()}
                 for x, y, data in sorted(self.graph.edges(data=True), key=lambda e: (e[0], e[1]))
             ],
         }
+        if self.strings.ranges:
+            out["strings"] = [str(a) for a in self.strings.atoms()]
+        return out
 
 
 @lru_cache(maxsize=8192)

@@ -71,13 +71,14 @@ def sample_columns(stats: StreamStatistics) -> dict[str, np.ndarray]:
 
 def kept_rows(stats: StreamStatistics, selection: Selection | None) -> np.ndarray | None:
     """Which sampled items ``selection`` keeps (a boolean mask), or None when it compares a
-    repeated element (then only the items' own values say, ``statistics`` evaluates those)."""
+    repeated element or a string (then only the items' own values say, ``statistics``
+    evaluates those)."""
     n = len(stats.sample)
     mask = np.ones(n, bool)
     if selection is None:
         return mask
-    if selection.elements & stats.repeated_elements:
-        return None
+    if selection.elements & stats.repeated_elements or any(a.on_string for a in selection.atoms):
+        return None  # (the sample's columns are doubles: strings are compared on its items)
     columns = stats.columns()
     absent = np.full(n, math.nan)
     with np.errstate(invalid="ignore"):

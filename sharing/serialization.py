@@ -29,11 +29,13 @@ def _unfrac(s: str) -> Fraction:
 
 
 def atom_to_json(a: alg.Atom) -> list:
-    return [a.left, a.op, a.right, _frac(a.constant)]
+    """A string constant travels as ``{"string": …}`` (a number as "numerator/denominator")."""
+    return [a.left, a.op, a.right, {"string": a.constant} if isinstance(a.constant, str) else _frac(a.constant)]
 
 
 def atom_from_json(j: list) -> alg.Atom:
-    return alg.Atom(j[0], j[1], j[2], _unfrac(j[3]))
+    c = j[3]
+    return alg.Atom(j[0], j[1], j[2], c["string"] if isinstance(c, dict) else _unfrac(c))
 
 
 def window_to_json(w: alg.WindowSpec | None) -> dict | None:

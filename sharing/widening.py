@@ -63,7 +63,7 @@ def _hull_atoms(ours: tuple[alg.Atom, ...], theirs: tuple[alg.Atom, ...]) -> tup
         if hi_a is not None and hi_b is not None:
             value, inclusive = max(hi_a, hi_b, key=lambda x: (x[0], x[1]))
             atoms.append(alg.Atom(path, "<=" if inclusive else "<", None, value))
-    relations = [x for x in ours if x.right is not None and x in theirs]
+    relations = [x for x in ours if (x.right is not None or x.on_string) and x in theirs]  # (kept if both have it)
     return tuple(atoms + relations)
 
 
@@ -74,7 +74,7 @@ def _bounds(atoms: tuple[alg.Atom, ...]) -> dict[str, tuple[Bound, Bound]]:
     """Per element compared with a constant, its tightest lower and upper bound."""
     out: dict[str, tuple[Bound, Bound]] = {}
     for atom in atoms:
-        if atom.right is not None:
+        if atom.right is not None or atom.on_string:
             continue
         lo, hi = out.get(atom.left, (None, None))
         c = atom.constant

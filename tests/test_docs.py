@@ -1,7 +1,8 @@
 """Every example of the docs runs, as the docs show it (the README and ``docs/*.md``).
 
 - A ```` ```xquery ```` block followed by an ```` ```output ```` block: the query, checked and run
-  with the ``streamglobe`` command over ``docs/examples/photons.xml``, gives exactly that output
+  with the ``streamglobe`` command over ``docs/examples/photons.xml`` (or the example document of
+  the stream it reads, ``docs/examples/alerts.xml``), gives exactly that output
   (its results, or its error with line and column). ``STREAMGLOBE_UPDATE_DOCS=1`` writes what the
   commands print into the output blocks instead (then read the diff).
 - ```` ```python ```` blocks run in order, each a program of its own, and ```` ```bash ```` blocks
@@ -29,7 +30,8 @@ from thinpeer.cli.app import main
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
-PHOTONS = ROOT / "docs" / "examples" / "photons.xml"
+EXAMPLES = ROOT / "docs" / "examples"
+STREAM = re.compile(r'stream\("([^"]+)"\)')
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 ADDRESS = re.compile(r"127\.0\.0\.1:5014(\d)")
 UPDATE = os.environ.get("STREAMGLOBE_UPDATE_DOCS") == "1"
@@ -64,7 +66,9 @@ def run_query(query: str, workdir: Path) -> str:
             if code == 0:
                 out.truncate(0)
                 out.seek(0)
-                code = main(["query", "run", "query.wxq", "--input", str(PHOTONS)])
+                named = STREAM.search(query)  # (over the example document of its stream: photons.xml …)
+                document = EXAMPLES / f"{named.group(1) if named else 'photons'}.xml"
+                code = main(["query", "run", "query.wxq", "--input", str(document)])
     finally:
         os.chdir(cwd)
     return (out.getvalue() if code == 0 else err.getvalue()).strip() + "\n"

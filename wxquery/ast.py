@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Union
 
 from .errors import Position
+from .values import string_literal
 
 AGGREGATE_FUNCTIONS = ("min", "max", "sum", "count", "avg")
 
@@ -26,6 +27,18 @@ class Number:
 
     def __float__(self) -> float:
         return float(self.text) if self.text else float(self.value)
+
+
+@dataclass(frozen=True)
+class String:
+    """A string literal a condition compares with (its value, references resolved)."""
+
+    value: str
+
+    @property
+    def text(self) -> str:
+        """The literal as it can be written back."""
+        return string_literal(self.value)
 
 
 # ----------------------------------------------------------------------------- paths
@@ -91,13 +104,14 @@ class Comparison:
     """An atomic predicate ``left θ right ± constant`` or ``left θ constant``.
 
     ``left`` and ``right`` are predicate-free paths (``PathExpr`` whose steps carry no
-    predicates); ``right`` is None for a comparison with a constant.
+    predicates); ``right`` is None for a comparison with a constant. A ``String`` constant
+    makes a string comparison (``right`` None; ``!=`` allowed).
     """
 
     left: PathExpr
     op: str
     right: PathExpr | None
-    constant: Number
+    constant: Number | String
     pos: Position = field(compare=False)
 
 

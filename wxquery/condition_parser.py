@@ -1,10 +1,11 @@
 """Conditions of the WXQuery parser: conjunctions of comparisons.
 
 Where clauses, path predicates and if conditions all share one grammar: comparisons joined by
-'and', each between a path and a number or between two paths with an optional ``± c``. That
-restriction is what keeps subscriptions comparable for sharing, so everything else a condition
-could hold in XQuery ('or', '!=', value comparisons, arithmetic, function calls) is refused here
-with a reason.
+'and', each between a path and a number, between a path and a string literal (compared as
+strings; ``!=`` too), or between two paths with an optional ``± c``. That restriction is what
+keeps subscriptions comparable for sharing, so everything else a condition could hold in XQuery
+('or', '!=' on numbers, value comparisons, arithmetic, function calls) is refused here with a
+reason.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from .path_parser import PathParser
 from .refused_constructs import NOT_EQUAL_REFUSED, OR_REFUSED, unexpected_in_condition
 
 # c θ $v is $v θ' c.
-MIRRORED_OPERATOR = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+MIRRORED_OPERATOR = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 # XQuery's value comparisons, with the general comparison WXQuery offers instead.
 VALUE_COMPARISONS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
@@ -58,8 +59,11 @@ class ConditionParser(PathParser):
         self.count_comparison(start)
         left_number = None
         left_path = None
+        left_string = None
         if self.at_number():
             left_number = self.read_number()
+        elif self.at_string():
+            left_string = ast.String(self.read_string())
         else:
             left_path = self.parse_operand_path(in_predicate)
         self.skip_ws()
@@ -67,6 +71,10 @@ class ConditionParser(PathParser):
         op = self.read_comparison_operator()
         self.skip_ws()
         right_at = self.pos
+        if self.at_string() or left_string is not None:
+            return self.string_comparison(left_path, left_number, left_string, op, op_at, start, in_predicate)
+        if op == "!=":
+            raise self.error(NOT_EQUAL_REFUSED, op_at)
         if self.at_number():
             right_number = self.read_number()
             if left_number is not None:
@@ -100,6 +108,35 @@ class ConditionParser(PathParser):
         assert left_path is not None
         return ast.Comparison(left_path, op, right_path, constant, self.position(op_at))
 
+    def at_string(self) -> bool:
+        return self.text.startswith(('"', "'"), self.pos)
+
+    def string_comparison(self, left_path: ast.PathExpr | None, left_number: ast.Number | None,
+                          left_string: ast.String | None, op: str, op_at: int, start: int,
+                          in_predicate: bool) -> ast.Comparison:
+        """``path θ "text"`` or ``"text" θ path`` (mirrored): the path's string values compared
+        with the literal as strings, by codepoint — as XQuery compares untyped content with an
+        ``xs:string`` (never cast to a number)."""
+        if left_number is not None:
+            raise self.error("a number compared with a string literal: XQuery refuses to compare "
+                             "the two types", start)
+        if left_string is not None:
+            if self.at_string():
+                raise self.error("a comparison must involve a path; both sides are constants", start)
+            if self.at_number():
+                raise self.error("a string literal compared with a number: XQuery refuses to compare "
+                                 "the two types", start)
+            path = self.parse_operand_path(in_predicate)
+            constant = left_string
+            op = MIRRORED_OPERATOR[op]
+        else:
+            assert left_path is not None
+            path, constant = left_path, ast.String(self.read_string())
+        self.skip_ws()
+        if self.text.startswith(("+", "-", "*"), self.pos) or self.peek_name() in ("div", "mod", "idiv"):
+            raise self.error("arithmetic on a string is not supported: a string compares with a path only")
+        return ast.Comparison(path, op, None, constant, self.position(op_at))
+
     def refuse_trailing_arithmetic(self) -> None:
         self.skip_ws()
         t = self.text[self.pos: self.pos + 1]
@@ -109,9 +146,7 @@ class ConditionParser(PathParser):
     def read_comparison_operator(self) -> str:
         text = self.text
         for op in ("<=", ">=", "!=", "=", "<", ">"):
-            if text.startswith(op, self.pos):
-                if op == "!=":
-                    raise self.error(NOT_EQUAL_REFUSED)
+            if text.startswith(op, self.pos):  # ('!=' only against a string literal: the caller checks)
                 self.pos += len(op)
                 return op
         name = self.peek_name()
@@ -139,8 +174,6 @@ class ConditionParser(PathParser):
                 raise self.error("the context item '.' is only allowed inside a path predicate [...]")
             self.pos += 1
             return self.parse_steps(ast.ContextItem(self.position(start)), start, in_condition=True)
-        if text.startswith(("\"", "'"), start):
-            raise self.error("string comparisons are not supported: values compare as numbers")
         name = self.peek_name()
         if name is not None and self.after_ws_is(start + len(name), "("):
             if name in ast.AGGREGATE_FUNCTIONS:
@@ -159,7 +192,7 @@ class ConditionParser(PathParser):
         if text.startswith(("@", "*", "/"), start):
             self.read_step_name()  # raises the specific message
             raise self.error("absolute paths are not supported")  # pragma: no cover
-        raise self.expected("a path or a number in the comparison")
+        raise self.expected("a path, a number or a string literal in the comparison")
 
     def expect_keyword_with_hint(self, word: str, what: str) -> None:
         """The keyword that ends a condition (``return``, ``then``, ``in``); a missing one is

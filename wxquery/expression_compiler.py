@@ -23,7 +23,7 @@ from . import ast
 from .evaluation_context import CondFn, Env, EvaluationContext, SeqFn, Value
 from .item_navigation import atomize, child_elements, navigate_items, navigator
 from .operators.aggregates import aggregate_values
-from .operators.comparisons import Comparison
+from .operators.comparisons import comparison as compiled_comparison
 from .operators.records import WindowRecord
 from .result_content import TextNode, append_text, detached_copy
 from .stream_document import string_value
@@ -219,10 +219,19 @@ class ExpressionCompiler(ABC):
 
         return values
 
+    def string_operand(self, p: ast.PathExpr) -> Callable[[Env], list[str]]:
+        """The string values of a condition operand compared with a string literal (not cast)."""
+        key = p.root.name if isinstance(p.root, ast.VarRef) else "."
+        navigate = navigator(p.names) if p.names else (lambda elements: list(elements))
+        return lambda env: [string_value(v) for v in navigate(env[key]) if isinstance(v, etree._Element)]
+
     def comparison(self, a: ast.Comparison) -> CondFn:
         """An atom of a condition: ``operators.comparisons`` over its operands' values."""
+        holds = compiled_comparison(a.op, a.constant.value).holds
+        if isinstance(a.constant, ast.String):
+            strings = self.string_operand(a.left)
+            return lambda env, ctx: holds(strings(env))
         left = self.operand(a.left)
-        holds = Comparison(a.op, a.constant).holds
         if a.right is None:
             return lambda env, ctx: holds(left(env))
         right = self.operand(a.right)

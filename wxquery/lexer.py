@@ -22,6 +22,20 @@ NAME_START = r"A-Za-z_\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F
 NAME_RE = re.compile(rf"[{NAME_START}][{NAME_START}\-.0-9\u00B7\u0300-\u036F\u203F-\u2040]*")
 WHITE_SPACE_RE = re.compile(r"[ \t\r\n]*")
 NUMBER_RE = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+# a reference in a string literal: predefined entity or character reference (group 1 None: a bare '&')
+_REFERENCE = re.compile(r"&(?:(lt|gt|amp|quot|apos|#[0-9]+|#x[0-9A-Fa-f]+);)?")
+_PREDEFINED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
+
+
+def _code(reference: str) -> int:
+    """The codepoint a character reference (``#65``, ``#x41``) names."""
+    return int("0" + reference[1:], 0) if reference.startswith("#x") else int(reference[1:])
+
+
+def _char_ok(reference: str) -> bool:
+    """Whether a character reference names an XML character (XQuery refuses the others)."""
+    c = _code(reference)
+    return c in (0x9, 0xA, 0xD) or 0x20 <= c <= 0xD7FF or 0xE000 <= c <= 0xFFFD or 0x10000 <= c <= 0x10FFFF
 
 
 class Lexer:
@@ -206,13 +220,30 @@ class Lexer:
             end = self.text.find(quote, self.pos)
             if end < 0:
                 raise self.error("unterminated string literal", start)
-            out.append(self.text[self.pos:end])
+            out.append(self._references(self.text[self.pos:end], self.pos))
             self.pos = end + 1
             if self.text.startswith(quote, self.pos):  # doubled quote escapes itself
                 out.append(quote)
                 self.pos += 1
             else:
                 return "".join(out)
+
+    def _references(self, text: str, at: int) -> str:
+        """A string literal's predefined entity and character references resolved, as XQuery
+        reads them (``&amp;`` is ``&``, ``&#x41;`` is ``A``); a bare ``&`` is an error."""
+        if "&" not in text:
+            return text
+        out, i = [], 0
+        for m in _REFERENCE.finditer(text):
+            out.append(text[i:m.start()])
+            name = m.group(1)
+            if name is None or (name.startswith("#") and not _char_ok(name)):
+                raise self.error("'&' in a string literal starts a reference such as &amp;, &lt;, &quot; "
+                                 "or &#65; (write '&amp;' for '&')", at + m.start())
+            out.append(_PREDEFINED[name] if name in _PREDEFINED else chr(_code(name)))
+            i = m.end()
+        out.append(text[i:])
+        return "".join(out)
 
     def parse_variable_name(self) -> tuple[str, int]:
         """``$name``: the name, and the offset of the ``$`` for errors about the binding."""

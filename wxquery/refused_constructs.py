@@ -18,7 +18,7 @@ SUPPORTED = (
 )
 
 OR_REFUSED = "'or' is not supported: conditions are conjunctions joined by 'and'"
-NOT_EQUAL_REFUSED = "'!=' is not supported; use =, <, <=, > or >="
+NOT_EQUAL_REFUSED = "'!=' is supported against a string literal only; compare numbers with =, <, <=, > or >="
 DESCENDANT_AXIS_REFUSED = "the descendant axis '//' is not supported; use child steps '/'"
 
 # Keywords of full XQuery that start constructs outside the fragment, with the reason we give.

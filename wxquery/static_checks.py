@@ -171,6 +171,11 @@ class _Checker:
     def conjunction(self, c: ast.Conjunction, scope: dict[str, Binding], context: object) -> None:
         for atom in c.atoms:
             self.path(atom.left, scope, context)
+            root = atom.left.root
+            if (isinstance(atom.constant, ast.String) and isinstance(root, ast.VarRef)
+                    and self.bindings[id(root)].kind == "aggregate"):
+                raise WXQueryStaticError(f"${root.name} is an aggregate value, a number: it compares with "
+                                         f"numbers, not with the string {atom.constant.text}", atom.pos)
             if atom.right is not None:
                 self.path(atom.right, scope, context)
 

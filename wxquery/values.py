@@ -98,3 +98,13 @@ def format_atomic(value: object) -> str:
     if isinstance(value, Decimal):
         return format_decimal(value)
     return str(value)
+
+
+def string_literal(value: str) -> str:
+    """An XQuery string literal of ``value``, as XQuery reads it back: a quote doubled, ``&``
+    and ``<`` as references, control characters as character references (one line)."""
+    text = value.replace("&", "&amp;").replace("<", "&lt;").replace('"', '""')
+    return '"' + _CONTROL.sub(lambda m: f"&#{ord(m.group())};", text) + '"'
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")

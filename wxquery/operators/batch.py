@@ -21,7 +21,7 @@ from .comparisons import comparison as compiled
 from .definitions import WHOLE_ITEM, Atom
 from ..stream_document import string_value
 from ..values import cast_double
-from .items import Projection, path_values, projection_for
+from .items import Projection, path_strings, path_values, projection_for
 from .shapes import ItemShape, match_shapes, shape_of
 from .windows import first_reference
 
@@ -64,6 +64,7 @@ class ItemBatch:
         if self.shaped is None:
             self._parse()
         self._columns: dict[str, Column] = {}
+        self._strings: dict[str, list[list[str]]] = {}
         self._checked: set[str] = set()
         self._single: set[str] = set()  # simple paths every item has
         self._projectors: dict[frozenset[str], Callable[[int], str]] = {}
@@ -207,6 +208,22 @@ class ItemBatch:
                     return _doubles([string_value(el) for el in found])
         return [path_values(el, path) for el in self.items]
 
+    def strings(self, path: str) -> list[list[str]]:
+        """Per item, the string values at ``path``: what a string comparison reads (not cast).
+        Off the texts where they hold no reference or carriage return (the parser would
+        replace those), else from the tree."""
+        col = self._strings.get(path)
+        if col is None:
+            if self.shaped is not None and (path == WHOLE_ITEM or _simple(path)):
+                single, texts = self.shaped.texts(path)
+                flat = texts if single else [t for ts in texts for t in ts]
+                if not any("&" in t or "\r" in t for t in flat):
+                    col = [[t] for t in texts] if single else texts
+            if col is None:
+                col = [path_strings(el, path) for el in self.items]
+            self._strings[path] = col
+        return col
+
     def first_values(self, path: str) -> np.ndarray:
         """Each item's first value at ``path`` (NaN where it has none): a window reference."""
         col = self.column(path)
@@ -268,6 +285,8 @@ def atom_mask(batch: ItemBatch, atom: Atom) -> np.ndarray:
     """The atom on every item: vectorised where both sides are one value per item, else per
     item over its repeated or missing values."""
     comparison = compiled(atom.op, atom.constant)
+    if atom.on_string:
+        return np.fromiter(map(comparison.holds, batch.strings(atom.left)), dtype=bool, count=batch.n)
     left = batch.column(atom.left)
     right = None if atom.right is None else batch.column(atom.right)
     if isinstance(left, np.ndarray) and (right is None or isinstance(right, np.ndarray)):
@@ -294,6 +313,11 @@ def selected_rows(batch: ItemBatch, atoms: Iterable[Atom], rows: np.ndarray) -> 
         if not rows.size:
             break
         comparison = compiled(atom.op, atom.constant)
+        if atom.on_string:
+            strings = batch.strings(atom.left)
+            rows = rows[np.fromiter((comparison.holds(strings[r]) for r in rows.tolist()), dtype=bool,
+                                    count=rows.size)]
+            continue
         left = batch.column(atom.left)
         right = None if atom.right is None else batch.column(atom.right)
         if isinstance(left, np.ndarray) and (right is None or isinstance(right, np.ndarray)):

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 # everything, -0 = 0) and, applied to numpy arrays, compare element-wise with the same rules.
 THETA: dict[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+# θ on strings: Python compares ``str`` by codepoint, as XQuery's default collation does.
+STRING_THETA: dict[str, Callable[[Any, Any], Any]] = {**THETA, "!=": operator.ne}
 
 
 class Comparison:
@@ -59,8 +61,29 @@ class Comparison:
         return self.test(xs, self.constant if ys is None else ys + self.constant)
 
 
+class StringComparison:
+    """``x θ "c"``: some value of the item, as a string (its element's string value, not cast),
+    θ the literal by codepoint (XQuery's ``xs:string`` comparison under the default collation).
+    False when the item has no value there, as every comparison is. The same entry point
+    as ``Comparison``'s scalar one, over strings instead of doubles."""
+
+    __slots__ = ("constant", "op", "test")
+
+    def __init__(self, op: str, constant: str) -> None:
+        self.op = op
+        self.test = STRING_THETA[op]
+        self.constant = constant
+
+    def holds(self, xs: Iterable[str], ys: Sequence[str] | None = None) -> bool:
+        test, c = self.test, self.constant
+        return any(test(x, c) for x in xs)
+
+
 @lru_cache(maxsize=65536)
-def comparison(op: str, constant: SupportsFloat) -> Comparison:
+def comparison(op: str, constant: SupportsFloat | str) -> Comparison | StringComparison:
     """The ``Comparison`` of an atom, made once: a batch evaluates each atom of each chain, and
-    casting a ``Fraction`` constant costs more than comparing a thousand doubles."""
+    casting a ``Fraction`` constant costs more than comparing a thousand doubles. A string
+    constant makes a ``StringComparison``."""
+    if isinstance(constant, str):
+        return StringComparison(op, constant)
     return Comparison(op, constant)

@@ -12,25 +12,41 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal, Union
 
-from .comparisons import THETA
+from ..values import string_literal
+from .comparisons import STRING_THETA, THETA
 
 WHOLE_ITEM = "."
 
 
 @dataclass(frozen=True)
 class Atom:
-    """``left op right + constant`` (``right`` None: ``left op constant``)."""
+    """``left op right + constant`` (``right`` None: ``left op constant``). A ``str`` constant
+    makes a string comparison (``left op "text"``, by codepoint, ``!=`` too): untyped element
+    content compared with a string literal compares as ``xs:string`` (XQuery 3.1 general
+    comparison), never as a number."""
 
     left: str
     op: str
     right: str | None
-    constant: Fraction
+    constant: Fraction | str
 
     def __post_init__(self) -> None:
-        if self.op not in THETA:
+        if isinstance(self.constant, str):
+            if self.op not in STRING_THETA:
+                raise ValueError(f"unknown comparison operator {self.op!r}")
+            if self.right is not None:
+                raise ValueError("a string comparison compares an element with a string literal")
+        elif self.op not in THETA:
             raise ValueError(f"unknown comparison operator {self.op!r}")
 
+    @property
+    def on_string(self) -> bool:
+        """Whether it compares as strings (its constant is a string literal)."""
+        return isinstance(self.constant, str)
+
     def __str__(self) -> str:
+        if isinstance(self.constant, str):
+            return f"{self.left} {self.op} {string_literal(self.constant)}"
         if self.right is None:
             return f"{self.left} {self.op} {format_fraction(self.constant)}"
         if self.constant == 0:

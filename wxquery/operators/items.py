@@ -13,32 +13,45 @@ from typing import Callable
 
 from lxml import etree
 
-from .comparisons import Comparison
+from .comparisons import comparison
 from .definitions import WHOLE_ITEM, Atom
 from ..result_content import detached_copy
 from ..stream_document import string_value
 from ..values import cast_double
 
 
-def path_values(item: etree._Element, path: str) -> list[float]:
-    """The doubles of the elements at an item-relative path (``.`` is the item itself)."""
+def path_elements(item: etree._Element, path: str) -> list[etree._Element]:
+    """The elements at an item-relative path (``.`` is the item itself)."""
     if path == WHOLE_ITEM:
-        return [cast_double(string_value(item))]
+        return [item]
     current = [item]
     for name in path.split("/"):
         nxt: list = []
         for el in current:
             nxt.extend(el.iterchildren(name))
         current = nxt
-    return [cast_double(string_value(el)) for el in current]
+    return current
+
+
+def path_values(item: etree._Element, path: str) -> list[float]:
+    """The doubles of the elements at an item-relative path (``.`` is the item itself)."""
+    return [cast_double(string_value(el)) for el in path_elements(item, path)]
+
+
+def path_strings(item: etree._Element, path: str) -> list[str]:
+    """The string values of the elements at an item-relative path: what a string comparison
+    compares (not cast, whitespace and all)."""
+    return [string_value(el) for el in path_elements(item, path)]
 
 
 def atom_test(atom: Atom) -> Callable[[etree._Element], bool]:
     """An atom's test on one item (``Comparison.holds`` over the item's values)."""
-    left, right, comparison = atom.left, atom.right, Comparison(atom.op, atom.constant)
+    left, right, test = atom.left, atom.right, comparison(atom.op, atom.constant)
+    if atom.on_string:
+        return lambda item: test.holds(path_strings(item, left))
     if right is None:
-        return lambda item: comparison.holds(path_values(item, left))
-    return lambda item: comparison.holds(path_values(item, left), path_values(item, right))
+        return lambda item: test.holds(path_values(item, left))
+    return lambda item: test.holds(path_values(item, left), path_values(item, right))
 
 
 class Projection:

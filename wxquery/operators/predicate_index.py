@@ -73,7 +73,7 @@ class ChainAtoms:
     key: str  # the element it is indexed by
     intervals: dict[str, Interval]  # per element compared with constants (the key among them)
     by_element: dict[str, tuple[Atom, ...]]  # the atoms behind each interval
-    relational: tuple[Atom, ...]  # atoms comparing two elements: tested by the chain
+    relational: tuple[Atom, ...]  # atoms comparing two elements, or as strings: tested by the chain
 
 
 def chain_atoms(chain: Hashable, atoms: Sequence[Atom]) -> ChainAtoms | None:
@@ -82,7 +82,7 @@ def chain_atoms(chain: Hashable, atoms: Sequence[Atom]) -> ChainAtoms | None:
     are read."""
     by_element: dict[str, list[Atom]] = defaultdict(list)
     for atom in atoms:
-        if atom.right is None:
+        if atom.right is None and not atom.on_string:
             by_element[atom.left].append(atom)
     if not by_element:
         return None
@@ -94,7 +94,7 @@ def chain_atoms(chain: Hashable, atoms: Sequence[Atom]) -> ChainAtoms | None:
     key = max(by_element, key=sides)  # (the first of the best)
     return ChainAtoms(chain, key, {e: Interval.of(a) for e, a in by_element.items()},
                       {e: tuple(a) for e, a in by_element.items()},
-                      tuple(a for a in atoms if a.right is not None))
+                      tuple(a for a in atoms if a.right is not None or a.on_string))
 
 
 class _Bounds:

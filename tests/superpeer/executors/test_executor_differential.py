@@ -29,6 +29,10 @@ def subscriptions() -> list[tuple[str, str]]:
     rng = random.Random(7)
     for seed in range(14):
         queries.append((rng.choice(PEERS), random_pair(1000 + seed).wxquery))
+    # values compared as strings, by codepoint ("n/a …" included), in the network as well
+    head = 'for $p in stream("photons")/photons/photon'
+    queries.append(("SP2", f'<s>{{ {head} where $p/phc >= "18" and $p/phc < "19" return $p/en }}</s>'))
+    queries.append(("SP3", f'<s>{{ {head} where $p/en > "1.7" and $p/phc != "181" return <e>{{ $p/en }}</e> }}</s>'))
     return queries
 
 

@@ -1,0 +1,113 @@
+"""String atoms (``x θ "c"``, θ in ``= != < <= > >=``): satisfiability and implication,
+decided exactly (issue 36).
+
+A string comparison compares an element's string value with a literal by codepoint, so per
+element a conjunction of them is an interval of the total order of strings with finitely many
+points taken out. That order is not dense: the string right after ``s`` is ``s`` followed by
+the smallest character, and between ``s`` and ``s + m + … + m`` (k of them) lie only the k - 1
+strings in between; every other non-empty interval holds infinitely many strings. Each bound is
+therefore normalised to ``lo <= x < hi`` (``x > c`` is ``x >= c + m``, ``x <= c`` is
+``x < c + m``) and an interval is satisfiable iff it holds a string that is not taken out —
+decided exactly, which makes implication (``A ⇒ b`` iff ``A ∧ ¬b`` is unsatisfiable) sound and
+complete for conjunctions of string atoms.
+
+The smallest character is the smallest one XML allows, TAB (U+0009): values come from XML
+text, which can hold no other below it. Elements are taken as present, one value each, as the
+numeric predicate graphs take them (``predicate_graph``; repeated elements match only when
+identical, ``matching``). String atoms and numeric atoms on the same element are reasoned about
+apart: sound (what is claimed holds), not complete across the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from wxquery.operators.definitions import Atom
+
+SMALLEST = "\t"  # XML's smallest character: the string right after s is s + SMALLEST
+NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+@dataclass(frozen=True)
+class StringRange:
+    """``lo <= x < hi`` (``hi`` None: unbounded) without the strings of ``out``."""
+
+    lo: str = ""
+    hi: str | None = None
+    out: frozenset[str] = field(default_factory=frozenset)
+
+    def with_atom(self, op: str, c: str) -> StringRange:
+        lo, hi, out = self.lo, self.hi, self.out
+        if op in (">", ">="):
+            lo = max(lo, c + SMALLEST if op == ">" else c)
+        elif op in ("<", "<="):
+            bound = c + SMALLEST if op == "<=" else c
+            hi = bound if hi is None else min(hi, bound)
+        elif op == "=":
+            lo, hi = max(lo, c), c + SMALLEST if hi is None else min(hi, c + SMALLEST)
+        else:
+            out = out | {c}
+        # a point taken out at an end moves that end (the string after lo is lo + SMALLEST)
+        while lo in out and (hi is None or lo < hi):
+            lo += SMALLEST
+        while hi is not None and hi.endswith(SMALLEST) and hi[:-1] in out and lo < hi:
+            hi = hi[:-1]
+        return StringRange(lo, hi, frozenset(s for s in out if lo < s and (hi is None or s < hi)))
+
+    def finite(self) -> list[str] | None:
+        """Every string of the interval (before ``out``), or None when there are infinitely many."""
+        if self.hi is None:
+            return None
+        if self.hi <= self.lo:
+            return []
+        rest = self.hi[len(self.lo):]
+        if not self.hi.startswith(self.lo) or rest.strip(SMALLEST):
+            return None  # (a string between them that is not lo + SMALLEST… has infinitely many after it)
+        return [self.lo + SMALLEST * k for k in range(len(rest))]
+
+    @property
+    def satisfiable(self) -> bool:
+        strings = self.finite()
+        return strings is None or any(s not in self.out for s in strings)
+
+    def atoms(self, path: str) -> list[Atom]:
+        """A canonical conjunction for the range (equal ranges give equal atoms): one ``=``
+        for a single string, else its bounds and the strings taken out inside them."""
+        strings = self.finite()
+        if strings is not None:
+            left = [s for s in strings if s not in self.out]
+            if len(left) == 1:
+                return [Atom(path, "=", None, left[0])]
+        out: list[Atom] = []
+        if self.lo:
+            out.append(Atom(path, ">", None, self.lo[:-1]) if self.lo.endswith(SMALLEST)
+                       else Atom(path, ">=", None, self.lo))
+        if self.hi is not None:
+            out.append(Atom(path, "<=", None, self.hi[:-1]) if self.hi.endswith(SMALLEST)
+                       else Atom(path, "<", None, self.hi))
+        return out + [Atom(path, "!=", None, s) for s in sorted(self.out)]
+
+
+class StringConstraints:
+    """The string atoms of a conjunction, per element."""
+
+    def __init__(self, atoms: Iterable[Atom] = ()) -> None:
+        self.ranges: dict[str, StringRange] = {}
+        for a in atoms:
+            self.ranges[a.left] = self.ranges.get(a.left, StringRange()).with_atom(a.op, a.constant)
+
+    @property
+    def satisfiable(self) -> bool:
+        return all(r.satisfiable for r in self.ranges.values())
+
+    def implies_atom(self, atom: Atom) -> bool:
+        """Whether the conjunction implies ``atom`` (every string atom, if it is unsatisfiable)."""
+        if not self.satisfiable:
+            return True
+        negated = self.ranges.get(atom.left, StringRange()).with_atom(NEGATED[atom.op], atom.constant)
+        return not negated.satisfiable
+
+    def atoms(self) -> list[Atom]:
+        """The conjunction, canonical and without redundant atoms (``StringRange.atoms``)."""
+        return [a for path in sorted(self.ranges) for a in self.ranges[path].atoms(path)]
