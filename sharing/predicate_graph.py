@@ -264,7 +264,7 @@ class PredicateGraph:
         scale, m, closure = self._solved(check)
         if not closure.satisfiable or not self.strings.satisfiable:
             return self
-        result = PredicateGraph(self.strings.atoms())
+        result = PredicateGraph(self.strings.atoms())  # (string atoms as written: ``StringConstraints``)
         result.graph.add_nodes_from(self.graph.nodes)
         for x, y, w in sorted(minimal_edges(closure, check), key=lambda e: (_canonical(e[0]),
                                                                         _canonical(e[1]))):

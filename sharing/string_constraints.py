@@ -9,12 +9,14 @@ strings in between; every other non-empty interval holds infinitely many strings
 therefore normalised to ``lo <= x < hi`` (``x > c`` is ``x >= c + m``, ``x <= c`` is
 ``x < c + m``) and an interval is satisfiable iff it holds a string that is not taken out —
 decided exactly, which makes implication (``A ⇒ b`` iff ``A ∧ ¬b`` is unsatisfiable) sound and
-complete for conjunctions of string atoms.
+complete for conjunctions of string atoms — over elements that ``A`` compares: a comparison with
+an element ``A`` does not mention is never implied, as the element may be missing.
 
 The smallest character is the smallest one XML allows, TAB (U+0009): values come from XML
-text, which can hold no other below it. Elements are taken as present, one value each, as the
-numeric predicate graphs take them (``predicate_graph``; repeated elements match only when
-identical, ``matching``). String atoms and numeric atoms on the same element are reasoned about
+text, which can hold no other below it. An element is taken to have one value, as the numeric
+predicate graphs take it (repeated elements match only when identical, ``matching``); the atoms
+a subscription keeps are never rewritten (``StringConstraints.atoms``), which keeps them exact on
+repeated elements too. String atoms and numeric atoms on the same element are reasoned about
 apart: sound (what is claimed holds), not complete across the two.
 """
 
@@ -71,30 +73,14 @@ class StringRange:
         strings = self.finite()
         return strings is None or any(s not in self.out for s in strings)
 
-    def atoms(self, path: str) -> list[Atom]:
-        """A canonical conjunction for the range (equal ranges give equal atoms): one ``=``
-        for a single string, else its bounds and the strings taken out inside them."""
-        strings = self.finite()
-        if strings is not None:
-            left = [s for s in strings if s not in self.out]
-            if len(left) == 1:
-                return [Atom(path, "=", None, left[0])]
-        out: list[Atom] = []
-        if self.lo:
-            out.append(Atom(path, ">", None, self.lo[:-1]) if self.lo.endswith(SMALLEST)
-                       else Atom(path, ">=", None, self.lo))
-        if self.hi is not None:
-            out.append(Atom(path, "<=", None, self.hi[:-1]) if self.hi.endswith(SMALLEST)
-                       else Atom(path, "<", None, self.hi))
-        return out + [Atom(path, "!=", None, s) for s in sorted(self.out)]
-
 
 class StringConstraints:
     """The string atoms of a conjunction, per element."""
 
     def __init__(self, atoms: Iterable[Atom] = ()) -> None:
+        self.original = tuple(dict.fromkeys(atoms))
         self.ranges: dict[str, StringRange] = {}
-        for a in atoms:
+        for a in self.original:
             self.ranges[a.left] = self.ranges.get(a.left, StringRange()).with_atom(a.op, a.constant)
 
     @property
@@ -102,12 +88,19 @@ class StringConstraints:
         return all(r.satisfiable for r in self.ranges.values())
 
     def implies_atom(self, atom: Atom) -> bool:
-        """Whether the conjunction implies ``atom`` (every string atom, if it is unsatisfiable)."""
+        """Whether the conjunction implies ``atom`` (every string atom, if it is unsatisfiable).
+        Never for an element it does not compare: nothing says it is there (``x >= ""`` holds
+        for every value, but not where there is none)."""
         if not self.satisfiable:
             return True
-        negated = self.ranges.get(atom.left, StringRange()).with_atom(NEGATED[atom.op], atom.constant)
+        if atom.left not in self.ranges:
+            return False
+        negated = self.ranges[atom.left].with_atom(NEGATED[atom.op], atom.constant)
         return not negated.satisfiable
 
     def atoms(self) -> list[Atom]:
-        """The conjunction, canonical and without redundant atoms (``StringRange.atoms``)."""
-        return [a for path in sorted(self.ranges) for a in self.ranges[path].atoms(path)]
+        """The conjunction as written (each atom once). Not minimised on purpose: an element
+        may repeat, and a comparison holds if some value satisfies it, so atoms cannot be merged
+        (``x >= "a" and x != "a"`` is not ``x > "a"`` for the values "a" and "0"), nor dropped
+        for what the others imply together."""
+        return list(self.original)

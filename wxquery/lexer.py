@@ -42,7 +42,7 @@ class Lexer:
     """The query text, the current offset into it, and the lexical reads the grammar builds on."""
 
     def __init__(self, text: str, limits: QueryLimits = DEFAULT_LIMITS) -> None:
-        self.text = text
+        self.text = text.replace("\r\n", "\n").replace("\r", "\n")  # (XQuery's end-of-line handling)
         self.pos = 0
         self.line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\n|\r", text)]
         self.limits = limits
