@@ -46,6 +46,14 @@ def raw_properties(input_stream: InputStream) -> InputProperties:
                                                  frozenset({alg.WHOLE_ITEM})))
 
 
+def owner(path: str) -> str:
+    """The element an attribute path's attribute belongs to (``pos/@ra``: ``pos``; ``@id``: the
+    item); any other path is its own."""
+    if path.startswith("@"):
+        return alg.WHOLE_ITEM
+    return path.rsplit("/", 1)[0] if "/@" in path else path
+
+
 def covers(outputs: frozenset[str], path: str) -> bool:
     """Whether a stream carrying ``outputs`` (whole subtrees) carries the element ``path``."""
     if alg.WHOLE_ITEM in outputs or path in outputs:
@@ -66,7 +74,7 @@ def match_predicates(stream: Selection | None, subscription: Selection | None,
     if stream is None:
         return True, "the stream is unfiltered"
     touched = stream.elements | (subscription.elements if subscription is not None else frozenset())
-    multi = sorted(touched & repeated)
+    multi = sorted(p for p in touched if p in repeated or owner(p) in repeated)
     if multi:
         same = subscription is not None and set(stream.atoms) == set(subscription.atoms)
         return same, ("identical predicates on repeated elements" if same else

@@ -293,8 +293,8 @@ class StreamStatistics:
         """Fraction of items a selection keeps.
 
         Pure range predicates (``x θ c``) use the histograms, assuming independent elements;
-        predicates relating two elements, and string comparisons, are evaluated on the
-        reservoir sample.
+        predicates relating two elements, string comparisons and attributes are evaluated on
+        the reservoir sample.
         """
         if selection is None or not selection.atoms:
             return 1.0
@@ -306,7 +306,8 @@ class StreamStatistics:
         return cached
 
     def _selectivity(self, selection: Selection) -> float:
-        relational = any(a.right is not None or a.on_string for a in selection.atoms)  # (on the items)
+        relational = any(a.right is not None or a.on_string or "@" in a.left  # (measured on the items)
+                         for a in selection.atoms)
         independent = (DEFAULT_ATOM_SELECTIVITY ** len(selection.atoms) if relational
                        else self._independent_selectivity(selection))
         measured = sampled_selectivity(self, selection, independent) if self.sample else None

@@ -189,7 +189,13 @@ class ConditionParser(PathParser):
             name, at = self.read_step_name()
             return self.parse_steps(ast.ContextItem(self.position(start)), start, in_condition=True,
                                     first_name=name, first_at=at)
-        if text.startswith(("@", "*", "/"), start):
+        if text.startswith("@", start):
+            if not in_predicate:
+                raise self.error(f"a path in a condition must start at a variable, e.g. $p/{self.read_step_name()[0]}", start)
+            name, at = self.read_step_name()
+            return self.parse_steps(ast.ContextItem(self.position(start)), start, in_condition=True,
+                                    first_name=name, first_at=at)
+        if text.startswith(("*", "/"), start):
             self.read_step_name()  # raises the specific message
             raise self.error("absolute paths are not supported")  # pragma: no cover
         raise self.expected("a path, a number or a string literal in the comparison")

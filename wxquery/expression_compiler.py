@@ -21,7 +21,7 @@ from lxml import etree
 
 from . import ast
 from .evaluation_context import CondFn, Env, EvaluationContext, SeqFn, Value
-from .item_navigation import atomize, child_elements, navigate_items, navigator
+from .item_navigation import Attribute, atomize, child_elements, navigate_items, navigator, text_of
 from .operators.aggregates import aggregate_values
 from .operators.comparisons import comparison as compiled_comparison
 from .operators.records import WindowRecord
@@ -108,6 +108,8 @@ class ExpressionCompiler(ABC):
                         if isinstance(v, etree._Element):
                             el.append(detached_copy(v))
                             previous_atomic = False
+                        elif isinstance(v, Attribute):  # (first in the constructor: static checks)
+                            el.set(v.name, v.value)
                         elif isinstance(v, TextNode):
                             append_text(el, v.text)
                             previous_atomic = False
@@ -202,6 +204,10 @@ class ExpressionCompiler(ABC):
         if len(names) == 1:
             name = names[0]
 
+            if name.startswith("@"):
+                return lambda env: [atomize(v) for v in child_elements(
+                    [el for el in env[key] if isinstance(el, etree._Element)], name)]
+
             def single_step(env: Env) -> list[float]:
                 out = []
                 for el in env[key]:
@@ -223,7 +229,7 @@ class ExpressionCompiler(ABC):
         """The string values of a condition operand compared with a string literal (not cast)."""
         key = p.root.name if isinstance(p.root, ast.VarRef) else "."
         navigate = navigator(p.names) if p.names else (lambda elements: list(elements))
-        return lambda env: [string_value(v) for v in navigate(env[key]) if isinstance(v, etree._Element)]
+        return lambda env: [text_of(v) for v in navigate(env[key]) if isinstance(v, (etree._Element, Attribute))]
 
     def comparison(self, a: ast.Comparison) -> CondFn:
         """An atom of a condition: ``operators.comparisons`` over its operands' values."""

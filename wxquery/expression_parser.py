@@ -124,7 +124,7 @@ class ExpressionParser(FlwrParser, ConstructorParser):
         if c in "-+":
             raise self.error("arithmetic is not supported outside comparisons")
         if c == "@":
-            raise self.error("attributes ('@') are not supported: WXQuery deals with elements only")
+            raise self.error("an attribute is reached from an element: start at a variable, e.g. $p/@id")
         if c == "*":
             raise self.error("wildcards ('*') are not supported")
         name = self.peek_name()

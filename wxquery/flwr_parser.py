@@ -122,7 +122,7 @@ class FlwrParser(ConditionParser):
                 step = self.read_window_number("the step size", integer=True)
             self.expect("|", "'|' closing the window (or 'step')")
             return ast.CountWindow(int(size.value), int(step.value), self.position(start))
-        if name is None:
+        if name is None and not self.peek("@"):  # (a reference may be an attribute: |@t diff 10|)
             raise self.expected("'count N' or 'path diff N' in the window")
         ref = self.parse_relative_names()
         if not self.accept_keyword("diff"):

@@ -1,13 +1,14 @@
 """How the reference evaluator reads stream items: child-axis navigation and atomization.
 
-WXQuery paths only use the child axis with element names, and conditions compare untyped
-element content as xs:double, so these few functions are all the XPath the evaluator needs.
+WXQuery paths only use the child axis with element names (an attribute as the last step), and
+conditions compare untyped content as xs:double (or as strings against a string literal), so these few functions are all the XPath the evaluator needs.
 They are shared by the expression compiler (paths, conditions, aggregates) and the window
 part (time-window references).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable, Iterable, Iterator
 
@@ -18,10 +19,20 @@ from .stream_document import string_value
 from .values import NAN, cast_double
 
 
+@dataclass(frozen=True)
+class Attribute:
+    """An attribute an ``@name`` step reached: what a constructor it is enclosed in gets."""
+
+    name: str
+    value: str
+
+
 def atomize(value: Value) -> float:
     """Untyped element content → xs:double; numbers stay numbers (as doubles for comparison)."""
     if isinstance(value, etree._Element):
         return cast_double(string_value(value))
+    if isinstance(value, Attribute):
+        return cast_double(value.value)
     if isinstance(value, (int, float)):
         return float(value)
     if isinstance(value, Decimal):
@@ -31,11 +42,23 @@ def atomize(value: Value) -> float:
 
 def child_elements(elements: Iterable[Value], name: str) -> list:
     """Child elements named ``name`` of every element (static checks ensure paths only start
-    at nodes)."""
+    at nodes); for ``@name``, the attribute of each element that has it."""
     out: list = []
+    if name.startswith("@"):
+        attribute = name[1:]
+        for el in elements:
+            value = el.get(attribute)
+            if value is not None:
+                out.append(Attribute(attribute, value))
+        return out
     for el in elements:
         out.extend(el.iterchildren(name))
     return out
+
+
+def text_of(value: Value) -> str:
+    """A node's string value: an element's text (all of its descendants'), an attribute's value."""
+    return value.value if isinstance(value, Attribute) else string_value(value)
 
 
 def navigate_items(items: Iterable[Value], item_filter: Callable[[Value], bool] | None,
@@ -59,6 +82,9 @@ def navigator(names: tuple[str, ...]) -> Callable[[Iterable[Value]], list]:
     if len(names) == 1:
         name = names[0]
         return lambda elements: child_elements(elements, name)
+    if names[-1].startswith("@"):  # the elements, then their attribute
+        parents, attribute = navigator(names[:-1]), names[-1]
+        return lambda elements: child_elements(parents(elements), attribute)
     xpath = etree.XPath("/".join(f"child::{n}" for n in names))
 
     def navigate(elements: Iterable[Value]) -> list:

@@ -1,8 +1,8 @@
 """Path expressions of the WXQuery parser: child steps, their predicates, relative names.
 
-Paths are the only navigation WXQuery has (child axis, element names, predicates that are
-conjunctions of comparisons), so this layer refuses every other axis and step kind at the step
-where it appears. Predicates hold conditions, and conditions compare paths: the condition
+Paths are the only navigation WXQuery has (child axis, element names, an attribute as the last
+step, predicates that are conjunctions of comparisons), so this layer refuses every other axis
+and step kind at the step where it appears. Predicates hold conditions, and conditions compare paths: the condition
 grammar is the subclass ``ConditionParser``, and this layer reaches it through the abstract
 ``parse_conjunction``.
 """
@@ -28,8 +28,12 @@ class PathParser(Lexer, ABC):
         self.skip_ws()
         at = self.pos
         text = self.text
-        if text.startswith("@", at):
-            raise self.error("attributes ('@') are not supported: WXQuery deals with elements only")
+        if text.startswith("@", at):  # an attribute: "@name", the last step of a path
+            self.pos += 1
+            if self.text.startswith("*", self.pos):
+                raise self.error("wildcards ('@*') are not supported: name each attribute", at)
+            name, _ = self.read_name("an attribute name")
+            return "@" + name, at
         if text.startswith("*", at):
             raise self.error("wildcards ('*') are not supported: name each element")
         if text.startswith("..", at):
@@ -65,7 +69,13 @@ class PathParser(Lexer, ABC):
         return ast.PathExpr(root, tuple(steps), self.position(start))
 
     def finish_step(self, name: str, at: int, in_condition: bool) -> ast.Step:
-        """The predicates ``[...]`` after a step's name (none inside a condition's operand)."""
+        """The predicates ``[...]`` after a step's name (none inside a condition's operand). An
+        attribute step ends its path: it has neither children nor predicates here."""
+        if name.startswith("@"):
+            self.skip_ws()
+            if self.peek("[") or (self.peek("/") and not self.peek("//")):
+                raise self.error(f"an attribute ends a path: nothing can follow {name}")
+            return ast.Step(name, (), self.position(at))
         predicates = []
         while self.peek("["):
             bracket = self.pos
@@ -83,7 +93,7 @@ class PathParser(Lexer, ABC):
     def parse_relative_names(self) -> tuple[str, ...]:
         """``a/b/c`` without a root or predicates, as in a time window's reference path."""
         names = [self.read_step_name()[0]]
-        while self.peek("/"):
+        while self.peek("/") and not names[-1].startswith("@"):
             if self.peek("//"):
                 raise self.error(DESCENDANT_AXIS_REFUSED)
             self.pos += 1

@@ -68,10 +68,15 @@ class _Checker:
             self.conjunction(e.condition, scope, context=None)
             self.expr(e.then, scope)
             self.expr(e.otherwise, scope)
-        elif isinstance(e, (ast.SequenceExpr, ast.ElementConstructor)):
+        elif isinstance(e, ast.ElementConstructor):
+            self.constructor(e, scope)
+        elif isinstance(e, ast.SequenceExpr):
             for inner in ast.nested(e):
                 self.expr(inner, scope)
         elif isinstance(e, ast.PathExpr):
+            if attribute_path(e):
+                raise WXQueryStaticError(f"{_text(e)} is an attribute: it can be a result only inside an "
+                                         f"element constructor, e.g. <a>{{ {_text(e)} }}</a>", e.pos)
             self.output_path(e, scope)
         elif isinstance(e, ast.AggregateCall):
             self.aggregate(e, scope)
@@ -79,6 +84,33 @@ class _Checker:
             pass
         else:  # pragma: no cover - the parser produces nothing else
             raise TypeError(type(e))
+
+    def constructor(self, e: ast.ElementConstructor, scope: dict[str, Binding]) -> None:
+        """An attribute enclosed in a constructor (``<a>{ $e/@x }…</a>``) becomes the new
+        element's; as in XQuery it must come before any other content, once per name — and
+        not in the query's outermost constructor, which stands for the result stream."""
+        content, names = False, set()
+        for part in e.content:
+            if isinstance(part, ast.Enclosed) and isinstance(part.expr, ast.PathExpr) and attribute_path(part.expr):
+                path, name = part.expr, part.expr.names[-1]
+                if e is self.query.body:
+                    raise WXQueryStaticError(f"{_text(path)}: the outermost element stands for the result "
+                                             f"stream and takes no attribute; put it in the items' element, "
+                                             f"e.g. <a>{{ {_text(path)} }}</a>", part.pos)
+                if content:
+                    raise WXQueryStaticError(f"{_text(path)} comes after the content of <{e.name}>: an "
+                                             f"attribute must come first (XQuery's XQTY0024)", part.pos)
+                if name in names:
+                    raise WXQueryStaticError(f"<{e.name}> would get attribute {name} twice (XQuery's "
+                                             f"XQDY0025)", part.pos)
+                names.add(name)
+                self.output_path(path, scope)
+                continue
+            content = True
+            if isinstance(part, ast.Enclosed):
+                self.expr(part.expr, scope)
+            elif isinstance(part, ast.ElementConstructor):
+                self.constructor(part, scope)
 
     def flwr(self, e: ast.FLWR, scope: dict[str, Binding]) -> None:
         scope = dict(scope)
@@ -98,6 +130,9 @@ class _Checker:
     def for_clause(self, clause: ast.ForClause, scope: dict[str, Binding]) -> Binding:
         source = clause.source
         self.path(source, scope, context=None)
+        if attribute_path(source):
+            raise WXQueryStaticError(f"a for clause iterates over elements, not over the attribute "
+                                     f"{source.names[-1]}", source.steps[-1].pos)
         kind: VariableKind = "window" if clause.window is not None else "item"
         if isinstance(source.root, ast.StreamCall):
             self.stream_path(source)
@@ -183,3 +218,14 @@ class _Checker:
 def iter_comparisons(c: ast.Conjunction | None) -> Iterator[ast.Comparison]:
     if c is not None:
         yield from c.atoms
+
+
+def attribute_path(path: ast.PathExpr) -> bool:
+    """Whether the path ends in an attribute (``$e/pos/@ra``)."""
+    return bool(path.steps) and path.steps[-1].name.startswith("@")
+
+
+def _text(path: ast.PathExpr) -> str:
+    root = path.root
+    head = f"${root.name}" if isinstance(root, ast.VarRef) else "."
+    return head + "".join("/" + n for n in path.names)

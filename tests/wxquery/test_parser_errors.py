@@ -21,7 +21,7 @@ def error_of(text: str) -> WXQueryError:
 @pytest.mark.parametrize("text, anchor, fragment", [
     (f"<r>{{ {HEAD} where $p/en > 1 or $p/en < 0 return $p }}</r>", "or $p/en < 0", "'or' is not supported"),
     ('<r>{ for $p in stream("photons")//photon return $p }</r>', "//", "'//'"),
-    (f"<r>{{ {HEAD} return $p/@id }}</r>", "@id", "attributes"),
+    (f"<r>{{ {HEAD} return $p/@* }}</r>", "@*", "wildcards ('@*')"),
     (f"<r>{{ {HEAD} return $p/* }}</r>", "* ", "wildcards"),
     (f"<r>{{ {HEAD} order by $p/en return $p }}</r>", "order", "'order by' is not supported"),
     (f"<r>{{ {HEAD} return string($p/en) }}</r>", "string(", "function string() is not supported"),

@@ -20,28 +20,28 @@ from ..stream_document import string_value
 from ..values import cast_double
 
 
-def path_elements(item: etree._Element, path: str) -> list[etree._Element]:
-    """The elements at an item-relative path (``.`` is the item itself)."""
+def path_strings(item: etree._Element, path: str) -> list[str]:
+    """The string values at an item-relative path (``.`` is the item itself): of the elements
+    there, or of their attribute for a path ending in ``@name`` — what a string comparison
+    compares (not cast, whitespace and all)."""
     if path == WHOLE_ITEM:
-        return [item]
+        return [string_value(item)]
     current = [item]
-    for name in path.split("/"):
+    names = path.split("/")
+    attribute = names.pop()[1:] if names[-1].startswith("@") else None
+    for name in names:
         nxt: list = []
         for el in current:
             nxt.extend(el.iterchildren(name))
         current = nxt
-    return current
+    if attribute is not None:
+        return [v for v in (el.get(attribute) for el in current) if v is not None]
+    return [string_value(el) for el in current]
 
 
 def path_values(item: etree._Element, path: str) -> list[float]:
-    """The doubles of the elements at an item-relative path (``.`` is the item itself)."""
-    return [cast_double(string_value(el)) for el in path_elements(item, path)]
-
-
-def path_strings(item: etree._Element, path: str) -> list[str]:
-    """The string values of the elements at an item-relative path: what a string comparison
-    compares (not cast, whitespace and all)."""
-    return [string_value(el) for el in path_elements(item, path)]
+    """The doubles at an item-relative path (``path_strings`` cast as XQuery casts untyped data)."""
+    return [cast_double(t) for t in path_strings(item, path)]
 
 
 def atom_test(atom: Atom) -> Callable[[etree._Element], bool]:
@@ -60,8 +60,16 @@ class Projection:
     def __init__(self, paths: frozenset[str]) -> None:
         self.paths = paths
         self.identity = WHOLE_ITEM in paths
-        self.whole = {tuple(p.split("/")) for p in paths}
-        self.prefixes = {w[:i] for w in self.whole for i in range(1, len(w))}
+        # an attribute path (``pos/@ra``): its element is kept on the way, with that attribute
+        self.attributes: dict[tuple[str, ...], frozenset[str]] = {}
+        for p in paths:
+            if "@" in p:
+                *owner, name = p.split("/")
+                key = tuple(owner)
+                self.attributes[key] = self.attributes.get(key, frozenset()) | {name[1:]}
+        self.whole = {tuple(p.split("/")) for p in paths if "@" not in p}
+        self.prefixes = ({w[:i] for w in self.whole for i in range(1, len(w))}
+                         | {o[:i] for o in self.attributes for i in range(1, len(o) + 1)})
         # per level that is pruned (the item, and each prefix not inside a kept subtree): the
         # child names that matter there, and which of them are kept whole
         self.levels: dict[tuple[str, ...], tuple[frozenset[str], frozenset[str]]] = {}
@@ -78,6 +86,11 @@ class Projection:
 
     def _prune(self, el: etree._Element, at: tuple[str, ...]) -> etree._Element:
         out = etree.Element(el.tag)
+        needed = self.attributes.get(at)
+        if needed:  # (in the element's own order)
+            for name, value in el.attrib.items():
+                if name in needed:
+                    out.set(name, value)
         for child in el:
             if not isinstance(child.tag, str):
                 continue
@@ -99,6 +112,8 @@ class Projection:
         return self._write(item.tag, item, (), attributes)
 
     def _write(self, tag: str, el: etree._Element, at: tuple[str, ...], attributes: bool) -> str:
+        if attributes and at in self.attributes:  # (an attribute kept here: lxml writes it)
+            return etree.tostring(self._prune(el, at), encoding="unicode", with_tail=False)
         names, kept = self.levels[at]
         parts = []
         for child in el:

@@ -1,0 +1,58 @@
+"""Strings and attributes (issue 36) through real daemons over gRPC, on each executor: filters on
+attribute and element strings, attributes kept by projections and put on results, and a time
+window whose reference is an attribute — the same items as the reference evaluator gives, on the
+inline executor and on Spark."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from network_harness import reference_results, running_network, same
+from thinpeer.client import SuperPeerClient
+
+pytestmark = pytest.mark.slow
+HEAD = 'for $e in stream("evs")/evs/ev'
+QUERIES = [
+    ("SP1", f'<r>{{ {HEAD} where $e/@role = "observation" and $e/src >= "GX" '
+            f'return <a>{{ $e/@id }}{{ $e/src }}{{ $e/pos }}</a> }}</r>'),
+    ("SP7", f'<r>{{ {HEAD} where $e/@role = "observation" and $e/src >= "GX" and $e/pos/@ra > 100 '
+            f'return <a>{{ $e/@id }}</a> }}</r>'),
+    ("SP6", f'<r>{{ {HEAD}[@role != "test"] where $e/pos/@dec < 0 return <b>{{ $e/pos/@ra }}{{ $e/en }}</b> }}</r>'),
+    ("SP0", '<r>{ for $w in stream("evs")/evs/ev |@t diff 5 step 2.5| let $n := count($w) '
+            'let $m := max($w/pos/@ra) return <w><n>{ $n }</n><m>{ $m }</m></w> }</r>'),
+]
+
+
+def events(n: int) -> list[str]:
+    rng = random.Random(4)
+    out = []
+    for k in range(n):
+        role = rng.choice(["observation", "test", None])
+        said = f' role="{role}"' if role else ""
+        src = rng.choice(["Vela X-1", "GX 301-2", "Cen X-3", "Sco X-1"])
+        out.append(f'<ev id="{k}" t="{k / 10:.1f}"{said}><src>{src}</src><pos ra="{rng.uniform(0, 360):.3f}" '
+                   f'dec="{rng.uniform(-90, 90):.3f}"/><en>{rng.uniform(0, 3):.2f}</en></ev>')
+    return out
+
+
+@pytest.mark.parametrize("executor", ["inline", "spark"])
+def test_strings_and_attributes_through_real_daemons(tmp_path, executor: str) -> None:
+    items = events(1500)
+    with running_network(tmp_path, executor=executor) as (topology, _):
+        publisher = SuperPeerClient(topology.address("SP4"))
+        publisher.register_stream("evs", "evs", "ev", rate=100)
+        publisher.publish("evs", items[:100])
+        ids = []
+        for peer, query in QUERIES:
+            client = SuperPeerClient(topology.address(peer))
+            ids.append((client, client.subscribe(query).subscription))
+        for k in range(100, len(items), 350):
+            publisher.publish("evs", items[k:k + 350])
+        publisher.close_stream("evs")
+        idle = 20 if executor == "inline" else 120
+        for (client, sid), (_, query) in zip(ids, QUERIES):
+            got = [item for _, item, _ in client.results(sid, idle_timeout=idle)]
+            expected = reference_results(query, items[100:], root="evs")
+            assert expected and same(got, expected), (executor, query, len(got), len(expected))
