@@ -84,8 +84,8 @@ def _node(checked: CheckedQuery, p: ast.PathExpr) -> str | None:
     if isinstance(p.root, ast.VarRef):
         if checked.binding_of(p.root).kind == "window":
             return None
-        return "$" + p.root.name + "".join("/" + n for n in p.names)
-    return "." + "".join("/" + n for n in p.names)
+        return "$" + p.root.name + "".join("/" + n for n in p.keyed_names)
+    return "." + "".join("/" + n for n in p.keyed_names)
 
 
 def _conjunctions(e: object):

@@ -151,7 +151,7 @@ class _Extractor:
         binding = self.checked.binding_of(path.root)
         if binding.kind == "aggregate":
             return None, "", binding
-        names = binding.sub_path + path.names
+        names = binding.sub_path + path.keyed_names
         return self.origin(binding), "/".join(names) or WHOLE_ITEM, binding
 
     # ---------------------------------------------------------------- traversal
@@ -216,9 +216,9 @@ class _Extractor:
             return
         assert binding is not None
         self.needed_steps(builder, p.steps, binding.sub_path)
-        builder.referenced.add(rel)
+        builder.referenced.add(carried(rel))
         if needed:
-            builder.output.add(rel)
+            builder.output.add(carried(rel))
 
     def aggregate(self, call: ast.AggregateCall, var: str | None) -> None:
         builder, rel, binding = self.relative(call.argument)
@@ -257,7 +257,7 @@ class _Extractor:
             assert builder is not None
             right = resolved[1][1] if len(resolved) > 1 else None
             builder.item_atoms.append(Atom(resolved[0][1], atom.op, right, atom.constant.value))
-            builder.referenced.update(r for _, r, _ in resolved)
+            builder.referenced.update(carried(r) for _, r, _ in resolved)
             self.applied.add(id(atom))
             return
         for side in sides:
@@ -287,16 +287,26 @@ class _Extractor:
     # ---------------------------------------------------------------- conditions
 
     def context_atom(self, atom: ast.Comparison, prefix: tuple[str, ...]) -> Atom:
-        left = "/".join(prefix + atom.left.names) or WHOLE_ITEM
+        left = "/".join(prefix + atom.left.keyed_names) or WHOLE_ITEM
         right = None
         if atom.right is not None:
-            right = "/".join(prefix + atom.right.names) or WHOLE_ITEM
+            right = "/".join(prefix + atom.right.keyed_names) or WHOLE_ITEM
         return Atom(left, atom.op, right, atom.constant.value)
 
     def context_paths(self, atom: ast.Comparison, prefix: tuple[str, ...]) -> list[str]:
-        return ["/".join(prefix + side.names) or WHOLE_ITEM
+        return [carried("/".join(prefix + side.keyed_names) or WHOLE_ITEM)
                 for side in (atom.left, atom.right)
                 if side is not None and isinstance(side.root, ast.ContextItem)]
+
+
+def carried(path: str) -> str:
+    """What a stream must carry for a path: the path itself, or for one through a name test
+    (``What/Param[@name="RA"]/@value``) the elements tested, whole (``What/Param``): which of
+    them has the name is only known from their content."""
+    if "[" not in path:
+        return path
+    head, _, _ = path.partition("[")
+    return head
 
 
 # ============================================================================ condition text

@@ -78,6 +78,25 @@ class Step:
     predicates: tuple["Conjunction", ...]
     pos: Position = field(compare=False)
 
+    @property
+    def name_test(self) -> tuple[str, str] | None:
+        """(key, value) when the step picks its elements by a name: one predicate comparing an
+        attribute or a child with a string literal, ``Param[@name = "RA"]`` (else None)."""
+        if len(self.predicates) != 1 or len(self.predicates[0].atoms) != 1:
+            return None
+        atom = self.predicates[0].atoms[0]
+        if (atom.op != "=" or atom.right is not None or not isinstance(atom.constant, String)
+                or not isinstance(atom.left.root, ContextItem) or len(atom.left.steps) != 1
+                or atom.left.steps[0].predicates):
+            return None
+        return atom.left.steps[0].name, atom.constant.value
+
+    @property
+    def keyed_name(self) -> str:
+        """The step as a path names it: ``Param[@name="RA"]`` for a name test, else its name."""
+        test = self.name_test
+        return self.name if test is None else f"{self.name}[{test[0]}={string_literal(test[1])}]"
+
 
 @dataclass(frozen=True)
 class PathExpr:
@@ -94,6 +113,12 @@ class PathExpr:
     @property
     def has_predicates(self) -> bool:
         return any(s.predicates for s in self.steps)
+
+    @property
+    def keyed_names(self) -> tuple[str, ...]:
+        """The step names, name tests included (``Step.keyed_name``): what a condition's path
+        is called in properties and operators, ``What/Param[@name="RA"]/@value``."""
+        return tuple(s.keyed_name for s in self.steps)
 
 
 # ----------------------------------------------------------------------------- conditions

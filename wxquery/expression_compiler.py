@@ -109,7 +109,8 @@ class ExpressionCompiler(ABC):
                             el.append(detached_copy(v))
                             previous_atomic = False
                         elif isinstance(v, Attribute):  # (first in the constructor: static checks)
-                            el.set(v.name, v.value)
+                            if v.name not in el.attrib:  # (XQuery stops at a second one, XQDY0025)
+                                el.set(v.name, v.value)
                         elif isinstance(v, TextNode):
                             append_text(el, v.text)
                             previous_atomic = False
@@ -200,6 +201,10 @@ class ExpressionCompiler(ABC):
         root = p.root
         names = p.names
         key = root.name if isinstance(root, ast.VarRef) else "."
+        if p.has_predicates:  # (a name test: Param[@name = "RA"]/@value)
+            through = self.steps(list(p.steps))
+            assert through is not None
+            return lambda env: [atomize(v) for v in through(env[key])]
 
         if len(names) == 1:
             name = names[0]
@@ -228,7 +233,9 @@ class ExpressionCompiler(ABC):
     def string_operand(self, p: ast.PathExpr) -> Callable[[Env], list[str]]:
         """The string values of a condition operand compared with a string literal (not cast)."""
         key = p.root.name if isinstance(p.root, ast.VarRef) else "."
-        navigate = navigator(p.names) if p.names else (lambda elements: list(elements))
+        navigate = (self.steps(list(p.steps)) if p.has_predicates else navigator(p.names) if p.names
+                    else (lambda elements: list(elements)))
+        assert navigate is not None
         return lambda env: [text_of(v) for v in navigate(env[key]) if isinstance(v, (etree._Element, Attribute))]
 
     def comparison(self, a: ast.Comparison) -> CondFn:

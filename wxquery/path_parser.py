@@ -16,6 +16,10 @@ from .lexer import Lexer
 from .refused_constructs import DESCENDANT_AXIS_REFUSED, unexpected_in_condition
 
 
+NAME_TEST_ONLY = ("inside a condition's path a predicate picks elements by name: an attribute or a child "
+                  "equal to a string, e.g. $e/Param[@name = \"RA\"]/@value")
+
+
 class PathParser(Lexer, ABC):
     """Parses ``/step[predicate]...`` after a path's root."""
 
@@ -79,8 +83,8 @@ class PathParser(Lexer, ABC):
         predicates = []
         while self.peek("["):
             bracket = self.pos
-            if in_condition:
-                raise self.error("predicates inside a condition's path are not supported", bracket)
+            if in_condition and predicates:
+                raise self.error(NAME_TEST_ONLY, bracket)
             self.pos += 1
             self.skip_ws()
             if self.at_number() and self.after_number_is("]"):
@@ -88,7 +92,10 @@ class PathParser(Lexer, ABC):
             predicates.append(self.parse_conjunction(in_predicate=True))
             if not self.accept("]"):
                 raise unexpected_in_condition(self, "']' closing the predicate")
-        return ast.Step(name, tuple(predicates), self.position(at))
+        step = ast.Step(name, tuple(predicates), self.position(at))
+        if in_condition and predicates and step.name_test is None:
+            raise self.error(NAME_TEST_ONLY, bracket)
+        return step
 
     def parse_relative_names(self) -> tuple[str, ...]:
         """``a/b/c`` without a root or predicates, as in a time window's reference path."""

@@ -121,3 +121,34 @@ def test_string_filters_on_repeated_and_missing_elements_stay_exact() -> None:
     finally:
         for p in net.peers.values():
             p.stop()
+
+
+def test_elements_picked_by_name_are_filtered_and_shared() -> None:
+    """VOEvent keeps its values in ``<Param name="…" value="…"/>``: a stream filtered on the
+    Param named Sig serves a later subscription on Sig and on the Param named RA."""
+    rng = random.Random(2)
+    packets = [f'<v id="{k}"><What><Param name="RA" value="{rng.uniform(0, 360):.2f}"/>'
+               f'<Param name="Dec" value="{rng.uniform(-90, 90):.2f}"/>'
+               f'<Group name="g"><Param name="Sig" value="{rng.uniform(0, 20):.1f}"/></Group></What></v>'
+               for k in range(300)]
+    head = 'for $e in stream("vs")/vs/v'
+    sig = '$e/What/Group[@name = "g"]/Param[@name = "Sig"]/@value'
+    queries = [f'<r>{{ {head} where {sig} > 5 return $e }}</r>',
+               f'<r>{{ {head} where {sig} > 10 and $e/What/Param[@name = "RA"]/@value < 180 '
+               f'return <a>{{ $e/@id }}{{ $e/What/Param[@name = "Dec"]/@value }}</a> }}</r>']
+    net = in_process_network()
+    try:
+        sp4 = net.peers["SP4"]
+        sp4.control.register_stream("vs", "vs", "v", rate=10)
+        sp4.data.publish("vs", packets[:40])
+        first, second = (net.peers[peer].control.subscribe(q) for peer, q in zip(("SP1", "SP7"), queries))
+        assert second.plan.parts[0].reused == first.plan.parts[0].result_stream, second.plan.describe()
+        sp4.data.publish("vs", packets[40:])
+        sp4.data.close_stream("vs")
+        for record, query in ((first, queries[0]), (second, queries[1])):
+            expected = reference_results(query, packets[40:], root="vs")
+            assert 0 < len(expected) < 260, query
+            assert same(buffered_results(record), expected), query
+    finally:
+        for p in net.peers.values():
+            p.stop()

@@ -189,7 +189,7 @@ class ItemBatch:
         return col
 
     def _extract(self, path: str) -> Column:
-        if "@" in path:  # an attribute: item by item (items of a known shape have none)
+        if "@" in path or "[" in path:  # an attribute or a name test: item by item
             return [path_values(el, path) for el in self.items]
         if self.shaped is not None and (path == WHOLE_ITEM or _simple(path)):
             single, texts = self.shaped.texts(path)
@@ -216,7 +216,7 @@ class ItemBatch:
         replace those), else from the tree."""
         col = self._strings.get(path)
         if col is None:
-            if self.shaped is not None and "@" not in path and (path == WHOLE_ITEM or _simple(path)):
+            if self.shaped is not None and (path == WHOLE_ITEM or _simple(path)):  # (no @, no [)
                 single, texts = self.shaped.texts(path)
                 flat = texts if single else [t for ts in texts for t in ts]
                 if not any("&" in t or "\r" in t for t in flat):

@@ -8,6 +8,8 @@ namespaced projections come here. Values cast as XQuery casts untyped data to do
 
 from __future__ import annotations
 
+import html
+import re
 from functools import lru_cache
 from typing import Callable
 
@@ -23,20 +25,60 @@ from ..values import cast_double
 def path_strings(item: etree._Element, path: str) -> list[str]:
     """The string values at an item-relative path (``.`` is the item itself): of the elements
     there, or of their attribute for a path ending in ``@name`` — what a string comparison
-    compares (not cast, whitespace and all)."""
+    compares (not cast, whitespace and all). A step may pick its elements by name
+    (``Param[@name="RA"]``: ``ast.Step.keyed_name``)."""
     if path == WHOLE_ITEM:
         return [string_value(item)]
     current = [item]
-    names = path.split("/")
-    attribute = names.pop()[1:] if names[-1].startswith("@") else None
-    for name in names:
+    steps = _steps(path)
+    attribute = steps[-1][0][1:] if steps[-1][0].startswith("@") else None
+    for name, test in (steps[:-1] if attribute is not None else steps):
         nxt: list = []
         for el in current:
             nxt.extend(el.iterchildren(name))
-        current = nxt
+        current = nxt if test is None else [el for el in nxt if _named(el, *test)]
     if attribute is not None:
         return [v for v in (el.get(attribute) for el in current) if v is not None]
     return [string_value(el) for el in current]
+
+
+_NAME_TEST = re.compile(r'([^\[/]+)\[(@?[^=\]]+)=("(?:[^"]|"")*")\]')
+
+
+@lru_cache(maxsize=4096)
+def _steps(path: str) -> tuple[tuple[str, tuple[str, str] | None], ...]:
+    """A path's steps: (name, None) or (name, (key, value)) for a name test."""
+    if "[" not in path:
+        return tuple((name, None) for name in path.split("/"))
+    out = []
+    for part in _split(path):
+        m = _NAME_TEST.fullmatch(part)
+        out.append((part, None) if m is None else (m[1], (m[2], html.unescape(m[3][1:-1].replace('""', '"')))))
+    return tuple(out)
+
+
+def _split(path: str) -> list[str]:
+    """The steps of a path, a '/' inside a name test's literal not splitting it."""
+    parts, depth, start, quoted = [], 0, 0, False
+    for i, c in enumerate(path):
+        if c == '"' and depth:
+            quoted = not quoted
+        elif c == "[" and not quoted:
+            depth += 1
+        elif c == "]" and not quoted:
+            depth -= 1
+        elif c == "/" and not depth:
+            parts.append(path[start:i])
+            start = i + 1
+    parts.append(path[start:])
+    return parts
+
+
+def _named(el: etree._Element, key: str, value: str) -> bool:
+    """Whether the element has the attribute, or a child, ``key`` equal to ``value``."""
+    if key.startswith("@"):
+        return el.get(key[1:]) == value
+    return any(string_value(child) == value for child in el.iterchildren(key))
 
 
 def path_values(item: etree._Element, path: str) -> list[float]:
