@@ -109,24 +109,31 @@ class StreamEstimate:
         return self.freq * self.size * 8
 
 
+SAMPLE_TEXT_MAX = 256  # a large item's leaf text kept in its sample's skeleton up to this length
+
+
 def _sample_copy(item: etree._Element, values: dict[str, float], size: int) -> etree._Element:
     """A reservoir entry that keeps nothing else alive: the item copied into a document of its
     own (the observed element may be one node of a whole batch's tree, which it would pin in
-    memory), or for an item over ``SAMPLE_ITEM_MAX_BYTES`` only its first leaf values, which
-    is what predicates relating two elements are evaluated on."""
+    memory), or for an item over ``SAMPLE_ITEM_MAX_BYTES`` only its first leaf values and the
+    attributes of the elements on the way to them, which is what predicates relating two
+    elements, string and attribute filters are evaluated on."""
     if size <= SAMPLE_ITEM_MAX_BYTES:
         return copy.deepcopy(item)
-    skeleton = etree.Element(item.tag)
+    skeleton = etree.Element(item.tag, item.attrib)  # (with the attributes on the way: filters read them)
     nodes: dict[str, etree._Element] = {"": skeleton}
     for path, value in values.items():
-        parent, prefix = skeleton, ""
+        parent, prefix, original = skeleton, "", item
         for name in path.split("/"):
             prefix = f"{prefix}/{name}"
+            original = original.find(name) if original is not None else None
             node = nodes.get(prefix)
             if node is None:
-                node = nodes[prefix] = etree.SubElement(parent, name)
+                node = nodes[prefix] = etree.SubElement(parent, name, original.attrib if original is not None else {})
             parent = node
-        if not math.isnan(value):
+        if original is not None and len(original) == 0 and len(original.text or "") <= SAMPLE_TEXT_MAX:
+            parent.text = original.text  # (as written: a string filter compares it)
+        elif not math.isnan(value):
             parent.text = repr(value)
     return skeleton
 

@@ -86,8 +86,16 @@ def same(ours: list[str], theirs: list[str]) -> bool:
     for a, b in zip(ours, theirs):
         if a == b:
             continue
-        ta, tb = list(etree.fromstring(a).itertext()), list(etree.fromstring(b).itertext())
+        ea, eb = etree.fromstring(a), etree.fromstring(b)
+        ta, tb = list(ea.itertext()), list(eb.itertext())
         if len(ta) != len(tb) or not all(x == y or _close(x, y) for x, y in zip(ta, tb)):
+            return False
+        # the same elements, with the same attributes (their values numbers as close as texts)
+        for x, y in zip(ea.iter(), eb.iter()):
+            if x.tag != y.tag or list(x.attrib) != list(y.attrib) or not all(
+                    v == y.attrib[k] or _close(v, y.attrib[k]) for k, v in x.attrib.items()):
+                return False
+        if sum(1 for _ in ea.iter()) != sum(1 for _ in eb.iter()):
             return False
     return True
 

@@ -75,8 +75,9 @@ class _Checker:
                 self.expr(inner, scope)
         elif isinstance(e, ast.PathExpr):
             if attribute_path(e):
-                raise WXQueryStaticError(f"{_text(e)} is an attribute: it can be a result only inside an "
-                                         f"element constructor, e.g. <a>{{ {_text(e)} }}</a>", e.pos)
+                raise WXQueryStaticError(f"{_text(e)} is an attribute: it can be a result only as a path "
+                                         f"enclosed directly in an element constructor, e.g. <a>{{ {_text(e)} }}</a> "
+                                         f"(not through if, for or a sequence)", e.pos)
             self.output_path(e, scope)
         elif isinstance(e, ast.AggregateCall):
             self.aggregate(e, scope)

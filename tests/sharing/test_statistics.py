@@ -86,3 +86,22 @@ def test_repeated_elements_are_detected():
     assert s.repeated_elements == frozenset({"v"})
     assert s.histogram("v").fraction(0, 10) > 0.9
     assert alg.WindowSpec("count", Fraction(4), Fraction(2)).tiles
+
+
+def test_attribute_and_string_filters_are_measured_on_large_items_too() -> None:
+    """Items over the sample's size limit are kept as a skeleton of their values: with the
+    attributes on the way to them, so that an attribute filter is measured, not guessed at 0."""
+    from lxml import etree
+
+    from sharing.stream_properties import Selection
+
+    padding = "x" * 9000
+    for pad in ("", padding):
+        stats = StreamStatistics()
+        for k in range(400):
+            stats.observe(etree.fromstring(f'<ev id="{k}"><pos ra="{k}"/><src>{"A" if k % 2 else "B"}</src>'
+                                           f'<note>{pad}</note><en>{k}</en></ev>'))
+        on_id = stats.selectivity(Selection((alg.Atom("@id", ">=", None, Fraction(200)),)))
+        on_ra = stats.selectivity(Selection((alg.Atom("pos/@ra", "<", None, Fraction(100)),)))
+        on_src = stats.selectivity(Selection((alg.Atom("src", "=", None, "A"),)))
+        assert 0.4 < on_id < 0.6 and 0.15 < on_ra < 0.35 and 0.4 < on_src < 0.6, (len(pad), on_id, on_ra, on_src)

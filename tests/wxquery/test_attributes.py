@@ -99,7 +99,7 @@ HEAD = 'for $e in stream("s")/a/e'
 
 
 @pytest.mark.parametrize("text, anchor, fragment", [
-    (f"<r>{{ {HEAD} return $e/@id }}</r>", "$e/@id", "can be a result only inside an element constructor"),
+    (f"<r>{{ {HEAD} return $e/@id }}</r>", "$e/@id", "enclosed directly in an element constructor"),
     (f"<r>{{ {HEAD} return <a>{{ $e/x }}{{ $e/@id }}</a> }}</r>", "{ $e/@id", "must come first"),
     (f"<r>{{ {HEAD} return <a>{{ $e/@id }}{{ $e/@id }}</a> }}</r>", "{ $e/@id }</a>", "attribute @id twice"),
     (f"<r>{{ $e/@id }}{{ {HEAD} return $e }}</r>", "{ $e/@id", "takes no attribute"),

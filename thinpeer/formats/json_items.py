@@ -1,8 +1,8 @@
 """JSON values as XML items and back (``publish --format ndjson``, ``subscribe --format ndjson``).
 
-WXQuery reads child elements and their text, never attributes. So a JSON value becomes elements
-and text that a subscription queries as they stand, and the few facts that elements and text
-cannot show travel in one attribute, ``json``, which queries never see.
+A JSON value becomes elements and text that a subscription queries as they stand (``$e/k``),
+and the few facts that elements and text cannot show travel in one attribute, ``json``, which a
+query need not read (it could: ``$e/k/@json``).
 
 JSON → item (``json_to_item``, ``ndjson_line_to_item``):
 

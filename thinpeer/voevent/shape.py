@@ -1,9 +1,9 @@
 """A VOEvent as a StreamGlobe item, and a result item as a VOEvent.
 
-WXQuery reads child elements and their text, never attributes, and a VOEvent keeps most of what
-matters in attributes (``ivorn``, ``role``, every ``Param``'s ``name`` and ``value``). So a packet
-is published as an *item* of its own shape, attribute-free, in which every value a query may
-compare is an element's text::
+A VOEvent keeps most of what matters in attributes (``ivorn``, ``role``, every ``Param``'s
+``name`` and ``value``). WXQuery can read those (``$p/What/Param[@name = "RA"]/@value``), but a
+query is shorter, and a stream projected smaller, over an item in which every value is an
+element's text. So a packet is published as an *item* of its own shape, attribute-free::
 
     <voevent>
       <ivorn>ivo://nasa.gsfc.gcn/SWIFT#BAT_GRB_Pos_532871-729</ivorn>
