@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import pytest
 import voeventparse.fixtures
 from network_harness import reference_results, same
 from superpeer_fakes import buffered_results, in_process_network
@@ -21,40 +20,19 @@ from superpeer_fakes import buffered_results, in_process_network
 from thinpeer.voevent.shape import voevent_item
 
 PACKETS = sorted(Path(voeventparse.fixtures.__file__).parent.glob("*.xml"))
-ITEMS = [voevent_item(p.read_bytes()) for p in PACKETS] * 8
+ITEMS = [voevent_item(p.read_bytes()) for p in PACKETS] * 10
 HEAD = 'for $e in stream("voevents")/voevents/voevent'
 GCN = "ivo://nasa.gsfc.tan/gcn"
 
 
-@pytest.fixture
-def network():
-    net = in_process_network()
-    sp4 = net.peers["SP4"]
-    sp4.control.register_stream("voevents", "voevents", "voevent", rate=10)
-    sp4.data.publish("voevents", ITEMS[:12])  # (statistics before any subscription)
-    yield net
-    for p in net.peers.values():
-        p.stop()
-
-
-def test_a_stream_filtered_by_author_serves_a_later_subscription_on_the_same_author(network) -> None:
-    everything = f'<gcn>{{ {HEAD} where $e/author/ivorn = "{GCN}" return $e }}</gcn>'
-    important = (f'<gcn>{{ {HEAD} where "{GCN}" = $e/author/ivorn and $e/importance > 0.95 '
-                 f'return <a>{{ $e/ivorn }}{{ $e/importance }}</a> }}</gcn>')
-    swift = (f'<swift>{{ {HEAD} where $e/ivorn >= "ivo://nasa.gsfc.gcn/SWIFT#" and '
-             f'$e/ivorn < "ivo://nasa.gsfc.gcn/SWIFT$" and $e/role != "test" return $e/ivorn }}</swift>')
-    q1 = network.peers["SP1"].control.subscribe(everything)
-    q2 = network.peers["SP7"].control.subscribe(important)
-    q3 = network.peers["SP6"].control.subscribe(swift)
-    (part1,), (part2,) = q1.plan.parts, q2.plan.parts
-    assert part2.reused == part1.result_stream, q2.plan.describe()
-    network.peers["SP4"].data.publish("voevents", ITEMS[12:])
-    network.peers["SP4"].data.close_stream("voevents")
-    for record, query in ((q1, everything), (q2, important), (q3, swift)):
-        expected = reference_results(query, ITEMS[12:], root="voevents")
-        assert expected, query  # (the filters keep some packets, and not all)
-        assert len(expected) < len(ITEMS[12:])
-        assert same(buffered_results(record), expected)
+def test_a_stream_filtered_by_author_serves_a_later_subscription_on_the_same_author() -> None:
+    through_the_network("voevents", "voevent", ITEMS, [
+        ("SP1", f'<gcn>{{ {HEAD} where $e/author/ivorn = "{GCN}" return $e }}</gcn>'),
+        ("SP7", (f'<gcn>{{ {HEAD} where "{GCN}" = $e/author/ivorn and $e/importance > 0.95 '
+                 f'return <a>{{ $e/ivorn }}{{ $e/importance }}</a> }}</gcn>')),
+        ("SP6", (f'<swift>{{ {HEAD} where $e/ivorn >= "ivo://nasa.gsfc.gcn/SWIFT#" and '
+                 f'$e/ivorn < "ivo://nasa.gsfc.gcn/SWIFT$" and $e/role != "test" return $e/ivorn }}</swift>')),
+    ], reused(1, 0))
 
 
 def _event(rng: random.Random, k: int) -> str:
@@ -64,35 +42,51 @@ def _event(rng: random.Random, k: int) -> str:
             f'<frame>icrs</frame></pos><en>{rng.uniform(0, 3):.2f}</en></ev>')
 
 
+def through_the_network(stream: str, item: str, items: list[str], queries: list[tuple[str, str]],
+                        check_plans=lambda records: None) -> None:
+    """``stream`` (root named as it, items ``item``) registered at SP4 with its first tenth
+    published; each (peer, query) subscribed; ``check_plans`` given the records; the rest
+    published and closed: every subscriber gets what the reference evaluator gives over it,
+    some of the items and not all."""
+    warm = len(items) // 10
+    net = in_process_network()
+    try:
+        sp4 = net.peers["SP4"]
+        sp4.control.register_stream(stream, stream, item, rate=10)
+        sp4.data.publish(stream, items[:warm])
+        records = [net.peers[peer].control.subscribe(query) for peer, query in queries]
+        check_plans(records)
+        sp4.data.publish(stream, items[warm:])
+        sp4.data.close_stream(stream)
+        for record, (_, query) in zip(records, queries):
+            expected = reference_results(query, items[warm:], root=stream)
+            assert 0 < len(expected) < len(items) - warm, query
+            assert same(buffered_results(record), expected), (query, record.plan.describe())
+    finally:
+        for p in net.peers.values():
+            p.stop()
+
+
+def reused(later: int, earlier: int, shows: str = ""):
+    """A check of the plans: the ``later`` subscription reads the ``earlier`` one's stream."""
+    def check(records) -> None:
+        plan = records[later].plan
+        assert plan.parts[0].reused == records[earlier].plan.parts[0].result_stream, plan.describe()
+        assert shows in plan.describe()
+    return check
+
+
 def test_attributes_are_filtered_projected_aggregated_and_shared() -> None:
     rng = random.Random(1)
-    events = [_event(rng, k) for k in range(400)]
     head = 'for $e in stream("evs")/evs/ev'
-    queries = [
+    through_the_network("evs", "ev", [_event(rng, k) for k in range(400)], [
         ("SP1", f'<r>{{ {head} where $e/@role = "observation" return <a>{{ $e/@id }}{{ $e/@role }}{{ $e/pos }}</a> }}</r>'),
         ("SP7", f'<r>{{ {head} where $e/@role = "observation" and $e/pos/@ra > 100 return <a>{{ $e/@id }}</a> }}</r>'),
         ("SP6", f'<r>{{ {head}[@role != "test"] where $e/pos/@dec < 0 return <b>{{ $e/pos/@ra }}{{ $e/en }}</b> }}</r>'),
         ("SP0", '<r>{ for $w in stream("evs")/evs/ev |count 10| let $m := max($w/pos/@ra) return <m>{ $m }</m> }</r>'),
         ("SP3", ('<r>{ for $w in stream("evs")/evs/ev |@t diff 5 step 2.5| let $n := count($w) '
                  'let $s := sum($w/en) return <w><n>{ $n }</n><s>{ $s }</s></w> }</r>')),
-    ]
-    net = in_process_network()
-    try:
-        sp4 = net.peers["SP4"]
-        sp4.control.register_stream("evs", "evs", "ev", rate=10)
-        sp4.data.publish("evs", events[:50])
-        records = [net.peers[peer].control.subscribe(query) for peer, query in queries]
-        assert records[1].plan.parts[0].reused == records[0].plan.parts[0].result_stream
-        assert "π[@id]" in records[1].plan.describe()  # (the residual keeps the attribute it needs)
-        sp4.data.publish("evs", events[50:])
-        sp4.data.close_stream("evs")
-        for record, (_, query) in zip(records, queries):
-            expected = reference_results(query, events[50:], root="evs")
-            assert 0 < len(expected) < 350, query
-            assert same(buffered_results(record), expected), query
-    finally:
-        for p in net.peers.values():
-            p.stop()
+    ], reused(1, 0, shows="π[@id]"))  # (the residual keeps the attribute it needs)
 
 
 def test_string_filters_on_repeated_and_missing_elements_stay_exact() -> None:
@@ -102,25 +96,11 @@ def test_string_filters_on_repeated_and_missing_elements_stay_exact() -> None:
     authors = [["a"], ["a", "0"], ["b"], ["0", "b"], ["0"], []]
     items = [f"<event><id>{k}</id>" + "".join(f"<author>{a}</author>" for a in authors[k % 6]) + "</event>"
              for k in range(240)]
-    head = 'for $e in stream("ev")/events/event'
-    queries = [f'<r>{{ {head} where $e/author >= "a" and $e/author != "a" return $e/id }}</r>',
-               f'<r>{{ {head} where $e/author >= "a" and $e/author <= "a" return $e/id }}</r>',
-               f'<r>{{ {head} where $e/author >= "" return $e/id }}</r>']
-    net = in_process_network()
-    try:
-        sp4 = net.peers["SP4"]
-        sp4.control.register_stream("ev", "events", "event", rate=10)
-        sp4.data.publish("ev", items[:48])
-        records = [net.peers[peer].control.subscribe(q) for peer, q in zip(("SP1", "SP7", "SP6"), queries)]
-        sp4.data.publish("ev", items[48:])
-        sp4.data.close_stream("ev")
-        for record, query in zip(records, queries):
-            expected = reference_results(query, items[48:], root="events")
-            assert 0 < len(expected) < 192, query
-            assert same(buffered_results(record), expected), (query, record.plan.describe())
-    finally:
-        for p in net.peers.values():
-            p.stop()
+    head = 'for $e in stream("events")/events/event'
+    through_the_network("events", "event", items, [
+        ("SP1", f'<r>{{ {head} where $e/author >= "a" and $e/author != "a" return $e/id }}</r>'),
+        ("SP7", f'<r>{{ {head} where $e/author >= "a" and $e/author <= "a" return $e/id }}</r>'),
+        ("SP6", f'<r>{{ {head} where $e/author >= "" return $e/id }}</r>')])
 
 
 def test_elements_picked_by_name_are_filtered_and_shared() -> None:
@@ -133,22 +113,7 @@ def test_elements_picked_by_name_are_filtered_and_shared() -> None:
                for k in range(300)]
     head = 'for $e in stream("vs")/vs/v'
     sig = '$e/What/Group[@name = "g"]/Param[@name = "Sig"]/@value'
-    queries = [f'<r>{{ {head} where {sig} > 5 return $e }}</r>',
-               f'<r>{{ {head} where {sig} > 10 and $e/What/Param[@name = "RA"]/@value < 180 '
-               f'return <a>{{ $e/@id }}{{ $e/What/Param[@name = "Dec"]/@value }}</a> }}</r>']
-    net = in_process_network()
-    try:
-        sp4 = net.peers["SP4"]
-        sp4.control.register_stream("vs", "vs", "v", rate=10)
-        sp4.data.publish("vs", packets[:40])
-        first, second = (net.peers[peer].control.subscribe(q) for peer, q in zip(("SP1", "SP7"), queries))
-        assert second.plan.parts[0].reused == first.plan.parts[0].result_stream, second.plan.describe()
-        sp4.data.publish("vs", packets[40:])
-        sp4.data.close_stream("vs")
-        for record, query in ((first, queries[0]), (second, queries[1])):
-            expected = reference_results(query, packets[40:], root="vs")
-            assert 0 < len(expected) < 260, query
-            assert same(buffered_results(record), expected), query
-    finally:
-        for p in net.peers.values():
-            p.stop()
+    through_the_network("vs", "v", packets, [
+        ("SP1", f'<r>{{ {head} where {sig} > 5 return $e }}</r>'),
+        ("SP7", (f'<r>{{ {head} where {sig} > 10 and $e/What/Param[@name = "RA"]/@value < 180 '
+                 f'return <a>{{ $e/@id }}{{ $e/What/Param[@name = "Dec"]/@value }}</a> }}</r>'))], reused(1, 0))
