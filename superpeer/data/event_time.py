@@ -17,14 +17,17 @@ import math
 import re
 from dataclasses import dataclass
 
-PATH = re.compile(r"[A-Za-z_][\w.\-]*(/[A-Za-z_][\w.\-]*)*\Z")
+from wxquery.operators.items import path_strings
+
+# child elements, perhaps ending in an attribute (``det_time``, ``coord/cel/ra``, ``@t``, ``pos/@t``)
+PATH = re.compile(r"(?:[A-Za-z_][\w.\-]*/)*@?[A-Za-z_][\w.\-]*\Z")
 
 
 def check_event_time(path: str, rate: float) -> str:
     """Why an event-time declaration cannot be used ("" if it can)."""
     if not PATH.match(path):
-        return (f"event time {path!r} is not a path of child elements of the item "
-                "(e.g. det_time or coord/cel/ra)")
+        return (f"event time {path!r} is not a path of child elements of the item, perhaps ending "
+                "in an attribute (e.g. det_time, coord/cel/ra or @t)")
     if not (rate > 0 and math.isfinite(rate)):
         return f"the event-time rate must be a positive number of units per second, not {rate}"
     return ""
@@ -41,7 +44,8 @@ class EventTime:
     def observe(self, values: list, now: float) -> None:
         """Items just published (parsed): their event times."""
         for el in values:
-            text = el.findtext(self.path)
+            texts = path_strings(el, self.path)
+            text = texts[0] if texts else None
             try:
                 t = float(text) if text is not None else math.nan
             except ValueError:

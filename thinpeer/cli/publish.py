@@ -247,7 +247,7 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--rate", type=parse_item_rate, metavar="ITEMS_PER_S",
                    help="items per second (default: as fast as possible)")
     p.add_argument("--event-time", metavar="PATH",
-                   help="the item's element time windows read (e.g. det_time): while the stream is "
+                   help="the item's element (or attribute) time windows read (e.g. det_time, @t): while the stream is "
                         "idle its super-peer advances event time with watermarks, so time windows "
                         "close without waiting for the next item")
     p.add_argument("--event-time-rate", type=float, default=1.0, metavar="UNITS_PER_S",

@@ -44,8 +44,22 @@ def test_the_origin_sends_a_watermark_only_after_the_idle_time() -> None:
 
 def test_an_event_time_must_be_a_child_path_and_a_positive_rate() -> None:
     assert check_event_time("det_time", 1.0) == "" and check_event_time("coord/cel/ra", 0.5) == ""
+    assert check_event_time("@t", 1.0) == "" and check_event_time("pos/@t", 1.0) == ""
+    assert "path" in check_event_time("@t/x", 1.0) and "path" in check_event_time("@@t", 1.0)
     assert "path" in check_event_time("../x", 1.0) and "positive" in check_event_time("t", 0.0)
     assert "positive" in check_event_time("t", math.inf)
+
+
+def test_an_event_time_in_an_attribute_is_followed_and_closes_windows_on_it() -> None:
+    clock = EventTime("@t", rate=1.0)
+    clock.observe([etree.fromstring(f'<ev t="{t}"><en>1</en></ev>') for t in (3.0, 7.5, 5.0)], now=100.0)
+    assert clock.high == 7.5
+    spec = alg.WindowSpec("diff", Fraction(10), Fraction(10), "@t")
+    group = ChainGroup()
+    group.add(normalise(0, "w", "in", "items", (alg.WindowAggregate(spec, (("count", "en"),)),)))
+    assert group.push(['<ev t="1"><en>1</en></ev>', '<ev t="12"><en>1</en></ev>'], end=False)["w"]
+    closed = group.advance("@t", 25.0)  # closes [10, 20): the item at 12
+    assert len(closed["w"]) == 1 and ">1<" in closed["w"][0]
 
 
 def test_a_time_window_closes_on_a_watermark_as_on_an_item() -> None:
