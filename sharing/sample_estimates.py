@@ -77,8 +77,8 @@ def kept_rows(stats: StreamStatistics, selection: Selection | None) -> np.ndarra
     mask = np.ones(n, bool)
     if selection is None:
         return mask
-    if selection.elements & stats.repeated_elements or any(a.on_string or "@" in a.left for a in selection.atoms):
-        return None  # (the sample's columns are elements' doubles: strings, attributes on its items)
+    if selection.elements & stats.repeated_elements or any(a.on_string or "[" in a.left for a in selection.atoms):
+        return None  # (the sample's columns are doubles by path: strings and name tests on its items)
     columns = stats.columns()
     absent = np.full(n, math.nan)
     with np.errstate(invalid="ignore"):

@@ -123,6 +123,8 @@ def _sample_copy(item: etree._Element, values: dict[str, float], size: int) -> e
     skeleton = etree.Element(item.tag, item.attrib)  # (with the attributes on the way: filters read them)
     nodes: dict[str, etree._Element] = {"": skeleton}
     for path, value in values.items():
+        if "@" in path:  # (an attribute: kept with its element, below)
+            continue
         parent, prefix, original = skeleton, "", item
         for name in path.split("/"):
             prefix = f"{prefix}/{name}"
@@ -177,6 +179,7 @@ class StreamStatistics:
         self.total_bytes += size
         values: dict[str, float] = {}
         seen: set[str] = set()
+        self._attributes(item, "", values, seen)
         self._walk(item, "", values, seen, [MAX_WALKED_ELEMENTS])
         for path in seen:
             self.elements[path].items_with += 1
@@ -212,10 +215,26 @@ class StreamStatistics:
             stats.occurrences += 1
             stats.total_bytes += len(etree.tostring(child, encoding="utf-8", with_tail=False))
             seen.add(path)
+            if child.attrib:
+                self._attributes(child, path, values, seen)
             if len(child):
                 self._walk(child, path, values, seen, budget)
             elif path not in values:
                 values[path] = cast_double(string_value(child))
+
+    def _attributes(self, el: etree._Element, prefix: str, values: dict[str, float], seen: set[str]) -> None:
+        """An element's attributes, as paths of their own (``pos/@ra``): counted, sized and
+        sampled like leaf elements (filters, projections and time windows read them)."""
+        for name, value in el.attrib.items():
+            if name.startswith("{"):  # (a namespaced attribute: no path names it)
+                continue
+            path = f"{prefix}/@{name}" if prefix else f"@{name}"
+            stats = self.elements.setdefault(path, ElementStats())
+            stats.occurrences += 1
+            stats.total_bytes += len(name) + len(value) + 4  # ( name="value")
+            seen.add(path)
+            if path not in values:
+                values[path] = cast_double(value)
 
     def _reservoir(self, values: dict[str, float], item: etree._Element, size: int) -> None:
         if self.items >= self._fresh_until:
@@ -300,8 +319,8 @@ class StreamStatistics:
         """Fraction of items a selection keeps.
 
         Pure range predicates (``x θ c``) use the histograms, assuming independent elements;
-        predicates relating two elements, string comparisons and attributes are evaluated on
-        the reservoir sample.
+        predicates relating two elements, string comparisons and paths through a name test
+        are evaluated on the reservoir sample's items.
         """
         if selection is None or not selection.atoms:
             return 1.0
@@ -313,7 +332,7 @@ class StreamStatistics:
         return cached
 
     def _selectivity(self, selection: Selection) -> float:
-        relational = any(a.right is not None or a.on_string or "@" in a.left  # (measured on the items)
+        relational = any(a.right is not None or a.on_string or "[" in a.left  # (measured on the items)
                          for a in selection.atoms)
         independent = (DEFAULT_ATOM_SELECTIVITY ** len(selection.atoms) if relational
                        else self._independent_selectivity(selection))

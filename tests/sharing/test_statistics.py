@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import pytest
+
 from conftest import photon_document
 from sharing.analysis import analyze
 from sharing.scenarios import paper_query
@@ -105,3 +107,20 @@ def test_attribute_and_string_filters_are_measured_on_large_items_too() -> None:
         on_ra = stats.selectivity(Selection((alg.Atom("pos/@ra", "<", None, Fraction(100)),)))
         on_src = stats.selectivity(Selection((alg.Atom("src", "=", None, "A"),)))
         assert 0.4 < on_id < 0.6 and 0.15 < on_ra < 0.35 and 0.4 < on_src < 0.6, (len(pad), on_id, on_ra, on_src)
+
+
+def test_attributes_are_observed_like_leaf_elements() -> None:
+    """``@t`` gets its increments (a time window on it is priced), ``pos/@ra`` its histogram,
+    and an attribute of a repeated element counts as repeated."""
+    from lxml import etree
+
+    from sharing.stream_properties import Selection
+
+    stats = StreamStatistics()
+    for k in range(400):
+        stats.observe(etree.fromstring(f'<ev t="{k / 10}"><pos ra="{k}"/><c x="1"/><c x="2"/></ev>'))
+    assert stats.avg_increment("@t") == pytest.approx(0.1)
+    assert stats.avg_increment("pos/@ra") == pytest.approx(1.0)
+    assert 0.2 < stats.selectivity(Selection((alg.Atom("pos/@ra", "<", None, Fraction(100)),))) < 0.3
+    assert "c/@x" in stats.repeated_elements and "pos/@ra" not in stats.repeated_elements
+    assert stats.element_size("@t") > 0
