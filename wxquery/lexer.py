@@ -44,7 +44,7 @@ class Lexer:
     def __init__(self, text: str, limits: QueryLimits = DEFAULT_LIMITS) -> None:
         self.text = text.replace("\r\n", "\n").replace("\r", "\n")  # (XQuery's end-of-line handling)
         self.pos = 0
-        self.line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\n|\r", text)]
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]  # (of the text as read)
         self.limits = limits
         self.depth = 0  # nesting of expressions, constructors, bindings and condition groups
         self.comparisons = 0

@@ -55,6 +55,14 @@ def test_refused_with_position(text: str, anchor: str, fragment: str):
     assert (err.position.line, err.position.column) == (1, text.index(anchor) + 1), err.format()
 
 
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_positions_are_the_same_whatever_the_line_ends(newline: str):
+    """The query's line ends are read as XQuery reads them (CR LF and CR as LF): an error after
+    them is at the same line and column as with LF."""
+    err = error_of(f"<r>{{ {HEAD}{newline}{newline}  where $p/en != 1 return $p }}</r>")
+    assert (err.position.line, err.position.column) == (3, 15), err.format()
+
+
 def test_empty_query():
     err = error_of("   ")
     assert "empty query" in err.message
