@@ -312,18 +312,11 @@ def carried(path: str) -> str:
 # ============================================================================ condition text
 
 
-def path_text(p: ast.PathExpr) -> str:
-    """A condition operand as the query would write it: ``$v/a/b`` or ``.``/``./a``."""
-    root = p.root
-    head = "$" + root.name if isinstance(root, ast.VarRef) else "."
-    return head + "".join("/" + n for n in p.names) if p.names or head != "." else head
-
-
 def comparison_text(a: ast.Comparison) -> str:
     """A comparison as text, for the join and residual conditions of post-processing."""
     if a.right is None:
-        return f"{path_text(a.left)} {a.op} {a.constant.text}"
-    text = f"{path_text(a.left)} {a.op} {path_text(a.right)}"
+        return f"{ast.path_text(a.left)} {a.op} {a.constant.text}"
+    text = f"{ast.path_text(a.left)} {a.op} {ast.path_text(a.right)}"
     if a.constant.value:
         text += (" - " + a.constant.text.lstrip("-")) if a.constant.value < 0 else " + " + a.constant.text
     return text

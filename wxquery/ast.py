@@ -121,6 +121,13 @@ class PathExpr:
         return tuple(s.keyed_name for s in self.steps)
 
 
+def path_text(p: PathExpr) -> str:
+    """A path as the query would write it, without predicates: ``$v/a/b``, ``.`` or ``./a``
+    (in errors, and in the conditions post-processing evaluates)."""
+    head = "$" + p.root.name if isinstance(p.root, VarRef) else "."
+    return head + "".join("/" + n for n in p.names)
+
+
 # ----------------------------------------------------------------------------- conditions
 
 

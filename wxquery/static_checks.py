@@ -75,9 +75,10 @@ class _Checker:
                 self.expr(inner, scope)
         elif isinstance(e, ast.PathExpr):
             if attribute_path(e):
-                raise WXQueryStaticError(f"{_text(e)} is an attribute: it can be a result only as a path "
-                                         f"enclosed directly in an element constructor, e.g. <a>{{ {_text(e)} }}</a> "
-                                         f"(not through if, for or a sequence)", e.pos)
+                text = ast.path_text(e)
+                raise WXQueryStaticError(f"{text} is an attribute: it can be a result only as a path enclosed "
+                                         f"directly in an element constructor, e.g. <a>{{ {text} }}</a> (not "
+                                         f"through if, for or a sequence)", e.pos)
             self.output_path(e, scope)
         elif isinstance(e, ast.AggregateCall):
             self.aggregate(e, scope)
@@ -95,11 +96,11 @@ class _Checker:
             if isinstance(part, ast.Enclosed) and isinstance(part.expr, ast.PathExpr) and attribute_path(part.expr):
                 path, name = part.expr, part.expr.names[-1]
                 if e is self.query.body:
-                    raise WXQueryStaticError(f"{_text(path)}: the outermost element stands for the result "
+                    raise WXQueryStaticError(f"{ast.path_text(path)}: the outermost element stands for the result "
                                              f"stream and takes no attribute; put it in the items' element, "
-                                             f"e.g. <a>{{ {_text(path)} }}</a>", part.pos)
+                                             f"e.g. <a>{{ {ast.path_text(path)} }}</a>", part.pos)
                 if content:
-                    raise WXQueryStaticError(f"{_text(path)} comes after the content of <{e.name}>: an "
+                    raise WXQueryStaticError(f"{ast.path_text(path)} comes after the content of <{e.name}>: an "
                                              f"attribute must come first (XQuery's XQTY0024)", part.pos)
                 if name in names:
                     raise WXQueryStaticError(f"<{e.name}> would get attribute {name} twice (XQuery's "
@@ -225,8 +226,3 @@ def attribute_path(path: ast.PathExpr) -> bool:
     """Whether the path ends in an attribute (``$e/pos/@ra``)."""
     return bool(path.steps) and path.steps[-1].name.startswith("@")
 
-
-def _text(path: ast.PathExpr) -> str:
-    root = path.root
-    head = f"${root.name}" if isinstance(root, ast.VarRef) else "."
-    return head + "".join("/" + n for n in path.names)
