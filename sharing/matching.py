@@ -124,6 +124,9 @@ def match_aggregations(stream: InputProperties, sub: InputProperties) -> tuple[b
         return False, f"{w.kind} windows cannot serve {w2.kind} windows"
     if w.ref != w2.ref:
         return False, f"time windows over different reference elements ({w.ref} vs {w2.ref})"
+    if w.key != w2.key:
+        return False, (f"windows partitioned differently (by {w.key or 'nothing'} vs "
+                       f"{w2.key or 'nothing'}): a window's items depend on its key")
     if not _divides(w.size, w2.size):
         return False, f"the new window size {alg.format_fraction(w2.size)} is not a multiple " \
                       f"of the stream's {alg.format_fraction(w.size)} (Δ' mod Δ ≠ 0)"

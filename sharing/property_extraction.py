@@ -25,8 +25,8 @@ from .stream_properties import (Aggregation, InputProperties, InputStream, PostP
 def window_from_ast(w: ast.Window) -> WindowSpec:
     """The window of a for clause as the algebra's ``WindowSpec``."""
     if isinstance(w, ast.CountWindow):
-        return WindowSpec("count", Fraction(w.size), Fraction(w.step))
-    return WindowSpec("diff", w.size.value, w.step.value, "/".join(w.ref))
+        return WindowSpec("count", Fraction(w.size), Fraction(w.step), key=w.key)
+    return WindowSpec("diff", w.size.value, w.step.value, "/".join(w.ref), w.key)
 
 
 def extract(checked: CheckedQuery) -> Properties:
@@ -61,6 +61,7 @@ class _Extractor:
         self.local_windows: list[str] = []
         self.applied: set[int] = set()
         self.aggregate_arg_roots: set[int] = set()
+        self.key_roots: set[int] = set()  # roots of ``$w/key`` on a partitioned window
         self.var_uses: dict[int, list[ast.VarRef]] = {}
 
     def run(self) -> Properties:
@@ -79,6 +80,10 @@ class _Extractor:
                 b.referenced.add(ref)
                 if not b.window_pushed:
                     b.output.add(ref)
+            if b.clause.window is not None and b.clause.window.key is not None:
+                b.referenced.add(b.clause.window.key)
+                if not b.window_pushed:
+                    b.output.add(b.clause.window.key)
             b.referenced |= b.output
             result.append(InputProperties(
                 input=InputStream(b.binding.stream or "", b.binding.item_path),
@@ -120,6 +125,8 @@ class _Extractor:
                 if in_aggregate:
                     self.aggregate_arg_roots.add(id(node))
             return
+        if isinstance(node, ast.PathExpr) and self.window_key(node):
+            self.key_roots.add(id(node.root))
         if isinstance(node, ast.AggregateCall):
             self.collect_uses(node.argument.root, in_aggregate=True)
             for step in node.argument.steps:
@@ -140,9 +147,19 @@ class _Extractor:
                     self.collect_uses(getattr(node, name), in_aggregate)
 
     def only_aggregated(self, clause: ast.ForClause) -> bool:
-        """A window is applied upstream only if its variable is used solely inside aggregates."""
+        """A window is applied upstream only if its variable is used solely inside aggregates
+        (or for a partitioned window's key, which its records carry)."""
         uses = self.var_uses.get(id(clause), [])
-        return all(id(u) in self.aggregate_arg_roots for u in uses)
+        return all(id(u) in self.aggregate_arg_roots or id(u) in self.key_roots for u in uses)
+
+    def window_key(self, path: ast.PathExpr) -> bool:
+        """Whether the path is ``$w/key`` on a partitioned window ``$w`` (``|count 4 by key|``)."""
+        if not isinstance(path.root, ast.VarRef) or path.has_predicates:
+            return False
+        binding = self.checked.bindings.get(id(path.root))
+        clause = binding.clause if binding is not None else None
+        return (isinstance(clause, ast.ForClause) and clause.window is not None
+                and bool(clause.window.by) and path.names == clause.window.by)
 
     def relative(self, path: ast.PathExpr) -> tuple[_InputBuilder | None, str, Binding | None]:
         """(input, item-relative path, binding) of a variable-rooted path."""
@@ -215,6 +232,9 @@ class _Extractor:
         if builder is None:
             return
         assert binding is not None
+        if builder.window_pushed and binding.clause is builder.clause and self.window_key(p):
+            builder.referenced.add(rel)  # (the window's records carry the key)
+            return
         self.needed_steps(builder, p.steps, binding.sub_path)
         builder.referenced.add(carried(rel))
         if needed:

@@ -30,6 +30,7 @@ import numpy.random  # (loaded with the module, 10 ms, not on a registration's f
 
 from wxquery.operators import definitions as alg
 from wxquery.operators.comparisons import Comparison
+from wxquery.operators.items import path_strings
 from wxquery.operators.panes import aggregate_filter
 from wxquery.operators.records import WindowRecord
 
@@ -48,6 +49,8 @@ class StreamStatistics(Protocol):
     def repeated_elements(self) -> frozenset[str]: ...
 
     def columns(self) -> dict[str, np.ndarray]: ...
+
+    def sampled_items(self) -> list: ...
 
     def avg_increment(self, path: str) -> float | None: ...
 
@@ -136,7 +139,32 @@ def window_rate_and_size(stats: StreamStatistics, props: InputProperties, share_
     share = max(len(kept), 0.5) / max(windows, 1)
     shown = kept or records or [WindowRecord(index)]
     size = sum(len(r.to_xml()) for r in shown) / len(shown)
+    if window.key is not None:
+        keys, key_bytes = keys_per_window(stats, props, per_window)
+        size += key_bytes
+        if window.kind == "diff":  # (a count window per key closes as often per item as one over all)
+            share *= keys
     return per_item * share, fixed * share, size
+
+
+def keys_per_window(stats: StreamStatistics, props: InputProperties, per_window: float) -> tuple[float, float]:
+    """A window partitioned by a key: how many keys a window of ``per_window`` items holds on
+    average (Σ 1 - (1 - p)^n over the keys' shares p of the sampled items that reach it), and
+    the bytes the key adds to a record."""
+    path = props.window.key  # type: ignore[union-attr]
+    mask = kept_rows(stats, props.selection)
+    items = [item for k, item in enumerate(stats.sampled_items()) if mask is None or mask[k]]
+    keys: dict[str | None, int] = {}
+    for item in items:
+        found = path_strings(item, path)
+        key = found[0] if found else None
+        keys[key] = keys.get(key, 0) + 1
+    if not items:
+        return 1.0, 12.0
+    n = max(per_window, 1.0)
+    held = sum(1 - (1 - c / len(items)) ** n for c in keys.values())
+    written = sum(c * (len(k) + 8) for k, c in keys.items() if k is not None) / len(items)
+    return max(held, 1.0), written
 
 
 def sampled_windows(stats: StreamStatistics, props: InputProperties, partials: tuple

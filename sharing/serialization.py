@@ -41,13 +41,16 @@ def atom_from_json(j: list) -> alg.Atom:
 def window_to_json(w: alg.WindowSpec | None) -> dict | None:
     if w is None:
         return None
-    return {"kind": w.kind, "size": _frac(w.size), "step": _frac(w.step), "ref": w.ref}
+    out = {"kind": w.kind, "size": _frac(w.size), "step": _frac(w.step), "ref": w.ref}
+    if w.key is not None:
+        out["key"] = w.key
+    return out
 
 
 def window_from_json(j: dict | None) -> alg.WindowSpec | None:
     if j is None:
         return None
-    return alg.WindowSpec(j["kind"], _unfrac(j["size"]), _unfrac(j["step"]), j["ref"])
+    return alg.WindowSpec(j["kind"], _unfrac(j["size"]), _unfrac(j["step"]), j["ref"], j.get("key"))
 
 
 def input_to_json(i: InputStream) -> dict:

@@ -340,12 +340,17 @@ class StreamStatistics:
         if measured is not None:
             return measured
         if relational:
-            if self.parse_sample_items is not None:
-                self.sample_items, self.parse_sample_items = self.parse_sample_items(), None
+            items = self.sampled_items()
             tests = [atom_test(a) for a in selection.atoms]
-            kept = sum(1 for item in self.sample_items if all(t(item) for t in tests))
-            return max(kept, 0.5) / max(len(self.sample_items), 1)
+            kept = sum(1 for item in items if all(t(item) for t in tests))
+            return max(kept, 0.5) / max(len(items), 1)
         return independent
+
+    def sampled_items(self) -> list[etree._Element]:
+        """The sampled items (parsed when first asked for, if they came over the wire)."""
+        if self.parse_sample_items is not None:
+            self.sample_items, self.parse_sample_items = self.parse_sample_items(), None
+        return self.sample_items
 
     def _independent_selectivity(self, selection: Selection) -> float:
         """Each element's histogram, elements taken as independent: what the sample cannot

@@ -46,7 +46,7 @@ def assert_same(expected: list[str], actual: list[str]) -> None:
     for e, a in zip(expected, actual):
         if e.startswith("<w "):
             re_, ra = WindowRecord.from_xml(e), WindowRecord.from_xml(a)
-            assert re_.index == ra.index and re_.values.keys() == ra.values.keys()
+            assert re_.index == ra.index and re_.key == ra.key and re_.values.keys() == ra.values.keys()
             for key, x in re_.values.items():
                 y = ra.values[key]
                 if x is None or y is None:

@@ -9,13 +9,14 @@ arithmetic with them, which the reference evaluator also uses and Saxon checks.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Iterable
 
 from lxml import etree
 
 from wxquery.operators import definitions as alg
 from wxquery.operators.aggregates import fold
-from wxquery.operators.items import Projection, atom_test, path_values
+from wxquery.operators.items import Projection, atom_test, path_strings, path_values
 from wxquery.operators.panes import CombineWindowRecords, aggregate_filter
 from wxquery.operators.records import WindowRecord, serialize  # noqa: F401 — tests import them here
 from wxquery.operators.windows import WindowCounters, collecting_windows
@@ -62,16 +63,22 @@ class WindowAggregateInstance(OperatorInstance):
             ref = window.ref
             assert ref is not None
             reference = lambda item: (path_values(item, ref) or [NAN])[0]  # noqa: E731
-        self.windows = collecting_windows(window, reference, lateness)
+        key = None
+        if window.key is not None:
+            path = window.key
+            def key(item: etree._Element) -> str | None:
+                found = path_strings(item, path)
+                return found[0] if found else None
+        self.windows = collecting_windows(window, reference, lateness, key=key)
 
     def push(self, value: etree._Element) -> list:
-        return [self._record(w.index, w.items) for w in self.windows.push(value)]
+        return [self._record(w.index, w.items, w.key) for w in self.windows.push(value)]
 
     def flush(self) -> list:
-        return [self._record(w.index, w.items) for w in self.windows.flush()]
+        return [self._record(w.index, w.items, w.key) for w in self.windows.flush()]
 
-    def _record(self, index: int, items: list) -> WindowRecord:
-        record = WindowRecord(index)
+    def _record(self, index: int, items: list, key: str | None = None) -> WindowRecord:
+        record = WindowRecord(index, key=key)
         for fn, element in self.definition.partials:
             if element == alg.WHOLE_ITEM and fn == "count":
                 record.values[(fn, element)] = len(items)
@@ -81,14 +88,25 @@ class WindowAggregateInstance(OperatorInstance):
 
 
 class CombineInstance(OperatorInstance):
+    """Per key (records of a partitioned window), coarser windows from the finer records."""
+
     def __init__(self, definition: alg.CombineWindows) -> None:
-        self.combine = CombineWindowRecords(definition)
+        self.definition = dataclasses.replace(definition, source=definition.source.unkeyed(),
+                                              window=definition.window.unkeyed())
+        self.combines: dict = {}
 
     def push(self, value: WindowRecord) -> list:
-        return self.combine.push(value)
+        combine = self.combines.setdefault(value.key, CombineWindowRecords(self.definition))
+        return self._keyed(value.key, combine.push(value))
 
     def flush(self) -> list:
-        return self.combine.flush()
+        return [r for k, c in self.combines.items() for r in self._keyed(k, c.flush())]
+
+    @staticmethod
+    def _keyed(key, records: list) -> list:
+        for r in records:
+            r.key = key
+        return records
 
 
 class AggregateFilterInstance(OperatorInstance):

@@ -165,10 +165,16 @@ class CountWindow:
     size: int
     step: int
     pos: Position = field(compare=False)
+    by: tuple[str, ...] = ()  # ``by chip``: one window sequence per value of the key path
 
     @property
     def kind(self) -> str:
         return "count"
+
+    @property
+    def key(self) -> str | None:
+        """The key path of a partitioned window (``|count 4 by chip|``), None if it is not."""
+        return "/".join(self.by) or None
 
 
 @dataclass(frozen=True)
@@ -179,10 +185,16 @@ class TimeWindow:
     size: Number
     step: Number
     pos: Position = field(compare=False)
+    by: tuple[str, ...] = ()  # ``by chip``: one window sequence per value of the key path
 
     @property
     def kind(self) -> str:
         return "diff"
+
+    @property
+    def key(self) -> str | None:
+        """The key path of a partitioned window (``|t diff 10 by chip|``), None if it is not."""
+        return "/".join(self.by) or None
 
 
 Window = Union[CountWindow, TimeWindow]

@@ -21,7 +21,8 @@ from lxml import etree
 
 from . import ast
 from .evaluation_context import CondFn, Env, EvaluationContext, SeqFn, Value
-from .item_navigation import Attribute, atomize, child_elements, navigate_items, navigator, text_of
+from .item_navigation import (Attribute, Partitioned, atomize, bound_roots, child_elements, navigate_items,
+                              navigator, text_of)
 from .operators.aggregates import aggregate_values
 from .operators.comparisons import comparison as compiled_comparison
 from .operators.records import WindowRecord
@@ -123,7 +124,9 @@ class ExpressionCompiler(ABC):
 
     # ---------------------------------------------------------------- paths
 
-    def path(self, p: ast.PathExpr, prepared: Iterable | None = None) -> SeqFn:
+    def path(self, p: ast.PathExpr, prepared: Iterable | None = None, keyed: bool = True) -> SeqFn:
+        """``keyed``: the key path of a partitioned window reads its key (``bound_roots``), as
+        everywhere but in an aggregate, which reads every item's."""
         root = p.root
         steps = list(p.steps)
         if prepared is not None:
@@ -144,7 +147,10 @@ class ExpressionCompiler(ABC):
             var = root.name
             if rest is None:
                 return lambda env: env[var]
-            return lambda env: rest(env[var])
+            if not keyed:
+                return lambda env: rest(env[var])
+            names = p.names
+            return lambda env: rest(bound_roots(env[var], names))
         # Context item inside a predicate.
         if rest is None:
             return lambda env: env["."]
@@ -211,11 +217,11 @@ class ExpressionCompiler(ABC):
 
             if name.startswith("@"):
                 return lambda env: [atomize(v) for v in child_elements(
-                    [el for el in env[key] if isinstance(el, etree._Element)], name)]
+                    [el for el in bound_roots(env[key], names) if isinstance(el, etree._Element)], name)]
 
             def single_step(env: Env) -> list[float]:
                 out = []
-                for el in env[key]:
+                for el in bound_roots(env[key], names):
                     if isinstance(el, etree._Element):
                         for child in el.iterchildren(name):
                             out.append(cast_double(string_value(child)))
@@ -226,7 +232,7 @@ class ExpressionCompiler(ABC):
         navigate = navigator(names) if names else (lambda elements: list(elements))
 
         def values(env: Env) -> list[float]:
-            return [atomize(v) for v in navigate(env[key])]
+            return [atomize(v) for v in navigate(bound_roots(env[key], names))]
 
         return values
 
@@ -236,7 +242,9 @@ class ExpressionCompiler(ABC):
         navigate = (self.steps(list(p.steps)) if p.has_predicates else navigator(p.names) if p.names
                     else (lambda elements: list(elements)))
         assert navigate is not None
-        return lambda env: [text_of(v) for v in navigate(env[key]) if isinstance(v, (etree._Element, Attribute))]
+        names = p.names
+        return lambda env: [text_of(v) for v in navigate(bound_roots(env[key], names))
+                            if isinstance(v, (etree._Element, Attribute))]
 
     def comparison(self, a: ast.Comparison) -> CondFn:
         """An atom of a condition: ``operators.comparisons`` over its operands' values."""
@@ -265,12 +273,14 @@ class ExpressionCompiler(ABC):
             bound = env[var]
             if isinstance(bound, WindowRecord):  # the window was aggregated upstream
                 return bound.final(fn, element)
+            if isinstance(bound, Partitioned) and bound.record is not None:
+                return bound.record.final(fn, element)  # type: ignore[attr-defined]
             return plain(env)
 
         return aggregate
 
     def plain_aggregate(self, call: ast.AggregateCall) -> Callable[[Env], list]:
-        arg = self.path(call.argument)
+        arg = self.path(call.argument, keyed=False)
         fn = call.function
         if fn == "count":
             return lambda env: [sum(1 for _ in arg(env))]

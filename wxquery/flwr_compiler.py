@@ -17,8 +17,9 @@ from . import ast
 from .operators.definitions import WindowSpec
 from .evaluation_context import Env, SeqFn, Value
 from .expression_compiler import ExpressionCompiler
-from .item_navigation import atomize, child_elements
-from .operators.windows import CountWindows, TimeWindows, WindowClock, WindowCounters, first_reference
+from .item_navigation import Partitioned, atomize, child_elements, window_key
+from .operators.windows import (ClosedWindow, CountWindows, WindowClock, WindowCounters, collecting_windows,
+                               first_reference)
 
 
 class QueryCompiler(ExpressionCompiler):
@@ -57,48 +58,55 @@ class QueryCompiler(ExpressionCompiler):
         prepared = self.context.prepared.get(id(clause))
         if prepared is not None and id(clause) in self.context.aggregated:
             records = prepared
+            by = clause.window.by if clause.window is not None else ()
 
             def bind_records(env: Env) -> Iterator[Env]:
                 for bound in upstream(env):
                     for record in records:
-                        yield {**bound, var: record}
+                        yield {**bound, var: Partitioned((), by, record.key, record) if by else record}
 
             return bind_records
         source = self.path(clause.source, prepared)
         window = clause.window
-        windows: Callable[[Iterable[Value]], Iterator[list]] | None
+        windows: Callable[[Iterable[Value]], Iterator[ClosedWindow]] | None
         if window is None:
             windows = None
-        elif isinstance(window, ast.CountWindow):
+        elif isinstance(window, ast.CountWindow) and not window.by:
             windows = count_window_contents(window.size, window.step)
         else:
-            windows = self.time_windows(window)
+            windows = self.windows(window)
 
         def bind_for(env: Env) -> Iterator[Env]:
             for bound in upstream(env):
                 if windows is None:
                     for item in source(bound):
                         yield {**bound, var: [item]}
+                elif window is not None and window.by:
+                    for w in windows(source(bound)):
+                        yield {**bound, var: Partitioned(w.items, window.by, w.key)}
                 else:
-                    for contents in windows(source(bound)):
-                        yield {**bound, var: contents}
+                    for w in windows(source(bound)):
+                        yield {**bound, var: w.items}
 
         return bind_for
 
-    def time_windows(self, w: ast.TimeWindow) -> Callable[[Iterable[Value]], Iterator[list]]:
-        return time_window_contents(w.ref, w.size.value, w.step.value, self.context.lateness,
-                                    self.context.stats)
+    def windows(self, w: ast.Window) -> Callable[[Iterable[Value]], Iterator[ClosedWindow]]:
+        """Time windows, and partitioned windows of either kind."""
+        if isinstance(w, ast.CountWindow):
+            spec = WindowSpec("count", Fraction(w.size), Fraction(w.step), key=w.key)
+            return closed_windows(spec, None, self.context.lateness, self.context.stats, w.by)
+        spec = WindowSpec("diff", w.size.value, w.step.value, "/".join(w.ref), w.key)
+        return closed_windows(spec, reference_value(w.ref), self.context.lateness, self.context.stats, w.by)
 
 
-def count_window_contents(size: int, step: int) -> Callable[[Iterable[Value]], Iterator[list]]:
-    """The contents of ``|count size step step|`` windows over a sequence of items."""
+def count_window_contents(size: int, step: int) -> Callable[[Iterable[Value]], Iterator[ClosedWindow]]:
+    """The ``|count size step step|`` windows over a sequence of items."""
     spec = WindowSpec("count", Fraction(size), Fraction(step))
 
-    def windows(items: Iterable[Value]) -> Iterator[list]:
+    def windows(items: Iterable[Value]) -> Iterator[ClosedWindow]:
         assigner: CountWindows[Value] = CountWindows(spec)
         for item in items:
-            for w in assigner.push(item):
-                yield w.items
+            yield from assigner.push(item)
 
     return windows
 
@@ -116,23 +124,21 @@ def reference_value(ref: tuple[str, ...]) -> Callable[[Value], float]:
     return reference
 
 
-def time_window_contents(ref: tuple[str, ...], size: Fraction, step: Fraction, lateness: float,
-                         stats: WindowCounters) -> Callable[[Iterable[Value]], Iterator[list]]:
-    """The contents of ``|ref diff size step step|`` windows, closed by the shared event-time
-    clock's watermark (``lateness`` behind the largest reference seen) and at the end; the
-    clock's late and missing counts are added to ``stats`` when the items run out."""
-    spec = WindowSpec("diff", size, step, "/".join(ref))
-    reference = reference_value(ref)
+def closed_windows(spec: WindowSpec, reference: Callable[[Value], float] | None, lateness: float,
+                   stats: WindowCounters, by: tuple[str, ...] = ()
+                   ) -> Callable[[Iterable[Value]], Iterator[ClosedWindow]]:
+    """The windows of ``spec`` (a time window, or a window partitioned by the key path ``by``),
+    closed by the shared event-time clock's watermark (``lateness`` behind the largest reference
+    seen) and at the end; the clock's late and missing counts are added to ``stats`` when the
+    items run out."""
 
-    def windows(items: Iterable[Value]) -> Iterator[list]:
+    def windows(items: Iterable[Value]) -> Iterator[ClosedWindow]:
         clock = WindowClock()
-        assigner: TimeWindows[Value] = TimeWindows(spec, reference, lateness, clock)
+        assigner = collecting_windows(spec, reference, lateness, clock, window_key(by) if by else None)
         try:
             for item in items:
-                for w in assigner.push(item):
-                    yield w.items
-            for w in assigner.flush():
-                yield w.items
+                yield from assigner.push(item)
+            yield from assigner.flush()
         finally:
             stats.add(clock.counters())
 

@@ -110,7 +110,8 @@ class FlwrParser(ConditionParser):
         return ast.LetClause(var, call, self.position(start))
 
     def parse_window(self) -> ast.Window:
-        """``|count N step M|`` or ``|ref/path diff N step M|``; without step, tumbling."""
+        """``|count N step M by K|`` or ``|ref/path diff N step M by K|``; without step, tumbling;
+        with ``by``, partitioned by key path K."""
         start = self.expect("|")
         self.skip_ws()
         name = self.peek_name()
@@ -120,8 +121,8 @@ class FlwrParser(ConditionParser):
             step = size
             if self.accept_keyword("step"):
                 step = self.read_window_number("the step size", integer=True)
-            self.expect("|", "'|' closing the window (or 'step')")
-            return ast.CountWindow(int(size.value), int(step.value), self.position(start))
+            by = self.parse_window_key(step is size)
+            return ast.CountWindow(int(size.value), int(step.value), self.position(start), by)
         if name is None and not self.peek("@"):  # (a reference may be an attribute: |@t diff 10|)
             raise self.expected("'count N' or 'path diff N' in the window")
         ref = self.parse_relative_names()
@@ -131,8 +132,26 @@ class FlwrParser(ConditionParser):
         step = size
         if self.accept_keyword("step"):
             step = self.read_window_number("the step size", integer=False)
-        self.expect("|", "'|' closing the window (or 'step')")
-        return ast.TimeWindow(ref, size, step, self.position(start))
+        by = self.parse_window_key(step is size)
+        return ast.TimeWindow(ref, size, step, self.position(start), by)
+
+    def parse_window_key(self, may_step: bool) -> tuple[str, ...]:
+        """``by path |``, the key a window is partitioned by (CQL's PARTITION BY), or just the
+        closing ``|``."""
+        if not self.accept_keyword("by"):
+            self.expect("|", "'|' closing the window (or 'step', 'by')" if may_step
+                        else "'|' closing the window (or 'by')")
+            return ()
+        self.skip_ws()
+        if self.peek_name() is None and not self.peek("@"):
+            raise self.expected("the key path after 'by', e.g. |count 10 by chip|")
+        by = self.parse_relative_names()
+        self.skip_ws()
+        if self.peek("["):
+            raise self.error("a window's key is a path without predicates; filter the items before "
+                             "the window instead, e.g. stream(\"s\")/s/item[...] |count 10 by key|")
+        self.expect("|", "'|' closing the window")
+        return by
 
     def read_window_number(self, what: str, integer: bool) -> ast.Number:
         """A window size or step: positive, and whole for count windows. Wrong values are

@@ -95,3 +95,55 @@ def navigator(names: tuple[str, ...]) -> Callable[[Iterable[Value]], list]:
 
     return navigate
 
+
+
+class Partitioned(list):
+    """The variable of a partitioned window (``|count 4 by chip|``), bound to the window's items
+    (none, for a window aggregated upstream: then ``record`` is its ``WindowRecord``).
+
+    ``$w/chip``, the key path, reads ``key_item``: an item made of the key alone, the key path
+    holding the key's string value — once per window, as ``$w[1]/chip`` in XQuery (every item
+    of the window has it), and the same whether the window was cut here or upstream."""
+
+    def __init__(self, items: Iterable[Value], key_names: tuple[str, ...], key: str | None,
+                 record: object = None) -> None:
+        super().__init__(items)
+        self.key_names = key_names
+        self.key_item = key_item(key_names, key)
+        self.record = record
+
+
+def key_item(names: tuple[str, ...], key: str | None) -> etree._Element:
+    """``<_><chip>A</chip></_>`` for key path ``chip`` and key "A" (``<_ src="A"/>`` for
+    ``@src``); ``<_/>`` for the window of the items without the key."""
+    root = etree.Element("_")
+    if key is None:
+        return root
+    el = root
+    for name in names[:-1]:
+        el = etree.SubElement(el, name)
+    if names[-1].startswith("@"):
+        el.set(names[-1][1:], key)
+    else:
+        etree.SubElement(el, names[-1]).text = key
+    return root
+
+
+def window_key(names: tuple[str, ...]) -> Callable[[Value], str | None]:
+    """An item's key for a window partitioned by ``names``: the string value of the first node
+    there (None: it has none)."""
+    navigate = navigator(names)
+
+    def key(item: Value) -> str | None:
+        found = navigate([item])
+        return text_of(found[0]) if found else None
+
+    return key
+
+
+def bound_roots(bound: object, names: tuple[str, ...]) -> list:
+    """Where a path from a variable starts: its items, or for the key path of a partitioned
+    window, the item holding the key (``Partitioned``)."""
+    if isinstance(bound, Partitioned) and names == bound.key_names:
+        return [bound.key_item]
+    return bound  # type: ignore[return-value]

@@ -59,6 +59,8 @@ class Chain:
         if isinstance(self.window, WindowAggregate):
             if self.window.window.ref is not None:
                 out.add(self.window.window.ref)
+            if self.window.window.key is not None:
+                out.add(self.window.window.key)
             out.update(e for fn, e in self.window.partials if not (fn == "count" and e == WHOLE_ITEM))
         return out
 
@@ -138,6 +140,7 @@ class ChainOutput:
     low: float = math.inf  # time windows: the lowest reference admitted (``pieces`` checks it)
     inputs: PieceInputs | None = None  # count windows evaluated as one piece of a batch
     reached: int = 0  # count windows: rows that reached the window
+    keys: list | None = None  # partitioned count windows in a piece: the key of each row reached
 
 
 def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, clock: WindowClock,
@@ -172,15 +175,22 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
     assert isinstance(chain.window, WindowAggregate)
     spec = chain.window.window
     assigner = assigner_for(spec)
+    keys = row_keys(batch, spec.key, rows) if spec.key is not None else None
     if spec.kind == "count" and piece:
         out.reached = int(rows.size)
         if rows.size:
             out.inputs = PieceInputs.of(batch, rows, chain.window.partials)
+        out.keys = keys
         clock.seen += out.reached
         return out
     inputs = partial_inputs(batch, rows, chain.window.partials) if rows.size else []
     if spec.kind == "count":
         out.reached = int(rows.size)
+        if keys is not None:
+            first = clock.seen
+            out.panes = reduce_keyed_panes(inputs, clock.key_ordinals(keys) // int(assigner.pane),
+                                           keys, chain.window.partials, first)
+            return out
         panes = assigner.count_panes(clock.seen, out.reached)
         clock.seen += out.reached
     else:
@@ -192,7 +202,42 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
         panes = assigner.time_panes(refs[admitted])
         if panes.size:
             out.low = float(refs[admitted].min())
+        if keys is not None:
+            kept = np.flatnonzero(admitted).tolist()
+            out.panes = reduce_keyed_panes(inputs, panes, [keys[i] for i in kept], chain.window.partials)
+            return out
     out.panes = reduce_panes(inputs, panes, chain.window.partials)
+    return out
+
+
+def row_keys(batch: ItemBatch, path: str, rows: np.ndarray) -> list[str | None]:
+    """The key of each row of a window partitioned by ``path``: the string value of the first
+    node there (None: it has none)."""
+    strings = batch.strings(path)
+    return [found[0] if found else None for found in (strings[r] for r in rows.tolist())]
+
+
+def reduce_keyed_panes(inputs: list[Column], panes: np.ndarray, keys: list[str | None],
+                       partials: tuple[Partial, ...], first: int | None = None) -> list[tuple[tuple, list]]:
+    """``reduce_panes`` for a window partitioned by a key: per (key, pane), the partials of the
+    rows with that key in that pane (``keys``: one per row). ``first``: count windows, the
+    number of the first row among every item the window has counted — a pane is then
+    ``(key, pane, number of its last row)``, which orders the windows by the items that close
+    them, however the items were batched."""
+    groups: dict[str | None, list[int]] = {}
+    for i, k in enumerate(keys):
+        groups.setdefault(k, []).append(i)
+    out: list[tuple[tuple, list]] = []
+    for k, members in groups.items():
+        rows = np.asarray(members, np.int64)
+        sub = [column_rows(c, rows) for c in inputs]
+        reduced = reduce_panes(sub, panes[rows], partials)
+        if first is None:
+            out.extend(((k, p), values) for p, values in reduced)
+            continue
+        # (count panes ascend with the rows: a pane's last row is the last before the next pane's)
+        ends = np.flatnonzero(np.diff(panes[rows], append=np.iinfo(np.int64).max))
+        out.extend(((k, p, first + int(rows[e])), values) for (p, values), e in zip(reduced, ends))
     return out
 
 

@@ -107,4 +107,4 @@ def aligned_start(chain: Chain, anchor: Anchor, rows: int, columns: list) -> tup
 
 def is_count_window(chain: Chain) -> bool:
     return (chain.input_kind == "items" and isinstance(chain.window, WindowAggregate)
-            and chain.window.window.kind == "count")
+            and chain.window.window.kind == "count" and chain.window.window.key is None)

@@ -57,12 +57,15 @@ class Atom:
 
 @dataclass(frozen=True)
 class WindowSpec:
-    """A window: ``count`` (sizes in items) or ``diff`` over an ordered reference element."""
+    """A window: ``count`` (sizes in items) or ``diff`` over an ordered reference element;
+    with a ``key`` path, partitioned by its value: one window sequence per key, as CQL's
+    ``PARTITION BY`` (count windows count the key's items; time windows share event time)."""
 
     kind: Literal["count", "diff"]
     size: Fraction
     step: Fraction
     ref: str | None = None
+    key: str | None = None
 
     def __post_init__(self) -> None:
         if self.size <= 0 or self.step <= 0:
@@ -82,13 +85,20 @@ class WindowSpec:
                "step": format_fraction(self.step)}
         if self.ref is not None:
             out["ref"] = self.ref
+        if self.key is not None:
+            out["key"] = self.key
         return out
 
+    def unkeyed(self) -> WindowSpec:
+        """The same window over one key's items."""
+        return WindowSpec(self.kind, self.size, self.step, self.ref)
+
     def __str__(self) -> str:
+        by = "" if self.key is None else f" by {self.key}"
         if self.kind == "count":
-            return f"|count {format_fraction(self.size)} step {format_fraction(self.step)}|"
+            return f"|count {format_fraction(self.size)} step {format_fraction(self.step)}{by}|"
         return (f"|{self.ref} diff {format_fraction(self.size)} step "
-                f"{format_fraction(self.step)}|")
+                f"{format_fraction(self.step)}{by}|")
 
 
 Partial = tuple[str, str]  # (min|max|sum|count, element) — what an aggregate stream carries
@@ -146,8 +156,8 @@ class CombineWindows:
 
     def __post_init__(self) -> None:
         s, w = self.source, self.window
-        if s.kind != w.kind or s.ref != w.ref:
-            raise ValueError("windows of different kind or reference cannot be combined")
+        if s.kind != w.kind or s.ref != w.ref or s.key != w.key:
+            raise ValueError("windows of different kind, reference or key cannot be combined")
         if not ((w.size / s.size).denominator == 1 and s.tiles and (w.step / s.step).denominator == 1):
             raise ValueError(f"{w} cannot be computed from {s}")
 

@@ -18,6 +18,7 @@ The state is plain data (no closures), so executors pickle it with their checkpo
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 from typing import Callable
 
@@ -28,7 +29,7 @@ from .chains import Chain
 from .count_alignment import Anchor, HeldCount, Unalignable, aligned_start
 from .pane_folds import FOLDED, fold_windows
 from .records import WindowRecord, window_texts
-from .windows import WindowClock, assigner_for
+from .windows import WindowClock, assigner_for, key_order
 
 
 FOLD_AT_LEAST = 16  # windows closed at once from arrays (``pane_folds``); fewer one by one
@@ -82,8 +83,8 @@ class CombineWindowRecords:
         while self.next_coarse is not None:
             k = self.next_coarse
             members = self.constituents(k)
-            if upto is not None and members[-1] >= upto:
-                break  # constituents up to the newest record may still be incomplete
+            if upto is not None and (members[-1] > upto if self.count_kind else members[-1] >= upto):
+                break  # (time windows: a window up to the newest record may still grow; a count record is complete)
             present = [self.pending[m] for m in members if m in self.pending]
             if not present and upto is None and (not self.pending or max(self.pending) < members[0]):
                 break
@@ -120,11 +121,102 @@ def aggregate_filter(atoms: tuple[Atom, ...]) -> Callable[[WindowRecord], bool]:
         for comparison, left, right in tests)
 
 
+class KeyedPanes:
+    """The window state of a chain partitioned by a key (``WindowSpec.key``): one ``ChainState``
+    of the same window, unpartitioned, per key — panes arrive as ``((key, pane), partials)`` —
+    and, on records, one ``CombineWindowRecords`` per key. The chain's clock stays the one clock:
+    time windows of every key close by its watermark; count windows by their key's items
+    (``WindowClock.by_key``). Records come out by window, then key (``key_order``), a count
+    window's in the order of its key's windows."""
+
+    def __init__(self, chain: Chain) -> None:
+        window = chain.window
+        assert isinstance(window, (WindowAggregate, CombineWindows)) and window.window.key is not None
+        self.time = window.window.kind == "diff"
+        if isinstance(window, WindowAggregate):
+            self.unkeyed: Chain = replace(chain, window=replace(window, window=window.window.unkeyed()))
+        else:
+            self.unkeyed = replace(chain, window=replace(window, source=window.source.unkeyed(),
+                                                         window=window.window.unkeyed()))
+        self.states: dict[str | None, ChainState] = {}
+        self.combiners: dict[str | None, CombineWindowRecords] = {}
+        self.closing: dict[tuple[str | None, int], int] = {}  # count windows: (key, pane) → its last item's number
+
+    def add_panes(self, panes: list[tuple[tuple, list]]) -> None:
+        by_key: dict[str | None, list[tuple[int, list]]] = {}
+        for pane, values in panes:
+            k, p = pane[0], pane[1]
+            by_key.setdefault(k, []).append((p, values))
+            if len(pane) > 2:
+                self.closing[(k, p)] = max(self.closing.get((k, p), -1), pane[2])
+        for k, some in by_key.items():
+            state = self.states.get(k)
+            if state is None:
+                state = self.states[k] = ChainState(self.unkeyed)
+            state.add_panes(some)
+
+    def closed(self, clock: WindowClock, lateness: float, end: bool) -> list[WindowRecord]:
+        out: list[WindowRecord] = []
+        closes: list[int] = []  # count windows: the number of the item that closed each
+        for k, state in list(self.states.items()):
+            if self.time:
+                state.clock.high = clock.high
+            else:
+                state.clock.seen = (clock.by_key or {}).get(k, 0)
+            assigner = assigner_for(state.chain.window.window)  # type: ignore[union-attr]
+            for index, values in state._closed(lateness, end):
+                record = state._window_record(index, values)
+                record.key = k
+                out.append(record)
+                if not self.time:
+                    closes.append(self.closing.get((k, assigner.panes_of_window(index)[-1]), -1))
+            if self.time and not state.panes:  # (a key seen again starts afresh: its windows are later)
+                del self.states[k]
+        if closes:
+            out = [r for _, _, r in sorted(zip(closes, range(len(out)), out))]
+            for k, p in [kp for kp in self.closing if kp[1] not in self.states[kp[0]].panes]:
+                del self.closing[(k, p)]
+        return self._ordered(out)
+
+    def add_records(self, texts: list[str]) -> list[WindowRecord]:
+        assert isinstance(self.unkeyed.window, CombineWindows)
+        out: list[WindowRecord] = []
+        for t in texts:
+            record = WindowRecord.from_xml(t)
+            combiner = self.combiners.get(record.key)
+            if combiner is None:
+                combiner = self.combiners[record.key] = CombineWindowRecords(self.unkeyed.window)
+            out.extend(self._keyed(record.key, combiner.push(record)))
+            if self.time:  # records come by window: every key's earlier windows are complete
+                for k, other in self.combiners.items():
+                    if other is not combiner:
+                        out.extend(self._keyed(k, other._emit(upto=record.index)))
+        return self._ordered(out)
+
+    def flush(self) -> list[WindowRecord]:
+        out = [r for k, c in self.combiners.items() for r in self._keyed(k, c.flush())]
+        return self._ordered(out)
+
+    @staticmethod
+    def _keyed(key: str | None, records: list[WindowRecord]) -> list[WindowRecord]:
+        for r in records:
+            r.key = key
+        return records
+
+    def _ordered(self, records: list[WindowRecord]) -> list[WindowRecord]:
+        if self.time:
+            records.sort(key=lambda r: (r.index, key_order(r.key)))
+        return records
+
+
 class ChainState:
     """Everything one chain carries across batches: its clock, open panes and emitted windows."""
 
     def __init__(self, chain: Chain) -> None:
         self.chain = chain
+        window = chain.window
+        self.keyed = (KeyedPanes(chain) if isinstance(window, (WindowAggregate, CombineWindows))
+                      and window.window.key is not None else None)
         self.clock = WindowClock()
         self.panes: dict[int, list] = {}
         self.next_k: int | None = None
@@ -154,6 +246,9 @@ class ChainState:
 
     def add_panes(self, panes: list[tuple[int, list]]) -> None:
         assert isinstance(self.chain.window, WindowAggregate)
+        if self.keyed is not None:
+            self.keyed.add_panes(panes)  # type: ignore[arg-type]
+            return
         fns = [fn for fn, _ in self.chain.window.partials]
         for p, values in panes:
             current = self.panes.get(p)
@@ -163,6 +258,8 @@ class ChainState:
                 self.panes[p] = [merge(fn, a, b) for fn, a, b in zip(fns, current, values)]
 
     def add_records(self, texts: list[str]) -> list[WindowRecord]:
+        if self.keyed is not None and self.combine is not None:
+            return self.keyed.add_records(texts)
         out: list[WindowRecord] = []
         for t in texts:
             record = WindowRecord.from_xml(t)
@@ -174,7 +271,11 @@ class ChainState:
     def close(self, lateness: float, end: bool) -> list[WindowRecord]:
         """Records of the windows that are final now (all remaining ones at the end)."""
         if not isinstance(self.chain.window, WindowAggregate):
+            if self.keyed is not None and self.combine is not None:
+                return self.keyed.flush() if end else []
             return self.combine.flush() if (end and self.combine is not None) else []
+        if self.keyed is not None:
+            return self.keyed.closed(self.clock, lateness, end)
         return [self._window_record(k, values) for k, values in self._closed(lateness, end)]
 
     def _closed(self, lateness: float, end: bool) -> list[tuple[int, list]]:
@@ -269,6 +370,8 @@ class ChainState:
             out.extend(self.close(lateness, end))
             return [r.to_xml() for r in self._filtered(out)]
         self.add_panes(panes)
+        if self.keyed is not None:
+            return [r.to_xml() for r in self._filtered(self.keyed.closed(self.clock, lateness, end))]
         partials = self.chain.window.partials  # type: ignore[union-attr]
         rows = self._closed(lateness, end)
         if self.chain.filters or len(set(partials)) < len(partials):  # a record holds a partial once

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from .chains import Chain, ChainOutput, concat_columns, reduce_panes
+from .chains import Chain, ChainOutput, concat_columns, reduce_keyed_panes, reduce_panes
 from .definitions import WindowAggregate
 from .windows import WindowClock, assigner_for
 
@@ -64,12 +64,19 @@ def merge_pieces(chain: Chain, start: WindowClock, pieces: list[Piece], lateness
     if spec.kind == "count":
         inputs = [p.output.inputs.values() for p in pieces
                   if p.output.reached and p.output.inputs is not None]
+        keyed = WindowClock(by_key=start.by_key)
         if inputs:
             columns = [concat_columns([p[k] for p in inputs]) for k in range(len(window.partials))]
-            panes = assigner_for(spec).count_panes(start.seen, len(columns[0]))
-            out.panes.extend(reduce_panes(columns, panes, window.partials))
+            if spec.key is None:
+                panes = assigner_for(spec).count_panes(start.seen, len(columns[0]))
+                out.panes.extend(reduce_panes(columns, panes, window.partials))
+            else:  # (numbered per key, from where each key stands)
+                keys = [k for p in pieces if p.output.reached and p.output.keys for k in p.output.keys]
+                panes = keyed.key_ordinals(keys) // int(assigner_for(spec).pane)
+                out.panes.extend(reduce_keyed_panes(columns, panes, keys, window.partials, start.seen))
         for piece in pieces:
             _follow(clock, piece.clock)
+        clock.by_key = keyed.by_key
         return out, clock
     for piece in pieces:
         output, after = piece.output, piece.clock

@@ -27,6 +27,7 @@ class WindowRecord:
 
     index: int
     values: dict[Partial, PartialValue] = field(default_factory=dict)
+    key: str | None = None  # of a partitioned window: the key its items share (None: none)
 
     def final(self, function: str, element: str) -> list[Number]:
         """The aggregate's value as XQuery gives it (a one-item or empty sequence)."""
@@ -35,7 +36,8 @@ class WindowRecord:
     def to_xml(self) -> str:
         """``<w k="3"><p f="sum" e="en">12.5</p>…</w>``; doubles print in shortest round-trip form,
         so ``from_xml`` gives back exactly the same values."""
-        parts = [f'<w k="{self.index}">']
+        parts = [f'<w k="{self.index}">' if self.key is None
+                 else f'<w k="{self.index}" key="{escape_attribute(self.key)}">']
         for partial, value in self.values.items():
             head = _head(partial)
             parts.append(head + "/>" if value is None else f"{head}>{format_atomic(value)}</p>")
@@ -45,7 +47,7 @@ class WindowRecord:
     @classmethod
     def from_xml(cls, text: str) -> "WindowRecord":
         el = parse_untrusted(text)
-        record = cls(int(el.get("k")))
+        record = cls(int(el.get("k")), key=el.get("key"))
         for p in el:
             fn, element = p.get("f"), p.get("e")
             if p.text is None:
@@ -87,7 +89,10 @@ def _head(partial: Partial) -> str:
 
 
 def escape_attribute(text: str) -> str:
-    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+    """Text as an attribute value that parses back to exactly it (whitespace characters would
+    be normalised to spaces by the parser, so they travel as references)."""
+    return (text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+            .replace("\t", "&#9;").replace("\n", "&#10;").replace("\r", "&#13;"))
 
 
 def serialize(value: "etree._Element | WindowRecord") -> str:

@@ -160,6 +160,7 @@ class WindowClock:
     high: float = -math.inf  # time windows: highest reference accepted
     late_items: int = 0
     missing_reference: int = 0
+    by_key: dict | None = None  # count windows partitioned by a key: items seen per key
 
     def watermark(self, lateness: float) -> float:
         """Windows ending at or before this are final."""
@@ -176,6 +177,10 @@ class WindowClock:
         batch, an archive chunk): their number and highest reference, and with ``counted`` the
         items it dropped (without: where the items leave the clock, as a starting point)."""
         self.seen += after.seen
+        if after.by_key:
+            mine = self.by_key = dict(self.by_key or {})
+            for k, n in after.by_key.items():
+                mine[k] = mine.get(k, 0) + n
         self.reach(after.high)
         if counted:
             self.late_items += after.late_items
@@ -221,16 +226,30 @@ class WindowClock:
     def from_dict(cls, state: dict) -> "WindowClock":
         return cls(**state)
 
+    def key_ordinals(self, keys: Sequence[str | None]) -> np.ndarray:
+        """Count windows partitioned by a key: each next item's number among its key's items
+        (from 0), counted on (``by_key``)."""
+        seen = self.by_key = dict(self.by_key or {})
+        out = np.empty(len(keys), np.int64)
+        for i, k in enumerate(keys):
+            n = seen.get(k, 0)
+            out[i] = n
+            seen[k] = n + 1
+        self.seen += len(keys)
+        return out
+
 
 # ============================================================================ collecting windows
 
 
 @dataclass
 class ClosedWindow(Generic[T]):
-    """A window's index (k for time windows, window number for count windows) and contents."""
+    """A window's index (k for time windows, window number for count windows) and contents;
+    ``key``: of a partitioned window, the key its items share (None: they have none)."""
 
     index: int
     items: list[T]
+    key: str | None = None
 
 
 class CountWindows(Generic[T]):
@@ -287,9 +306,73 @@ class TimeWindows(Generic[T]):
         return [ClosedWindow(k, self.open.pop(k)) for k in final]
 
 
+def key_order(key: str | None) -> tuple[bool, str]:
+    """How windows of different keys that close together are ordered: by key, by codepoint
+    (items without the key first)."""
+    return (key is not None, key or "")
+
+
+class KeyedWindows(Generic[T]):
+    """Windows partitioned by a key (``WindowSpec.key``): one window sequence per key value.
+
+    A count window counts its key's items: it closes with the key's Δ-th item, so windows come
+    out in the order of the items that close them. Time windows share the one event-time clock
+    (lateness, watermark and the items dropped are the stream's), and the windows a watermark
+    closes come out by window start, then key (``key_order``), so the order does not depend on
+    how the items were batched."""
+
+    def __init__(self, spec: WindowSpec, key: Callable[[T], str | None],
+                 reference: Callable[[T], float] | None = None, lateness: float = 0.0,
+                 clock: WindowClock | None = None) -> None:
+        self.spec = spec.unkeyed()
+        self.key = key
+        self.reference = reference
+        self.lateness = lateness
+        self.clock = clock if clock is not None else WindowClock()
+        self.counts: dict[str | None, CountWindows[T]] = {}
+        self.open: dict[str | None, dict[int, list[T]]] = {}
+        self.assigner = assigner_for(self.spec)
+
+    def push(self, item: T) -> list[ClosedWindow[T]]:
+        k = self.key(item)
+        if self.spec.kind == "count":
+            windows = self.counts.get(k)
+            if windows is None:
+                windows = self.counts[k] = CountWindows(self.spec)
+            self.clock.seen += 1
+            return [ClosedWindow(w.index, w.items, k) for w in windows.push(item)]
+        assert self.reference is not None, "time windows need a reference function"
+        x = self.reference(item)
+        if not self.clock.admit(x, self.lateness):
+            return []
+        opened = self.open.setdefault(k, {})
+        for index in self.assigner.windows_of(x):
+            opened.setdefault(index, []).append(item)
+        return self._close(end=False)
+
+    def flush(self) -> list[ClosedWindow[T]]:
+        self.counts.clear()  # incomplete count windows produce nothing
+        return self._close(end=True)
+
+    def _close(self, end: bool) -> list[ClosedWindow[T]]:
+        watermark = self.clock.watermark(self.lateness)
+        closed: list[ClosedWindow[T]] = []
+        for k, opened in list(self.open.items()):
+            for index in self.assigner.final(sorted(opened), watermark, end):
+                closed.append(ClosedWindow(index, opened.pop(index), k))
+            if not opened:
+                del self.open[k]
+        closed.sort(key=lambda w: (w.index, key_order(w.key)))
+        return closed
+
+
 def collecting_windows(spec: WindowSpec, reference: Callable[[T], float] | None = None,
-                       lateness: float = 0.0, clock: WindowClock | None = None
-                       ) -> CountWindows[T] | TimeWindows[T]:
+                       lateness: float = 0.0, clock: WindowClock | None = None,
+                       key: Callable[[T], str | None] | None = None
+                       ) -> CountWindows[T] | TimeWindows[T] | KeyedWindows[T]:
+    if spec.key is not None:
+        assert key is not None, "partitioned windows need a key function"
+        return KeyedWindows(spec, key, reference, lateness, clock)
     if spec.kind == "count":
         return CountWindows(spec)
     assert reference is not None, "time windows need a reference function"

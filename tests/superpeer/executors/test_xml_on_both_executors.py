@@ -1,7 +1,8 @@
-"""Strings and attributes (issue 36) through real daemons over gRPC, on each executor: filters on
-attribute and element strings, attributes kept by projections and put on results, and a time
-window whose reference is an attribute — the same items as the reference evaluator gives, on the
-inline executor and on Spark."""
+"""Strings, attributes and partitioned windows (issue 36) through real daemons over gRPC, on each
+executor: filters on attribute and element strings, attributes kept by projections and put on
+results, a time window whose reference is an attribute, and windows per key (count and time, on
+an element and on an attribute, one reused by a coarser one) — the same items as the reference
+evaluator gives, in its order, on the inline executor and on Spark."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ QUERIES = [
     ("SP6", f'<r>{{ {HEAD}[@role != "test"] where $e/pos/@dec < 0 return <b>{{ $e/pos/@ra }}{{ $e/en }}</b> }}</r>'),
     ("SP0", '<r>{ for $w in stream("evs")/evs/ev |@t diff 5 step 2.5| let $n := count($w) '
             'let $m := max($w/pos/@ra) return <w><n>{ $n }</n><m>{ $m }</m></w> }</r>'),
+    ("SP1", ('<r>{ for $w in stream("evs")/evs/ev |@t diff 5 by src| let $n := count($w) '
+             'let $a := avg($w/en) return <w>{ $w/src }<n>{ $n }</n><a>{ $a }</a></w> }</r>')),
+    ("SP7", ('<r>{ for $w in stream("evs")/evs/ev |@t diff 10 step 5 by src| let $s := sum($w/en) '
+             'where $w/src < "Sco" return <w>{ $w/src }<s>{ $s }</s></w> }</r>')),
+    ("SP5", ('<r>{ for $w in stream("evs")/evs/ev[en > 1] |count 4 step 2 by @role| let $m := min($w/pos/@dec) '
+             'return <w>{ $w/@role }{ $m }</w> }</r>')),
 ]
 
 

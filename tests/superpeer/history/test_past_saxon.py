@@ -19,7 +19,8 @@ from thinpeer.client import SuperPeerClient
 
 pytestmark = pytest.mark.oracle
 CASES = Path(__file__).parents[2] / "wxquery" / "oracle_cases"
-NAMES = ["count_sliding", "count_tumbling", "q3", "time_sliding_filtered_aggregates", "window_contents", "q1"]
+NAMES = ["count_sliding", "count_tumbling", "q3", "time_sliding_filtered_aggregates", "window_contents", "q1",
+         "count_per_key", "time_per_key"]
 
 
 @pytest.mark.parametrize("executor", ["inline", "spark"])  # (the operators on the replayed copies too)

@@ -18,6 +18,7 @@ from wxquery.operators.panes import ChainState
 from wxquery.operators import definitions as alg
 from operator_cases import CHAINS, EN, T, assert_same, atom, photons
 from per_item_operators import Pipeline, WindowRecord, serialize
+from wxquery.operators.windows import key_order
 
 
 def run_batched(ops, kind: str, texts: list[str], rng: random.Random, lateness: float = 0.0) -> list[str]:
@@ -69,6 +70,57 @@ def test_combine_and_filter_on_records(kind: str) -> None:
     expected = [serialize(v) for v in Pipeline(ops).run(WindowRecord.from_xml(r) for r in records)]
     assert expected
     assert_same(expected, run_batched(ops, "records", records, random.Random(3)))
+
+
+KEYED = {
+    "count": alg.WindowSpec("count", F(3), F(1), key="phc"),
+    "time": alg.WindowSpec("diff", F(10), F(5), T, key="phc"),
+    "time-attribute": alg.WindowSpec("diff", F(5), F(5), T, key="@band"),
+}
+
+
+def banded(texts: list[str]) -> list[str]:
+    """Photons with a band attribute, a few without."""
+    bands = ["soft", "hard", "soft ", None]
+    return [t if bands[i % 4] is None else t.replace("<photon>", f'<photon band="{bands[i % 4]}">', 1)
+            for i, t in enumerate(texts)]
+
+
+@pytest.mark.parametrize("messy", [False, True])
+@pytest.mark.parametrize("name", sorted(KEYED))
+def test_partitioned_windows_equal_inline(name: str, messy: bool) -> None:
+    """The windows the per-item operators give, in their very order: time windows by window,
+    then key; count windows by the items that close them — however the items were batched."""
+    texts = banded(photons(3000, seed=3, messy=messy))
+    spec = KEYED[name]
+    ops = [alg.WindowAggregate(spec, (("sum", EN), ("count", "."), ("max", EN)))]
+    expected = [serialize(v) for v in Pipeline(ops).run(etree.fromstring(t) for t in texts)]
+    assert len({WindowRecord.from_xml(r).key for r in expected}) > 3
+    for seed in range(3):
+        assert_same(expected, run_batched(ops, "items", texts, random.Random(seed)))
+
+
+def per_key(records: list[str]) -> list[str]:
+    """Records grouped by key, each key's in their order."""
+    return sorted(records, key=lambda r: key_order(WindowRecord.from_xml(r).key))
+
+
+@pytest.mark.parametrize("kind", ["diff", "count"])
+def test_partitioned_windows_combine_per_key(kind: str) -> None:
+    texts = photons(3000, seed=9, messy=False)
+    fine = (alg.WindowSpec("diff", F(5), F(5), T, "phc") if kind == "diff" else alg.WindowSpec("count", F(2), F(2), key="phc"))
+    coarse = (alg.WindowSpec("diff", F(20), F(10), T, "phc") if kind == "diff"
+              else alg.WindowSpec("count", F(4), F(2), key="phc"))
+    partials = (("sum", EN), ("count", EN))
+    records = [serialize(v) for v in Pipeline([alg.WindowAggregate(fine, partials)]).run(
+        etree.fromstring(t) for t in texts)]
+    direct = [serialize(v) for v in Pipeline([alg.WindowAggregate(coarse, partials)]).run(
+        etree.fromstring(t) for t in texts)]
+    ops = [alg.CombineWindows(fine, coarse, partials)]
+    expected = [serialize(v) for v in Pipeline(ops).run(WindowRecord.from_xml(r) for r in records)]
+    assert_same(per_key(expected), per_key(direct))  # (combined per key: as if computed directly)
+    got = run_batched(ops, "records", records, random.Random(3))
+    assert_same(direct, got)  # (in the order of the windows computed directly, whatever the batches)
 
 
 def test_chain_shapes_the_planner_never_makes_are_refused() -> None:

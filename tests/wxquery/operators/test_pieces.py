@@ -30,6 +30,11 @@ CASES = {
                      alg.WindowAggregate(alg.WindowSpec("count", F(3), F(1)), (("sum", "phc"), ("count", ".")))],
     "time-late": [alg.WindowAggregate(alg.WindowSpec("diff", F(4), F(2), "det_time"),
                                       (("sum", "en"), ("count", "."), ("max", "phc")))],
+    # partitioned by phc (some items have two, the first is the key)
+    "count-keyed": [alg.WindowAggregate(alg.WindowSpec("count", F(2), F(1), key="phc"),
+                                        (("sum", "en"), ("count", ".")))],
+    "time-keyed": [alg.WindowAggregate(alg.WindowSpec("diff", F(4), F(2), "det_time", key="phc"),
+                                       (("sum", "en"), ("count", "."), ("max", "phc")))],
 }
 
 
