@@ -22,6 +22,7 @@ from statistics import NormalDist
 
 from wxquery.operators.definitions import Partial, WindowAggregate, partials_of
 from wxquery.operators.records import WindowRecord, escape_attribute
+from wxquery.operators.windows import key_order
 
 from .stream_properties import Aggregation, InputProperties, Properties, Selection
 
@@ -37,6 +38,7 @@ class Estimate:
     estimate: float | None
     low: float | None  # None: no interval (min/max, or nothing sampled)
     high: float | None
+    key: str | None = None  # a window partitioned by a key: the window's key
 
 
 def with_variance_partials(window: WindowAggregate) -> WindowAggregate:
@@ -142,13 +144,15 @@ def estimate_record(record: WindowRecord, rate: int, confidence: float = 0.95,
         elif fn in ("min", "max") and (fn, element) in wanted:
             out.append(Estimate(record.index, fn, element, value, None, None))
     record.values = {k: v for k, v in scaled(record, rate).values.items() if k[0] != SUM_OF_SQUARES}
+    if record.key is not None:
+        out = [replace(e, key=record.key) for e in out]
     return out
 
 
 def scaled(record: WindowRecord, rate: int) -> WindowRecord:
     """A copy of a window record of a 1/``rate`` sample with the whole stream's estimates:
     counts and sums × rate (averages follow), minima and maxima as sampled."""
-    out = WindowRecord(record.index, dict(record.values))
+    out = WindowRecord(record.index, dict(record.values), record.key)
     for (fn, element), value in record.values.items():
         if fn == "count":
             out.values[(fn, element)] = int((value or 0) * rate)
@@ -160,14 +164,16 @@ def scaled(record: WindowRecord, rate: int) -> WindowRecord:
 def estimate_xml(estimates: list[Estimate], rate: int, confidence: float, rows: int | None, ns: str) -> str:
     """The ``<sg:approximation>`` element an approximate answer ends with (README); ``rows``:
     the sampled items read (None: not known, as at a live subscriber, which sees only windows)."""
-    by: dict[int, list[Estimate]] = {}
+    by: dict[tuple, list[Estimate]] = {}
     for e in estimates:
-        by.setdefault(e.window, []).append(e)
+        by.setdefault((e.window, key_order(e.key)), []).append(e)
     parts = [f'<sg:approximation xmlns:sg="{ns}" sampling-rate="{1 / rate:g}" sample="1/{rate}" '
              f'confidence="{confidence:g}"' + ("" if rows is None else f' rows-read="{rows}"') + ">"]
-    for k in sorted(by):
-        parts.append(f'<sg:window k="{k}">')
-        for e in by[k]:
+    for k, key in sorted(by):
+        group = by[(k, key)]
+        said = "" if group[0].key is None else f' key="{escape_attribute(group[0].key)}"'
+        parts.append(f'<sg:window k="{k}"{said}>')
+        for e in group:
             attrs = f'function="{e.function}" element="{escape_attribute(e.element)}"'
             if e.estimate is not None:
                 attrs += f' estimate="{e.estimate!r}"'

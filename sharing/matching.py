@@ -124,9 +124,12 @@ def match_aggregations(stream: InputProperties, sub: InputProperties) -> tuple[b
         return False, f"{w.kind} windows cannot serve {w2.kind} windows"
     if w.ref != w2.ref:
         return False, f"time windows over different reference elements ({w.ref} vs {w2.ref})"
-    if w.key != w2.key:
-        return False, (f"windows partitioned differently (by {w.key or 'nothing'} vs "
-                       f"{w2.key or 'nothing'}): a window's items depend on its key")
+    if w.key != w2.key and not (w2.key is None and w.kind == "diff"):
+        if w2.key is None:
+            return False, (f"count windows per {w.key} hold other items than count windows over all items "
+                           "(a time window over all items is the union of its keys' windows; a count window is not)")
+        return False, (f"windows partitioned differently (by {w.key or 'nothing'} vs {w2.key}): "
+                       "a window's items depend on its key")
     if not _divides(w.size, w2.size):
         return False, f"the new window size {alg.format_fraction(w2.size)} is not a multiple " \
                       f"of the stream's {alg.format_fraction(w.size)} (Δ' mod Δ ≠ 0)"
@@ -199,8 +202,8 @@ def _match_aggregate_stream(stream: InputProperties, sub: InputProperties) -> Ma
         return Match(False, reason)
     residual: list[alg.Operator] = []
     assert stream.window is not None
-    if (stream.window.size, stream.window.step) != (sub.window.size, sub.window.step):
-        residual.append(alg.CombineWindows(stream.window, sub.window, _partials(sub)))
+    if (stream.window.size, stream.window.step, stream.window.key) != (sub.window.size, sub.window.step, sub.window.key):
+        residual.append(alg.CombineWindows(stream.window, sub.window, _partials(sub)))  # (coarser, or every key's)
     if sub.aggregate_selection is not None:
         atoms = residual_selection(stream.aggregate_selection, sub.aggregate_selection)
         if atoms:

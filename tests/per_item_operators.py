@@ -93,11 +93,15 @@ class CombineInstance(OperatorInstance):
     def __init__(self, definition: alg.CombineWindows) -> None:
         self.definition = dataclasses.replace(definition, source=definition.source.unkeyed(),
                                               window=definition.window.unkeyed())
+        self.per_key = definition.window.key is not None  # (else every key's records merge by window)
         self.combines: dict = {}
 
     def push(self, value: WindowRecord) -> list:
-        combine = self.combines.setdefault(value.key, CombineWindowRecords(self.definition))
-        return self._keyed(value.key, combine.push(value))
+        key = value.key if self.per_key else None
+        if not self.per_key:
+            value = WindowRecord(value.index, dict(value.values))
+        combine = self.combines.setdefault(key, CombineWindowRecords(self.definition))
+        return self._keyed(key, combine.push(value))
 
     def flush(self) -> list:
         return [r for k, c in self.combines.items() for r in self._keyed(k, c.flush())]

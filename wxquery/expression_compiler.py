@@ -147,7 +147,7 @@ class ExpressionCompiler(ABC):
             var = root.name
             if rest is None:
                 return lambda env: env[var]
-            if not keyed:
+            if not keyed or p.has_predicates:  # (a key is only its path as written: no predicate on it)
                 return lambda env: rest(env[var])
             names = p.names
             return lambda env: rest(bound_roots(env[var], names))
@@ -242,7 +242,7 @@ class ExpressionCompiler(ABC):
         navigate = (self.steps(list(p.steps)) if p.has_predicates else navigator(p.names) if p.names
                     else (lambda elements: list(elements)))
         assert navigate is not None
-        names = p.names
+        names = () if p.has_predicates else p.names  # (a key is only its path as written)
         return lambda env: [text_of(v) for v in navigate(bound_roots(env[key], names))
                             if isinstance(v, (etree._Element, Attribute))]
 

@@ -132,6 +132,9 @@ def handover_for(streams: Mapping[str, NetworkStream], old_stream: str, new_stre
     must count in an operator of its own (``new``: its new streams), which is then aligned."""
     old = count_window_of(streams, old_stream)
     made = count_window_of({**streams, **new}, new_stream)
+    if any(isinstance(op, alg.WindowAggregate) and op.window.key is not None
+           for entry in (old, made) if entry is not None for op in entry.operators):
+        return "its count windows are counted per key, and only a count over all items can be aligned"
     if old is None or made is None:
         return "its count windows are not computed by one count operator on each plan"
     if made.id not in new:

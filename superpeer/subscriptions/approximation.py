@@ -29,6 +29,7 @@ from lxml import etree
 from sharing.estimates import Estimate, estimate_record, estimate_xml
 from wxquery.operators.definitions import Partial
 from wxquery.operators.records import WindowRecord
+from wxquery.operators.windows import key_order
 
 from ..errors import NodeError
 
@@ -75,7 +76,7 @@ class LiveEstimates:
         self._rates: list[int] = []  # each window's sample (the rate changes under pressure)
         # per variable, the last window estimated: a runtime planned again recomputes its inputs
         # from the start (its results are skipped), and so are the windows' intervals
-        self._last: dict[str, int] = {}
+        self._last: dict[str, tuple] = {}  # (window, key_order of its key)
         self.dropped = 0  # windows whose intervals were let go (``MAX_WINDOWS``)
         self.persist = persist
         self._lock = threading.Lock()
@@ -93,7 +94,9 @@ class LiveEstimates:
                 else:
                     self._rates.append(self.rate)
                 self._estimates.append([Estimate(**e) for e in stored])
-                self._last[variable] = max(window, self._last.get(variable, -1))
+                key = self._estimates[-1][0].key if self._estimates[-1] else None
+                at = (window, key_order(key))
+                self._last[variable] = max(at, self._last.get(variable, at))
 
     def scale(self, variable: str, values: list, position: int) -> list:
         """The values with every window record replaced by its scaled copy (the stream's
@@ -104,10 +107,12 @@ class LiveEstimates:
             return values
         for value in values:
             if isinstance(value, WindowRecord):
-                copy = WindowRecord(value.index, dict(value.values))  # the original may be shared
+                copy = WindowRecord(value.index, dict(value.values), value.key)  # the original may be shared
                 estimates = estimate_record(copy, self.rate, self.confidence, self.asked.get(variable, ()))
-                if value.index > self._last.get(variable, -1):
-                    self._last[variable] = value.index
+                at = (value.index, key_order(value.key))  # (time windows come by window, then key)
+                last = self._last.get(variable)
+                if last is None or at > last:
+                    self._last[variable] = at
                     found.append((value.index, estimates))
                 value = copy
             out.append(value)

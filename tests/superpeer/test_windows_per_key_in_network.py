@@ -1,7 +1,8 @@
 """Windows partitioned by a key (issue 36), through eight real super-peers in one process:
 count and time windows per key, on an element and on an attribute, the key in results and in
 conditions; a stream of per-key windows reused by a later subscription with the same key and a
-coarser window (combined per key), and not by one partitioned differently.
+coarser window (combined per key) and by one over all items (every key's windows merged), and
+not by one partitioned differently.
 
 Every subscriber gets what the reference evaluator gives over what was published after it
 subscribed, in its order."""
@@ -57,14 +58,17 @@ def test_time_windows_per_key_are_shared_with_a_coarser_window_on_the_same_key()
               f'where $w/chip != "S3" return <w>{{ $w/chip }}<s>{{ $s }}</s></w> }}</r>')
     other = (f'<r>{{ {HEAD} |det_time diff 4 step 2 by @src| let $s := sum($w/en) '
              f'return <w>{{ $w/@src }}{{ $s }}</w> }}</r>')
+    everything = (f'<r>{{ {HEAD} |det_time diff 4| let $n := count($w/en) '
+                  f'return <w>{{ $n }}</w> }}</r>')
 
     def check(records) -> None:
         first = records[0].plan.parts[0].result_stream
         assert records[1].plan.parts[0].reused == first, records[1].plan.describe()
         assert records[2].plan.parts[0].reused != first, records[2].plan.describe()
+        assert records[3].plan.parts[0].reused == first, records[3].plan.describe()
         assert "by chip" in records[0].plan.describe()
 
-    run(photons(3000), [("SP1", fine), ("SP7", coarse), ("SP6", other)], check)
+    run(photons(3000), [("SP1", fine), ("SP7", coarse), ("SP6", other), ("SP5", everything)], check)
 
 
 def test_count_windows_count_their_own_keys_items() -> None:

@@ -220,25 +220,26 @@ def row_keys(batch: ItemBatch, path: str, rows: np.ndarray) -> list[str | None]:
 def reduce_keyed_panes(inputs: list[Column], panes: np.ndarray, keys: list[str | None],
                        partials: tuple[Partial, ...], first: int | None = None) -> list[tuple[tuple, list]]:
     """``reduce_panes`` for a window partitioned by a key: per (key, pane), the partials of the
-    rows with that key in that pane (``keys``: one per row). ``first``: count windows, the
-    number of the first row among every item the window has counted — a pane is then
-    ``(key, pane, number of its last row)``, which orders the windows by the items that close
-    them, however the items were batched."""
-    groups: dict[str | None, list[int]] = {}
-    for i, k in enumerate(keys):
-        groups.setdefault(k, []).append(i)
-    out: list[tuple[tuple, list]] = []
-    for k, members in groups.items():
-        rows = np.asarray(members, np.int64)
-        sub = [column_rows(c, rows) for c in inputs]
-        reduced = reduce_panes(sub, panes[rows], partials)
-        if first is None:
-            out.extend(((k, p), values) for p, values in reduced)
-            continue
-        # (count panes ascend with the rows: a pane's last row is the last before the next pane's)
-        ends = np.flatnonzero(np.diff(panes[rows], append=np.iinfo(np.int64).max))
-        out.extend(((k, p, first + int(rows[e])), values) for (p, values), e in zip(reduced, ends))
-    return out
+    rows with that key in that pane (``keys``: one per row), in one reduction over both. ``first``:
+    count windows, the number of the first row among every item the window has counted — a
+    pane is then ``(key, pane, number of its last row)``, which orders the windows by the items
+    that close them, however the items were batched."""
+    if panes.size == 0:
+        return []
+    codes: dict[str | None, int] = {}
+    code = np.fromiter((codes.setdefault(k, len(codes)) for k in keys), np.int64, len(keys))
+    low = int(panes.min())
+    span = int(panes.max()) - low + 1
+    combined = code * span + (panes - low)
+    names = list(codes)
+    reduced = reduce_panes(inputs, combined, partials)
+    if first is None:
+        return [((names[c // span], c % span + low), values) for c, values in reduced]
+    uniq, inv = np.unique(combined, return_inverse=True)
+    last = np.full(uniq.size, -1, np.int64)
+    np.maximum.at(last, inv, np.arange(combined.size, dtype=np.int64))
+    return [((names[c // span], c % span + low, first + int(e)), values)
+            for (c, values), e in zip(reduced, last.tolist())]
 
 
 def live_rows(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None = None) -> np.ndarray | None:

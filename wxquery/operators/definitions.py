@@ -148,7 +148,9 @@ class WindowAggregate:
 
 @dataclass(frozen=True)
 class CombineWindows:
-    """Coarser windows from a finer aggregate stream: Δ' mod Δ = 0, Δ mod μ = 0, μ' mod μ = 0."""
+    """Coarser windows from a finer aggregate stream: Δ' mod Δ = 0, Δ mod μ = 0, μ' mod μ = 0; per
+    key from windows per the same key, or over all items from time windows per key (each window
+    the union of its keys')."""
 
     source: WindowSpec
     window: WindowSpec
@@ -156,8 +158,11 @@ class CombineWindows:
 
     def __post_init__(self) -> None:
         s, w = self.source, self.window
-        if s.kind != w.kind or s.ref != w.ref or s.key != w.key:
-            raise ValueError("windows of different kind, reference or key cannot be combined")
+        if s.kind != w.kind or s.ref != w.ref:
+            raise ValueError("windows of different kind or reference cannot be combined")
+        if s.key != w.key and not (w.key is None and w.kind == "diff"):
+            raise ValueError(f"{w} cannot be computed from {s}: only time windows per key merge into "
+                             "windows over all items")
         if not ((w.size / s.size).denominator == 1 and s.tiles and (w.step / s.step).denominator == 1):
             raise ValueError(f"{w} cannot be computed from {s}")
 

@@ -70,6 +70,11 @@ class CombineWindowRecords:
         return math.ceil((m - span) / self.coarse_step)
 
     def push(self, record: WindowRecord) -> list[WindowRecord]:
+        held = self.pending.get(record.index)
+        if held is not None:  # (records of every key of a time window, merged: they come together)
+            for (fn, element), value in record.values.items():
+                held.values[(fn, element)] = merge(fn, held.values.get((fn, element)), value)
+            record = held
         self.pending[record.index] = record
         if self.next_coarse is None:
             self.next_coarse = self._first_coarse_containing(record.index)
@@ -138,9 +143,12 @@ class KeyedPanes:
         else:
             self.unkeyed = replace(chain, window=replace(window, source=window.source.unkeyed(),
                                                          window=window.window.unkeyed()))
-        self.states: dict[str | None, ChainState] = {}
-        self.combiners: dict[str | None, CombineWindowRecords] = {}
+        self.states: dict[str | None, ChainState] = {}  # the keys with open panes
+        self.combiners: dict[str | None, CombineWindowRecords] = {}  # the keys with records pending
         self.closing: dict[tuple[str | None, int], int] = {}  # count windows: (key, pane) → its last item's number
+        self.next_k: dict[str | None, int] = {}  # count windows: where a key without open panes goes on
+        self.touched: set[str | None] = set()  # count windows: keys with items since the last close
+        self.newest: int | None = None  # time windows on records: the latest record's window
 
     def add_panes(self, panes: list[tuple[tuple, list]]) -> None:
         by_key: dict[str | None, list[tuple[int, list]]] = {}
@@ -153,28 +161,40 @@ class KeyedPanes:
             state = self.states.get(k)
             if state is None:
                 state = self.states[k] = ChainState(self.unkeyed)
+                state.next_k = self.next_k.pop(k, None)
             state.add_panes(some)
+            self.touched.add(k)
 
     def closed(self, clock: WindowClock, lateness: float, end: bool) -> list[WindowRecord]:
         out: list[WindowRecord] = []
         closes: list[int] = []  # count windows: the number of the item that closed each
-        for k, state in list(self.states.items()):
+        assigner = assigner_for(self.unkeyed.window.window)  # type: ignore[union-attr] # (not kept: state is pickled)
+        if self.time or end:
+            keys = list(self.states)
+        else:  # (a count window closes only with its key's items: the keys that had some and reached one's end)
+            seen = clock.by_key or {}
+            keys = [k for k in self.touched if k in self.states
+                    and assigner.complete(seen.get(k, 0)) > (self.states[k].next_k or 0)]
+        self.touched = set()
+        for k in keys:
+            state = self.states[k]
             if self.time:
                 state.clock.high = clock.high
             else:
                 state.clock.seen = (clock.by_key or {}).get(k, 0)
-            assigner = assigner_for(state.chain.window.window)  # type: ignore[union-attr]
             for index, values in state._closed(lateness, end):
                 record = state._window_record(index, values)
                 record.key = k
                 out.append(record)
                 if not self.time:
                     closes.append(self.closing.get((k, assigner.panes_of_window(index)[-1]), -1))
-            if self.time and not state.panes:  # (a key seen again starts afresh: its windows are later)
+            if not state.panes:  # (a key seen again starts afresh: its windows are later)
                 del self.states[k]
+                if not self.time and state.next_k is not None:
+                    self.next_k[k] = state.next_k
         if closes:
             out = [r for _, _, r in sorted(zip(closes, range(len(out)), out))]
-            for k, p in [kp for kp in self.closing if kp[1] not in self.states[kp[0]].panes]:
+            for k, p in [kp for kp in self.closing if kp[0] not in self.states or kp[1] not in self.states[kp[0]].panes]:
                 del self.closing[(k, p)]
         return self._ordered(out)
 
@@ -187,10 +207,13 @@ class KeyedPanes:
             if combiner is None:
                 combiner = self.combiners[record.key] = CombineWindowRecords(self.unkeyed.window)
             out.extend(self._keyed(record.key, combiner.push(record)))
-            if self.time:  # records come by window: every key's earlier windows are complete
+            if self.time and (self.newest is None or record.index > self.newest):
+                self.newest = record.index  # records come by window: every key's earlier windows are complete
                 for k, other in self.combiners.items():
                     if other is not combiner:
                         out.extend(self._keyed(k, other._emit(upto=record.index)))
+        for k in [k for k, c in self.combiners.items() if not c.pending]:
+            del self.combiners[k]  # (nothing of it is pending: a later record of the key starts afresh)
         return self._ordered(out)
 
     def flush(self) -> list[WindowRecord]:

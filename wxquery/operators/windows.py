@@ -332,6 +332,7 @@ class KeyedWindows(Generic[T]):
         self.counts: dict[str | None, CountWindows[T]] = {}
         self.open: dict[str | None, dict[int, list[T]]] = {}
         self.assigner = assigner_for(self.spec)
+        self.first_end = math.inf  # time windows: the earliest end of an open window (none closes before)
 
     def push(self, item: T) -> list[ClosedWindow[T]]:
         k = self.key(item)
@@ -348,6 +349,7 @@ class KeyedWindows(Generic[T]):
         opened = self.open.setdefault(k, {})
         for index in self.assigner.windows_of(x):
             opened.setdefault(index, []).append(item)
+            self.first_end = min(self.first_end, self.assigner.bounds(index)[1])
         return self._close(end=False)
 
     def flush(self) -> list[ClosedWindow[T]]:
@@ -356,12 +358,15 @@ class KeyedWindows(Generic[T]):
 
     def _close(self, end: bool) -> list[ClosedWindow[T]]:
         watermark = self.clock.watermark(self.lateness)
+        if not end and watermark < self.first_end:
+            return []  # (looked at every key only when some window closes)
         closed: list[ClosedWindow[T]] = []
         for k, opened in list(self.open.items()):
             for index in self.assigner.final(sorted(opened), watermark, end):
                 closed.append(ClosedWindow(index, opened.pop(index), k))
             if not opened:
                 del self.open[k]
+        self.first_end = min((self.assigner.bounds(min(o))[1] for o in self.open.values()), default=math.inf)
         closed.sort(key=lambda w: (w.index, key_order(w.key)))
         return closed
 

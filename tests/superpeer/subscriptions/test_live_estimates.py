@@ -44,6 +44,25 @@ def test_windows_are_read_with_the_results_that_arrived_with_them_once_each() ->
     assert by_fn["avg"].estimate == 1.5 and by_fn["avg"].low < 1.5 < by_fn["avg"].high
 
 
+def test_windows_per_key_keep_their_keys_and_each_keys_interval() -> None:
+    """Time windows per key come by window, then key: each key's window is estimated (once,
+    also when recomputed), and says its key — on the scaled record and in the intervals."""
+    live = LiveEstimates(4, ASKED)
+
+    def keyed(k: int, key: str | None) -> WindowRecord:
+        r = record(k)
+        r.key = key
+        return r
+
+    scaled = live.scale("w", [keyed(-1, None), keyed(-1, "A"), keyed(-1, "B"), keyed(0, "A")], position=0)
+    assert [r.key for r in scaled] == [None, "A", "B", "A"]
+    assert {(e.window, e.key) for e in live.between(0, 4, last=False)} == {(-1, None), (-1, "A"), (-1, "B"), (0, "A")}
+    live.scale("w", [keyed(0, "A"), keyed(0, "B")], position=4)  # (0, A) again: recomputed
+    assert {(e.window, e.key) for e in live.between(4, 2, last=True)} == {(0, "B")}
+    windows = etree.fromstring(live.xml(0, 6, last=True))
+    assert [(w.get("k"), w.get("key")) for w in windows] == [("-1", None), ("-1", "A"), ("-1", "B"), ("0", "A"), ("0", "B")]
+
+
 def test_the_reads_elements_merge_into_one_in_order() -> None:
     live = LiveEstimates(8, ASKED)
     live.scale("w", [record(0)], position=0)

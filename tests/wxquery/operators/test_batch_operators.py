@@ -121,6 +121,13 @@ def test_partitioned_windows_combine_per_key(kind: str) -> None:
     assert_same(per_key(expected), per_key(direct))  # (combined per key: as if computed directly)
     got = run_batched(ops, "records", records, random.Random(3))
     assert_same(direct, got)  # (in the order of the windows computed directly, whatever the batches)
+    if kind == "diff":  # every key's windows merged: the windows over all items
+        everything = alg.WindowSpec("diff", F(20), F(10), T)
+        direct = [serialize(v) for v in Pipeline([alg.WindowAggregate(everything, partials)]).run(
+            etree.fromstring(t) for t in texts)]
+        merged = [alg.CombineWindows(fine, everything, partials)]
+        assert_same(direct, [serialize(v) for v in Pipeline(merged).run(WindowRecord.from_xml(r) for r in records)])
+        assert_same(direct, run_batched(merged, "records", records, random.Random(4)))
 
 
 def test_chain_shapes_the_planner_never_makes_are_refused() -> None:
