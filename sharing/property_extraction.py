@@ -67,7 +67,9 @@ class _Extractor:
     def run(self) -> Properties:
         self.collect_uses(self.checked.query.body, in_aggregate=False)
         for clause, binding in self.origin_clauses():
-            pushed = clause.window is not None and self.only_aggregated(clause)
+            # (a window over elements below the items, stream(…)/s/item/part, counts and times
+            # those elements, not the items the network's operators see: it is cut here)
+            pushed = clause.window is not None and self.only_aggregated(clause) and len(clause.source.steps) == 2
             self.inputs[id(clause)] = _InputBuilder(clause, binding, pushed)
             if clause.window is not None and not pushed:
                 self.local_windows.append(f"${clause.var} {window_from_ast(clause.window)}")
@@ -75,15 +77,17 @@ class _Extractor:
         result: list[InputProperties] = []
         for b in self.inputs.values():
             window = window_from_ast(b.clause.window) if b.window_pushed else None
+            below = tuple(b.clause.source.names[2:])  # (the window's items, within the stream's)
             if b.clause.window is not None and b.clause.window.kind == "diff":
-                ref = "/".join(b.clause.window.ref)
+                ref = "/".join(below + b.clause.window.ref)
                 b.referenced.add(ref)
                 if not b.window_pushed:
                     b.output.add(ref)
             if b.clause.window is not None and b.clause.window.key is not None:
-                b.referenced.add(b.clause.window.key)
+                key = "/".join(below + b.clause.window.by)
+                b.referenced.add(key)
                 if not b.window_pushed:
-                    b.output.add(b.clause.window.key)
+                    b.output.add(key)
             b.referenced |= b.output
             result.append(InputProperties(
                 input=InputStream(b.binding.stream or "", b.binding.item_path),

@@ -78,3 +78,18 @@ def test_count_windows_count_their_own_keys_items() -> None:
                f'return <w>{{ $w/chip }}{{ $m }}</w> }}</r>')
     local = f'<r>{{ {HEAD} |count 3 by chip| return <w>{{ $w/chip }}{{ count($w/en) }}{{ $w/en }}</w> }}</r>'
     run(photons(2000), [("SP1", tumbling), ("SP7", sliding), ("SP5", local)])
+
+
+def test_windows_over_elements_below_the_items_count_those_elements() -> None:
+    """``stream(…)/photons/photon/hit |count 3|``: the window's items are the hits (two in some
+    photons), not the photons the network's operators see — it is cut at the subscriber, over
+    the hits, its reference and key read below them."""
+    rng = random.Random(5)
+    items = []
+    for k in range(600):
+        hits = "".join(f"<hit><chip>{rng.choice('AB')}</chip><en>{rng.uniform(0, 3):.2f}</en><t>{k / 10:.1f}</t></hit>"
+                       for _ in range(rng.choice([1, 2])))
+        items.append(f"<photon>{hits}</photon>")
+    head = 'for $w in stream("photons")/photons/photon/hit'
+    run(items, [("SP1", f'<r>{{ {head} |count 3| return <n>{{ sum($w/en) }}</n> }}</r>'),
+                ("SP7", f'<r>{{ {head} |t diff 2 by chip| return <w>{{ $w/chip }}{{ count($w/en) }}</w> }}</r>')])
