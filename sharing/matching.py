@@ -144,8 +144,8 @@ def match_aggregations(stream: InputProperties, sub: InputProperties) -> tuple[b
     if lacking:
         return False, "the stream lacks the aggregates " + ", ".join(lacking)
     if stream.aggregate_selection is not None:
-        if (w.size, w.step) != (w2.size, w2.step):
-            return False, "a filtered aggregate stream serves only equal windows"
+        if (w.size, w.step, w.key) != (w2.size, w2.step, w2.key):
+            return False, "a filtered aggregate stream serves only equal windows (of the same key)"
         if not _graph(sub.aggregate_selection).implies(_graph(stream.aggregate_selection)):
             return False, "the stream's filter on aggregates is not implied by the subscription's"
     return True, "the aggregates can be computed from the stream's windows"

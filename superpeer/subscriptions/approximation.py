@@ -60,6 +60,20 @@ def check_bounds(min_rate: int, weight: float) -> None:
         raise NodeError("INVALID_ARGUMENT", f"weight: {weight} is not a positive number")
 
 
+KEYED = "\x1f"  # (a window per key is stored as variable, KEYED, key: one row per window and key)
+
+
+def stored(variable: str, key: str | None) -> str:
+    """The variable a window's intervals are stored under: the stored rows are one per
+    (variable, window), and a window per key has one per key."""
+    return variable if key is None else f"{variable}{KEYED}{key}"
+
+
+def unstored(stored_as: str) -> tuple[str, str | None]:
+    variable, keyed, key = stored_as.partition(KEYED)
+    return variable, key if keyed else None
+
+
 class LiveEstimates:
     """The intervals of one approximate subscription's windows, by result offset."""
 
@@ -85,7 +99,8 @@ class LiveEstimates:
         """The windows estimated before a restart (``persist``'s rows, in arrival order): kept at
         their offsets, and not estimated again when the recomputation reaches them."""
         with self._lock:
-            for variable, window, position, estimates in rows[-MAX_WINDOWS:]:
+            for stored_as, window, position, estimates in rows[-MAX_WINDOWS:]:
+                variable, key = unstored(stored_as)
                 self._positions.append(max(position, self._positions[-1]) if self._positions else position)
                 stored = json.loads(estimates)
                 if isinstance(stored, dict):  # ({rate, estimates}: the rate may change)
@@ -94,7 +109,6 @@ class LiveEstimates:
                 else:
                     self._rates.append(self.rate)
                 self._estimates.append([Estimate(**e) for e in stored])
-                key = self._estimates[-1][0].key if self._estimates[-1] else None
                 at = (window, key_order(key))
                 self._last[variable] = max(at, self._last.get(variable, at))
 
@@ -102,7 +116,7 @@ class LiveEstimates:
         """The values with every window record replaced by its scaled copy (the stream's
         estimates, without Σx²); the records' intervals kept at result offset ``position``."""
         out: list = []
-        found: list[tuple[int, list[Estimate]]] = []
+        found: list[tuple[int, str | None, list[Estimate]]] = []
         if self.rate == 1:  # (on the whole stream again: its windows are exact)
             return values
         for value in values:
@@ -113,7 +127,7 @@ class LiveEstimates:
                 last = self._last.get(variable)
                 if last is None or at > last:
                     self._last[variable] = at
-                    found.append((value.index, estimates))
+                    found.append((value.index, value.key, estimates))
                 value = copy
             out.append(value)
         if not found:
@@ -122,12 +136,12 @@ class LiveEstimates:
             at = max(position, self._positions[-1]) if self._positions else position
             if self.persist is not None:  # stored before any reader can be handed them
                 try:
-                    self.persist([(variable, window, at, json.dumps(
+                    self.persist([(stored(variable, key), window, at, json.dumps(
                         {"rate": self.rate, "estimates": [asdict(e) for e in estimates]}))
-                                  for window, estimates in found])
+                                  for window, key, estimates in found])
                 except Exception:  # noqa: BLE001 - the data path goes on; a restart may repeat these
-                    log.exception("could not store the intervals of windows %s", [w for w, _ in found])
-            for _, estimates in found:
+                    log.exception("could not store the intervals of windows %s", [w for w, _, _ in found])
+            for _, _, estimates in found:
                 self._positions.append(at)
                 self._estimates.append(estimates)
                 self._rates.append(self.rate)

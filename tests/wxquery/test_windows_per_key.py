@@ -184,3 +184,15 @@ def test_a_predicate_on_the_key_path_reads_the_windows_items() -> None:
     document = "<p>" + "".join(items) + "</p>"
     got = evaluate(analyze(query).checked, StreamDocument.from_text(document)).serialized_items()
     assert list(got) == ['<w><chip x="1">A</chip></w>']
+
+
+def test_a_stream_per_key_filtered_on_its_aggregates_serves_only_the_same_key() -> None:
+    """The filter dropped the windows of keys that failed it: their items are missing from the
+    windows over all items merged from it."""
+    def props(window: str, where: str = "where $s > 5"):
+        return analyze(f"<r>{{ {HEAD} {window} let $s := sum($w/en) {where} return <w>{{ $s }}</w> }}</r>").properties
+
+    assert match_subscriptions(props("|t diff 5 by chip|"), props("|t diff 5 by chip|")).shareable
+    refused = match_subscriptions(props("|t diff 5 by chip|"), props("|t diff 5|"))
+    assert not refused.shareable and "same key" in refused.reason
+    assert match_subscriptions(props("|t diff 5 by chip|", ""), props("|t diff 5|")).shareable

@@ -230,6 +230,8 @@ def reduce_keyed_panes(inputs: list[Column], panes: np.ndarray, keys: list[str |
     code = np.fromiter((codes.setdefault(k, len(codes)) for k in keys), np.int64, len(keys))
     low = int(panes.min())
     span = int(panes.max()) - low + 1
+    if span * len(codes) >= 1 << 62:  # (panes too far apart to number (key, pane) pairs in 64 bits)
+        return [row for k in codes for row in _one_key(inputs, panes, keys, k, partials, first)]
     combined = code * span + (panes - low)
     names = list(codes)
     reduced = reduce_panes(inputs, combined, partials)
@@ -240,6 +242,17 @@ def reduce_keyed_panes(inputs: list[Column], panes: np.ndarray, keys: list[str |
     np.maximum.at(last, inv, np.arange(combined.size, dtype=np.int64))
     return [((names[c // span], c % span + low, first + int(e)), values)
             for (c, values), e in zip(reduced, last.tolist())]
+
+
+def _one_key(inputs: list[Column], panes: np.ndarray, keys: list[str | None], key: str | None,
+             partials: tuple[Partial, ...], first: int | None) -> list[tuple[tuple, list]]:
+    """``reduce_keyed_panes`` of the rows of one key."""
+    rows = np.asarray([i for i, k in enumerate(keys) if k == key], np.int64)
+    out = reduce_keyed_panes([column_rows(c, rows) for c in inputs], panes[rows], [key] * rows.size, partials,
+                             None if first is None else 0)
+    if first is None:
+        return out
+    return [((k, p, first + int(rows[e])), values) for (k, p, e), values in out]  # (numbered in the batch)
 
 
 def live_rows(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None = None) -> np.ndarray | None:

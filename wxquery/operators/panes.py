@@ -166,7 +166,17 @@ class KeyedPanes:
             self.touched.add(k)
 
     def closed(self, clock: WindowClock, lateness: float, end: bool) -> list[WindowRecord]:
-        out: list[WindowRecord] = []
+        """The windows final now, as records."""
+        return [self.record(k, key, values) for k, key, values in self.closed_rows(clock, lateness, end)]
+
+    def record(self, index: int, key: str | None, values: list) -> WindowRecord:
+        partials = self.unkeyed.window.partials  # type: ignore[union-attr]
+        return WindowRecord(index, {(fn, element): (value or 0) if fn == "count" else value
+                                    for (fn, element), value in zip(partials, values)}, key)
+
+    def closed_rows(self, clock: WindowClock, lateness: float, end: bool) -> list[tuple[int, str | None, list]]:
+        """The windows final now, as (window, key, merged partials), in their order."""
+        out: list[tuple[int, str | None, list]] = []
         closes: list[int] = []  # count windows: the number of the item that closed each
         assigner = assigner_for(self.unkeyed.window.window)  # type: ignore[union-attr] # (not kept: state is pickled)
         if self.time or end:
@@ -183,9 +193,7 @@ class KeyedPanes:
             else:
                 state.clock.seen = (clock.by_key or {}).get(k, 0)
             for index, values in state._closed(lateness, end):
-                record = state._window_record(index, values)
-                record.key = k
-                out.append(record)
+                out.append((index, k, values))
                 if not self.time:
                     closes.append(self.closing.get((k, assigner.panes_of_window(index)[-1]), -1))
             if not state.panes:  # (a key seen again starts afresh: its windows are later)
@@ -196,7 +204,9 @@ class KeyedPanes:
             out = [r for _, _, r in sorted(zip(closes, range(len(out)), out))]
             for k, p in [kp for kp in self.closing if kp[0] not in self.states or kp[1] not in self.states[kp[0]].panes]:
                 del self.closing[(k, p)]
-        return self._ordered(out)
+        if self.time:
+            out.sort(key=lambda row: (row[0], key_order(row[1])))
+        return out
 
     def add_records(self, texts: list[str]) -> list[WindowRecord]:
         assert isinstance(self.unkeyed.window, CombineWindows)
@@ -393,8 +403,12 @@ class ChainState:
             out.extend(self.close(lateness, end))
             return [r.to_xml() for r in self._filtered(out)]
         self.add_panes(panes)
+        partials = self.chain.window.partials  # type: ignore[union-attr]
         if self.keyed is not None:
-            return [r.to_xml() for r in self._filtered(self.keyed.closed(self.clock, lateness, end))]
+            rows = self.keyed.closed_rows(self.clock, lateness, end)
+            if self.chain.filters or len(set(partials)) < len(partials):  # a record holds a partial once
+                return [r.to_xml() for r in self._filtered([self.keyed.record(*row) for row in rows])]
+            return window_texts(partials, [(k, values) for k, _, values in rows], [key for _, key, _ in rows])
         partials = self.chain.window.partials  # type: ignore[union-attr]
         rows = self._closed(lateness, end)
         if self.chain.filters or len(set(partials)) < len(partials):  # a record holds a partial once

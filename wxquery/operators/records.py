@@ -59,14 +59,19 @@ class WindowRecord:
         return record
 
 
-def window_texts(partials: Sequence[Partial], rows: Sequence[tuple[int, Sequence[PartialValue]]]) -> list[str]:
-    """What ``WindowRecord(k, dict(zip(partials, values))).to_xml()`` writes for each ``(k,
-    values)`` (a count of None as 0; ``partials`` distinct), a column at a time and without the
-    records: a driver closing ten thousand windows a batch spent more on the records than on
-    closing them."""
+def window_texts(partials: Sequence[Partial], rows: Sequence[tuple[int, Sequence[PartialValue]]],
+                 keys: Sequence[str | None] | None = None) -> list[str]:
+    """What ``WindowRecord(k, dict(zip(partials, values)), key).to_xml()`` writes for each ``(k,
+    values)`` (a count of None as 0; ``partials`` distinct; ``keys``: a window per key's, one
+    per row), a column at a time and without the records: a driver closing ten thousand windows
+    a batch spent more on the records than on closing them."""
     if not rows:
         return []
-    columns: list[list[str]] = [[f'<w k="{k}">' for k, _ in rows]]
+    if keys is None:
+        columns: list[list[str]] = [[f'<w k="{k}">' for k, _ in rows]]
+    else:
+        columns = [[f'<w k="{k}">' if key is None else f'<w k="{k}" key="{escape_attribute(key)}">'
+                    for (k, _), key in zip(rows, keys)]]
     for i, partial in enumerate(partials):
         head = _head(partial)
         values = [row[i] for _, row in rows]

@@ -44,10 +44,12 @@ def test_windows_are_read_with_the_results_that_arrived_with_them_once_each() ->
     assert by_fn["avg"].estimate == 1.5 and by_fn["avg"].low < 1.5 < by_fn["avg"].high
 
 
-def test_windows_per_key_keep_their_keys_and_each_keys_interval() -> None:
+def test_windows_per_key_keep_their_keys_and_each_keys_interval(tmp_path) -> None:
     """Time windows per key come by window, then key: each key's window is estimated (once,
-    also when recomputed), and says its key — on the scaled record and in the intervals."""
-    live = LiveEstimates(4, ASKED)
+    also when recomputed, and after a restart), and says its key — on the scaled record and in
+    the intervals."""
+    store = StateStore(tmp_path)
+    live = LiveEstimates(4, ASKED, persist=partial(store.add_intervals, "s1"))
 
     def keyed(k: int, key: str | None) -> WindowRecord:
         r = record(k)
@@ -60,7 +62,14 @@ def test_windows_per_key_keep_their_keys_and_each_keys_interval() -> None:
     live.scale("w", [keyed(0, "A"), keyed(0, "B")], position=4)  # (0, A) again: recomputed
     assert {(e.window, e.key) for e in live.between(4, 2, last=True)} == {(0, "B")}
     windows = etree.fromstring(live.xml(0, 6, last=True))
-    assert [(w.get("k"), w.get("key")) for w in windows] == [("-1", None), ("-1", "A"), ("-1", "B"), ("0", "A"), ("0", "B")]
+    everything = [("-1", None), ("-1", "A"), ("-1", "B"), ("0", "A"), ("0", "B")]
+    assert [(w.get("k"), w.get("key")) for w in windows] == everything
+    store.close()
+    again = LiveEstimates(4, ASKED)
+    again.restore(StateStore(tmp_path).intervals("s1"))
+    assert [(w.get("k"), w.get("key")) for w in etree.fromstring(again.xml(0, 6, last=True))] == everything
+    again.scale("w", [keyed(0, "B"), keyed(1, None)], position=6)  # (recomputed up to (0, B): only (1, None) is new)
+    assert {(e.window, e.key) for e in again.between(6, 2, last=True)} == {(1, None)}
 
 
 def test_the_reads_elements_merge_into_one_in_order() -> None:
