@@ -30,7 +30,7 @@ import numpy.random  # (loaded with the module, 10 ms, not on a registration's f
 
 from wxquery.operators import definitions as alg
 from wxquery.operators.comparisons import Comparison
-from wxquery.operators.items import path_strings
+from wxquery.operators.items import first_string
 from wxquery.operators.panes import aggregate_filter
 from wxquery.operators.records import WindowRecord
 
@@ -156,8 +156,7 @@ def keys_per_window(stats: StreamStatistics, props: InputProperties, per_window:
     items = [item for k, item in enumerate(stats.sampled_items()) if mask is None or mask[k]]
     keys: dict[str | None, int] = {}
     for item in items:
-        found = path_strings(item, path)
-        key = found[0] if found else None
+        key = first_string(item, path)
         keys[key] = keys.get(key, 0) + 1
     if not items:
         return 1.0, 12.0

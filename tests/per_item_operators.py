@@ -16,7 +16,7 @@ from lxml import etree
 
 from wxquery.operators import definitions as alg
 from wxquery.operators.aggregates import fold
-from wxquery.operators.items import Projection, atom_test, path_strings, path_values
+from wxquery.operators.items import Projection, atom_test, first_string, path_values
 from wxquery.operators.panes import CombineWindowRecords, aggregate_filter
 from wxquery.operators.records import WindowRecord, serialize  # noqa: F401 — tests import them here
 from wxquery.operators.windows import WindowCounters, collecting_windows
@@ -67,8 +67,7 @@ class WindowAggregateInstance(OperatorInstance):
         if window.key is not None:
             path = window.key
             def key(item: etree._Element) -> str | None:
-                found = path_strings(item, path)
-                return found[0] if found else None
+                return first_string(item, path)
         self.windows = collecting_windows(window, reference, lateness, key=key)
 
     def push(self, value: etree._Element) -> list:

@@ -17,9 +17,9 @@ from . import ast
 from .operators.definitions import WindowSpec
 from .evaluation_context import Env, SeqFn, Value
 from .expression_compiler import ExpressionCompiler
-from .item_navigation import Partitioned, atomize, child_elements, window_key
-from .operators.windows import (ClosedWindow, CountWindows, WindowClock, WindowCounters, collecting_windows,
-                               first_reference)
+from .item_navigation import Partitioned, atomize, child_elements
+from .operators.items import first_string
+from .operators.windows import ClosedWindow, WindowClock, WindowCounters, collecting_windows, first_reference
 
 
 class QueryCompiler(ExpressionCompiler):
@@ -68,13 +68,7 @@ class QueryCompiler(ExpressionCompiler):
             return bind_records
         source = self.path(clause.source, prepared)
         window = clause.window
-        windows: Callable[[Iterable[Value]], Iterator[ClosedWindow]] | None
-        if window is None:
-            windows = None
-        elif isinstance(window, ast.CountWindow) and not window.by:
-            windows = count_window_contents(window.size, window.step)
-        else:
-            windows = self.windows(window)
+        windows = None if window is None else self.windows(window)
 
         def bind_for(env: Env) -> Iterator[Env]:
             for bound in upstream(env):
@@ -91,24 +85,12 @@ class QueryCompiler(ExpressionCompiler):
         return bind_for
 
     def windows(self, w: ast.Window) -> Callable[[Iterable[Value]], Iterator[ClosedWindow]]:
-        """Time windows, and partitioned windows of either kind."""
+        """The windows of a for clause, as the shared window operators cut them."""
         if isinstance(w, ast.CountWindow):
             spec = WindowSpec("count", Fraction(w.size), Fraction(w.step), key=w.key)
-            return closed_windows(spec, None, self.context.lateness, self.context.stats, w.by)
+            return closed_windows(spec, None, self.context.lateness, self.context.stats)
         spec = WindowSpec("diff", w.size.value, w.step.value, "/".join(w.ref), w.key)
-        return closed_windows(spec, reference_value(w.ref), self.context.lateness, self.context.stats, w.by)
-
-
-def count_window_contents(size: int, step: int) -> Callable[[Iterable[Value]], Iterator[ClosedWindow]]:
-    """The ``|count size step step|`` windows over a sequence of items."""
-    spec = WindowSpec("count", Fraction(size), Fraction(step))
-
-    def windows(items: Iterable[Value]) -> Iterator[ClosedWindow]:
-        assigner: CountWindows[Value] = CountWindows(spec)
-        for item in items:
-            yield from assigner.push(item)
-
-    return windows
+        return closed_windows(spec, reference_value(w.ref), self.context.lateness, self.context.stats)
 
 
 def reference_value(ref: tuple[str, ...]) -> Callable[[Value], float]:
@@ -125,16 +107,18 @@ def reference_value(ref: tuple[str, ...]) -> Callable[[Value], float]:
 
 
 def closed_windows(spec: WindowSpec, reference: Callable[[Value], float] | None, lateness: float,
-                   stats: WindowCounters, by: tuple[str, ...] = ()
-                   ) -> Callable[[Iterable[Value]], Iterator[ClosedWindow]]:
-    """The windows of ``spec`` (a time window, or a window partitioned by the key path ``by``),
-    closed by the shared event-time clock's watermark (``lateness`` behind the largest reference
-    seen) and at the end; the clock's late and missing counts are added to ``stats`` when the
-    items run out."""
+                   stats: WindowCounters) -> Callable[[Iterable[Value]], Iterator[ClosedWindow]]:
+    """The windows of ``spec`` (``reference``: of a time window's items), closed as the
+    executors close them — count windows when complete, time windows by the shared event-time
+    clock's watermark (``lateness`` behind the largest reference seen) and at the end — each
+    window per key with its key; the clock's late and missing counts are added to ``stats`` when
+    the items run out."""
+    path = spec.key
+    key = None if path is None else (lambda item: first_string(item, path))
 
     def windows(items: Iterable[Value]) -> Iterator[ClosedWindow]:
         clock = WindowClock()
-        assigner = collecting_windows(spec, reference, lateness, clock, window_key(by) if by else None)
+        assigner = collecting_windows(spec, reference, lateness, clock, key)
         try:
             for item in items:
                 yield from assigner.push(item)

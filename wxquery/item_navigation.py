@@ -96,7 +96,6 @@ def navigator(names: tuple[str, ...]) -> Callable[[Iterable[Value]], list]:
     return navigate
 
 
-
 class Partitioned(list):
     """The variable of a partitioned window (``|count 4 by chip|``), bound to the window's items
     (none, for a window aggregated upstream: then ``record`` is its ``WindowRecord``).
@@ -127,18 +126,6 @@ def key_item(names: tuple[str, ...], key: str | None) -> etree._Element:
     else:
         etree.SubElement(el, names[-1]).text = key
     return root
-
-
-def window_key(names: tuple[str, ...]) -> Callable[[Value], str | None]:
-    """An item's key for a window partitioned by ``names``: the string value of the first node
-    there (None: it has none)."""
-    navigate = navigator(names)
-
-    def key(item: Value) -> str | None:
-        found = navigate([item])
-        return text_of(found[0]) if found else None
-
-    return key
 
 
 def bound_roots(bound: object, names: tuple[str, ...]) -> list:

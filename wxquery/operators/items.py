@@ -42,6 +42,13 @@ def path_strings(item: etree._Element, path: str) -> list[str]:
     return [string_value(el) for el in current]
 
 
+def first_string(item: etree._Element, path: str) -> str | None:
+    """The string value of the first node at ``path`` (None: there is none): the key of an item
+    in a window partitioned by ``path``, for every executor, the evaluator and the estimates."""
+    found = path_strings(item, path)
+    return found[0] if found else None
+
+
 _NAME_TEST = re.compile(r'([^\[/]+)\[(@?[^=\]]+)=("(?:[^"]|"")*")\]')
 
 

@@ -126,6 +126,12 @@ def aggregate_filter(atoms: tuple[Atom, ...]) -> Callable[[WindowRecord], bool]:
         for comparison, left, right in tests)
 
 
+def window_record(partials: tuple, index: int, values: list, key: str | None = None) -> WindowRecord:
+    """Window ``index``'s record from its merged partials (a count of no pane is 0)."""
+    return WindowRecord(index, {(fn, element): (value or 0) if fn == "count" else value
+                                for (fn, element), value in zip(partials, values)}, key)
+
+
 class KeyedPanes:
     """The window state of a chain partitioned by a key (``WindowSpec.key``): one ``ChainState``
     of the same window, unpartitioned, per key — panes arrive as ``((key, pane), partials)`` —
@@ -170,19 +176,17 @@ class KeyedPanes:
         return [self.record(k, key, values) for k, key, values in self.closed_rows(clock, lateness, end)]
 
     def record(self, index: int, key: str | None, values: list) -> WindowRecord:
-        partials = self.unkeyed.window.partials  # type: ignore[union-attr]
-        return WindowRecord(index, {(fn, element): (value or 0) if fn == "count" else value
-                                    for (fn, element), value in zip(partials, values)}, key)
+        return window_record(self.unkeyed.window.partials, index, values, key)  # type: ignore[union-attr]
 
     def closed_rows(self, clock: WindowClock, lateness: float, end: bool) -> list[tuple[int, str | None, list]]:
         """The windows final now, as (window, key, merged partials), in their order."""
         out: list[tuple[int, str | None, list]] = []
         closes: list[int] = []  # count windows: the number of the item that closed each
         assigner = assigner_for(self.unkeyed.window.window)  # type: ignore[union-attr] # (not kept: state is pickled)
+        seen = clock.by_key or {}
         if self.time or end:
             keys = list(self.states)
         else:  # (a count window closes only with its key's items: the keys that had some and reached one's end)
-            seen = clock.by_key or {}
             keys = [k for k in self.touched if k in self.states
                     and assigner.complete(seen.get(k, 0)) > (self.states[k].next_k or 0)]
         self.touched = set()
@@ -191,7 +195,7 @@ class KeyedPanes:
             if self.time:
                 state.clock.high = clock.high
             else:
-                state.clock.seen = (clock.by_key or {}).get(k, 0)
+                state.clock.seen = seen.get(k, 0)
             for index, values in state._closed(lateness, end):
                 out.append((index, k, values))
                 if not self.time:
@@ -339,10 +343,7 @@ class ChainState:
         return merged
 
     def _window_record(self, k: int, values: list) -> WindowRecord:
-        """Window ``k``'s record from its merged partials (a count of no pane is 0)."""
-        partials = self.chain.window.partials  # type: ignore[union-attr]
-        return WindowRecord(k, {(fn, element): (value or 0) if fn == "count" else value
-                                for (fn, element), value in zip(partials, values)})
+        return window_record(self.chain.window.partials, k, values)  # type: ignore[union-attr]
 
     def _close_count(self, spec: WindowSpec) -> list[tuple[int, list]]:
         assigner = assigner_for(spec)
@@ -409,7 +410,6 @@ class ChainState:
             if self.chain.filters or len(set(partials)) < len(partials):  # a record holds a partial once
                 return [r.to_xml() for r in self._filtered([self.keyed.record(*row) for row in rows])]
             return window_texts(partials, [(k, values) for k, _, values in rows], [key for _, key, _ in rows])
-        partials = self.chain.window.partials  # type: ignore[union-attr]
         rows = self._closed(lateness, end)
         if self.chain.filters or len(set(partials)) < len(partials):  # a record holds a partial once
             return [r.to_xml() for r in self._filtered([self._window_record(k, v) for k, v in rows])]
