@@ -73,7 +73,7 @@ def _check_conjunctions(checked: CheckedQuery, check: Check) -> None:
             right = _node(checked, a.right) if a.right is not None else None
             if left is None or (a.right is not None and right is None):
                 continue
-            atoms.append(Atom(left, a.op, right, a.constant.value))
+            atoms.append(Atom(left, a.op, right, checked.compared_constant(a)))
         if atoms and not PredicateGraph(atoms).is_satisfiable(check):
             raise UnsatisfiablePredicateError(
                 "unsatisfiable predicate: " + " and ".join(str(a) for a in atoms)

@@ -123,7 +123,8 @@ class PredicateGraph:
 
     @property
     def variables(self) -> frozenset[str]:
-        return frozenset(n for n in self.graph.nodes if n != ZERO) | frozenset(self.strings.ranges)
+        return (frozenset(n for n in self.graph.nodes if n != ZERO) | frozenset(self.strings.ranges)
+                | frozenset(n for x, _, y in self.strings.relations for n in (x, y)))
 
     # ------------------------------------------------------------------ closure
 
@@ -295,7 +296,7 @@ class PredicateGraph:
                 for x, y, data in sorted(self.graph.edges(data=True), key=lambda e: (e[0], e[1]))
             ],
         }
-        if self.strings.ranges:
+        if self.strings.original:
             out["strings"] = [str(a) for a in self.strings.atoms()]
         return out
 

@@ -268,7 +268,7 @@ class _Extractor:
                 names = [builder.aggregates[bd.name].name for bd in bindings if bd is not None]
                 builder.aggregate_atoms.append(Atom(names[0], atom.op,
                                                     names[1] if len(names) > 1 else None,
-                                                    atom.constant.value))
+                                                    self.checked.compared_constant(atom)))
                 self.applied.add(id(atom))
                 return
         # A filter on the items of one input, bound to whole items without a window: a selection.
@@ -280,7 +280,7 @@ class _Extractor:
             builder = resolved[0][0]
             assert builder is not None
             right = resolved[1][1] if len(resolved) > 1 else None
-            builder.item_atoms.append(Atom(resolved[0][1], atom.op, right, atom.constant.value))
+            builder.item_atoms.append(Atom(resolved[0][1], atom.op, right, self.checked.compared_constant(atom)))
             builder.referenced.update(carried(r) for _, r, _ in resolved)
             self.applied.add(id(atom))
             return
@@ -315,7 +315,7 @@ class _Extractor:
         right = None
         if atom.right is not None:
             right = "/".join(prefix + atom.right.keyed_names) or WHOLE_ITEM
-        return Atom(left, atom.op, right, atom.constant.value)
+        return Atom(left, atom.op, right, self.checked.compared_constant(atom))
 
     def context_paths(self, atom: ast.Comparison, prefix: tuple[str, ...]) -> list[str]:
         return [carried("/".join(prefix + side.keyed_names) or WHOLE_ITEM)
@@ -339,9 +339,11 @@ def carried(path: str) -> str:
 def comparison_text(a: ast.Comparison) -> str:
     """A comparison as text, for the join and residual conditions of post-processing."""
     if a.right is None:
+        assert a.constant is not None
         return f"{ast.path_text(a.left)} {a.op} {a.constant.text}"
     text = f"{ast.path_text(a.left)} {a.op} {ast.path_text(a.right)}"
-    if a.constant.value:
+    if a.constant is not None:  # (``+ 0`` too: it compares numbers, not strings)
+        assert isinstance(a.constant, ast.Number)
         text += (" - " + a.constant.text.lstrip("-")) if a.constant.value < 0 else " + " + a.constant.text
     return text
 

@@ -18,6 +18,10 @@ predicate graphs take it (repeated elements match only when identical, ``matchin
 a subscription keeps are never rewritten (``StringConstraints.atoms``), which keeps them exact on
 repeated elements too. String atoms and numeric atoms on the same element are reasoned about
 apart: sound (what is claimed holds), not complete across the two.
+
+Two elements compared with each other as strings (``x < y``, XQuery's comparison of two untyped
+values) are implied only by the same comparison, written either way round: sound, and not
+complete (``x = y and y = "a"`` does imply ``x = "a"`` on single values; nothing here says so).
 """
 
 from __future__ import annotations
@@ -80,8 +84,12 @@ class StringConstraints:
     def __init__(self, atoms: Iterable[Atom] = ()) -> None:
         self.original = tuple(dict.fromkeys(atoms))
         self.ranges: dict[str, StringRange] = {}
+        # two elements compared as strings (``x < y``): matched as written, or mirrored
+        self.relations = frozenset(canonical(a) for a in self.original if a.right is not None)
         for a in self.original:
-            self.ranges[a.left] = self.ranges.get(a.left, StringRange()).with_atom(a.op, a.constant)
+            if a.right is None:
+                assert isinstance(a.constant, str)
+                self.ranges[a.left] = self.ranges.get(a.left, StringRange()).with_atom(a.op, a.constant)
 
     @property
     def satisfiable(self) -> bool:
@@ -93,8 +101,11 @@ class StringConstraints:
         for every value, but not where there is none)."""
         if not self.satisfiable:
             return True
+        if atom.right is not None:
+            return canonical(atom) in self.relations
         if atom.left not in self.ranges:
             return False
+        assert isinstance(atom.constant, str)
         negated = self.ranges[atom.left].with_atom(NEGATED[atom.op], atom.constant)
         return not negated.satisfiable
 
@@ -104,3 +115,16 @@ class StringConstraints:
         (``x >= "a" and x != "a"`` is not ``x > "a"`` for the values "a" and "0"), nor dropped
         for what the others imply together."""
         return list(self.original)
+
+
+MIRRORED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def canonical(relation: Atom) -> tuple[str, str, str]:
+    """Two elements compared as strings, written one way for both ways round (``y > x`` is
+    ``x < y``): what identity of such atoms means."""
+    x, op, y = relation.left, relation.op, relation.right
+    assert y is not None
+    if op in (">", ">=") or (op in ("=", "!=") and y < x):
+        x, op, y = y, MIRRORED[op], x
+    return x, op, y

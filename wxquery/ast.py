@@ -138,12 +138,17 @@ class Comparison:
     ``left`` and ``right`` are predicate-free paths (``PathExpr`` whose steps carry no
     predicates); ``right`` is None for a comparison with a constant. A ``String`` constant
     makes a string comparison (``right`` None; ``!=`` allowed).
+
+    ``constant`` is None for two paths compared without arithmetic (``$p/a < $q/b``): XQuery
+    compares two untyped values as strings, but an aggregate's value is a double, which makes
+    the comparison numeric — which of the two only the bindings tell
+    (``static_checks.CheckedQuery.compared_constant``). ``$p/a < $q/b + 0`` compares numbers.
     """
 
     left: PathExpr
     op: str
     right: PathExpr | None
-    constant: Number | String
+    constant: Number | String | None
     pos: Position = field(compare=False)
 
 

@@ -2,15 +2,14 @@
 
 Where clauses, path predicates and if conditions all share one grammar: comparisons joined by
 'and', each between a path and a number, between a path and a string literal (compared as
-strings; ``!=`` too), or between two paths with an optional ``± c``. That restriction is what
+strings; ``!=`` too), or between two paths with an optional ``± c`` (two paths compare as strings,
+as XQuery compares two untyped values; ``± c`` makes the right side a number, and so both). That restriction is what
 keeps subscriptions comparable for sharing, so everything else a condition could hold in XQuery
 ('or', '!=' on numbers, value comparisons, arithmetic, function calls) is refused here with a
 reason.
 """
 
 from __future__ import annotations
-
-from fractions import Fraction
 
 from . import ast
 from .path_parser import PathParser
@@ -88,7 +87,7 @@ class ConditionParser(PathParser):
             self.refuse_trailing_arithmetic()
             return ast.Comparison(right_path, MIRRORED_OPERATOR[op], None, left_number,
                                   self.position(op_at))
-        constant = ast.Number(Fraction(0), "0")
+        constant: ast.Number | None = None  # (no arithmetic: see ``ast.Comparison``)
         self.skip_ws()
         if self.text.startswith(("+", "-"), self.pos):
             sign_at = self.pos

@@ -248,6 +248,8 @@ class ExpressionCompiler(ABC):
 
     def comparison(self, a: ast.Comparison) -> CondFn:
         """An atom of a condition: ``operators.comparisons`` over its operands' values."""
+        if a.constant is None:
+            return self.untyped_comparison(a)
         holds = compiled_comparison(a.op, a.constant.value).holds
         if isinstance(a.constant, ast.String):
             strings = self.string_operand(a.left)
@@ -257,6 +259,24 @@ class ExpressionCompiler(ABC):
             return lambda env, ctx: holds(left(env))
         right = self.operand(a.right)
         return lambda env, ctx: holds(left(env), right(env))
+
+    def untyped_comparison(self, a: ast.Comparison) -> CondFn:
+        """Two paths compared without arithmetic: as strings, as XQuery compares two untyped
+        values — unless one side is an aggregate's value (a number), to which the other is cast
+        (``static_checks.CheckedQuery.compared_constant`` decides the same for the network)."""
+        assert a.right is not None
+        as_numbers = compiled_comparison(a.op, 0).holds
+        as_strings = compiled_comparison(a.op, "").holds
+        left, right = self.operand(a.left), self.operand(a.right)
+        left_strings, right_strings = self.string_operand(a.left), self.string_operand(a.right)
+        keys = [p.root.name for p in (a.left, a.right) if isinstance(p.root, ast.VarRef) and not p.names]
+
+        def holds(env: Env, ctx: object) -> bool:
+            if any(_typed(env[k]) for k in keys):
+                return as_numbers(left(env), right(env))
+            return as_strings(left_strings(env), right_strings(env))
+
+        return holds
 
     # ---------------------------------------------------------------- aggregates
 
@@ -291,3 +311,9 @@ class ExpressionCompiler(ABC):
         return compute
 
     # ---------------------------------------------------------------- FLWR
+
+
+def _typed(bound: object) -> bool:
+    """Whether a variable holds a typed number (an aggregate's value), not untyped content."""
+    values = bound if isinstance(bound, list) else [bound]
+    return any(isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in values)

@@ -10,6 +10,7 @@ properties extraction and the evaluator rely on. Satisfiability of predicates is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Iterator, Literal
 
 from . import ast
@@ -45,6 +46,19 @@ class CheckedQuery:
 
     def binding_of(self, ref: ast.VarRef) -> Binding:
         return self.bindings[id(ref)]
+
+    def compared_constant(self, atom: ast.Comparison) -> Fraction | str:
+        """What an atom compares with: its constant — or, for two paths compared without
+        arithmetic, ``""`` when both are untyped content, compared as strings (XQuery 3.1's
+        general comparison casts two ``xs:untypedAtomic`` values to ``xs:string``), and 0 when
+        one is an aggregate's value, an ``xs:double`` to which the other is cast."""
+        if atom.constant is not None:
+            return atom.constant.value
+        sides = (atom.left, atom.right)
+        if any(s is not None and isinstance(s.root, ast.VarRef)
+               and self.binding_of(s.root).kind == "aggregate" for s in sides):
+            return Fraction(0)
+        return ""
 
 
 def check(query: ast.Query) -> CheckedQuery:

@@ -288,6 +288,9 @@ def atom_mask(batch: ItemBatch, atom: Atom) -> np.ndarray:
     item over its repeated or missing values."""
     comparison = compiled(atom.op, atom.constant)
     if atom.on_string:
+        if atom.right is not None:
+            return np.fromiter(map(comparison.holds, batch.strings(atom.left), batch.strings(atom.right)),
+                               dtype=bool, count=batch.n)
         return np.fromiter(map(comparison.holds, batch.strings(atom.left)), dtype=bool, count=batch.n)
     left = batch.column(atom.left)
     right = None if atom.right is None else batch.column(atom.right)
@@ -317,8 +320,9 @@ def selected_rows(batch: ItemBatch, atoms: Iterable[Atom], rows: np.ndarray) -> 
         comparison = compiled(atom.op, atom.constant)
         if atom.on_string:
             strings = batch.strings(atom.left)
-            rows = rows[np.fromiter((comparison.holds(strings[r]) for r in rows.tolist()), dtype=bool,
-                                    count=rows.size)]
+            rights = None if atom.right is None else batch.strings(atom.right)
+            rows = rows[np.fromiter((comparison.holds(strings[r], None if rights is None else rights[r])
+                                     for r in rows.tolist()), dtype=bool, count=rows.size)]
             continue
         left = batch.column(atom.left)
         right = None if atom.right is None else batch.column(atom.right)

@@ -62,7 +62,7 @@ class Comparison:
 
 
 class StringComparison:
-    """``x θ "c"``: some value of the item, as a string (its element's string value, not cast),
+    """``x θ "c"`` (or ``x θ y``): some value of the item, as a string (its element's string value, not cast),
     θ the literal by codepoint (XQuery's ``xs:string`` comparison under the default collation).
     False when the item has no value there, as every comparison is. The same entry point
     as ``Comparison``'s scalar one, over strings instead of doubles."""
@@ -75,8 +75,12 @@ class StringComparison:
         self.constant = constant
 
     def holds(self, xs: Iterable[str], ys: Sequence[str] | None = None) -> bool:
+        """Some x θ "c" — or, given ``ys`` (two elements compared, XQuery's two untyped
+        values cast to ``xs:string``), some x θ some y."""
         test, c = self.test, self.constant
-        return any(test(x, c) for x in xs)
+        if ys is None:
+            return any(test(x, c) for x in xs)
+        return any(test(x, y) for x in xs for y in ys)
 
 
 @lru_cache(maxsize=65536)

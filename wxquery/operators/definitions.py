@@ -23,7 +23,9 @@ class Atom:
     """``left op right + constant`` (``right`` None: ``left op constant``). A ``str`` constant
     makes a string comparison (``left op "text"``, by codepoint, ``!=`` too): untyped element
     content compared with a string literal compares as ``xs:string`` (XQuery 3.1 general
-    comparison), never as a number."""
+    comparison), never as a number. So do two elements compared without arithmetic
+    (``left op right``, constant ``""``): XQuery casts two untyped values to ``xs:string``;
+    ``left op right + 0`` compares them as numbers."""
 
     left: str
     op: str
@@ -34,8 +36,8 @@ class Atom:
         if isinstance(self.constant, str):
             if self.op not in STRING_THETA:
                 raise ValueError(f"unknown comparison operator {self.op!r}")
-            if self.right is not None:
-                raise ValueError("a string comparison compares an element with a string literal")
+            if self.right is not None and self.constant:
+                raise ValueError("two elements compared as strings take no constant")
         elif self.op not in THETA:
             raise ValueError(f"unknown comparison operator {self.op!r}")
 
@@ -46,12 +48,12 @@ class Atom:
 
     def __str__(self) -> str:
         if isinstance(self.constant, str):
+            if self.right is not None:
+                return f"{self.left} {self.op} {self.right}"
             return f"{self.left} {self.op} {string_literal(self.constant)}"
         if self.right is None:
             return f"{self.left} {self.op} {format_fraction(self.constant)}"
-        if self.constant == 0:
-            return f"{self.left} {self.op} {self.right}"
-        sign = "+" if self.constant > 0 else "-"
+        sign = "+" if self.constant >= 0 else "-"  # (``+ 0``: compared as numbers, not strings)
         return f"{self.left} {self.op} {self.right} {sign} {format_fraction(abs(self.constant))}"
 
 

@@ -97,6 +97,8 @@ def atom_test(atom: Atom) -> Callable[[etree._Element], bool]:
     """An atom's test on one item (``Comparison.holds`` over the item's values)."""
     left, right, test = atom.left, atom.right, comparison(atom.op, atom.constant)
     if atom.on_string:
+        if right is not None:
+            return lambda item: test.holds(path_strings(item, left), path_strings(item, right))
         return lambda item: test.holds(path_strings(item, left))
     if right is None:
         return lambda item: test.holds(path_values(item, left))
