@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Iterator
 
 from wxquery import ast
+from wxquery.join_band import join_bands
 from wxquery.operators.definitions import WHOLE_ITEM, Atom, WindowSpec
 from wxquery.static_checks import Binding, CheckedQuery
 
@@ -99,7 +100,8 @@ class _Extractor:
                 aggregate_selection=Selection(tuple(b.aggregate_atoms)) if b.aggregate_atoms else None,
             ))
         root = self.checked.query.root_name
-        post = PostProcessing(root, tuple(self.joins), tuple(self.residual), tuple(self.local_windows))
+        post = PostProcessing(root, tuple(self.joins), tuple(self.residual), tuple(self.local_windows),
+                              tuple(str(b) for b in join_bands(self.checked)))
         aggregated = frozenset(id(b.clause) for b in self.inputs.values() if b.window_pushed)
         return Properties(tuple(result), post, frozenset(self.applied), aggregated)
 

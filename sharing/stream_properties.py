@@ -155,10 +155,14 @@ class PostProcessing:
     join_predicates: tuple[str, ...] = ()
     residual_conditions: tuple[str, ...] = ()
     local_windows: tuple[str, ...] = ()
+    # joins that stream within a band (``wxquery.join_band``): the others wait for their inner
+    # stream to end
+    window_joins: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {"result_root": self.result_root, "restructuring": True,
                 "join_predicates": list(self.join_predicates),
+                "window_joins": [f"{b} (both inputs in order of these elements)" for b in self.window_joins],
                 "residual_conditions": list(self.residual_conditions),
                 "local_windows": list(self.local_windows)}
 

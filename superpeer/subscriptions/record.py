@@ -108,6 +108,7 @@ class SubscriptionRecord:
                 "waiting_for": list(self.waiting_for), "plan_error": self.error, "sample": self.sample,
                 "plan_history": self.plan_history, "reoptimisation": self.reoptimisation,
                 "intervals": self.runtime.estimates.status() if self.runtime.estimates else None,
+                **({"joins": [j.status() for j in self.runtime.joins]} if self.runtime.joins else {}),
                 **({"approximate": {"min_rate": self.min_rate, "weight": self.weight}} if self.approximate else {}),
                 **self.runtime.buffer.status()}
 

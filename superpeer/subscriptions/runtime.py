@@ -14,128 +14,21 @@ import logging
 import threading
 import time
 from functools import partial
-from typing import Callable, Iterator
 
 from sharing.analysis import Analysis
 from sharing.estimates import asked_partials
-from wxquery import ast
 from wxquery.evaluator import post_process
+from wxquery.join_band import join_bands
 
 from ..data.limits import DataLimits
 from .approximation import CONFIDENCE, LiveEstimates
+from .feeds import BlockingFeed, single_pass_clauses
+from .join_feeds import InnerFeed, OuterFeed
 from .results import RELEASES, ResultBuffer, ResultTooLarge
 
 log = logging.getLogger("streamglobe.superpeer")
 OFFER_BATCH = 1000  # results offered at once at most (sooner when an input waits for items)
 OFFER_WITHIN_S = 0.05  # … or when the oldest of them waited this long (an evaluation behind its input)
-
-
-class BlockingFeed:
-    """An iterable input that blocks for more items until the stream ends.
-
-    A replayable feed can be iterated several times (a join's inner input): later iterations
-    replay what was already received, then wait for more like the first. A single-pass feed
-    hands each item over once and keeps nothing that was read.
-    """
-
-    def __init__(self, replay: bool = True) -> None:
-        self._items: list = []
-        self._ended = False
-        self._discarded = False
-        self._replay = replay
-        self._iterated = False
-        self._cond = threading.Condition()
-        # called (by the reading thread, without the lock) before it waits for more items: the
-        # results computed so far leave then, in one batch, rather than one at a time
-        self.before_wait: Callable[[], None] | None = None
-
-    def feed(self, values: list, end: bool = False) -> None:
-        with self._cond:
-            if self._discarded:
-                return
-            self._items.extend(values)
-            self._ended = self._ended or end
-            self._cond.notify_all()
-
-    def discard(self) -> None:
-        """Nothing will read this input any more: free what it holds, ignore what comes."""
-        with self._cond:
-            self._discarded = self._ended = True
-            self._items = []
-            self._cond.notify_all()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __iter__(self) -> Iterator:
-        if not self._replay:
-            return self._drain()
-        return self._replayed()
-
-    def _drain(self) -> Iterator:
-        with self._cond:
-            if self._iterated:
-                raise RuntimeError("a single-pass input was read twice")
-            self._iterated = True
-        while True:
-            self._about_to_wait(0)
-            with self._cond:
-                while not self._items and not self._ended:
-                    self._cond.wait()
-                if not self._items:
-                    return
-                batch, self._items = self._items, []
-            yield from batch
-
-    def _about_to_wait(self, read: int) -> None:
-        """``before_wait``, if nothing past ``read`` is here and the input has not ended."""
-        if self.before_wait is not None:
-            with self._cond:
-                waits = len(self._items) <= read and not self._ended
-            if waits:
-                self.before_wait()
-
-    def _replayed(self) -> Iterator:
-        i = 0
-        while True:
-            self._about_to_wait(i)
-            with self._cond:
-                while i >= len(self._items) and not self._ended:
-                    self._cond.wait()
-                if i >= len(self._items):
-                    return
-                batch = self._items[i:]
-            i += len(batch)
-            yield from batch
-
-
-def single_pass_clauses(body: ast.Expr) -> set[int]:
-    """Ids of the for clauses the evaluation iterates once: the first clause of each FLWR that
-    is not inside another FLWR (element constructors, sequences and if-branches at the top
-    are evaluated once). Any other clause runs once per binding of the clauses around it."""
-    found: set[int] = set()
-
-    def walk(e: ast.Expr) -> None:
-        if isinstance(e, ast.FLWR):
-            if e.clauses and isinstance(e.clauses[0], ast.ForClause):
-                found.add(id(e.clauses[0]))
-        elif isinstance(e, ast.IfExpr):
-            walk(e.then)
-            walk(e.otherwise)
-        else:
-            for inner in ast.nested(e):
-                walk(inner)
-
-    walk(body)
-    return found
-
-
-
-
-
-
-
-
 
 
 class SubscriptionRuntime:
@@ -152,8 +45,19 @@ class SubscriptionRuntime:
         self.clauses = {b.name: b.clause for b in analysis.checked.clauses.values()
                         if b.kind != "aggregate"}
         once = single_pass_clauses(analysis.checked.query.body)
-        self.feeds = {inp.variable: BlockingFeed(replay=id(self.clauses[inp.variable]) not in once)
-                      for inp in props.inputs}
+        self.feeds: dict[str, BlockingFeed] = {}
+        self.joins: list[InnerFeed] = []  # window joins: inner inputs read within a band
+        variables = {inp.variable for inp in props.inputs}
+        for band in join_bands(analysis.checked):
+            if band.outer in self.feeds or band.inner in self.feeds or not {band.outer, band.inner} <= variables:
+                continue  # (an input in two bands: the first one)
+            outer = OuterFeed(band.outer_path)
+            self.feeds[band.outer] = outer
+            self.feeds[band.inner] = inner = InnerFeed(band, outer)
+            self.joins.append(inner)
+        for inp in props.inputs:
+            if inp.variable not in self.feeds:
+                self.feeds[inp.variable] = BlockingFeed(replay=id(self.clauses[inp.variable]) not in once)
         root = analysis.query.root_name or "results"
         self.buffer = buffer or ResultBuffer(retention, root, self.limits.max_read_bytes)
         self._evaluation = post_process(

@@ -1,0 +1,129 @@
+"""The band of a window join: what lets a join of two live streams stream.
+
+``for $p in stream("photons")/… for $a in stream("alerts")/… where $a/t >= $p/t - 5 and
+$a/t <= $p/t + 2 …`` is XQuery's nested loop: for each outer item, every inner item in
+document order. Over live streams that loop could never finish its first outer item — the inner
+stream has no end. But the inner items that can match lie in a **band** around the outer item,
+``[$p/t - 5, $p/t + 2]``; if both inputs come in non-decreasing order of their band elements —
+the contract a time window puts on its reference element (DESIGN §3) — then an outer item's
+matches are all known once the inner input has passed the band's end, and inner items below the
+band of the latest outer item are never needed again. The results are then exactly the nested
+loop's, in its order, with state bounded by the band.
+
+This module finds the band in a query (pure: ``superpeer.subscriptions.join_feeds`` runs it).
+A band needs both a lower and an upper bound of one inner element relative to one outer
+element, each an atom ``x θ y ± c`` of the FLWR's ``where`` clause, compared as numbers (two
+elements compared without ``± c`` compare as strings, which orders nothing). The outer input is
+the FLWR's first clause, the inner a later one of the same FLWR, both bound to whole stream
+items without a window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from . import ast
+from .operators.definitions import format_fraction
+from .static_checks import CheckedQuery
+
+# x θ y + c as a bound on x: θ → (lower, upper)
+BOUNDS = {"=": (True, True), "<": (False, True), "<=": (False, True), ">": (True, False), ">=": (True, False)}
+MIRRORED = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+@dataclass(frozen=True)
+class Band:
+    """The inner input's ``inner_path`` lies within ``[outer + low, outer + high]`` of the outer
+    input's ``outer_path`` (inclusive: the where clause decides strictness exactly)."""
+
+    outer: str  # variables
+    inner: str
+    outer_path: str
+    inner_path: str
+    low: Fraction
+    high: Fraction
+
+    def __str__(self) -> str:
+        def shifted(c: Fraction) -> str:
+            return "" if c == 0 else (" + " if c > 0 else " - ") + format_fraction(abs(c))
+
+        o = f"${self.outer}/{self.outer_path}"
+        return f"${self.inner}/{self.inner_path} within [{o}{shifted(self.low)}, {o}{shifted(self.high)}]"
+
+
+def join_bands(checked: CheckedQuery) -> list[Band]:
+    """The bands of the joins of a query's top-level FLWRs (those its evaluation runs once, as
+    ``superpeer.subscriptions.feeds.single_pass_clauses`` finds them): at most one per inner
+    input."""
+    out: list[Band] = []
+
+    def walk(e: ast.Expr) -> None:
+        if isinstance(e, ast.FLWR):
+            out.extend(_flwr_bands(checked, e))
+        elif isinstance(e, ast.IfExpr):
+            walk(e.then)
+            walk(e.otherwise)
+        else:
+            for inner in ast.nested(e):
+                walk(inner)
+
+    walk(checked.query.body)
+    return out
+
+
+def _whole_items(checked: CheckedQuery, clause: ast.Clause) -> bool:
+    """Whether a clause binds whole stream items one at a time (what a join's feed holds)."""
+    if not isinstance(clause, ast.ForClause) or clause.window is not None:
+        return False
+    binding = checked.clauses.get(id(clause))
+    return (binding is not None and binding.kind == "item" and binding.stream is not None
+            and not binding.sub_path and isinstance(clause.source.root, ast.StreamCall))
+
+
+def _flwr_bands(checked: CheckedQuery, flwr: ast.FLWR) -> list[Band]:
+    if not flwr.clauses or not _whole_items(checked, flwr.clauses[0]) or flwr.where is None:
+        return []
+    outer = flwr.clauses[0]
+    assert isinstance(outer, ast.ForClause)
+    bands = []
+    for clause in flwr.clauses[1:]:
+        if _whole_items(checked, clause):
+            assert isinstance(clause, ast.ForClause)
+            band = _band(outer.var, clause.var, flwr.where)
+            if band is not None:
+                bands.append(band)
+    return bands
+
+
+def _plain(p: ast.PathExpr | None, var: str) -> str | None:
+    """The item-relative path of a predicate-free path from ``$var`` (None if it is not one)."""
+    if p is None or not isinstance(p.root, ast.VarRef) or p.root.name != var or p.has_predicates or not p.names:
+        return None
+    return "/".join(p.names)
+
+
+def _band(outer: str, inner: str, where: ast.Conjunction) -> Band | None:
+    """The narrowest band the numeric atoms between the two inputs give, if any has both ends."""
+    lows: dict[tuple[str, str], Fraction] = {}
+    highs: dict[tuple[str, str], Fraction] = {}
+    for atom in where.atoms:
+        if not isinstance(atom.constant, ast.Number):  # (strings, and two paths compared as strings)
+            continue
+        op, c = atom.op, atom.constant.value
+        x, y = _plain(atom.left, inner), _plain(atom.right, outer)
+        if x is None or y is None:  # outer θ inner + c is inner θ' outer - c
+            x, y = _plain(atom.right, inner), _plain(atom.left, outer)
+            op, c = MIRRORED[op], -c
+        if x is None or y is None:
+            continue
+        lower, upper = BOUNDS[op]
+        if lower:
+            lows[x, y] = max(lows.get((x, y), c), c)
+        if upper:
+            highs[x, y] = min(highs.get((x, y), c), c)
+    both = [(highs[k] - lows[k], k) for k in lows if k in highs and lows[k] <= highs[k]]
+    if not both:
+        return None
+    _, (x, y) = min(both)
+    return Band(outer, inner, y, x, lows[x, y], highs[x, y])
