@@ -8,7 +8,8 @@ stream has no end. But the inner items that can match lie in a **band** around t
 the contract a time window puts on its reference element (DESIGN §3) — then an outer item's
 matches are all known once the inner input has passed the band's end, and inner items below the
 band of the latest outer item are never needed again. The results are then exactly the nested
-loop's, in its order, with state bounded by the band.
+loop's, in its order; what the inner input keeps is its band, and what it runs ahead of the
+outer input.
 
 This module finds the band in a query (pure: ``superpeer.subscriptions.join_feeds`` runs it).
 A band needs both a lower and an upper bound of one inner element relative to one outer
@@ -55,7 +56,7 @@ class Band:
 def join_bands(checked: CheckedQuery) -> list[Band]:
     """The bands of the joins of a query's top-level FLWRs (those its evaluation runs once, as
     ``superpeer.subscriptions.feeds.single_pass_clauses`` finds them): at most one per inner
-    input."""
+    input, and one element per outer input."""
     out: list[Band] = []
 
     def walk(e: ast.Expr) -> None:
@@ -86,12 +87,13 @@ def _flwr_bands(checked: CheckedQuery, flwr: ast.FLWR) -> list[Band]:
         return []
     outer = flwr.clauses[0]
     assert isinstance(outer, ast.ForClause)
-    bands = []
+    bands: list[Band] = []
     for clause in flwr.clauses[1:]:
         if _whole_items(checked, clause):
             assert isinstance(clause, ast.ForClause)
             band = _band(outer.var, clause.var, flwr.where)
-            if band is not None:
+            # (several inner inputs may share the outer one: on the same outer element)
+            if band is not None and all(b.outer_path == band.outer_path for b in bands):
                 bands.append(band)
     return bands
 

@@ -221,6 +221,13 @@ class _Checker:
 
     def conjunction(self, c: ast.Conjunction, scope: dict[str, Binding], context: object) -> None:
         for atom in c.atoms:
+            if context is not None:  # a path predicate: it reads the element it filters, nothing else
+                for side in (atom.left, atom.right):
+                    if side is not None and isinstance(side.root, ast.VarRef):
+                        raise WXQueryStaticError(
+                            f"a path predicate compares the element it filters (relative paths, or .), "
+                            f"not ${side.root.name}: move the comparison into a where clause",
+                            side.root.pos)
             self.path(atom.left, scope, context)
             root = atom.left.root
             if (isinstance(atom.constant, ast.String) and isinstance(root, ast.VarRef)

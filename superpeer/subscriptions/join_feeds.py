@@ -9,7 +9,7 @@ the band's end (or ended), forgetting those below the band of the latest outer i
 evaluation still applies the whole where clause, so the results are the nested loop's, in its
 order — given the contract of the band: both inputs come in non-decreasing order of their band
 elements, as a time window's input does of its reference element. What breaks it is counted and
-shown in ``status`` (``join``), never silent:
+shown in ``status`` (``joins``), never silent:
 
 - an outer item below an earlier one (``late_outer``) is dropped: the inner items of its band
   may be forgotten already;
@@ -17,7 +17,11 @@ shown in ``status`` (``join``), never silent:
   come, but those already answered did not see it.
 
 Items without a numeric band value match nothing (their band comparisons are false), so they
-are not kept and not counted.
+are not kept and not counted. An element that repeats in an item compares existentially, as in
+XQuery: the item is placed by the least and the greatest of its values (an inner item can match
+while its greatest value reaches the band's start and its least the band's end), and it is in
+order by its least value. Infinite values (``INF``) are no place in a band: such items are
+dropped and counted (``not_finite``).
 """
 
 from __future__ import annotations
@@ -32,67 +36,99 @@ from wxquery.values import cast_double
 
 from .feeds import BlockingFeed
 
-SLACK = 1e-9  # relative: the band is widened by it, so that rounding never hides a match
+ULPS = 8  # the band is widened by this many units in the last place: rounding never hides a match
 
 
-def band_value(item: object, path: str) -> float:
-    """An item's band value: its first value at ``path`` as a double (NaN if none)."""
+def band_values(item: object, path: str) -> tuple[float, float] | None:
+    """The least and the greatest number at ``path`` (None: no number there, nothing to match;
+    ``(inf, inf)`` when a value is infinite)."""
     try:
         texts = path_strings(item, path)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        return math.nan
-    return cast_double(texts[0]) if texts else math.nan
+        return None
+    values = [v for v in map(cast_double, texts) if not math.isnan(v)]
+    if not values:
+        return None
+    if not all(map(math.isfinite, values)):
+        return math.inf, math.inf
+    return min(values), max(values)
+
+
+def slack(*magnitudes: float) -> float:
+    return ULPS * math.ulp(max(1.0, *map(abs, magnitudes)))
 
 
 class OuterFeed(BlockingFeed):
-    """A join's outer input, read once: it remembers the band value of the item the evaluation
-    is at (``current``), and drops items below the highest one before them."""
+    """A join's outer input, read once: it remembers the band values of the item the evaluation
+    is at (``current``: least and greatest, None if it has none), and drops items below the
+    highest one before them (``floor``: no outer item to come is lower)."""
 
     def __init__(self, path: str) -> None:
         super().__init__(replay=False)
         self.path = path
-        self.current = math.nan
-        self.high = -math.inf
+        self.current: tuple[float, float] | None = None
+        self.floor = -math.inf
         self.late = 0
+        self.not_finite = 0
 
     def _drain(self) -> Iterator:
         for item in super()._drain():
-            t = band_value(item, self.path)
-            if t < self.high:
-                self.late += 1
-                continue
-            self.high = max(self.high, t)
-            self.current = t  # (NaN: the item matches nothing)
+            values = band_values(item, self.path)
+            if values is not None:
+                if math.isinf(values[0]):
+                    self.not_finite += 1
+                    continue
+                if values[0] < self.floor:
+                    self.late += 1
+                    continue
+                self.floor = values[0]
+            self.current = values
             yield item
 
 
 class InnerFeed(BlockingFeed):
-    """A join's inner input: per outer item, the inner items within its band, in arrival order,
-    once the input has passed the band's end or ended."""
+    """A join's inner input: per outer item, the inner items that can be within its band, in
+    arrival order, once the input has passed the band's end or ended."""
 
     def __init__(self, band: Band, outer: OuterFeed) -> None:
         super().__init__(replay=True)
         self.band, self.outer = band, outer
         self.low, self.high_offset = float(band.low), float(band.high)
-        self._kept: deque[tuple[float, object]] = deque()
-        self.high = -math.inf  # the highest band value received
+        self._kept: deque[tuple[float, float, object]] = deque()  # (least, greatest, item)
+        self.high = -math.inf  # the highest least value received: no inner item to come is lower
         self.late = 0
+        self.not_finite = 0
 
     def feed(self, values: list, end: bool = False) -> None:
-        keyed = [(band_value(v, self.band.inner_path), v) for v in values]
+        placed = [(band_values(v, self.band.inner_path), v) for v in values]
         with self._cond:
             if self._discarded:
                 return
-            for t, v in keyed:
-                if math.isnan(t):
+            for where, v in placed:
+                if where is None:
                     continue
-                if t < self.high:
+                least, greatest = where
+                if math.isinf(least):
+                    self.not_finite += 1
+                    continue
+                if least < self.high:
                     self.late += 1
                 else:
-                    self.high = t
-                self._kept.append((t, v))
+                    self.high = least
+                self._kept.append((least, greatest, v))
+            self._forget()
             self._ended = self._ended or end
             self._cond.notify_all()
+
+    def _forget(self) -> None:
+        """Forget the first items that no outer item to come can match (under the lock)."""
+        floor = self.outer.floor
+        if math.isinf(floor):
+            return
+        below = floor + self.low - slack(floor, self.low)
+        kept = self._kept
+        while kept and kept[0][1] < below:
+            kept.popleft()
 
     def discard(self) -> None:
         super().discard()
@@ -103,24 +139,23 @@ class InnerFeed(BlockingFeed):
         return len(self._kept)
 
     def __iter__(self) -> Iterator:
-        t = self.outer.current
-        if math.isnan(t):
+        current = self.outer.current
+        if current is None:
             return iter(())
-        slack = SLACK * max(1.0, abs(t))
-        lo, hi = t + self.low - slack, t + self.high_offset + slack
-        forget_below = self.outer.high + self.low - slack  # (no outer item to come is lower)
+        least, greatest = current
+        lo = least + self.low - slack(least, self.low)
+        hi = greatest + self.high_offset + slack(greatest, self.high_offset)
         with self._cond:
-            kept = self._kept
-            while kept and kept[0][0] < forget_below:
-                kept.popleft()
+            self._forget()
             waits = not self._ended and self.high <= hi
         if waits and self.before_wait is not None:
             self.before_wait()  # (the results so far leave before the wait)
         with self._cond:
             while not self._ended and self.high <= hi:
                 self._cond.wait()
-            return iter([v for k, v in self._kept if lo <= k <= hi])
+            return iter([v for a, b, v in self._kept if b >= lo and a <= hi])
 
     def status(self) -> dict:
         return {"band": str(self.band), "kept_inner_items": len(self._kept),
-                "late_outer_items": self.outer.late, "late_inner_items": self.late}
+                "late_outer_items": self.outer.late, "late_inner_items": self.late,
+                "not_finite": self.outer.not_finite + self.not_finite}

@@ -49,12 +49,11 @@ class SubscriptionRuntime:
         self.joins: list[InnerFeed] = []  # window joins: inner inputs read within a band
         variables = {inp.variable for inp in props.inputs}
         for band in join_bands(analysis.checked):
-            if band.outer in self.feeds or band.inner in self.feeds or not {band.outer, band.inner} <= variables:
-                continue  # (an input in two bands: the first one)
-            outer = OuterFeed(band.outer_path)
-            self.feeds[band.outer] = outer
-            self.feeds[band.inner] = inner = InnerFeed(band, outer)
-            self.joins.append(inner)
+            if {band.outer, band.inner} <= variables:
+                outer = self.feeds.setdefault(band.outer, OuterFeed(band.outer_path))
+                assert isinstance(outer, OuterFeed)
+                self.feeds[band.inner] = inner = InnerFeed(band, outer)
+                self.joins.append(inner)
         for inp in props.inputs:
             if inp.variable not in self.feeds:
                 self.feeds[inp.variable] = BlockingFeed(replay=id(self.clauses[inp.variable]) not in once)

@@ -25,11 +25,11 @@ def _streams(n: int, seed: int = 5) -> tuple[list[tuple[float, str]], list[tuple
     photons, alerts = [], []
     for k in range(n):
         t = k * 0.1
-        photons.append((t, f"<photon><t>{t:.1f}</t><src>{rng.choice(SOURCES)}</src>"
-                           f"<en>{rng.uniform(0, 2):.3f}</en></photon>"))
+        photons.append((t, (f"<photon><t>{t:.1f}</t><src>{rng.choice(SOURCES)}</src>"
+                            f"<en>{rng.uniform(0, 2):.3f}</en></photon>")))
         if k % 7 == 0:
-            alerts.append((t, f"<alert><ivorn>ivo://x#{k}</ivorn><t>{t:.1f}</t>"
-                              f"<author>{rng.choice(SOURCES)}</author></alert>"))
+            alerts.append((t, (f"<alert><ivorn>ivo://x#{k}</ivorn><t>{t:.1f}</t>"
+                               f"<author>{rng.choice(SOURCES)}</author></alert>")))
     return photons, alerts
 
 
