@@ -16,11 +16,19 @@ from typing import Iterator
 
 from wxquery import ast
 from wxquery.join_band import join_bands
+from wxquery.operators.comparisons import STRING_FUNCTIONS
 from wxquery.operators.definitions import WHOLE_ITEM, Atom, WindowSpec
 from wxquery.static_checks import Binding, CheckedQuery
 
-from .stream_properties import (Aggregation, InputProperties, InputStream, PostProcessing,
-                                Projection, Properties, Selection)
+from .stream_properties import (
+    Aggregation,
+    InputProperties,
+    InputStream,
+    PostProcessing,
+    Projection,
+    Properties,
+    Selection,
+)
 
 
 def window_from_ast(w: ast.Window) -> WindowSpec:
@@ -342,6 +350,8 @@ def comparison_text(a: ast.Comparison) -> str:
     """A comparison as text, for the join and residual conditions of post-processing."""
     if a.right is None:
         assert a.constant is not None
+        if a.op in STRING_FUNCTIONS:
+            return f"{a.op}({ast.path_text(a.left)}, {a.constant.text})"
         return f"{ast.path_text(a.left)} {a.op} {a.constant.text}"
     text = f"{ast.path_text(a.left)} {a.op} {ast.path_text(a.right)}"
     if a.constant is not None:  # (``+ 0`` too: it compares numbers, not strings)

@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from wxquery.operators.definitions import Atom
 
 SMALLEST = "\t"  # XML's smallest character: the string right after s is s + SMALLEST
+LARGEST = "\U0010ffff"
+ORDERED = ("=", "!=", "<", "<=", ">", ">=", "starts-with")  # (atoms that are intervals)
+PATTERNS = ("starts-with", "ends-with", "contains")
 NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 
@@ -45,6 +48,10 @@ class StringRange:
 
     def with_atom(self, op: str, c: str) -> StringRange:
         lo, hi, out = self.lo, self.hi, self.out
+        if op == "starts-with":  # [c, the first string after all those starting with c)
+            after = after_prefix(c)
+            at_least = self.with_atom(">=", c)
+            return at_least if after is None else at_least.with_atom("<", after)
         if op in (">", ">="):
             lo = max(lo, c + SMALLEST if op == ">" else c)
         elif op in ("<", "<="):
@@ -86,14 +93,30 @@ class StringConstraints:
         self.ranges: dict[str, StringRange] = {}
         # two elements compared as strings (``x < y``): matched as written, or mirrored
         self.relations = frozenset(canonical(a) for a in self.original if a.right is not None)
+        # per element, the substrings it is said to start with, end with or contain
+        self.patterns: dict[str, set[tuple[str, str]]] = {}
         for a in self.original:
             if a.right is None:
                 assert isinstance(a.constant, str)
-                self.ranges[a.left] = self.ranges.get(a.left, StringRange()).with_atom(a.op, a.constant)
+                if a.op in PATTERNS:
+                    self.patterns.setdefault(a.left, set()).add((a.op, a.constant))
+                if a.op in ORDERED:
+                    self.ranges[a.left] = self.ranges.get(a.left, StringRange()).with_atom(a.op, a.constant)
+                else:
+                    self.ranges.setdefault(a.left, StringRange())
 
     @property
     def satisfiable(self) -> bool:
-        return all(r.satisfiable for r in self.ranges.values())
+        """Exact for the order atoms; with substrings (``contains``, ``ends-with``), unsatisfiable
+        only where the order atoms leave finitely many strings and none has them all."""
+        for x, r in self.ranges.items():
+            if not r.satisfiable:
+                return False
+            strings = r.finite()
+            if strings is not None and x in self.patterns and not any(
+                    s not in r.out and all(has(s, op, c) for op, c in self.patterns[x]) for s in strings):
+                return False
+        return True
 
     def implies_atom(self, atom: Atom) -> bool:
         """Whether the conjunction implies ``atom`` (every string atom, if it is unsatisfiable).
@@ -103,10 +126,23 @@ class StringConstraints:
             return True
         if atom.right is not None:
             return canonical(atom) in self.relations
+        assert isinstance(atom.constant, str)
+        op, c = atom.op, atom.constant
+        if op in PATTERNS and not c:
+            return True  # (XQuery: true of every value, and of none)
         if atom.left not in self.ranges:
             return False
-        assert isinstance(atom.constant, str)
-        negated = self.ranges[atom.left].with_atom(NEGATED[atom.op], atom.constant)
+        r = self.ranges[atom.left]
+        if op == "starts-with":  # nothing of the range lies below the prefix's strings, nor above
+            after = after_prefix(c)
+            return not r.with_atom("<", c).satisfiable and (after is None or not r.with_atom(">=", after).satisfiable)
+        if op in PATTERNS:  # (sound, not complete: a longer substring said, or finitely many strings)
+            strings = r.finite()
+            if strings is not None and all(has(s, op, c) for s in strings if s not in r.out):
+                return True
+            return any(has(t, op, c) for said, t in self.patterns.get(atom.left, ())
+                       if said == op or (op == "contains"))
+        negated = r.with_atom(NEGATED[op], c)
         return not negated.satisfiable
 
     def atoms(self) -> list[Atom]:
@@ -128,3 +164,18 @@ def canonical(relation: Atom) -> tuple[str, str, str]:
     if op in (">", ">=") or (op in ("=", "!=") and y < x):
         x, op, y = y, MIRRORED[op], x
     return x, op, y
+
+
+def after_prefix(c: str) -> str | None:
+    """The first string after every string that starts with ``c``: its last character that is
+    not the largest, one up, and the rest cut off (None: every string from ``c`` on starts
+    with it; ``""`` too, which every string starts with)."""
+    head = c.rstrip(LARGEST)
+    if not head:
+        return None
+    return head[:-1] + chr(ord(head[-1]) + 1)
+
+
+def has(s: str, op: str, c: str) -> bool:
+    """Whether ``s`` starts with, ends with or contains ``c``."""
+    return s.startswith(c) if op == "starts-with" else s.endswith(c) if op == "ends-with" else c in s

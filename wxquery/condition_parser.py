@@ -15,6 +15,8 @@ from . import ast
 from .path_parser import PathParser
 from .refused_constructs import NOT_EQUAL_REFUSED, OR_REFUSED, unexpected_in_condition
 
+# functions on strings that make an atom (``starts-with($a/ivorn, "ivo://nasa")``)
+STRING_FUNCTIONS = ("starts-with", "ends-with", "contains")
 # c θ $v is $v θ' c.
 MIRRORED_OPERATOR = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 # XQuery's value comparisons, with the general comparison WXQuery offers instead.
@@ -56,6 +58,9 @@ class ConditionParser(PathParser):
         self.skip_ws()
         start = self.pos
         self.count_comparison(start)
+        name = self.peek_name()
+        if name in STRING_FUNCTIONS and self.after_ws_is(start + len(name), "("):
+            return self.string_function(name, in_predicate)
         left_number = None
         left_path = None
         left_string = None
@@ -106,6 +111,30 @@ class ConditionParser(PathParser):
         del right_at
         assert left_path is not None
         return ast.Comparison(left_path, op, right_path, constant, self.position(op_at))
+
+    def string_function(self, name: str, in_predicate: bool) -> ast.Comparison:
+        """``starts-with(path, "c")``, ``ends-with(…)``, ``contains(…)``: XQuery's functions on
+        the path's string value, by codepoint — an atom like ``path θ "c"`` (the function is
+        its θ)."""
+        start = self.pos
+        self.pos += len(name)
+        self.skip_ws()
+        self.pos += 1  # (
+        path = self.parse_operand_path(in_predicate)
+        self.skip_ws()
+        if not self.accept(","):
+            raise self.expected(f"',' and a string literal: {name}($p/path, \"text\")")
+        self.skip_ws()
+        if not self.at_string():
+            raise self.error(f"the second argument of {name}() must be a string literal")
+        constant = ast.String(self.read_string())
+        self.skip_ws()
+        if not self.accept(")"):
+            raise self.expected(f"')' closing {name}(")
+        self.skip_ws()
+        if self.text.startswith(("=", "<", ">", "!="), self.pos):
+            raise self.error(f"{name}(…) is a condition of its own: it is not compared with anything")
+        return ast.Comparison(path, name, None, constant, self.position(start))
 
     def at_string(self) -> bool:
         return self.text.startswith(('"', "'"), self.pos)
@@ -181,7 +210,8 @@ class ConditionParser(PathParser):
             if name == "stream":
                 raise self.error("stream() cannot appear in a condition")
             raise self.error(f"function {name}() is not supported in conditions: conditions compare "
-                             "paths and numbers")
+                             "paths with numbers and strings, or test them with starts-with, ends-with "
+                             "or contains")
         if name is not None and name not in ("and", "or"):
             if not in_predicate:
                 raise self.error(f"a path in a condition must start at a variable, e.g. $p/{name}")

@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 THETA: dict[str, Callable[[Any, Any], Any]] = {
     "=": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 # θ on strings: Python compares ``str`` by codepoint, as XQuery's default collation does.
-STRING_THETA: dict[str, Callable[[Any, Any], Any]] = {**THETA, "!=": operator.ne}
+# ... and XQuery's functions on strings that hold or not (``starts-with($e/x, "c")``), by codepoint
+STRING_FUNCTIONS: dict[str, Callable[[Any, Any], Any]] = {
+    "starts-with": str.startswith, "ends-with": str.endswith, "contains": operator.contains}
+STRING_THETA: dict[str, Callable[[Any, Any], Any]] = {**THETA, "!=": operator.ne, **STRING_FUNCTIONS}
 
 
 class Comparison:
@@ -79,6 +82,8 @@ class StringComparison:
         values cast to ``xs:string``), some x θ some y."""
         test, c = self.test, self.constant
         if ys is None:
+            if c == "" and self.op in STRING_FUNCTIONS:  # (XQuery: true, even of no value)
+                return True
             return any(test(x, c) for x in xs)
         return any(test(x, y) for x in xs for y in ys)
 

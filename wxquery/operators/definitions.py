@@ -13,7 +13,7 @@ from fractions import Fraction
 from typing import Literal, Union
 
 from ..values import string_literal
-from .comparisons import STRING_THETA, THETA
+from .comparisons import STRING_FUNCTIONS, STRING_THETA, THETA
 
 WHOLE_ITEM = "."
 
@@ -36,7 +36,7 @@ class Atom:
         if isinstance(self.constant, str):
             if self.op not in STRING_THETA:
                 raise ValueError(f"unknown comparison operator {self.op!r}")
-            if self.right is not None and self.constant:
+            if self.right is not None and (self.constant or self.op in STRING_FUNCTIONS):
                 raise ValueError("two elements compared as strings take no constant")
         elif self.op not in THETA:
             raise ValueError(f"unknown comparison operator {self.op!r}")
@@ -50,6 +50,8 @@ class Atom:
         if isinstance(self.constant, str):
             if self.right is not None:
                 return f"{self.left} {self.op} {self.right}"
+            if self.op in STRING_FUNCTIONS:
+                return f"{self.op}({self.left}, {string_literal(self.constant)})"
             return f"{self.left} {self.op} {string_literal(self.constant)}"
         if self.right is None:
             return f"{self.left} {self.op} {format_fraction(self.constant)}"
