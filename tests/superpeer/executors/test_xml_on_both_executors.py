@@ -2,7 +2,9 @@
 executor: filters on attribute and element strings, attributes kept by projections and put on
 results, a time window whose reference is an attribute, and windows per key (count and time, on
 an element and on an attribute, one reused by a coarser one) — the same items as the reference
-evaluator gives, in its order, on the inline executor and on Spark."""
+evaluator gives, in its order, on the inline executor and on Spark. Two window joins of the events
+with a second stream, on an element string and a band of their time attributes, the second
+narrower than the first."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ import random
 import pytest
 
 from network_harness import reference_results, running_network, same
+from sharing.analysis import analyze
 from thinpeer.client import SuperPeerClient
+from wxquery.evaluator import evaluate
+from wxquery.stream_document import StreamDocument
 
 pytestmark = pytest.mark.slow
 HEAD = 'for $e in stream("evs")/evs/ev'
@@ -32,6 +37,18 @@ QUERIES = [
 ]
 
 
+JOIN = ('<r>{{ for $e in stream("evs")/evs/ev for $a in stream("alerts")/alerts/alert '
+        'where $a/@t >= $e/@t - {before} and $a/@t <= $e/@t + 1 and $a/src = $e/src and $e/en > {en} '
+        'return <m>{{ $e/@id }}<a>{{ $a/@id }}</a>{{ $a/src }}</m> }}</r>')
+JOINS = [("SP1", JOIN.format(before=2, en=1)), ("SP7", JOIN.format(before=1, en=1.5))]
+
+
+def alerts(n: int) -> list[str]:
+    rng = random.Random(5)
+    return [f'<alert id="a{k}" t="{k * 0.7:.1f}"><src>{rng.choice(["Vela X-1", "Sco X-1"])}</src></alert>'
+            for k in range(n)]
+
+
 def events(n: int) -> list[str]:
     rng = random.Random(4)
     out = []
@@ -46,20 +63,30 @@ def events(n: int) -> list[str]:
 
 @pytest.mark.parametrize("executor", ["inline", "spark"])
 def test_strings_and_attributes_through_real_daemons(tmp_path, executor: str) -> None:
-    items = events(1500)
+    items, others = events(1500), alerts(215)
     with running_network(tmp_path, executor=executor) as (topology, _):
         publisher = SuperPeerClient(topology.address("SP4"))
         publisher.register_stream("evs", "evs", "ev", rate=100)
         publisher.publish("evs", items[:100])
+        second = SuperPeerClient(topology.address("SP2"))
+        second.register_stream("alerts", "alerts", "alert", rate=10)
         ids = []
-        for peer, query in QUERIES:
+        for peer, query in QUERIES + JOINS:
             client = SuperPeerClient(topology.address(peer))
             ids.append((client, client.subscribe(query).subscription))
         for k in range(100, len(items), 350):
             publisher.publish("evs", items[k:k + 350])
+            second.publish("alerts", [a for a in others  # (those up to the events' latest time)
+                                      if (k > 100) * k / 10 <= float(a.split('t="')[1].split('"')[0]) < (k + 350) / 10])
         publisher.close_stream("evs")
+        second.close_stream("alerts")
         idle = 20 if executor == "inline" else 120
-        for (client, sid), (_, query) in zip(ids, QUERIES):
+        for (client, sid), (_, query) in zip(ids, QUERIES + JOINS):
             got = [item for _, item, _ in client.results(sid, idle_timeout=idle)]
-            expected = reference_results(query, items[100:], root="evs")
+            if (_, query) in JOINS:
+                documents = {"evs": StreamDocument.from_text("<evs>" + "".join(items[100:]) + "</evs>"),
+                             "alerts": StreamDocument.from_text("<alerts>" + "".join(others) + "</alerts>")}
+                expected = list(evaluate(analyze(query).checked, documents).serialized_items())
+            else:
+                expected = reference_results(query, items[100:], root="evs")
             assert expected and same(got, expected), (executor, query, len(got), len(expected))
