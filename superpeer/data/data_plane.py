@@ -368,6 +368,10 @@ class DataPlane:
         for child in passing:  # (not to what a recomputation's level feeds before it began)
             if self.executor_seqs.get(child, 0) >= self.positions.skip_below.get(child, 0):
                 self.watermark(child, path, value)
+        for consumer, variable in self.state.deliveries.get(sid, ()):
+            advance = getattr(consumer, "watermark", None)  # (a subscription's window join; not a switch)
+            if advance is not None:
+                advance(variable, path, value)
         for n in entry.next_hops(self.state.id):
             self.sender(n).send_watermark(sid, path, value)
 

@@ -16,6 +16,10 @@ shown in ``status`` (``joins``), never silent:
 - an inner item below an earlier one (``late_inner``) is kept for the outer items still to
   come, but those already answered did not see it.
 
+A stream registered with an event time sends **watermarks** while it is idle
+(``data.event_time``); on a band element they count as an item with that value: an idle inner
+stream does not hold the outer items' results back, an idle outer one lets the inner forget.
+
 Items without a numeric band value match nothing (their band comparisons are false), so they
 are not kept and not counted. An element that repeats in an item compares existentially, as in
 XQuery: the item is placed by the least and the greatest of its values (an inner item can match
@@ -71,6 +75,11 @@ class OuterFeed(BlockingFeed):
         self.late = 0
         self.not_finite = 0
 
+    def advance(self, path: str, value: float) -> None:
+        """A watermark: no outer item to come is below ``value`` at ``path``."""
+        if path == self.path and math.isfinite(value):
+            self.floor = max(self.floor, value)
+
     def _drain(self) -> Iterator:
         for item in super()._drain():
             values = band_values(item, self.path)
@@ -81,7 +90,7 @@ class OuterFeed(BlockingFeed):
                 if values[0] < self.floor:
                     self.late += 1
                     continue
-                self.floor = values[0]
+                self.floor = max(self.floor, values[0])  # (a watermark may have raised it meanwhile)
             self.current = values
             yield item
 
@@ -119,6 +128,17 @@ class InnerFeed(BlockingFeed):
             self._forget()
             self._ended = self._ended or end
             self._cond.notify_all()
+
+    def advance(self, path: str, value: float) -> None:
+        """A watermark: no inner item to come is below ``value`` at ``path``, so the outer items
+        whose band ends below it have all their matches (an idle inner stream holds nothing up)."""
+        if path != self.band.inner_path or not math.isfinite(value):
+            return
+        with self._cond:
+            if value > self.high:
+                self.high = value
+                self._forget()
+                self._cond.notify_all()
 
     def _forget(self) -> None:
         """Forget the first items that no outer item to come can match (under the lock)."""

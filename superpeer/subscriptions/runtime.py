@@ -113,6 +113,14 @@ class SubscriptionRuntime:
             values = estimates.scale(variable, values, self.buffer.end)
         self.feeds[variable].feed(values, end)
 
+    def watermark(self, variable: str, path: str, value: float) -> None:
+        """Event time ``value`` at ``path`` reached an input (no later item is lower there): a
+        window join on that element answers the outer items it covers without waiting for the
+        next inner item, and forgets what no outer item to come can match."""
+        feed = self.feeds.get(variable)
+        if isinstance(feed, (InnerFeed, OuterFeed)):
+            feed.advance(path, value)
+
     def stop(self) -> None:
         """Nobody will read the results (unsubscribed, or failed): drop the inputs not yet
         evaluated instead of working through them, so that the thread ends at once."""

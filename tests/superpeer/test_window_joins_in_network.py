@@ -61,3 +61,35 @@ def test_a_window_join_streams_through_the_network() -> None:
     finally:
         for p in net.peers.values():
             p.stop()
+
+
+def test_an_idle_inner_stream_with_an_event_time_does_not_hold_results_back() -> None:
+    """The alerts stream goes quiet; its super-peer's watermarks (it was registered with an event
+    time) reach the subscriber's join, which answers the photons after the last alert without
+    waiting for the next one. Before: those photons waited for the next alert."""
+    photons, alerts = _streams(600)
+    net = in_process_network()
+    try:
+        sp4, sp2 = net.peers["SP4"], net.peers["SP2"]
+        sp4.control.register_stream("photons", "photons", "photon", rate=10, event_time="t")
+        sp2.control.register_stream("alerts", "alerts", "alert", rate=2, event_time="t", event_time_rate=1000)
+        record = net.peers["SP1"].control.subscribe(JOIN)
+        sp2.data.publish("alerts", [x for _, x in alerts])  # (then nothing more: idle)
+        sp4.data.publish("photons", [x for _, x in photons])
+        documents = {"photons": StreamDocument.from_text("<photons>" + "".join(x for _, x in photons) + "</photons>"),
+                     "alerts": StreamDocument.from_text("<alerts>" + "".join(x for _, x in alerts) + "</alerts>")}
+        expected = list(evaluate(analyze(JOIN).checked, documents).serialized_items())
+        last = alerts[-1][0]
+        assert any(f"#{round(last * 10)}<" in e for e in expected)  # (results that need the watermark)
+        buffer = record.runtime.buffer
+
+        def answered() -> bool:
+            sp2.data.idle_watermarks(0.0)  # (what the heartbeat does while the stream is idle)
+            return len(buffer.items) >= len(expected)
+
+        until(answered, 30,
+              what=lambda: str((len(buffer.items), len(expected), record.runtime.joins[0].status())))
+        assert same(list(buffer.items), expected)
+    finally:
+        for p in net.peers.values():
+            p.stop()
