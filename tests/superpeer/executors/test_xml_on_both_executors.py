@@ -70,10 +70,13 @@ def test_strings_and_attributes_through_real_daemons(tmp_path, executor: str) ->
         publisher.publish("evs", items[:100])
         second = SuperPeerClient(topology.address("SP2"))
         second.register_stream("alerts", "alerts", "alert", rate=10)
-        ids = []
+        ids, plans = [], []
         for peer, query in QUERIES + JOINS:
             client = SuperPeerClient(topology.address(peer))
-            ids.append((client, client.subscribe(query).subscription))
+            reply = client.subscribe(query)
+            ids.append((client, reply.subscription))
+            plans.append(reply.description)
+        assert "reuse stream SP1." in plans[-1], plans[-1]  # (the second join reads the first's alerts)
         for k in range(100, len(items), 350):
             publisher.publish("evs", items[k:k + 350])
             second.publish("alerts", [a for a in others  # (those up to the events' latest time)
