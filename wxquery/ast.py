@@ -8,6 +8,7 @@ predicate reasoning must be exact while evaluation follows XQuery's double arith
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Union
@@ -300,6 +301,19 @@ def nested(e: Expr) -> tuple[Expr, ...]:
     if isinstance(e, ElementConstructor):
         return tuple(p.expr if isinstance(p, Enclosed) else p for p in e.content if not isinstance(p, Text))
     return ()
+
+
+def top_level_flwrs(e: Expr) -> Iterator[FLWR]:
+    """The FLWRs not inside another FLWR, in order: those an evaluation runs once (element
+    constructors, sequences and if-branches around them are evaluated once)."""
+    if isinstance(e, FLWR):
+        yield e
+    elif isinstance(e, IfExpr):
+        yield from top_level_flwrs(e.then)
+        yield from top_level_flwrs(e.otherwise)
+    else:
+        for inner in nested(e):
+            yield from top_level_flwrs(inner)
 
 
 @dataclass(frozen=True)

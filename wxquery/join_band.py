@@ -54,23 +54,10 @@ class Band:
 
 
 def join_bands(checked: CheckedQuery) -> list[Band]:
-    """The bands of the joins of a query's top-level FLWRs (those its evaluation runs once, as
-    ``superpeer.subscriptions.feeds.single_pass_clauses`` finds them): at most one per inner
+    """The bands of the joins of a query's top-level FLWRs (``ast.top_level_flwrs``: those its evaluation
+    runs once): at most one per inner
     input, and one element per outer input."""
-    out: list[Band] = []
-
-    def walk(e: ast.Expr) -> None:
-        if isinstance(e, ast.FLWR):
-            out.extend(_flwr_bands(checked, e))
-        elif isinstance(e, ast.IfExpr):
-            walk(e.then)
-            walk(e.otherwise)
-        else:
-            for inner in ast.nested(e):
-                walk(inner)
-
-    walk(checked.query.body)
-    return out
+    return [band for flwr in ast.top_level_flwrs(checked.query.body) for band in _flwr_bands(checked, flwr)]
 
 
 def _whole_items(checked: CheckedQuery, clause: ast.Clause) -> bool:

@@ -92,18 +92,5 @@ def single_pass_clauses(body: ast.Expr) -> set[int]:
     """Ids of the for clauses the evaluation iterates once: the first clause of each FLWR that
     is not inside another FLWR (element constructors, sequences and if-branches at the top
     are evaluated once). Any other clause runs once per binding of the clauses around it."""
-    found: set[int] = set()
-
-    def walk(e: ast.Expr) -> None:
-        if isinstance(e, ast.FLWR):
-            if e.clauses and isinstance(e.clauses[0], ast.ForClause):
-                found.add(id(e.clauses[0]))
-        elif isinstance(e, ast.IfExpr):
-            walk(e.then)
-            walk(e.otherwise)
-        else:
-            for inner in ast.nested(e):
-                walk(inner)
-
-    walk(body)
-    return found
+    return {id(f.clauses[0]) for f in ast.top_level_flwrs(body)
+            if f.clauses and isinstance(f.clauses[0], ast.ForClause)}
