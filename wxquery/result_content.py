@@ -36,8 +36,17 @@ def append_text(parent: etree._Element, text: str) -> None:
 
 
 def detached_copy(el: etree._Element) -> etree._Element:
-    """A deep copy of ``el`` without the tail text that belongs to its old parent."""
+    """A deep copy of ``el`` without the tail text that belongs to its old parent, keeping the
+    namespaces in scope where it was (declared on an ancestor, ``xmlns:xsi`` on a VOEvent): an
+    XQuery copy does (``copy-namespaces preserve, inherit``), lxml's drops those it does not use."""
     c = copy.deepcopy(el)
     c.tail = None
+    if isinstance(el.tag, str):
+        scope = el.nsmap
+        if scope and any(c.nsmap.get(prefix) != uri for prefix, uri in scope.items()):
+            shell = etree.Element(c.tag, dict(c.attrib), nsmap=scope)
+            shell.text = c.text
+            shell.extend(list(c))
+            c = shell
     return c
 

@@ -12,9 +12,10 @@ window records all call ``Comparison``: its scalar entry point (``holds``) and i
 
 from __future__ import annotations
 
+import math
 import operator
-from functools import lru_cache
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, SupportsFloat
 
 if TYPE_CHECKING:
@@ -40,7 +41,10 @@ class Comparison:
     def __init__(self, op: str, constant: SupportsFloat) -> None:
         self.op = op
         self.test = THETA[op]
-        self.constant = float(constant)
+        try:
+            self.constant = float(constant)
+        except OverflowError:  # (a literal beyond the doubles, 1e400: XQuery's INF, as cast)
+            self.constant = math.inf if constant > 0 else -math.inf  # type: ignore[operator]
 
     def holds(self, xs: Iterable[float], ys: Sequence[float] | None = None) -> bool:
         """Whether some x θ some y + c (``ys`` None: some x θ c) — one item's values."""
