@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from decimal import Decimal
 
 # xs:double lexical space (XSD 1.1 also allows a leading '+' in INF).
-_DOUBLE_RE = re.compile(r"\s*(?:[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?INF|NaN)\s*\Z")
+# (ASCII digits and XML's whitespace only: Python's float() also takes "１" and a no-break space)
+_DOUBLE_RE = re.compile(r"[ \t\r\n]*(?:[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?INF|NaN)[ \t\r\n]*\Z")
 NAN = float("nan")
 
 
