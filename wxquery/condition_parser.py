@@ -77,7 +77,7 @@ class ConditionParser(PathParser):
         right_at = self.pos
         if self.at_string() or left_string is not None:
             return self.string_comparison(left_path, left_number, left_string, op, op_at, start, in_predicate)
-        if op == "!=":
+        if op == "!=" and (left_path is None or self.at_number()):
             raise self.error(NOT_EQUAL_REFUSED, op_at)
         if self.at_number():
             right_number = self.read_number()
@@ -94,6 +94,8 @@ class ConditionParser(PathParser):
                                   self.position(op_at))
         constant: ast.Number | None = None  # (no arithmetic: see ``ast.Comparison``)
         self.skip_ws()
+        if op == "!=" and self.text.startswith(("+", "-"), self.pos):  # (a number on the right)
+            raise self.error(NOT_EQUAL_REFUSED, op_at)
         if self.text.startswith(("+", "-"), self.pos):
             sign_at = self.pos
             sign = self.text[self.pos]

@@ -21,8 +21,16 @@ from lxml import etree
 
 from . import ast
 from .evaluation_context import CondFn, Env, EvaluationContext, SeqFn, Value
-from .item_navigation import (Attribute, Partitioned, atomize, bound_roots, child_elements, navigate_items,
-                              navigator, text_of)
+from .item_navigation import (
+    Attribute,
+    Partitioned,
+    atomize,
+    bound_roots,
+    child_elements,
+    navigate_items,
+    navigator,
+    text_of,
+)
 from .operators.aggregates import aggregate_values
 from .operators.comparisons import comparison as compiled_comparison
 from .operators.records import WindowRecord
@@ -265,14 +273,14 @@ class ExpressionCompiler(ABC):
         values — unless one side is an aggregate's value (a number), to which the other is cast
         (``static_checks.CheckedQuery.compared_constant`` decides the same for the network)."""
         assert a.right is not None
-        as_numbers = compiled_comparison(a.op, 0).holds
+        as_numbers = compiled_comparison(a.op, 0).holds if a.op != "!=" else None  # (refused on numbers)
         as_strings = compiled_comparison(a.op, "").holds
         left, right = self.operand(a.left), self.operand(a.right)
         left_strings, right_strings = self.string_operand(a.left), self.string_operand(a.right)
         keys = [p.root.name for p in (a.left, a.right) if isinstance(p.root, ast.VarRef) and not p.names]
 
         def holds(env: Env, ctx: object) -> bool:
-            if any(_typed(env[k]) for k in keys):
+            if as_numbers is not None and any(_typed(env[k]) for k in keys):
                 return as_numbers(left(env), right(env))
             return as_strings(left_strings(env), right_strings(env))
 

@@ -18,7 +18,8 @@ SUPPORTED = (
 )
 
 OR_REFUSED = "'or' is not supported: conditions are conjunctions joined by 'and'"
-NOT_EQUAL_REFUSED = "'!=' is supported against a string literal only; compare numbers with =, <, <=, > or >="
+NOT_EQUAL_REFUSED = ("'!=' compares strings only (a path with a string literal, or two paths); compare "
+                     "numbers with =, <, <=, > or >=")
 DESCENDANT_AXIS_REFUSED = "the descendant axis '//' is not supported; use child steps '/'"
 
 # Keywords of full XQuery that start constructs outside the fragment, with the reason we give.

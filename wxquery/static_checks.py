@@ -236,6 +236,11 @@ class _Checker:
                                          f"numbers, not with the string {atom.constant.text}", atom.pos)
             if atom.right is not None:
                 self.path(atom.right, scope, context)
+                numbers = [s.root.name for s in (atom.left, atom.right) if isinstance(s.root, ast.VarRef)
+                           and self.bindings[id(s.root)].kind == "aggregate"]
+                if atom.op == "!=" and numbers:
+                    raise WXQueryStaticError(f"${numbers[0]} is an aggregate value, a number: '!=' compares "
+                                             "strings only; compare numbers with =, <, <=, > or >=", atom.pos)
 
 
 def iter_comparisons(c: ast.Conjunction | None) -> Iterator[ast.Comparison]:

@@ -25,7 +25,7 @@ def error_of(text: str) -> WXQueryError:
     (f"<r>{{ {HEAD} return $p/* }}</r>", "* ", "wildcards"),
     (f"<r>{{ {HEAD} order by $p/en return $p }}</r>", "order", "'order by' is not supported"),
     (f"<r>{{ {HEAD} return string($p/en) }}</r>", "string(", "function string() is not supported"),
-    (f"<r>{{ {HEAD} where $p/en != 1 return $p }}</r>", "!=", "'!=' is supported against a string literal only"),
+    (f"<r>{{ {HEAD} where $p/en != 1 return $p }}</r>", "!=", "'!=' compares strings only"),
     (f"<r>{{ {HEAD} where $p/en eq 1 return $p }}</r>", "eq 1", "value comparison 'eq'"),
     (f"<r>{{ {HEAD} where $p/name = 1 and 2 = \"x\" return $p }}</r>", "2 = ", "a number compared with a string"),
     (f"<r>{{ {HEAD} where \"x\" < 2 return $p }}</r>", "\"x\" <", "a string literal compared with a number"),
