@@ -29,12 +29,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from wxquery.operators.comparisons import MIRRORED, STRING_FUNCTIONS
 from wxquery.operators.definitions import Atom
 
 SMALLEST = "\t"  # XML's smallest character: the string right after s is s + SMALLEST
 LARGEST = "\U0010ffff"
 ORDERED = ("=", "!=", "<", "<=", ">", ">=", "starts-with")  # (atoms that are intervals)
-PATTERNS = ("starts-with", "ends-with", "contains")
+PATTERNS = tuple(STRING_FUNCTIONS)
 NEGATED = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 
 
@@ -153,9 +154,6 @@ class StringConstraints:
         return list(self.original)
 
 
-MIRRORED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-
-
 def canonical(relation: Atom) -> tuple[str, str, str]:
     """Two elements compared as strings, written one way for both ways round (``y > x`` is
     ``x < y``): what identity of such atoms means."""
@@ -177,5 +175,5 @@ def after_prefix(c: str) -> str | None:
 
 
 def has(s: str, op: str, c: str) -> bool:
-    """Whether ``s`` starts with, ends with or contains ``c``."""
-    return s.startswith(c) if op == "starts-with" else s.endswith(c) if op == "ends-with" else c in s
+    """Whether ``s`` starts with, ends with or contains ``c`` (the functions the evaluator runs)."""
+    return bool(STRING_FUNCTIONS[op](s, c))

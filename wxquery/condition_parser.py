@@ -12,13 +12,13 @@ reason.
 from __future__ import annotations
 
 from . import ast
+from .operators.comparisons import (
+    MIRRORED,  # (c θ $v is $v θ' c)
+    STRING_FUNCTIONS,  # (functions on strings that make an atom)
+)
 from .path_parser import PathParser
 from .refused_constructs import NOT_EQUAL_REFUSED, OR_REFUSED, unexpected_in_condition
 
-# functions on strings that make an atom (``starts-with($a/ivorn, "ivo://nasa")``)
-STRING_FUNCTIONS = ("starts-with", "ends-with", "contains")
-# c θ $v is $v θ' c.
-MIRRORED_OPERATOR = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 # XQuery's value comparisons, with the general comparison WXQuery offers instead.
 VALUE_COMPARISONS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
@@ -90,7 +90,7 @@ class ConditionParser(PathParser):
         if left_number is not None:
             # c θ $v is $v θ' c: mirroring the operator is exact.
             self.refuse_trailing_arithmetic()
-            return ast.Comparison(right_path, MIRRORED_OPERATOR[op], None, left_number,
+            return ast.Comparison(right_path, MIRRORED[op], None, left_number,
                                   self.position(op_at))
         constant: ast.Number | None = None  # (no arithmetic: see ``ast.Comparison``)
         self.skip_ws()
@@ -158,7 +158,7 @@ class ConditionParser(PathParser):
                                  "the two types", start)
             path = self.parse_operand_path(in_predicate)
             constant = left_string
-            op = MIRRORED_OPERATOR[op]
+            op = MIRRORED[op]
         else:
             assert left_path is not None
             path, constant = left_path, ast.String(self.read_string())

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from . import ast
+from .operators.comparisons import MIRRORED
 from .operators.definitions import format_fraction
 from .static_checks import CheckedQuery
 
 # x θ y + c as a bound on x: θ → (lower, upper)
 BOUNDS = {"=": (True, True), "<": (False, True), "<=": (False, True), ">": (True, False), ">=": (True, False)}
-MIRRORED = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,7 @@ from collections import deque
 from collections.abc import Iterator
 
 from wxquery.join_band import Band
-from wxquery.operators.items import path_strings
-from wxquery.values import cast_double
+from wxquery.operators.items import path_values
 
 from .feeds import BlockingFeed
 
@@ -47,10 +46,9 @@ def band_values(item: object, path: str) -> tuple[float, float] | None:
     """The least and the greatest number at ``path`` (None: no number there, nothing to match;
     ``(inf, inf)`` when a value is infinite)."""
     try:
-        texts = path_strings(item, path)  # type: ignore[arg-type]
+        values = [v for v in path_values(item, path) if not math.isnan(v)]  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    values = [v for v in map(cast_double, texts) if not math.isnan(v)]
     if not values:
         return None
     if not all(map(math.isfinite, values)):

@@ -30,6 +30,8 @@ THETA: dict[str, Callable[[Any, Any], Any]] = {
 STRING_FUNCTIONS: dict[str, Callable[[Any, Any], Any]] = {
     "starts-with": str.startswith, "ends-with": str.endswith, "contains": operator.contains}
 STRING_THETA: dict[str, Callable[[Any, Any], Any]] = {**THETA, "!=": operator.ne, **STRING_FUNCTIONS}
+# x θ y is y θ' x (θ' the operator mirrored)
+MIRRORED = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
 class Comparison:
