@@ -103,18 +103,20 @@ class SubscribeRequest(_message.Message):
     def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ..., wait_for_streams: _Optional[bool] = ..., from_start: _Optional[bool] = ..., since_s: _Optional[float] = ..., approximate: _Optional[bool] = ..., confidence: _Optional[float] = ..., min_rate: _Optional[int] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class SubscribeReply(_message.Message):
-    __slots__ = ("subscription", "plan_json", "description", "history", "sample")
+    __slots__ = ("subscription", "plan_json", "description", "history", "sample", "warnings")
     SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
     PLAN_JSON_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_FIELD_NUMBER: _ClassVar[int]
+    WARNINGS_FIELD_NUMBER: _ClassVar[int]
     subscription: str
     plan_json: str
     description: str
     history: str
     sample: int
-    def __init__(self, subscription: _Optional[str] = ..., plan_json: _Optional[str] = ..., description: _Optional[str] = ..., history: _Optional[str] = ..., sample: _Optional[int] = ...) -> None: ...
+    warnings: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, subscription: _Optional[str] = ..., plan_json: _Optional[str] = ..., description: _Optional[str] = ..., history: _Optional[str] = ..., sample: _Optional[int] = ..., warnings: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class UnsubscribeRequest(_message.Message):
     __slots__ = ("subscription",)

@@ -20,9 +20,24 @@ from .properties import Properties, extract
 
 
 @dataclass(frozen=True)
+class QueryWarning:
+    """Something legal that is probably not what was meant; said with its position."""
+
+    message: str
+    position: Position
+
+    def format(self, filename: str = "<query>") -> str:
+        return f"{filename}:{self}"
+
+    def __str__(self) -> str:
+        return f"{self.position}: warning: {self.message}"
+
+
+@dataclass(frozen=True)
 class Analysis:
     checked: CheckedQuery
     properties: Properties
+    warnings: tuple[QueryWarning, ...] = ()
 
     @property
     def query(self) -> ast.Query:
@@ -40,32 +55,39 @@ def analyze(text: str, require_satisfiable: bool = True, *,
     matching and planning read later are computed here, under the same ``check``.
     """
     checked = check_query(parse(text, limits))
-    if require_satisfiable:
-        _check_conjunctions(checked, check)
+    warnings = _check_conjunctions(checked, check, require_satisfiable)
     properties = extract(checked)
     for inp in properties.inputs:
         for selection, what in ((inp.selection, "selection"),
                                 (inp.aggregate_selection, "filter on the aggregates")):
             if selection is None:
                 continue
-            if not selection.graph.is_satisfiable(check):
+            clause = next(b.clause for b in checked.clauses.values() if b.name == inp.variable)
+            if not warnings and not selection.graph.is_satisfiable(check) \
+                    and satisfiable_on_some_item(selection.atoms, check):
+                warnings.append(QueryWarning(
+                    f"the {what} on ${inp.variable} ({' and '.join(str(a) for a in selection.atoms)}) holds "
+                    "only on items where an element it compares occurs more than once", clause.pos))
+            elif not satisfiable_on_some_item(selection.atoms, check):
                 if not require_satisfiable:
                     continue
-                clause = next(b.clause for b in checked.clauses.values() if b.name == inp.variable)
                 raise UnsatisfiablePredicateError(
                     f"unsatisfiable predicate: the {what} on ${inp.variable} "
                     f"({' and '.join(str(a) for a in selection.atoms)}) can never hold",
                     clause.pos)
             selection.graph.minimized(check)
-    return Analysis(checked, properties)
+    return Analysis(checked, properties, tuple(warnings))
 
 
-def _check_conjunctions(checked: CheckedQuery, check: Check) -> None:
-    """Every where clause, path predicate and if condition must be satisfiable on its own.
+def _check_conjunctions(checked: CheckedQuery, check: Check, refuse: bool) -> list[QueryWarning]:
+    """Every where clause, path predicate and if condition must be satisfiable on its own
+    (``refuse``: else it is an error). One that holds only on items where an element it compares
+    occurs more than once (``$e/a = 1 and $e/a = 2``) is legal XQuery and kept, with a warning.
 
     Paths through a window variable are existential over the window's items, so they are left
     out of the reasoning (two atoms on ``$w/en`` may hold for different items).
     """
+    warnings = []
     for conj in _conjunctions(checked.query.body):
         atoms = []
         for a in conj.atoms:
@@ -74,10 +96,32 @@ def _check_conjunctions(checked: CheckedQuery, check: Check) -> None:
             if left is None or (a.right is not None and right is None):
                 continue
             atoms.append(Atom(left, a.op, right, checked.compared_constant(a)))
-        if atoms and not PredicateGraph(atoms).is_satisfiable(check):
-            raise UnsatisfiablePredicateError(
-                "unsatisfiable predicate: " + " and ".join(str(a) for a in atoms)
-                + " can never hold", conj.pos)
+        if not atoms or PredicateGraph(atoms).is_satisfiable(check):
+            continue
+        written = " and ".join(str(a) for a in atoms)
+        if satisfiable_on_some_item(atoms, check):
+            repeated = sorted({p for a in atoms for p in (a.left, a.right) if p and _per_atom(p, 0) != p})
+            warnings.append(QueryWarning(f"{written} holds only on items where {' or '.join(repeated)} occurs "
+                                    "more than once (each comparison may hold for another one)", conj.pos))
+        elif refuse:
+            raise UnsatisfiablePredicateError(f"unsatisfiable predicate: {written} can never hold", conj.pos)
+    return warnings
+
+
+def satisfiable_on_some_item(atoms: list[Atom] | tuple[Atom, ...], check: Check = never_interrupted) -> bool:
+    """Whether some item satisfies the conjunction, as XQuery compares: a comparison of a path
+    that steps to an element holds if it holds for *one* of the nodes the path selects, and each
+    comparison may pick another one (``$e/a = 1 and $e/a = 2`` holds on an item with two ``a``).
+    So every such path is a node of its own in each atom; the item itself, its attributes and
+    let-bound values are one value each, shared by all atoms."""
+    own = [Atom(_per_atom(a.left, i), a.op, None if a.right is None else _per_atom(a.right, i), a.constant)
+           for i, a in enumerate(atoms)]
+    return PredicateGraph(own).is_satisfiable(check)
+
+
+def _per_atom(path: str, i: int) -> str:
+    steps = [s for s in path.split("/") if s and s != "." and not s.startswith("$")]
+    return f"{path}#{i}" if any(not s.startswith("@") for s in steps) else path
 
 
 def _node(checked: CheckedQuery, p: ast.PathExpr) -> str | None:
@@ -121,4 +165,4 @@ def _conjunctions(e: object):
         yield from _conjunctions(e.argument)
 
 
-__all__ = ["Analysis", "analyze", "Position"]
+__all__ = ["Analysis", "Position", "QueryWarning", "analyze", "satisfiable_on_some_item"]

@@ -75,6 +75,10 @@ def match_predicates(stream: Selection | None, subscription: Selection | None,
         return True, "the stream is unfiltered"
     touched = stream.elements | (subscription.elements if subscription is not None else frozenset())
     multi = sorted(p for p in touched if p in repeated or owner(p) in repeated)
+    if not multi and not (_graph(subscription).is_satisfiable() and _graph(stream).is_satisfiable()):
+        # (no item has one value per element that satisfies it: it holds only where elements
+        # repeat, and the graph, which takes one value each, would say it implies everything)
+        multi = sorted(touched)
     if multi:
         same = subscription is not None and set(stream.atoms) == set(subscription.atoms)
         return same, ("identical predicates on repeated elements" if same else

@@ -149,7 +149,8 @@ class Subscription:
     """A registered subscription: its id (``subscription``, also ``id``), its plan typed and as
     the super-peer's JSON, the plan described for people, and what it got of what was asked:
     ``history`` is how far back its past goes when that is less than asked ("" when it got it
-    all), ``sample`` R for a 1/R sample (1: every item)."""
+    all), ``sample`` R for a 1/R sample (1: every item), ``warnings`` what in the query is
+    legal but probably not meant ("LINE:COL: warning: ...")."""
 
     subscription: str
     plan: Plan | None
@@ -157,6 +158,7 @@ class Subscription:
     history: str = ""
     sample: int = 1
     plan_json: str = "{}"
+    warnings: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -165,7 +167,8 @@ class Subscription:
     @classmethod
     def from_reply(cls, reply) -> Subscription:
         return cls(reply.subscription, Plan.from_json(json.loads(reply.plan_json or "{}")),
-                   reply.description, reply.history, reply.sample or 1, reply.plan_json or "{}")
+                   reply.description, reply.history, reply.sample or 1, reply.plan_json or "{}",
+                   tuple(reply.warnings))
 
 
 @dataclass(frozen=True)

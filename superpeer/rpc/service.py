@@ -107,7 +107,8 @@ class ThinPeerService(pb_grpc.ThinPeerServicer):
             self.access.subscribed(grant)
         return pb.SubscribeReply(subscription=record.runtime.id,
                                  plan_json=json.dumps(record.plan.to_json() if record.plan else {}),
-                                 description=record.describe(), history=record.history, sample=record.sample)
+                                 description=record.describe(), history=record.history, sample=record.sample,
+                                 warnings=[str(w) for w in record.runtime.analysis.warnings])
 
     @_handled
     def Unsubscribe(self, request, context):

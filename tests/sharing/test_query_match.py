@@ -60,6 +60,13 @@ def implies(new: list[tuple], old: list[tuple]) -> bool:
     return s.check() == z3.unsat
 
 
+def satisfiable(atoms: list[tuple]) -> bool:
+    env = {e: z3.Real(e) for e in ELEMENTS}
+    s = z3.Solver()
+    s.add(*[z3_atom(a, env) for a in atoms])
+    return s.check() == z3.sat
+
+
 def test_batch_agrees_with_z3(tmp_path):
     rng = random.Random(2026)
     pairs = []
@@ -81,6 +88,9 @@ def test_batch_agrees_with_z3(tmp_path):
     for (old, new), answer in zip(pairs, answers):
         assert set(answer) == {"shareable", "reason"}
         expected = implies(new, old)
+        if old and not satisfiable(new):  # (no one value per element satisfies it: it holds only on items
+            # where an element repeats, and only a stream filtered on the same comparisons serves it)
+            expected = set(map(text, old)) == set(map(text, new))
         assert answer["shareable"] == expected, (query(old), query(new), answer)
         shared += expected
     assert 50 < shared < 250  # both outcomes are well represented

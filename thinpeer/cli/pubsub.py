@@ -75,6 +75,8 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
                 sid, offset = reply.subscription, 0
                 save_offset(sid, 0)
                 print(f"subscription {sid}", file=sys.stderr)
+                for warning in reply.warnings:
+                    print(f"{args.query}:{warning}", file=sys.stderr)
                 if reply.history:
                     print(f"note: {reply.history}", file=sys.stderr)
                 if reply.sample > 1:

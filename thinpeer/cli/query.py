@@ -38,9 +38,12 @@ def analyze_file(path: str) -> Analysis:
 
     text = read_query(path)
     try:
-        return analyze(text)
+        analysis = analyze(text)
     except WXQueryError as exc:
         raise CliError(exc.format(path)) from None
+    for warning in analysis.warnings:
+        print(warning.format(path), file=sys.stderr)
+    return analysis
 
 
 def cmd_query_check(args: argparse.Namespace) -> int:
@@ -52,12 +55,13 @@ def cmd_query_check(args: argparse.Namespace) -> int:
     from wxquery.errors import WXQueryError
 
     try:  # (a file that cannot be read is still an error on stderr: it is not a verdict on a query)
-        analyze(read_query(args.file))
+        analysis = analyze(read_query(args.file))
     except WXQueryError as exc:
         print(json.dumps({"file": args.file, "ok": False, "line": exc.position.line,
                           "column": exc.position.column, "error": exc.message}))
         return EXIT_ERROR
-    print(json.dumps({"file": args.file, "ok": True}))
+    print(json.dumps({"file": args.file, "ok": True, "warnings": [
+        {"line": w.position.line, "column": w.position.column, "warning": w.message} for w in analysis.warnings]}))
     return EXIT_OK
 
 

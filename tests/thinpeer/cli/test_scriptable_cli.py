@@ -85,6 +85,13 @@ def test_a_subscribe_that_times_out_without_a_result_exits_3(tmp_path: Path) -> 
                 "--timeout", "2")
         assert r.returncode == 3, r.stderr
         assert "0 result item(s); stopped: timeout" in r.stderr
+        # (a conjunction that holds only where an element repeats: kept, and the super-peer says so)
+        (tmp_path / "twice.wxq").write_text(NOTHING.replace("$p/en > 1000", "$p/en > 1000 and $p/en < 0"))
+        r = run("subscribe", "--superpeer", topology.address("SP1"), "--query", str(tmp_path / "twice.wxq"),
+                "--timeout", "1")
+        assert r.returncode == 3, r.stderr
+        assert (f"{tmp_path / 'twice.wxq'}:1:58: warning: $p/en > 1000 and $p/en < 0 holds only on items "
+                "where $p/en occurs more than once") in r.stderr
 
 
 def test_the_super_peer_may_come_from_the_environment(tmp_path: Path) -> None:
@@ -139,7 +146,7 @@ def test_query_check_says_its_verdict_as_json(tmp_path: Path) -> None:
     good.write_text((EXAMPLE_QUERIES / "q1.wxq").read_text())
     bad.write_text('<x>{ for $p in stream("photons")/photons/photon\n where $p/en > 1 or $p/en < 0 return $p }</x>')
     ok = run("query", "check", str(good), "--json")
-    assert (ok.returncode, json.loads(ok.stdout)) == (0, {"file": str(good), "ok": True})
+    assert (ok.returncode, json.loads(ok.stdout)) == (0, {"file": str(good), "ok": True, "warnings": []})
     wrong = run("query", "check", str(bad), "--json")
     verdict = json.loads(wrong.stdout)
     assert wrong.returncode == 1 and (verdict["ok"], verdict["line"], verdict["column"]) == (False, 2, 18)
