@@ -157,8 +157,8 @@ def _conjunctions(e: object):
         for i in e.items:
             yield from _conjunctions(i)
     elif isinstance(e, ast.ElementConstructor):
-        for part in e.content:
-            yield from _conjunctions(part)
+        for inner in ast.nested(e):
+            yield from _conjunctions(inner)
     elif isinstance(e, ast.Enclosed):
         yield from _conjunctions(e.expr)
     elif isinstance(e, ast.AggregateCall):

@@ -277,10 +277,21 @@ class Enclosed:
 
 
 @dataclass(frozen=True)
+class AttributeConstructor:
+    """``name="text {expr} text"`` in a direct element constructor's start tag: its value is
+    the text with each enclosed expression's atomized values joined by spaces."""
+
+    name: str
+    parts: tuple[Enclosed | Text, ...]
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
 class ElementConstructor:
     name: str
     content: tuple[Union["ElementConstructor", Enclosed, Text], ...]
     pos: Position = field(compare=False)
+    attributes: tuple[AttributeConstructor, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -294,12 +305,14 @@ Expr = Union[FLWR, IfExpr, SequenceExpr, ElementConstructor, PathExpr, Aggregate
 
 def nested(e: Expr) -> tuple[Expr, ...]:
     """What a sequence or a direct element constructor holds, in order: the sequence's items, the
-    constructor's nested constructors and enclosed expressions (not its literal text). Every walk
+    constructor's expressions enclosed in its attributes' values, then its nested constructors and
+    enclosed expressions (not its literal text). Every walk
     over a query descends into these the same way; what it does at the other nodes is its own."""
     if isinstance(e, SequenceExpr):
         return e.items
     if isinstance(e, ElementConstructor):
-        return tuple(p.expr if isinstance(p, Enclosed) else p for p in e.content if not isinstance(p, Text))
+        values = tuple(p.expr for a in e.attributes for p in a.parts if isinstance(p, Enclosed))
+        return values + tuple(p.expr if isinstance(p, Enclosed) else p for p in e.content if not isinstance(p, Text))
     return ()
 
 

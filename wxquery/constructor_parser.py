@@ -4,7 +4,8 @@ Inside a constructor the text is XML content, not an expression: white space is 
 '(:' is not a comment, '{' opens an enclosed expression and '{{' is a literal brace, '&' starts a
 character or entity reference. This layer reads that content itself and goes back to the
 expression grammar for each ``{...}`` through the abstract ``parse_expr`` (see
-``ExpressionParser``). Attributes, comments and processing instructions are refused.
+``ExpressionParser``); attribute values (``id="{ $e/@id }"``) are read the same way.
+Namespace declarations, comments and processing instructions are refused.
 """
 
 from __future__ import annotations
@@ -40,13 +41,11 @@ class ConstructorParser(Lexer, ABC):
             self.pos = m.end()
             if self.text.startswith(":", self.pos):
                 raise self.error("namespace prefixes are not supported")
-            self.skip_xml_ws()
+            attributes = self.parse_attributes(name)
             if self.text.startswith("/>", self.pos):
                 self.pos += 2
-                return ast.ElementConstructor(name, (), self.position(start))
+                return ast.ElementConstructor(name, (), self.position(start), attributes)
             if not self.text.startswith(">", self.pos):
-                if NAME_RE.match(self.text, self.pos):
-                    raise self.error("attributes are not supported: WXQuery deals with elements only")
                 raise self.expected(f"'>' or '/>' to close the start tag <{name}")
             self.pos += 1
             content: list = []
@@ -79,7 +78,7 @@ class ConstructorParser(Lexer, ABC):
                     if not self.text.startswith(">", self.pos):
                         raise self.expected(f"'>' closing </{name}")
                     self.pos += 1
-                    return ast.ElementConstructor(name, tuple(content), self.position(start))
+                    return ast.ElementConstructor(name, tuple(content), self.position(start), attributes)
                 if self.text.startswith("<!--", self.pos):
                     raise self.error("XML comments in constructors are not supported")
                 if self.text.startswith("<![CDATA[", self.pos):
@@ -106,22 +105,9 @@ class ConstructorParser(Lexer, ABC):
                     continue
                 if c == "{":
                     flush()
-                    brace = self.pos
-                    self.pos += 1
-                    self.skip_ws()
-                    if self.text.startswith("}", self.pos):
-                        self.pos += 1
-                        text_start = self.pos
-                        continue
-                    expr = self.parse_expr()
-                    self.skip_ws()
-                    if not self.text.startswith("}", self.pos):
-                        if self.pos < len(self.text) and not self.text.startswith(("}",), self.pos):
-                            raise unexpected_after_expression(self) if self.text[self.pos] not in "<" \
-                                else self.expected("'}' closing the enclosed expression")
-                        raise self.error("enclosed expression '{' is not closed", brace)
-                    self.pos += 1
-                    content.append(ast.Enclosed(expr, self.position(brace)))
+                    enclosed = self.parse_enclosed()
+                    if enclosed is not None:
+                        content.append(enclosed)
                     text_start = self.pos
                     continue
                 if c == "}":
@@ -162,3 +148,92 @@ class ConstructorParser(Lexer, ABC):
         if body in PREDEFINED_ENTITIES:
             return PREDEFINED_ENTITIES[body]
         raise self.error(f"unknown entity '&{body};' (only lt, gt, amp, quot, apos)", start)
+
+    def parse_enclosed(self) -> ast.Enclosed | None:
+        """``{ expr }``, at the '{' (None for ``{}``, which is empty)."""
+        brace = self.pos
+        self.pos += 1
+        self.skip_ws()
+        if self.text.startswith("}", self.pos):
+            self.pos += 1
+            return None
+        expr = self.parse_expr()
+        self.skip_ws()
+        if not self.text.startswith("}", self.pos):
+            if self.pos < len(self.text):
+                raise unexpected_after_expression(self) if self.text[self.pos] not in "<\"'" \
+                    else self.expected("'}' closing the enclosed expression")
+            raise self.error("enclosed expression '{' is not closed", brace)
+        self.pos += 1
+        return ast.Enclosed(expr, self.position(brace))
+
+    def parse_attributes(self, element: str) -> tuple[ast.AttributeConstructor, ...]:
+        """The attributes of a start tag, up to its '>' or '/>', each once (XQuery's XQST0040)."""
+        out: list[ast.AttributeConstructor] = []
+        while True:
+            spaced = self.pos
+            self.skip_xml_ws()
+            m = NAME_RE.match(self.text, self.pos)
+            if not m:
+                return tuple(out)
+            if self.pos == spaced:
+                raise self.expected(f"white space before attribute {m.group()} of <{element}>")
+            start, name = self.pos, m.group()
+            self.pos = m.end()
+            if name == "xmlns" or self.text.startswith(":", self.pos):
+                raise self.error("namespace prefixes and declarations are not supported", start)
+            if any(a.name == name for a in out):
+                raise self.error(f"<{element}> has attribute {name} twice (XQuery's XQST0040)", start)
+            self.skip_xml_ws()
+            if not self.text.startswith("=", self.pos):
+                raise self.expected(f"'=' after attribute {name}")
+            self.pos += 1
+            self.skip_xml_ws()
+            out.append(ast.AttributeConstructor(name, self.parse_attribute_value(name), self.position(start)))
+
+    def parse_attribute_value(self, name: str) -> tuple[ast.Enclosed | ast.Text, ...]:
+        """A quoted value, at its quote: text (a doubled quote is one; white space characters
+        become spaces, as XML normalises attribute values; references are kept as written) and
+        enclosed expressions."""
+        if self.pos >= len(self.text) or self.text[self.pos] not in "\"'":
+            raise self.expected(f"a quoted value of attribute {name}")
+        quote, opened = self.text[self.pos], self.pos
+        self.pos += 1
+        parts: list[ast.Enclosed | ast.Text] = []
+        buf: list[str] = []
+        text_start = self.pos
+
+        def flush() -> None:
+            if buf:
+                parts.append(ast.Text("".join(buf), self.position(text_start)))
+                buf.clear()
+
+        while True:
+            if self.pos >= len(self.text):
+                raise self.error(f"the value of attribute {name} is not closed: expected {quote}", opened)
+            c = self.text[self.pos]
+            if c == quote and self.text.startswith(quote * 2, self.pos):
+                buf.append(quote)
+                self.pos += 2
+            elif c == quote:
+                self.pos += 1
+                flush()
+                return tuple(parts)
+            elif self.text.startswith("{{", self.pos) or self.text.startswith("}}", self.pos):
+                buf.append(c)
+                self.pos += 2
+            elif c == "{":
+                flush()
+                enclosed = self.parse_enclosed()
+                if enclosed is not None:
+                    parts.append(enclosed)
+                text_start = self.pos
+            elif c == "}":
+                raise self.error("'}' in an attribute value must be written '}}'")
+            elif c == "<":
+                raise self.error(f"'<' in the value of attribute {name} must be written &lt;")
+            elif c == "&":
+                buf.append(self.read_reference())
+            else:
+                buf.append(" " if c in "\t\n\r" else c)
+                self.pos += 1

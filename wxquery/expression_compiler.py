@@ -103,9 +103,14 @@ class ExpressionCompiler(ABC):
                 parts.append(("element", self.constructor(part)))
             else:
                 parts.append(("enclosed", self.expr(part.expr)))
+        attributes = [(a.name, [p.value if isinstance(p, ast.Text) else self.expr(p.expr) for p in a.parts])
+                      for a in e.attributes]
 
         def build(env: Env) -> etree._Element:
             el = etree.Element(name)
+            for attribute, values in attributes:
+                el.set(attribute, "".join(v if isinstance(v, str) else " ".join(map(atomized, v(env)))
+                                          for v in values))
             for kind, payload in parts:
                 if kind == "text":
                     append_text(el, payload)  # type: ignore[arg-type]
@@ -325,3 +330,15 @@ def _typed(bound: object) -> bool:
     """Whether a variable holds a typed number (an aggregate's value), not untyped content."""
     values = bound if isinstance(bound, list) else [bound]
     return any(isinstance(v, (int, float, Decimal)) and not isinstance(v, bool) for v in values)
+
+
+def atomized(v: object) -> str:
+    """The string an attribute's value takes of one item: a node's string value (an element's
+    text, descendants' included), a number as XQuery casts it to a string."""
+    if isinstance(v, etree._Element):
+        return "".join(v.itertext())
+    if isinstance(v, Attribute):
+        return v.value
+    if isinstance(v, TextNode):
+        return v.text
+    return format_atomic(v)

@@ -106,6 +106,9 @@ class _Checker:
         element's; as in XQuery it must come before any other content, once per name — and
         not in the query's outermost constructor, which stands for the result stream."""
         content, names = False, set()
+        for attribute in e.attributes:
+            self.attribute_value(e, attribute, scope)
+            names.add("@" + attribute.name)
         for part in e.content:
             if isinstance(part, ast.Enclosed) and isinstance(part.expr, ast.PathExpr) and attribute_path(part.expr):
                 path, name = part.expr, part.expr.names[-1]
@@ -127,6 +130,25 @@ class _Checker:
                 self.expr(part.expr, scope)
             elif isinstance(part, ast.ElementConstructor):
                 self.constructor(part, scope)
+
+    def attribute_value(self, e: ast.ElementConstructor, attribute: ast.AttributeConstructor,
+                        scope: dict[str, Binding]) -> None:
+        """``<a id="{ $e/@id }">``: not on the outermost element (as for an enclosed attribute),
+        and only what makes a value at once — paths, aggregates, numbers — in braces."""
+        if e is self.query.body:
+            raise WXQueryStaticError(f"attribute {attribute.name}: the outermost element stands for the result "
+                                     f"stream and takes no attribute; put it in the items' element", attribute.pos)
+        for part in attribute.parts:
+            if not isinstance(part, ast.Enclosed):
+                continue
+            if isinstance(part.expr, ast.PathExpr):
+                self.output_path(part.expr, scope)
+            elif isinstance(part.expr, ast.AggregateCall):
+                self.aggregate(part.expr, scope)
+            elif not isinstance(part.expr, ast.NumberLiteral):
+                raise WXQueryStaticError(f"the value of attribute {attribute.name} takes paths, aggregates and "
+                                         "numbers in braces, not a FLWR, an if, a sequence or an element",
+                                         part.pos)
 
     def flwr(self, e: ast.FLWR, scope: dict[str, Binding]) -> None:
         scope = dict(scope)
