@@ -211,7 +211,12 @@ class PeerState:
 
 def shape_mismatch(known: NetworkStream, items: tuple[str, ...]) -> str:
     """Why a path does not fit a registered stream: both shapes, and where it is registered."""
-    name, (root, item) = known.input.stream, known.input.items
+    name, (root, item) = known.input.stream, (_eqname(n) for n in known.input.items)
     return (f'stream "{name}" (registered at {known.origin}) has root <{root}> and items <{item}>, '
-            f'but the query reads stream("{name}")/{"/".join(items)}: write '
+            f'but the query reads stream("{name}")/{"/".join(map(_eqname, items))}: write '
             f'stream("{name}")/{root}/{item}')
+
+
+def _eqname(name: str) -> str:
+    """An element name as a query writes it: ``{uri}local`` (lxml's) as ``Q{uri}local``."""
+    return "Q" + name if name.startswith("{") else name

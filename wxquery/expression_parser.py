@@ -19,6 +19,7 @@ class ExpressionParser(FlwrParser, ConstructorParser):
 
     def parse_query(self) -> ast.Expr:
         """The whole text as one expression; anything left over is explained, not ignored."""
+        self.parse_prolog()
         self.skip_ws()
         if self.pos >= len(self.text):
             raise self.error("empty query: " + SUPPORTED)
@@ -152,7 +153,11 @@ class ExpressionParser(FlwrParser, ConstructorParser):
             if not self.accept(")"):
                 raise self.expected("')' after the stream name")
             root = ast.StreamCall(stream_name, self.position(start))
-            return self.parse_steps(root, start, in_condition=False)
+            self.in_stream_path = True
+            try:
+                return self.parse_steps(root, start, in_condition=False)
+            finally:
+                self.in_stream_path = False
         if name in ast.AGGREGATE_FUNCTIONS:
             self.skip_ws()
             at = self.pos

@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from . import ast
-from .lexer import Lexer
+from .namespace_parser import NamespaceParser
 from .refused_constructs import DESCENDANT_AXIS_REFUSED, unexpected_in_condition
 
 
@@ -20,7 +20,7 @@ NAME_TEST_ONLY = ("inside a condition's path a predicate picks elements by name:
                   "equal to a string, e.g. $e/Param[@name = \"RA\"]/@value")
 
 
-class PathParser(Lexer, ABC):
+class PathParser(NamespaceParser, ABC):
     """Parses ``/step[predicate]...`` after a path's root."""
 
     @abstractmethod
@@ -38,8 +38,14 @@ class PathParser(Lexer, ABC):
                 raise self.error("wildcards ('@*') are not supported: name each attribute", at)
             name, _ = self.read_name("an attribute name")
             return "@" + name, at
+        if text.startswith("*:", at):
+            raise self.error("wildcards ('*:name') are not supported: declare the namespace and name it, "
+                             'e.g. declare namespace p = "…"; … /p:name')
         if text.startswith("*", at):
             raise self.error("wildcards ('*') are not supported: name each element")
+        qualified = self.qualified_name(at, self.in_stream_path)
+        if qualified is not None:
+            return qualified, at
         if text.startswith("..", at):
             raise self.error("the parent axis '..' is not supported")
         if text.startswith(".", at):
