@@ -25,6 +25,7 @@ class QueryWarning:
 
     message: str
     position: Position
+    repeated: bool = False  # (it says a conjunction holds only where an element repeats)
 
     def format(self, filename: str = "<query>") -> str:
         return f"{filename}:{self}"
@@ -63,11 +64,12 @@ def analyze(text: str, require_satisfiable: bool = True, *,
             if selection is None:
                 continue
             clause = next(b.clause for b in checked.clauses.values() if b.name == inp.variable)
-            if not warnings and not selection.graph.is_satisfiable(check) \
+            said = any(w.repeated for w in warnings)  # (the conjunction that needs it said it already)
+            if not said and not selection.graph.is_satisfiable(check) \
                     and satisfiable_on_some_item(selection.atoms, check):
                 warnings.append(QueryWarning(
                     f"the {what} on ${inp.variable} ({' and '.join(str(a) for a in selection.atoms)}) holds "
-                    "only on items where an element it compares occurs more than once", clause.pos))
+                    "only on items where an element it compares occurs more than once", clause.pos, True))
             elif not satisfiable_on_some_item(selection.atoms, check):
                 if not require_satisfiable:
                     continue
@@ -88,6 +90,7 @@ def _check_conjunctions(checked: CheckedQuery, check: Check, refuse: bool) -> li
     out of the reasoning (two atoms on ``$w/en`` may hold for different items).
     """
     warnings = []
+    choices = _if_conditions(checked.query.body)
     for conj in _conjunctions(checked.query.body):
         atoms = []
         for a in conj.atoms:
@@ -102,7 +105,10 @@ def _check_conjunctions(checked: CheckedQuery, check: Check, refuse: bool) -> li
         if satisfiable_on_some_item(atoms, check):
             repeated = sorted({p for a in atoms for p in (a.left, a.right) if p and _per_atom(p, 0) != p})
             warnings.append(QueryWarning(f"{written} holds only on items where {' or '.join(repeated)} occurs "
-                                    "more than once (each comparison may hold for another one)", conj.pos))
+                                    "more than once (each comparison may hold for another one)", conj.pos, True))
+        elif any(conj is c for c in choices):  # (an if whose condition never holds still gives its else branch)
+            warnings.append(QueryWarning(f"{written} can never hold: the if always gives its else branch",
+                                         conj.pos))
         elif refuse:
             raise UnsatisfiablePredicateError(f"unsatisfiable predicate: {written} can never hold", conj.pos)
     return warnings
@@ -130,6 +136,22 @@ def _node(checked: CheckedQuery, p: ast.PathExpr) -> str | None:
             return None
         return "$" + p.root.name + "".join("/" + n for n in p.keyed_names)
     return "." + "".join("/" + n for n in p.keyed_names)
+
+
+def _if_conditions(e: object) -> list[ast.Conjunction]:
+    """The conditions of the query's ifs (by identity: equal conditions may stand elsewhere)."""
+    out = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ast.IfExpr):
+            out.append(x.condition)
+            stack += [x.then, x.otherwise]
+        elif isinstance(x, ast.FLWR):
+            stack.append(x.ret)
+        else:
+            stack += ast.nested(x)
+    return out
 
 
 def _conjunctions(e: object):

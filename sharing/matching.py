@@ -100,7 +100,10 @@ def residual_selection(stream: Selection | None, subscription: Selection | None)
     if subscription is None:
         return ()
     have = _graph(stream)
-    atoms = subscription.graph.minimized().atoms
+    # (as written, not the minimised graph's: that one splits ``a = 1`` into two bounds and
+    # substitutes through equalities, which is the same only where each element has one value —
+    # an item with two ``a``, 0 and 5, has one ≥ 1 and one ≤ 1 but none = 1)
+    atoms = tuple(dict.fromkeys(subscription.atoms))
     return tuple(a for a, ok in zip(atoms, have.implied_atoms(atoms)) if not ok)
 
 
@@ -122,7 +125,12 @@ def match_aggregations(stream: InputProperties, sub: InputProperties) -> tuple[b
     identical pre-window selection, filtered aggregates only for equal windows)."""
     w, w2 = stream.window, sub.window
     assert w is not None and w2 is not None
-    if not _graph(stream.selection).equivalent(_graph(sub.selection)):
+    a, b = _graph(stream.selection), _graph(sub.selection)
+    if not (a.is_satisfiable() and b.is_satisfiable()):  # (every unsatisfiable graph is "equivalent")
+        same = set(stream.selection.atoms if stream.selection else ()) == set(sub.selection.atoms if sub.selection else ())
+        if not same:
+            return False, "the pre-window selections hold only where elements repeat, and differ"
+    elif not a.equivalent(b):
         return False, "the pre-window selections differ (aggregates need identical input)"
     if w.kind != w2.kind:
         return False, f"{w.kind} windows cannot serve {w2.kind} windows"

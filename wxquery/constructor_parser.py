@@ -10,14 +10,13 @@ Namespace declarations, comments and processing instructions are refused.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 
 from . import ast
-from .lexer import NAME_RE, Lexer
+from .lexer import _PREDEFINED, _REFERENCE, NAME_RE, Lexer, _char_ok, _code
 from .refused_constructs import unexpected_after_expression
 
-# The entities XML predefines; no DTD can declare others in a query.
-PREDEFINED_ENTITIES = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 
 
 class ConstructorParser(Lexer, ABC):
@@ -131,23 +130,21 @@ class ConstructorParser(Lexer, ABC):
             self.pos += 1
 
     def read_reference(self) -> str:
-        """``&name;``, ``&#N;`` or ``&#xN;`` in element content, at the '&'."""
+        """``&name;``, ``&#N;`` or ``&#xN;`` in element content or an attribute value, at the
+        '&': exactly XML's forms, naming an XML character (XQuery's XPST0003, XQST0090)."""
         start = self.pos
-        end = self.text.find(";", self.pos)
-        if end < 0 or end - start > 12:
-            raise self.error("malformed character reference: expected '&name;' or '&#N;'", start)
-        body = self.text[start + 1:end]
-        self.pos = end + 1
-        try:
-            if body.startswith("#x"):
-                return chr(int(body[2:], 16))
-            if body.startswith("#"):
-                return chr(int(body[1:]))
-        except (ValueError, OverflowError):
-            raise self.error(f"malformed character reference '&{body};'", start) from None
-        if body in PREDEFINED_ENTITIES:
-            return PREDEFINED_ENTITIES[body]
-        raise self.error(f"unknown entity '&{body};' (only lt, gt, amp, quot, apos)", start)
+        m = _REFERENCE.match(self.text, start)
+        if m is None or m.group(1) is None:
+            name = re.match(r"&([^;&<\s]{1,40});", self.text[start:])
+            if name and not name.group(1).startswith("#"):
+                raise self.error(f"unknown entity '&{name.group(1)};' (only lt, gt, amp, quot, apos)", start)
+            raise self.error("malformed reference: expected '&name;', '&#N;' or '&#xN;' (write '&amp;' for '&')",
+                             start)
+        body = m.group(1)
+        if body.startswith("#") and not _char_ok(body):
+            raise self.error(f"'&{body};' names no XML character (XQuery's XQST0090)", start)
+        self.pos = m.end()
+        return _PREDEFINED[body] if body in _PREDEFINED else chr(_code(body))
 
     def parse_enclosed(self) -> ast.Enclosed | None:
         """``{ expr }``, at the '{' (None for ``{}``, which is empty)."""

@@ -153,11 +153,11 @@ class ExpressionParser(FlwrParser, ConstructorParser):
             if not self.accept(")"):
                 raise self.expected("')' after the stream name")
             root = ast.StreamCall(stream_name, self.position(start))
-            self.in_stream_path = True
+            self.stream_steps = 2  # (the root and the items may be in a namespace)
             try:
                 return self.parse_steps(root, start, in_condition=False)
             finally:
-                self.in_stream_path = False
+                self.stream_steps = 0
         if name in ast.AGGREGATE_FUNCTIONS:
             self.skip_ws()
             at = self.pos

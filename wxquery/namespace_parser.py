@@ -27,7 +27,7 @@ class NamespaceParser(Lexer):
     """Reads the prolog and the qualified names of a stream's path."""
 
     namespaces: dict[str, str] = PREDECLARED  # (replaced by the prolog's)
-    in_stream_path = False  # (set while the steps after stream("name") are read)
+    stream_steps = 0  # (steps of the stream's path still to read that may be qualified: root, items)
 
     def parse_prolog(self) -> None:
         """``xquery version "3.1";`` (any version: what the query uses is checked as it comes),
@@ -37,6 +37,9 @@ class NamespaceParser(Lexer):
         m = _VERSION_RE.match(self.text, self.pos)
         if m:
             self.pos = m.end()
+        elif self.peek_keyword("xquery") and self.peek_following_name(len("xquery")) in ("version", "encoding"):
+            raise self.error('expected a version declaration such as xquery version "3.1"; (with its \';\')')
+        declared: set[str] = set()
         while self.peek_keyword("declare") and self.peek_following_name(len("declare")) == "namespace":
             start = self.pos
             self.expect_keyword("declare")
@@ -47,12 +50,15 @@ class NamespaceParser(Lexer):
             self.expect("=", "'=' after the prefix")
             self.skip_ws()
             uri_at = self.pos
-            uri = self.read_string()
+            uri = " ".join(self.read_string().split())  # (a URI literal is whitespace-collapsed)
             if not uri:
                 raise self.error(f"namespace {prefix}: the URI must not be empty", uri_at)
             self.expect(";", "';' ending the declaration")
-            if prefix in self.namespaces and prefix not in PREDECLARED:
+            if prefix in declared:
                 raise self.error(f"namespace prefix {prefix} is declared twice (XQuery's XQST0033)", start)
+            if uri == PREDECLARED["xml"]:
+                raise self.error("the XML namespace is bound to the prefix xml only (XQuery's XQST0070)", uri_at)
+            declared.add(prefix)
             self.namespaces[prefix] = uri
 
     def qualified_name(self, at: int, stream_path: bool) -> str | None:
@@ -64,9 +70,10 @@ class NamespaceParser(Lexer):
             m = NAME_RE.match(text, end + 1) if end >= 0 else None
             if m is None:
                 raise self.expected("Q{uri}name: a URI in braces, then a name")
-            qualified = "{" + text[at + 2:end] + "}" + m.group()
             if text.startswith(":", m.end()) or "{" in text[at + 2:end]:
                 raise self.error("Q{uri}name: a name without a prefix after the URI", at)
+            uri = " ".join(self._references(text[at + 2:end], at + 2).split())
+            qualified = ("{" + uri + "}" if uri else "") + m.group()  # (Q{}name: in no namespace)
         else:
             m = NAME_RE.match(text, at)
             if m is None or not text.startswith(":", m.end()) or text.startswith(("::", ":="), m.end()):

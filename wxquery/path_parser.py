@@ -43,7 +43,8 @@ class PathParser(NamespaceParser, ABC):
                              'e.g. declare namespace p = "…"; … /p:name')
         if text.startswith("*", at):
             raise self.error("wildcards ('*') are not supported: name each element")
-        qualified = self.qualified_name(at, self.in_stream_path)
+        qualified = self.qualified_name(at, self.stream_steps > 0)
+        self.stream_steps -= 1
         if qualified is not None:
             return qualified, at
         if text.startswith("..", at):
@@ -87,6 +88,19 @@ class PathParser(NamespaceParser, ABC):
                 raise self.error(f"an attribute ends a path: nothing can follow {name}")
             return ast.Step(name, (), self.position(at))
         predicates = []
+        after, self.stream_steps = self.stream_steps, 0  # (a predicate's paths are inside the items)
+        try:
+            bracket = self._predicates(predicates, in_condition)
+        finally:
+            self.stream_steps = after
+        step = ast.Step(name, tuple(predicates), self.position(at))
+        if in_condition and predicates and step.name_test is None:
+            raise self.error(NAME_TEST_ONLY, bracket)
+        return step
+
+    def _predicates(self, predicates: list, in_condition: bool) -> int:
+        """Each ``[...]`` after a step, into ``predicates``; the offset of the last '['."""
+        bracket = self.pos
         while self.peek("["):
             bracket = self.pos
             if in_condition and predicates:
@@ -98,10 +112,7 @@ class PathParser(NamespaceParser, ABC):
             predicates.append(self.parse_conjunction(in_predicate=True))
             if not self.accept("]"):
                 raise unexpected_in_condition(self, "']' closing the predicate")
-        step = ast.Step(name, tuple(predicates), self.position(at))
-        if in_condition and predicates and step.name_test is None:
-            raise self.error(NAME_TEST_ONLY, bracket)
-        return step
+        return bracket
 
     def parse_relative_names(self) -> tuple[str, ...]:
         """``a/b/c`` without a root or predicates, as in a time window's reference path."""

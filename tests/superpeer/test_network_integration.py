@@ -101,7 +101,7 @@ def test_bad_input_gets_clear_errors(tmp_path, executor):
             client.subscribe('<r>{ for $p in stream("nope")/a/b return $p }</r>')
         assert unknown.value.code == "NOT_FOUND" and '"nope"' in unknown.value.message
         with pytest.raises(ThinPeerError) as unsat:
-            client.subscribe('<r>{ for $p in stream("nope")/a/b where $p/x > 2 and $p/x < 1 return $p }</r>')
+            client.subscribe('<r>{ for $p in stream("nope")/a/b where $p/@x > 2 and $p/@x < 1 return $p }</r>')
         assert unsat.value.code == "INVALID_ARGUMENT" and "unsatisfiable" in unsat.value.message
         with pytest.raises(ThinPeerError) as not_here:
             client.publish("photons", ["<photon/>"])

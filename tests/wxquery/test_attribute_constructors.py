@@ -119,3 +119,22 @@ def test_attribute_constructors_through_the_network() -> None:
     finally:
         for p in net.peers.values():
             p.stop()
+
+
+@pytest.mark.parametrize("reference, fragment", [
+    ("&#1;", "names no XML character"), ("&#xFFFE;", "names no XML character"), ("&#0;", "names no XML character"),
+    ("&# 65;", "malformed reference"), ("&#+65;", "malformed reference"), ("&#x41 ;", "malformed reference"),
+    ("&nbsp;", "unknown entity '&nbsp;'"), ("& ", "malformed reference"),
+])
+def test_references_are_xml_s_and_name_xml_characters(reference: str, fragment: str) -> None:
+    for constructor in (f'<a x="{reference}"/>', f"<a>{reference}</a>"):
+        with pytest.raises(WXQueryError, match=fragment) as caught:
+            analyze(_query(constructor, 'stream("evs")'))
+        assert (caught.value.position.line, caught.value.position.column) == (1, 44 + constructor.index("&"))
+
+
+def test_a_character_reference_may_have_leading_zeros() -> None:
+    document = '<evs><ev id="1"/></evs>'
+    query = _query('<a x="&#x0000000041;&#00066;">&#x0000000043;</a>', 'stream("evs")')
+    ours = result_items(evaluate(analyze(query).checked, StreamDocument.from_text(document)).document())
+    assert ours == result_items(saxon_query(_query('<a x="&#x0000000041;&#00066;">&#x0000000043;</a>', ""), document))

@@ -66,6 +66,12 @@ def test_items_in_a_namespace_give_what_saxon_gives(query: str) -> None:
     ('declare namespace a = "u" <r/>', (1, 27), "expected ';' ending the declaration"),
     ('declare variable $x := 1; <r/>', (1, 1), "prolog declarations ('declare ...') are not supported"),
     ('<r>{ for $e in stream("v")/voevents/Q{u}p:x return $e }</r>', (1, 37), "a name without a prefix"),
+    ('<r>{ for $e in stream("v")/r/Q{u}x[Q{u}c = 1] return $e }</r>', (1, 36), "named only in the stream's path"),
+    ('<r>{ for $e in stream("v")/Q{u}r[Q{u}c = 1]/x return $e }</r>', (1, 34), "named only in the stream's path"),
+    ('<r>{ for $e in stream("v")/r/x/Q{u}c return $e }</r>', (1, 32), "named only in the stream's path"),
+    ('declare namespace fn = "u";\ndeclare namespace fn = "v";\n<r/>', (2, 1), "declared twice"),
+    ('declare namespace x = "http://www.w3.org/XML/1998/namespace"; <r/>', (1, 23), "XQST0070"),
+    ('xquery version "3.1"\n<r/>', (1, 1), "with its ';'"),
 ])
 def test_namespaces_misused_are_refused_with_their_position(query: str, position: tuple, fragment: str) -> None:
     with pytest.raises(WXQueryError) as caught:
@@ -114,3 +120,15 @@ def test_a_query_naming_other_items_is_told_the_registered_names() -> None:
     finally:
         for p in net.peers.values():
             p.stop()
+
+
+@pytest.mark.parametrize("query", [
+    f'declare namespace voe = " {V2} ";\n<r>{{ {FOR} return <i>{{ $e/@ivorn }}</i> }}</r>',
+    f'declare namespace voe = "{V2}&#x20;";\n<r>{{ {FOR} return <i>{{ $e/@ivorn }}</i> }}</r>',
+    f'<r>{{ for $e in stream("voevents")/voevents/Q{{ {V2.replace("/", "&#x2F;", 1)} }}VOEvent return <i>{{ $e/@ivorn }}</i> }}</r>',
+])
+def test_namespace_uris_are_read_as_xquery_reads_them(query: str) -> None:
+    """(a URI literal is whitespace-collapsed; references in Q{…} are expanded)"""
+    ours = result_items(evaluate(analyze(query).checked, StreamDocument.from_text(DOCUMENT)).document())
+    theirs = result_items(saxon_query(_twin(query), DOCUMENT))
+    assert theirs[1] and ours == theirs
