@@ -7,6 +7,7 @@ the same query is judged the same way everywhere.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from wxquery import ast
@@ -63,20 +64,19 @@ def analyze(text: str, require_satisfiable: bool = True, *,
                                 (inp.aggregate_selection, "filter on the aggregates")):
             if selection is None:
                 continue
-            clause = next(b.clause for b in checked.clauses.values() if b.name == inp.variable)
-            said = any(w.repeated for w in warnings)  # (the conjunction that needs it said it already)
-            if not said and not selection.graph.is_satisfiable(check) \
-                    and satisfiable_on_some_item(selection.atoms, check):
-                warnings.append(QueryWarning(
-                    f"the {what} on ${inp.variable} ({' and '.join(str(a) for a in selection.atoms)}) holds "
-                    "only on items where an element it compares occurs more than once", clause.pos, True))
-            elif not satisfiable_on_some_item(selection.atoms, check):
-                if not require_satisfiable:
-                    continue
-                raise UnsatisfiablePredicateError(
-                    f"unsatisfiable predicate: the {what} on ${inp.variable} "
-                    f"({' and '.join(str(a) for a in selection.atoms)}) can never hold",
-                    clause.pos)
+            if not selection.graph.is_satisfiable(check):  # (rare: only then the per-atom reasoning)
+                clause = next(b.clause for b in checked.clauses.values() if b.name == inp.variable)
+                written = " and ".join(str(a) for a in selection.atoms)
+                if not satisfiable_on_some_item(selection.atoms, check):
+                    if not require_satisfiable:
+                        continue
+                    raise UnsatisfiablePredicateError(
+                        f"unsatisfiable predicate: the {what} on ${inp.variable} ({written}) can never hold",
+                        clause.pos)
+                if not any(w.repeated for w in warnings):  # (the conjunction that needs it said it already)
+                    warnings.append(QueryWarning(
+                        f"the {what} on ${inp.variable} ({written}) holds only on items where an element it "
+                        "compares occurs more than once", clause.pos, True))
             selection.graph.minimized(check)
     return Analysis(checked, properties, tuple(warnings))
 
@@ -90,8 +90,7 @@ def _check_conjunctions(checked: CheckedQuery, check: Check, refuse: bool) -> li
     out of the reasoning (two atoms on ``$w/en`` may hold for different items).
     """
     warnings = []
-    choices = _if_conditions(checked.query.body)
-    for conj in _conjunctions(checked.query.body):
+    for conj, chooses in _conjunctions(checked.query.body):
         atoms = []
         for a in conj.atoms:
             left = _node(checked, a.left)
@@ -106,7 +105,7 @@ def _check_conjunctions(checked: CheckedQuery, check: Check, refuse: bool) -> li
             repeated = sorted({p for a in atoms for p in (a.left, a.right) if p and _per_atom(p, 0) != p})
             warnings.append(QueryWarning(f"{written} holds only on items where {' or '.join(repeated)} occurs "
                                     "more than once (each comparison may hold for another one)", conj.pos, True))
-        elif any(conj is c for c in choices):  # (an if whose condition never holds still gives its else branch)
+        elif chooses:  # (an if whose condition never holds still gives its else branch)
             warnings.append(QueryWarning(f"{written} can never hold: the if always gives its else branch",
                                          conj.pos))
         elif refuse:
@@ -138,25 +137,11 @@ def _node(checked: CheckedQuery, p: ast.PathExpr) -> str | None:
     return "." + "".join("/" + n for n in p.keyed_names)
 
 
-def _if_conditions(e: object) -> list[ast.Conjunction]:
-    """The conditions of the query's ifs (by identity: equal conditions may stand elsewhere)."""
-    out = []
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, ast.IfExpr):
-            out.append(x.condition)
-            stack += [x.then, x.otherwise]
-        elif isinstance(x, ast.FLWR):
-            stack.append(x.ret)
-        else:
-            stack += ast.nested(x)
-    return out
-
-
-def _conjunctions(e: object):
+def _conjunctions(e: object, chooses: bool = False) -> Iterator[tuple[ast.Conjunction, bool]]:
+    """Every conjunction of the query, and whether it is an if's condition (which chooses a
+    branch: one that never holds still gives the else branch)."""
     if isinstance(e, ast.Conjunction):
-        yield e
+        yield e, chooses
         for a in e.atoms:
             yield from _conjunctions(a.left)
             if a.right is not None:
@@ -172,7 +157,7 @@ def _conjunctions(e: object):
             yield from _conjunctions(e.where)
         yield from _conjunctions(e.ret)
     elif isinstance(e, ast.IfExpr):
-        yield from _conjunctions(e.condition)
+        yield from _conjunctions(e.condition, chooses=True)
         yield from _conjunctions(e.then)
         yield from _conjunctions(e.otherwise)
     elif isinstance(e, ast.SequenceExpr):

@@ -68,6 +68,17 @@ def _graph(selection: Selection | None) -> PredicateGraph:
     return selection.graph if selection is not None else _TRUE
 
 
+def _one_valued(*selections: Selection | None) -> bool:
+    """Whether each selection holds on some item with one value per element. One that does not
+    holds only where elements repeat, and its graph, which takes one value each, would say it
+    implies everything: such a selection is matched only by the same atoms."""
+    return all(_graph(s).is_satisfiable() for s in selections)
+
+
+def _same_atoms(a: Selection | None, b: Selection | None) -> bool:
+    return set(a.atoms if a else ()) == set(b.atoms if b else ())
+
+
 def match_predicates(stream: Selection | None, subscription: Selection | None,
                      repeated: frozenset[str] = frozenset()) -> tuple[bool, str]:
     """MATCHPREDICATES: the subscription's predicate must imply the stream's."""
@@ -75,12 +86,10 @@ def match_predicates(stream: Selection | None, subscription: Selection | None,
         return True, "the stream is unfiltered"
     touched = stream.elements | (subscription.elements if subscription is not None else frozenset())
     multi = sorted(p for p in touched if p in repeated or owner(p) in repeated)
-    if not multi and not (_graph(subscription).is_satisfiable() and _graph(stream).is_satisfiable()):
-        # (no item has one value per element that satisfies it: it holds only where elements
-        # repeat, and the graph, which takes one value each, would say it implies everything)
+    if not multi and not _one_valued(stream, subscription):
         multi = sorted(touched)
     if multi:
-        same = subscription is not None and set(stream.atoms) == set(subscription.atoms)
+        same = _same_atoms(stream, subscription)
         return same, ("identical predicates on repeated elements" if same else
                       f"predicates on repeated element(s) {', '.join(multi)} match only when identical")
     if _graph(subscription).implies(_graph(stream)):
@@ -125,12 +134,10 @@ def match_aggregations(stream: InputProperties, sub: InputProperties) -> tuple[b
     identical pre-window selection, filtered aggregates only for equal windows)."""
     w, w2 = stream.window, sub.window
     assert w is not None and w2 is not None
-    a, b = _graph(stream.selection), _graph(sub.selection)
-    if not (a.is_satisfiable() and b.is_satisfiable()):  # (every unsatisfiable graph is "equivalent")
-        same = set(stream.selection.atoms if stream.selection else ()) == set(sub.selection.atoms if sub.selection else ())
-        if not same:
+    if not _one_valued(stream.selection, sub.selection):  # (every unsatisfiable graph is "equivalent")
+        if not _same_atoms(stream.selection, sub.selection):
             return False, "the pre-window selections hold only where elements repeat, and differ"
-    elif not a.equivalent(b):
+    elif not _graph(stream.selection).equivalent(_graph(sub.selection)):
         return False, "the pre-window selections differ (aggregates need identical input)"
     if w.kind != w2.kind:
         return False, f"{w.kind} windows cannot serve {w2.kind} windows"

@@ -14,7 +14,7 @@ import re
 from abc import ABC, abstractmethod
 
 from . import ast
-from .lexer import _PREDEFINED, _REFERENCE, NAME_RE, Lexer, _char_ok, _code
+from .lexer import NAME_RE, REFERENCE_RE, Lexer, referenced
 from .refused_constructs import unexpected_after_expression
 
 
@@ -133,18 +133,18 @@ class ConstructorParser(Lexer, ABC):
         """``&name;``, ``&#N;`` or ``&#xN;`` in element content or an attribute value, at the
         '&': exactly XML's forms, naming an XML character (XQuery's XPST0003, XQST0090)."""
         start = self.pos
-        m = _REFERENCE.match(self.text, start)
+        m = REFERENCE_RE.match(self.text, start)
         if m is None or m.group(1) is None:
             name = re.match(r"&([^;&<\s]{1,40});", self.text[start:])
             if name and not name.group(1).startswith("#"):
                 raise self.error(f"unknown entity '&{name.group(1)};' (only lt, gt, amp, quot, apos)", start)
             raise self.error("malformed reference: expected '&name;', '&#N;' or '&#xN;' (write '&amp;' for '&')",
                              start)
-        body = m.group(1)
-        if body.startswith("#") and not _char_ok(body):
-            raise self.error(f"'&{body};' names no XML character (XQuery's XQST0090)", start)
+        char = referenced(m.group(1))
+        if char is None:
+            raise self.error(f"'&{m.group(1)};' names no XML character (XQuery's XQST0090)", start)
         self.pos = m.end()
-        return _PREDEFINED[body] if body in _PREDEFINED else chr(_code(body))
+        return char
 
     def parse_enclosed(self) -> ast.Enclosed | None:
         """``{ expr }``, at the '{' (None for ``{}``, which is empty)."""

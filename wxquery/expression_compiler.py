@@ -335,10 +335,8 @@ def _typed(bound: object) -> bool:
 def atomized(v: object) -> str:
     """The string an attribute's value takes of one item: a node's string value (an element's
     text, descendants' included), a number as XQuery casts it to a string."""
-    if isinstance(v, etree._Element):
-        return "".join(v.itertext())
-    if isinstance(v, Attribute):
-        return v.value
+    if isinstance(v, (etree._Element, Attribute)):
+        return text_of(v)
     if isinstance(v, TextNode):
         return v.text
     return format_atomic(v)

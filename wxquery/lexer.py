@@ -23,13 +23,21 @@ NAME_RE = re.compile(rf"[{NAME_START}][{NAME_START}\-.0-9\u00B7\u0300-\u036F\u20
 WHITE_SPACE_RE = re.compile(r"[ \t\r\n]*")
 NUMBER_RE = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 # a reference in a string literal: predefined entity or character reference (group 1 None: a bare '&')
-_REFERENCE = re.compile(r"&(?:(lt|gt|amp|quot|apos|#[0-9]+|#x[0-9A-Fa-f]+);)?")
-_PREDEFINED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
+REFERENCE_RE = re.compile(r"&(?:(lt|gt|amp|quot|apos|#[0-9]+|#x[0-9A-Fa-f]+);)?")
+PREDEFINED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
 
 
 def _code(reference: str) -> int:
     """The codepoint a character reference (``#65``, ``#x41``) names."""
     return int("0" + reference[1:], 0) if reference.startswith("#x") else int(reference[1:])
+
+
+def referenced(name: str) -> str | None:
+    """What a reference's name (``amp``, ``#65``, ``#x41``) stands for; None for a character
+    reference that names no XML character (XQuery refuses those)."""
+    if name in PREDEFINED:
+        return PREDEFINED[name]
+    return chr(_code(name)) if _char_ok(name) else None
 
 
 def _char_ok(reference: str) -> bool:
@@ -234,13 +242,14 @@ class Lexer:
         if "&" not in text:
             return text
         out, i = [], 0
-        for m in _REFERENCE.finditer(text):
+        for m in REFERENCE_RE.finditer(text):
             out.append(text[i:m.start()])
             name = m.group(1)
-            if name is None or (name.startswith("#") and not _char_ok(name)):
+            char = referenced(name) if name is not None else None
+            if char is None:
                 raise self.error("'&' in a string literal starts a reference such as &amp;, &lt;, &quot; "
                                  "or &#65; (write '&amp;' for '&')", at + m.start())
-            out.append(_PREDEFINED[name] if name in _PREDEFINED else chr(_code(name)))
+            out.append(char)
             i = m.end()
         out.append(text[i:])
         return "".join(out)
