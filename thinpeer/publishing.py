@@ -58,6 +58,7 @@ class Batches:
         self.bytes = 0
         self.ours: dict[str, str] = {}
         self.started = time.monotonic()
+        self.held_for: dict[str, float] = {}  # seconds held back, per cause (``held``)
 
     def add(self, item: str | bytes | Rejected) -> list[Outgoing]:
         if isinstance(item, Rejected):
@@ -124,9 +125,16 @@ class Batches:
             summary.next_position = self.index
 
     def held(self, reason: str, seconds: float) -> None:
-        """The super-peer held a batch back for ``seconds`` (back-pressure): said in the summary."""
+        """The super-peer held a batch back for ``seconds`` (back-pressure): said in the summary.
+        The reason said is the one that held the publisher back longest in all, not the last:
+        a stalled neighbour may, once it takes again, leave another link briefly full, and
+        the publisher wants to know what cost it the time."""
+        reason = reason.removeprefix(HELD_BACK)
+        cause = reason.split(", which ")[0]  # (the rest says how full the link is: it varies)
         self.summary.held_back_s += seconds
-        self.summary.held_back = reason.removeprefix(HELD_BACK)
+        self.held_for[cause] = self.held_for.get(cause, 0.0) + seconds
+        if self.held_for[cause] >= max(self.held_for.values()):
+            self.summary.held_back = reason
 
     def ahead_s(self) -> float:
         """How long a paced publisher waits before its next batch (0: none)."""

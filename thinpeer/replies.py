@@ -89,7 +89,7 @@ class PublishSummary:
     duplicates: int = 0  # items the super-peer had taken before (a retried batch), skipped
     next_position: int | None = None  # numbered publishing: the number the next item gets
     held_back_s: float = 0.0  # how long the network held the publisher back (back-pressure)
-    held_back: str = ""  # why, last ("": it was not held back)
+    held_back: str = ""  # why: what held it back longest ("": it was not held back)
 
 
 @dataclass(frozen=True)
