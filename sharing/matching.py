@@ -5,10 +5,11 @@
 subscription, says why not when it cannot, and derives the *residual* operators: what must still
 be applied to the stream to obtain exactly what the subscription needs from that input.
 
-Sharing is sound and complete for predicates: a stream filtered by P serves a subscription
-filtered by P' iff P' ⇒ P (over the reals; see ``predicate_graph``). Elements that occur more than
-once in an item (known from statistics) are not reasoned about: predicates on them match only
-when identical.
+Sharing is sound for predicates, and complete where each element occurs once per item: a stream
+filtered by P serves a subscription filtered by P' iff P' ⇒ P (over the reals; see
+``predicate_graph``). An element that may occur more than once in an item (statistics have seen
+it repeat, or have not seen it yet) is compared as XQuery compares it, each comparison on a value
+of its own (``repetition``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ from wxquery.operators import definitions as alg
 
 from .predicate_graph import PredicateGraph, graph_of
 from .properties import InputProperties, InputStream, Projection, Properties, Selection
+from .repetition import ONE_VALUE_EACH, UNKNOWN, Repetition, implied_atoms
+
+# (Repetition and UNKNOWN too, for callers that know the items)
+__all__ = ["UNKNOWN", "Match", "Repetition", "covers", "full_pipeline", "match_aggregations", "match_predicates",
+           "match_properties", "match_subscriptions", "raw_properties", "residual_selection"]
 
 StreamKind = Literal["items", "records"]
 
@@ -46,14 +52,6 @@ def raw_properties(input_stream: InputStream) -> InputProperties:
                                                  frozenset({alg.WHOLE_ITEM})))
 
 
-def owner(path: str) -> str:
-    """The element an attribute path's attribute belongs to (``pos/@ra``: ``pos``; ``@id``: the
-    item); any other path is its own."""
-    if path.startswith("@"):
-        return alg.WHOLE_ITEM
-    return path.rsplit("/", 1)[0] if "/@" in path else path
-
-
 def covers(outputs: frozenset[str], path: str) -> bool:
     """Whether a stream carrying ``outputs`` (whole subtrees) carries the element ``path``."""
     if alg.WHOLE_ITEM in outputs or path in outputs:
@@ -68,52 +66,65 @@ def _graph(selection: Selection | None) -> PredicateGraph:
     return selection.graph if selection is not None else _TRUE
 
 
-def _one_valued(*selections: Selection | None) -> bool:
-    """Whether each selection holds on some item with one value per element. One that does not
-    holds only where elements repeat, and its graph, which takes one value each, would say it
-    implies everything: such a selection is matched only by the same atoms."""
-    return all(_graph(s).is_satisfiable() for s in selections)
+def _atoms(selection: Selection | None) -> tuple[alg.Atom, ...]:
+    return tuple(dict.fromkeys(selection.atoms)) if selection is not None else ()
 
 
-def _same_atoms(a: Selection | None, b: Selection | None) -> bool:
-    return set(a.atoms if a else ()) == set(b.atoms if b else ())
+def _reasoned(repetition: Repetition, *selections: Selection | None) -> Repetition:
+    """``repetition``, unless a selection holds on no item with one value per element: it holds
+    only where elements repeat (the query was accepted with a warning), and whatever statistics
+    have seen so far, its elements are reasoned about as repeated."""
+    if repetition.every_path_single or all(_graph(s).is_satisfiable() for s in selections):
+        return repetition
+    touched = frozenset(p for s in selections if s is not None for p in s.elements)
+    return Repetition(repetition.single - touched)
+
+
+def _implied(given: Selection | None, wanted: tuple[alg.Atom, ...], repetition: Repetition) -> list[bool]:
+    """Per atom of ``wanted``, whether ``given`` guarantees it on every item."""
+    paths = {p for a in wanted for p in (a.left, a.right)} | set(given.elements if given else ())
+    if not repetition.multi_valued(paths):  # (one value each: the graph is complete, and faster)
+        return _graph(given).implied_atoms(wanted)
+    return list(implied_atoms(_atoms(given), wanted, repetition))
 
 
 def match_predicates(stream: Selection | None, subscription: Selection | None,
-                     repeated: frozenset[str] = frozenset()) -> tuple[bool, str]:
+                     repetition: Repetition = UNKNOWN) -> tuple[bool, str]:
     """MATCHPREDICATES: the subscription's predicate must imply the stream's."""
     if stream is None:
         return True, "the stream is unfiltered"
-    touched = stream.elements | (subscription.elements if subscription is not None else frozenset())
-    multi = sorted(p for p in touched if p in repeated or owner(p) in repeated)
-    if not multi and not _one_valued(stream, subscription):
-        multi = sorted(touched)
-    if multi:
-        same = _same_atoms(stream, subscription)
-        return same, ("identical predicates on repeated elements" if same else
-                      f"predicates on repeated element(s) {', '.join(multi)} match only when identical")
-    if _graph(subscription).implies(_graph(stream)):
+    repetition = _reasoned(repetition, stream, subscription)
+    wanted = _atoms(stream)
+    ok = _implied(subscription, wanted, repetition)
+    if all(ok):
         return True, "the subscription's predicate implies the stream's"
-    have = _graph(subscription)
-    missing = [a for a, ok in zip(stream.atoms, have.implied_atoms(stream.atoms)) if not ok]
-    return False, ("the stream's predicate is not implied by the subscription's: "
-                   + " and ".join(str(a) for a in missing))
+    missing = " and ".join(str(a) for a, yes in zip(wanted, ok) if not yes)
+    multi = repetition.multi_valued(p for a in wanted for p in (a.left, a.right))
+    hint = (f" (comparisons of {', '.join(multi)} are taken one at a time: the element may occur "
+            "more than once in an item)" if multi else "")
+    return False, f"the stream's predicate is not implied by the subscription's: {missing}{hint}"
 
 
-def residual_selection(stream: Selection | None, subscription: Selection | None) -> tuple[alg.Atom, ...]:
+def residual_selection(stream: Selection | None, subscription: Selection | None,
+                       repetition: Repetition = UNKNOWN) -> tuple[alg.Atom, ...]:
     """The subscription's atoms that the stream's predicate does not already guarantee.
 
     ``stream ∧ residual ⇔ subscription`` whenever the subscription implies the stream: every
-    edge of the subscription is either implied by the stream or kept.
+    atom of the subscription is either guaranteed by the stream or kept.
     """
     if subscription is None:
         return ()
-    have = _graph(stream)
     # (as written, not the minimised graph's: that one splits ``a = 1`` into two bounds and
     # substitutes through equalities, which is the same only where each element has one value —
     # an item with two ``a``, 0 and 5, has one ≥ 1 and one ≤ 1 but none = 1)
-    atoms = tuple(dict.fromkeys(subscription.atoms))
-    return tuple(a for a, ok in zip(atoms, have.implied_atoms(atoms)) if not ok)
+    atoms = _atoms(subscription)
+    ok = _implied(stream, atoms, _reasoned(repetition, stream, subscription))
+    return tuple(a for a, yes in zip(atoms, ok) if not yes)
+
+
+def _equivalent(a: Selection | None, b: Selection | None, repetition: Repetition) -> bool:
+    repetition = _reasoned(repetition, a, b)
+    return all(_implied(a, _atoms(b), repetition)) and all(_implied(b, _atoms(a), repetition))
 
 
 def _divides(a: Fraction, b: Fraction) -> bool:
@@ -129,15 +140,13 @@ def _partials(p: InputProperties) -> tuple[alg.Partial, ...]:
     return tuple(out)
 
 
-def match_aggregations(stream: InputProperties, sub: InputProperties) -> tuple[bool, str]:
+def match_aggregations(stream: InputProperties, sub: InputProperties,
+                       repetition: Repetition = UNKNOWN) -> tuple[bool, str]:
     """MATCHAGGREGATIONS with DESIGN.md's refinements (avg as sum/count, window divisibility,
     identical pre-window selection, filtered aggregates only for equal windows)."""
     w, w2 = stream.window, sub.window
     assert w is not None and w2 is not None
-    if not _one_valued(stream.selection, sub.selection):  # (every unsatisfiable graph is "equivalent")
-        if not _same_atoms(stream.selection, sub.selection):
-            return False, "the pre-window selections hold only where elements repeat, and differ"
-    elif not _graph(stream.selection).equivalent(_graph(sub.selection)):
+    if not _equivalent(stream.selection, sub.selection, repetition):
         return False, "the pre-window selections differ (aggregates need identical input)"
     if w.kind != w2.kind:
         return False, f"{w.kind} windows cannot serve {w2.kind} windows"
@@ -172,7 +181,7 @@ def match_aggregations(stream: InputProperties, sub: InputProperties) -> tuple[b
 
 @functools.lru_cache(maxsize=1 << 16)
 def match_properties(stream: InputProperties, sub: InputProperties,
-                     repeated: frozenset[str] = frozenset()) -> Match:
+                     repetition: Repetition = UNKNOWN) -> Match:
     """MATCHPROPERTIES: can ``stream`` serve ``sub``; and with which residual operators.
     Remembered (properties are values, a ``Match`` is frozen): a planner asks the same
     question for every subscription that needs what an earlier one needed."""
@@ -184,19 +193,19 @@ def match_properties(stream: InputProperties, sub: InputProperties,
     if stream.sample != sub.sample and (stream.sample > 1 or stream.window is not None):
         return Match(False, f"the stream is {_sampled(stream.sample)}; the subscription needs {_sampled(sub.sample)}")
     if stream.window is not None:
-        return _match_aggregate_stream(stream, sub)
+        return _match_aggregate_stream(stream, sub, repetition)
     if stream.sample != sub.sample and alg.WHOLE_ITEM not in stream.projection.output:
         # (an item is sampled by a hash of its text: over a projection the same item would hash
         # otherwise, and the sample would not be the one every other plan of it takes)
         return Match(False, "a sample is taken over whole items, and the stream carries a projection of them")
-    ok, reason = match_predicates(stream.selection, sub.selection, repeated)
+    ok, reason = match_predicates(stream.selection, sub.selection, repetition)
     if not ok:
         return Match(False, reason)
     lacking = sorted(e for e in sub.projection.referenced if not covers(stream.projection.output, e))
     if lacking:
         return Match(False, "the stream does not carry " + ", ".join(lacking))
     residual: list[alg.Operator] = [alg.Sample(sub.sample)] if sub.sample != stream.sample else []
-    atoms = residual_selection(stream.selection, sub.selection)
+    atoms = residual_selection(stream.selection, sub.selection, repetition)
     if atoms:
         residual.append(alg.Select(atoms))
     if sub.window is not None:
@@ -213,10 +222,10 @@ def _sampled(rate: int) -> str:
     return "every item" if rate == 1 else f"a 1/{rate} sample"
 
 
-def _match_aggregate_stream(stream: InputProperties, sub: InputProperties) -> Match:
+def _match_aggregate_stream(stream: InputProperties, sub: InputProperties, repetition: Repetition) -> Match:
     if sub.window is None:
         return Match(False, "the stream carries window aggregates; the subscription needs items")
-    ok, reason = match_aggregations(stream, sub)
+    ok, reason = match_aggregations(stream, sub, repetition)
     if not ok:
         return Match(False, reason)
     residual: list[alg.Operator] = []
@@ -224,7 +233,7 @@ def _match_aggregate_stream(stream: InputProperties, sub: InputProperties) -> Ma
     if (stream.window.size, stream.window.step, stream.window.key) != (sub.window.size, sub.window.step, sub.window.key):
         residual.append(alg.CombineWindows(stream.window, sub.window, _partials(sub)))  # (coarser, or every key's)
     if sub.aggregate_selection is not None:
-        atoms = residual_selection(stream.aggregate_selection, sub.aggregate_selection)
+        atoms = residual_selection(stream.aggregate_selection, sub.aggregate_selection, ONE_VALUE_EACH)
         if atoms:
             residual.append(alg.AggregateFilter(atoms))
     return Match(True, reason, tuple(residual), "records")
@@ -235,16 +244,17 @@ def full_pipeline(sub: InputProperties) -> Match:
     return match_properties(raw_properties(sub.input), sub)
 
 
-def match_subscriptions(old: Properties, new: Properties) -> Match:
+def match_subscriptions(old: Properties, new: Properties, repetition: Repetition = UNKNOWN) -> Match:
     """Can the stream(s) produced for the subscription ``old`` serve ``new``? Every input of
-    ``new`` must be served by ``old``'s stream over the same original input."""
+    ``new`` must be served by ``old``'s stream over the same original input. ``repetition``:
+    what is known of the inputs' elements (nothing: any may occur more than once)."""
     reasons = []
     residual: list[alg.Operator] = []
     for inp in new.inputs:
         candidates = [o for o in old.inputs if o.input == inp.input]
         if not candidates:
             return Match(False, f'the old subscription does not read stream "{inp.input.stream}"')
-        matches = [match_properties(o, inp) for o in candidates]
+        matches = [match_properties(o, inp, repetition) for o in candidates]
         ok = next((m for m in matches if m.shareable), None)
         if ok is None:
             return Match(False, matches[0].reason)

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from . import replay_plans
 from .cost_model import Usage
 from .estimates import SAMPLE_RATES, samplable, with_sample
-from .matching import Match, match_properties
+from .matching import UNKNOWN, Match, Repetition, match_properties
 from .network_state import NetworkState, NetworkStream
 from .plans import Plan, PlanBuilder, PlanPart, RegistrationError, Strategy, live_at, where
 from .properties import InputProperties, Properties
@@ -137,7 +137,7 @@ class Planner(PlanBuilder):
     def _subscribe_input(self, inp: InputProperties, original: NetworkStream, target: str) -> PlanPart:
         """Algorithm 1 for one input: BFS from the original's peer, pruned by matching."""
         inp = _INPUTS.setdefault(inp, inp)  # (so that remembered matches find it by identity)
-        repeated = self._repeated(inp)
+        repetition = self._repetition(inp)
         best = self._data_shipping(inp, original, target)
         best_admissible = best if not best.overloads else None
         priced = [best]  # every plan priced: the chosen one's alternatives
@@ -154,7 +154,7 @@ class Planner(PlanBuilder):
             for props, group in self.state.groups_at(v, inp.input).items():
                 match = matches.get(id(props))
                 if match is None:
-                    match = matches[id(props)] = match_properties(props, inp, repeated)
+                    match = matches[id(props)] = match_properties(props, inp, repetition)
                 if not match.shareable:
                     if self.widening:
                         near.update((s.id, s) for s in group.values() if self._usable(v, s))
@@ -244,9 +244,10 @@ class Planner(PlanBuilder):
         return self.finish(PlanPart(inp, stream.id, v, target, match.residual, route,
                                      [copy, result], result.id, usage, reason=match.reason))
 
-    def _repeated(self, inp: InputProperties) -> frozenset[str]:
+    def _repetition(self, inp: InputProperties) -> Repetition:
+        """What the input's statistics have seen of its elements (nothing yet: any may repeat)."""
         stats = self.state.statistics.get(inp.input.stream)
-        return stats.repeated_elements if stats is not None else frozenset()
+        return Repetition(stats.single_elements) if stats is not None else UNKNOWN
 
 
 def widened_parts(planner: PlanBuilder, near: dict[str, NetworkStream], inp: InputProperties, target: str,

@@ -300,6 +300,12 @@ class StreamStatistics:
         about (DESIGN.md §4)."""
         return frozenset(p for p, s in self.elements.items() if s.occurrences > s.items_with)
 
+    @property
+    def single_elements(self) -> frozenset[str]:
+        """Elements observed and never seen more than once in an item: comparisons of them are
+        reasoned about with one value each (``sharing.repetition``); any other element may repeat."""
+        return frozenset(p for p, s in self.elements.items() if s.occurrences == s.items_with)
+
     def avg_increment(self, path: str) -> float | None:
         inc = self.increments.get(path)
         if inc is None or not inc.ordered or inc.count == 0:

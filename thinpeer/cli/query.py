@@ -129,10 +129,12 @@ def cmd_query_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def match_texts(old_text: str, new_text: str) -> dict:
-    """``{"shareable", "reason"}``, plus ``"error": True`` when a query does not analyse."""
+def match_texts(old_text: str, new_text: str, single: str = "") -> dict:
+    """``{"shareable", "reason"}``, plus ``"error": True`` when a query does not analyse.
+    ``single``: the elements that occur once per item, comma-separated ("all": every one), as
+    a super-peer's statistics would know them; any other element may occur more than once."""
     from sharing.analysis import analyze
-    from sharing.matching import match_subscriptions
+    from sharing.matching import Repetition, match_subscriptions
     from wxquery.errors import WXQueryError
 
     analyses = []
@@ -142,7 +144,11 @@ def match_texts(old_text: str, new_text: str) -> dict:
             analyses.append(analyze(text, require_satisfiable=False))
         except WXQueryError as exc:
             return {"shareable": False, "reason": f"{label} query: {exc}", "error": True}
-    match = match_subscriptions(analyses[0].properties, analyses[1].properties)
+    paths = {p.strip() for p in single.split(",") if p.strip()}
+    if paths == {"all"}:  # (every element either query names)
+        paths = {p for a in analyses for i in a.properties.inputs for p in i.projection.referenced}
+    repetition = Repetition(frozenset(paths))
+    match = match_subscriptions(analyses[0].properties, analyses[1].properties, repetition)
     return {"shareable": match.shareable, "reason": match.reason}
 
 
@@ -158,7 +164,7 @@ def cmd_query_match(args: argparse.Namespace) -> int:
                 continue
             try:
                 pair = json.loads(line)
-                result = match_texts(pair["old"], pair["new"])
+                result = match_texts(pair["old"], pair["new"], args.single_valued)
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 result = {"shareable": False, "reason": f"line {number}: not a JSON object with "
                           f"\"old\" and \"new\" query texts ({exc})", "error": True}
@@ -170,7 +176,7 @@ def cmd_query_match(args: argparse.Namespace) -> int:
         return EXIT_OK
     if not args.old or not args.new:
         raise CliError("error: give OLD and NEW query files, or --batch FILE.jsonl")
-    result = match_texts(read_query(args.old), read_query(args.new))
+    result = match_texts(read_query(args.old), read_query(args.new), args.single_valued)
     failed = result.pop("error", False)
     print(json.dumps(result))
     return EXIT_ERROR if failed else EXIT_OK
@@ -204,4 +210,8 @@ def register(add_command: AddCommand) -> None:
     p.add_argument("--batch", metavar="FILE.jsonl",
                    help='lines {"old": "<query text>", "new": "<query text>"}; one JSON answer '
                         "per line, in order ('-' for stdin)")
+    p.add_argument("--single-valued", default="", metavar="PATHS",
+                   help="item-relative element paths that occur at most once per item, comma-separated, "
+                        "or 'all' (default: none known, as before a stream's first items: comparisons of "
+                        "elements are then taken one at a time, as XQuery compares repeated elements)")
     p.set_defaults(func=cmd_query_match)
