@@ -2,7 +2,8 @@
 
 * The streams registered here are registered again, each where its publisher stood (the next
   position ``publish --resume`` continues from) and with its log; a stream that was closed stays
-  closed. The other peers learn them with the next heartbeat.
+  closed. The other peers learn them with the next heartbeat. Their statistics are learnt again
+  from the newest items of their logs (``relearn_statistics``).
 * The subscriptions registered here come back with the results they had. An unfinished one is
   planned again at the first heartbeat round (``recovery.replanning``): its results are recomputed from
   the item it began with and those it had are skipped; the plans it had are removed wherever a
@@ -17,12 +18,15 @@ from __future__ import annotations
 import logging
 import time
 
+from lxml import etree
+
 from sharing.analysis import analyze
 from sharing.planner import Strategy
 from sharing.statistics import StreamStatistics
 from wxquery.errors import WXQueryError
 
 from ..control.control_plane import ControlPlane
+from ..data.data_plane import MIN_RATE_WINDOW_S, STATISTICS_FULL
 from ..data.event_time import EventTime
 from ..history.bounds import parse_history
 from ..peer_state import OriginalState, PeerState
@@ -47,7 +51,33 @@ def restore_originals(state: PeerState) -> int:
                 retained_from=o.retained_from))
             if o.closed:
                 state.table.mark_ended(o.name)
+    for o in stored:
+        relearn_statistics(state, state.originals[o.name])
     return len(stored)
+
+
+def relearn_statistics(state: PeerState, original: OriginalState) -> None:
+    """Observe the newest items of a restored stream's log again, as they were observed when
+    they arrived, and take its rate from the log's arrival times (unless one was declared).
+    Without it, every plan made after a restart (a failure's re-plan, a re-optimisation round,
+    a new subscription) was priced as for an empty stream at one item per second — and with
+    every element possibly repeated, so that it shared less — until new items came."""
+    store, name = state.store, original.name
+    extent = store.extent(name)
+    start = max(extent.first, extent.stop - STATISTICS_FULL)
+    stats = original.statistics
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
+    for k, text in enumerate(store.read_log(name, start, extent.stop)):
+        try:
+            stats.observe(etree.fromstring(text, parser), index=start + k)
+        except etree.XMLSyntaxError:  # (logged items were checked: never, but a restart must not fail)
+            continue
+    arrivals = store.arrivals(name)
+    if original.rate <= 0 and arrivals and extent.stop > arrivals[0][0]:
+        span = arrivals[-1][1] - arrivals[0][1]
+        stats.frequency = (extent.stop - arrivals[0][0]) / max(span, MIN_RATE_WINDOW_S)
+        # (so that the rate measured as new items arrive goes on from this one)
+        original.first_arrival = time.monotonic() - original.accepted / stats.frequency
 
 
 def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:

@@ -261,6 +261,8 @@ def test_the_publishers_superpeer_restarted(tmp_path: Path) -> None:
         network.start("SP4")
         status = until(lambda: _status(run.address["SP4"]))  # (the client reconnects with back-off)
         assert status["streams_registered_here"]["photons"]["next_position"] >= 200
+        # (learnt again from the log: what it had observed before the kill is not forgotten)
+        assert status["streams_registered_here"]["photons"]["statistics"]["items_observed"] >= 200
         run.check()
         for name in run.subs:
             assert run.health(name)["replans"] >= 1
