@@ -38,7 +38,7 @@ class InlineExecutor:
         self.seqs: dict[str, int] = {}
         self.next_chain = 0
         self.deliver: Deliver = deliver or (lambda stream, seq, out, end: None)
-        self.busy_s = 0.0  # (its pushes' time: it runs in the caller's thread, so cores)
+        self.busy_s = 0.0  # (its pushes' CPU time: it runs in the caller's thread, so cores)
         warm_up()  # (what its first push would load, loaded now: before a daemon freezes what it made)
 
     def start(self) -> None:
@@ -89,9 +89,12 @@ class InlineExecutor:
         group = self.groups.get(parent)
         if group is None:
             return
-        started = time.perf_counter()
+        # (the thread's CPU time, not the wall clock's: waiting for the interpreter lock or for
+        # a core that other processes hold is not load the operators put on this peer, and
+        # counted so it refused subscriptions on a machine that was merely busy)
+        started = time.thread_time()
         outputs = group.push(texts or [], end, origins)
-        self.busy_s += time.perf_counter() - started
+        self.busy_s += time.thread_time() - started
         for child, out in outputs.items():
             if not out and not end:
                 continue  # (nothing to deliver: the data plane would only take its lock)
