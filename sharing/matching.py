@@ -24,7 +24,7 @@ from wxquery.operators import definitions as alg
 
 from .predicate_graph import PredicateGraph, graph_of
 from .properties import InputProperties, InputStream, Projection, Properties, Selection
-from .repetition import ONE_VALUE_EACH, UNKNOWN, Repetition, implied_atoms
+from .repetition import ONE_VALUE_EACH, UNKNOWN, Repetition, implied_atoms, owner
 
 # (Repetition and UNKNOWN too, for callers that know the items)
 __all__ = ["UNKNOWN", "Match", "Repetition", "covers", "full_pipeline", "match_aggregations", "match_predicates",
@@ -76,16 +76,22 @@ def _reasoned(repetition: Repetition, *selections: Selection | None) -> Repetiti
     have seen so far, its elements are reasoned about as repeated."""
     if repetition.every_path_single or all(_graph(s).is_satisfiable() for s in selections):
         return repetition
-    touched = frozenset(p for s in selections if s is not None for p in s.elements)
-    return Repetition(repetition.single - touched)
+    touched = frozenset(q for s in selections if s is not None for p in s.elements for q in (p, owner(p)))
+    return Repetition(repetition.single - touched)  # (``pos/@ra``'s element too: it is what repeats)
 
 
 def _implied(given: Selection | None, wanted: tuple[alg.Atom, ...], repetition: Repetition) -> list[bool]:
-    """Per atom of ``wanted``, whether ``given`` guarantees it on every item."""
-    paths = {p for a in wanted for p in (a.left, a.right)} | set(given.elements if given else ())
+    """Per atom of ``wanted``, whether ``given`` guarantees it on every item. Only an atom over
+    paths ``given`` compares is: a comparison of an element an item lacks is false, so even
+    ``$e/b <= $e/b + 1`` holds only where ``b`` is there."""
+    mentioned = given.elements if given is not None else frozenset()
+    paths = {p for a in wanted for p in (a.left, a.right)} | set(mentioned)
     if not repetition.multi_valued(paths):  # (one value each: the graph is complete, and faster)
-        return _graph(given).implied_atoms(wanted)
-    return list(implied_atoms(_atoms(given), wanted, repetition))
+        ok = _graph(given).implied_atoms(wanted)
+    else:
+        ok = list(implied_atoms(_atoms(given), wanted, repetition))
+    return [yes and all(p in mentioned or p == alg.WHOLE_ITEM for p in (a.left, a.right) if p is not None)
+            for a, yes in zip(wanted, ok)]
 
 
 def match_predicates(stream: Selection | None, subscription: Selection | None,

@@ -256,16 +256,18 @@ def widened_parts(planner: PlanBuilder, near: dict[str, NetworkStream], inp: Inp
     ``W`` from its parent where it is computed, along its route; ``inp`` takes it at the peer
     of that route nearest ``target``; priced less what the running stream costs now."""
     parts = []
+    repetition = planner._repetition(inp)
     for s in near.values():
         parent = planner.state.streams.get(s.parent or "")
         # (only a stream that crosses links: widening one that does not saves nothing)
-        props = hull(s.properties, inp) if parent is not None and not s.past and len(s.route) > 1 else None
-        if props is None or not match_properties(parent.properties, props).shareable:
+        props = (hull(s.properties, inp, repetition) if parent is not None and not s.past and len(s.route) > 1
+                 else None)
+        if props is None or not match_properties(parent.properties, props, repetition).shareable:
             continue
         wide = planner.new_stream(props, "items", s.origin, parent,
-                                  match_properties(parent.properties, props).residual, s.route)
+                                  match_properties(parent.properties, props, repetition).residual, s.route)
         v = min(s.route, key=lambda p: (distance.get(p, len(distance)), s.route.index(p)))
-        taken = planner._at_reuse(wide, v, target, inp, match_properties(props, inp))
+        taken = planner._at_reuse(wide, v, target, inp, match_properties(props, inp, repetition))
         streams = [wide, *taken.new_streams]
         route = s.route[:s.route.index(v)] + taken.route  # (the peers its items pass from where W is made)
         part = PlanPart(inp, parent.id, s.origin, taken.operator_peer, taken.operators, route, streams,

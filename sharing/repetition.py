@@ -23,12 +23,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from dataclasses import dataclass
 
 from wxquery.operators import definitions as alg
 from wxquery.operators.definitions import Atom
 
 from .predicate_graph import graph_of
+
+
+#: how many choices of picked values are tried per wanted atom, and in all: an atom relating two
+#: elements that may repeat has (its comparisons' copies of one) × (of the other) choices, and
+#: queries are client input; past the budget an atom counts as not implied (sound: shares less)
+CHOICES_PER_ATOM = 64
+CHOICES = 4096
+
+_KEY = re.compile(r"""\[(?:[^\]"']|"[^"]*"|'[^']*')*\]""")
 
 
 def owner(path: str) -> str:
@@ -51,7 +61,9 @@ class Repetition:
     def one_valued(self, path: str) -> bool:
         if self.every_path_single or path == alg.WHOLE_ITEM:
             return True
-        element = owner(path)
+        # (a keyed step, ``Param[@name = "RA"]``, selects some of the elements its name does:
+        # one at most where those occur once)
+        element = _KEY.sub("", owner(path))
         return element == alg.WHOLE_ITEM or element in self.single
 
     def multi_valued(self, paths) -> list[str]:
@@ -91,20 +103,27 @@ def implied_atoms(given: tuple[Atom, ...], wanted: tuple[Atom, ...], repetition:
     """Per atom of ``wanted``: whether every item satisfying ``given`` (as XQuery compares)
     satisfies it. Complete when every path is one-valued, sound always."""
     renamed, copies = _apart(given, repetition)
-    graph = graph_of(renamed)
+    written = set(given)
+    ok = [False] * len(wanted)
     candidates: list[Atom] = []
     of: list[int] = []
     for j, w in enumerate(wanted):
+        if w in written:  # (itself, whatever the values)
+            ok[j] = True
+            continue
         lefts = [w.left] if repetition.one_valued(w.left) else copies.get(w.left, [])
         rights = ([w.right] if w.right is None or repetition.one_valued(w.right)
                   else copies.get(w.right, []))
+        choices = len(lefts) * len(rights)
+        if choices > CHOICES_PER_ATOM or len(candidates) + choices > CHOICES:
+            continue  # (not implied, as far as the budget looks)
         for left in lefts:
             for right in rights:
                 candidates.append(dataclasses.replace(w, left=left, right=right))
                 of.append(j)
-    ok = [False] * len(wanted)
-    for j, yes in zip(of, graph.implied_atoms(candidates)):
-        ok[j] = ok[j] or yes
+    if candidates:
+        for j, yes in zip(of, graph_of(renamed).implied_atoms(candidates)):
+            ok[j] = ok[j] or yes
     return tuple(ok)
 
 

@@ -185,6 +185,7 @@ def statistics_to_json(s: StreamStatistics, sample: int = 512, sample_of: int = 
         # (a key of its own: a peer of an earlier version reads four values per increment)
         "increments_at": {p: i.last_index for p, i in s.increments.items() if i.last_index is not None},
         "sample_id": sample_id,
+        "truncated_items": s.truncated_items,
     }
     if sample_of == sample_id:
         return {**out, "same_sample": True}
@@ -202,6 +203,7 @@ def statistics_from_json(j: dict, held: StreamStatistics | None = None) -> Strea
         if p in s.increments:
             s.increments[p].last_index = at
     s.sample_id = int(j.get("sample_id", 0))
+    s.truncated_items = int(j.get("truncated_items", 0))  # (absent from an earlier version's answer)
     if j.get("same_sample"):
         if held is None or held.sample_id != s.sample_id:
             raise ValueError("statistics without their sample, and no sample held")

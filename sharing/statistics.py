@@ -167,6 +167,9 @@ class StreamStatistics:
     sample_id: int = 0  # … and which sample of their peer they hold (``sample_snapshot``)
     _first_arrival: float | None = None
     _last_arrival: float | None = None
+    # items whose walk stopped at MAX_WALKED_ELEMENTS: an element past that point may repeat
+    # unseen, so none counts as occurring once (``single_elements``)
+    truncated_items: int = 0
 
     # ------------------------------------------------------------------ observing
 
@@ -180,7 +183,10 @@ class StreamStatistics:
         values: dict[str, float] = {}
         seen: set[str] = set()
         self._attributes(item, "", values, seen)
-        self._walk(item, "", values, seen, [MAX_WALKED_ELEMENTS])
+        budget = [MAX_WALKED_ELEMENTS]
+        self._walk(item, "", values, seen, budget)
+        if budget[0] <= 0:
+            self.truncated_items += 1
         for path in seen:
             self.elements[path].items_with += 1
         for path, value in values.items():
@@ -273,6 +279,7 @@ class StreamStatistics:
         """The counters of ``other``, a newer answer about the same sample (``same_sample``)."""
         self.frequency, self.items, self.total_bytes = other.frequency, other.items, other.total_bytes
         self.elements, self.increments = other.elements, other.increments
+        self.truncated_items = other.truncated_items
 
     def columns(self) -> dict[str, Any]:
         """Per element, its value in each sampled item (``sample_estimates.sample_columns``)."""
@@ -303,7 +310,10 @@ class StreamStatistics:
     @property
     def single_elements(self) -> frozenset[str]:
         """Elements observed and never seen more than once in an item: comparisons of them are
-        reasoned about with one value each (``sharing.repetition``); any other element may repeat."""
+        reasoned about with one value each (``sharing.repetition``); any other element may repeat.
+        None once an item was too large to walk whole: what lay past its walk may repeat."""
+        if self.truncated_items:
+            return frozenset()
         return frozenset(p for p, s in self.elements.items() if s.occurrences == s.items_with)
 
     def avg_increment(self, path: str) -> float | None:

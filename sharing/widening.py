@@ -21,7 +21,7 @@ from fractions import Fraction
 
 from wxquery.operators import definitions as alg
 
-from .matching import match_properties
+from .matching import UNKNOWN, Repetition, match_properties
 from .stream_properties import InputProperties, Projection, Selection
 
 LOWER = {">": False, ">=": True}  # op -> inclusive
@@ -34,8 +34,9 @@ def widenable(props: InputProperties) -> bool:
             and not props.unknown and props.sample == 1)
 
 
-def hull(stream: InputProperties, sub: InputProperties) -> InputProperties | None:
-    """The narrowest per-item properties serving both (None: there is none worth offering)."""
+def hull(stream: InputProperties, sub: InputProperties, repetition: Repetition = UNKNOWN) -> InputProperties | None:
+    """The narrowest per-item properties serving both (None: there is none worth offering);
+    ``repetition``: what the input's statistics know of its elements (``matching``)."""
     if stream.input != sub.input or not widenable(stream) or sub.unknown or sub.sample != 1:
         return None
     selection = None
@@ -47,7 +48,8 @@ def hull(stream: InputProperties, sub: InputProperties) -> InputProperties | Non
     widened = replace(stream, selection=selection, projection=projection)
     if widened == stream:
         return None
-    if not (match_properties(widened, sub).shareable and match_properties(widened, stream).shareable):
+    if not (match_properties(widened, sub, repetition).shareable
+            and match_properties(widened, stream, repetition).shareable):
         return None
     return widened
 

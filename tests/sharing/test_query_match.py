@@ -58,7 +58,10 @@ def z3_atom(atom: tuple, env: dict) -> z3.BoolRef:
 
 
 def implies(new: list[tuple], old: list[tuple]) -> bool:
-    """With one value per element."""
+    """With one value per element (and only over elements ``new`` compares: an item may lack
+    any other, and a comparison of a missing element is false)."""
+    if {e for a in old for e in (a[0], a[2]) if e} - {e for a in new for e in (a[0], a[2]) if e}:
+        return False
     env = {e: z3.Real(e) for e in ELEMENTS}
     s = z3.Solver()
     s.add(*[z3_atom(a, env) for a in new])

@@ -5,12 +5,13 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+from lxml import etree
 
 from conftest import photon_document
 from sharing.analysis import analyze
 from sharing.scenarios import paper_query
 from sharing.serialization import statistics_from_json, statistics_to_json
-from sharing.statistics import StreamStatistics
+from sharing.statistics import MAX_WALKED_ELEMENTS, StreamStatistics
 from wxquery.operators import definitions as alg
 from per_item_operators import Pipeline
 from wxquery.operators.records import item_size
@@ -124,3 +125,14 @@ def test_attributes_are_observed_like_leaf_elements() -> None:
     assert 0.2 < stats.selectivity(Selection((alg.Atom("pos/@ra", "<", None, Fraction(100)),))) < 0.3
     assert "c/@x" in stats.repeated_elements and "pos/@ra" not in stats.repeated_elements
     assert stats.element_size("@t") > 0
+
+
+def test_an_item_too_large_to_walk_whole_leaves_no_element_known_to_occur_once():
+    """Past ``MAX_WALKED_ELEMENTS`` a second ``m`` would go unseen: ``m`` must not count as
+    occurring once (matching would chain comparisons through it), nor any other element."""
+    s = StreamStatistics()
+    s.observe(etree.fromstring("<v><m>1</m><x>2</x></v>"))
+    assert s.single_elements == {"m", "x"}
+    s.observe(etree.fromstring("<v><m>1</m>" + "<f/>" * MAX_WALKED_ELEMENTS + "<m>9</m></v>"))
+    assert s.single_elements == frozenset() and s.truncated_items == 1
+    assert statistics_from_json(statistics_to_json(s)).single_elements == frozenset()

@@ -145,8 +145,9 @@ def match_texts(old_text: str, new_text: str, single: str = "") -> dict:
         except WXQueryError as exc:
             return {"shareable": False, "reason": f"{label} query: {exc}", "error": True}
     paths = {p.strip() for p in single.split(",") if p.strip()}
-    if paths == {"all"}:  # (every element either query names)
-        paths = {p for a in analyses for i in a.properties.inputs for p in i.projection.referenced}
+    if paths == {"all"}:  # (every element either query names, and those their attributes are of)
+        paths = {q for a in analyses for i in a.properties.inputs for p in i.projection.referenced
+                 for q in (p, p.rsplit("/@", 1)[0])}
     repetition = Repetition(frozenset(paths))
     match = match_subscriptions(analyses[0].properties, analyses[1].properties, repetition)
     return {"shareable": match.shareable, "reason": match.reason}

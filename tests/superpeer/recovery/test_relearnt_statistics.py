@@ -45,3 +45,13 @@ def test_a_declared_rate_stays_and_only_the_newest_items_are_read(tmp_path: Path
     original.statistics.frequency = 40.0
     relearn_statistics(SimpleNamespace(store=store), original)
     assert original.statistics.items == 2000 and original.statistics.frequency == 40.0
+
+
+def test_only_the_newest_megabyte_is_observed_again(tmp_path: Path) -> None:
+    big = "x" * 20_000
+    items = [f"<v><a>{k}</a><t>{big}</t></v>" for k in range(300)]
+    store = _logged(tmp_path, [(items[k:k + 30], time.time()) for k in range(0, 300, 30)])
+    original = OriginalState("vs", "vs", "v", accepted=300)
+    relearn_statistics(SimpleNamespace(store=store), original)
+    assert 40 <= original.statistics.items <= 53  # (about 1 MiB of 20 kB items: the newest)
+    assert original.statistics.increments["a"].last == 299.0
