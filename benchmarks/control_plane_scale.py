@@ -79,17 +79,23 @@ def registration(address: dict[str, str], k: int, count: int) -> dict:
     time.sleep(2.5)  # (two heartbeats: every peer has heard of the stream and its statistics)
     far = SuperPeerClient(address[f"SP{k * k - 1}"])
     grpc.channel_ready_future(far.channel).result(timeout=30)
-    times = []
+    times, ids = [], []
     for i in range(count):
         query = (f'<r>{{ for $p in stream("photons")/photons/photon where $p/en >= {1 + i / 100:.2f} '
                  f'return $p/en }}</r>')
         start = time.perf_counter()
-        far.subscribe(query)
+        ids.append(far.subscribe(query).id)
         times.append((time.perf_counter() - start) * 1000)
+    ends = []
+    for sid in reversed(ids):  # (the last first: nothing else reads its streams)
+        start = time.perf_counter()
+        far.unsubscribe(sid)
+        ends.append((time.perf_counter() - start) * 1000)
     far.close()
     source.close()
     return {"median_ms": round(statistics.median(times), 2), "p90_ms": round(percentile(times, 0.9), 2),
-            "times_ms": [round(t, 2) for t in times]}
+            "times_ms": [round(t, 2) for t in times],
+            "unsubscribe_median_ms": round(statistics.median(ends), 2), "unsubscribe_ms": [round(t, 2) for t in ends]}
 
 
 def failure_detection(network, k: int) -> dict:
@@ -167,7 +173,7 @@ def main() -> int:
     trees = {"this": None, **({"baseline": args.baseline} if args.baseline else {})}
     results: dict[str, list[dict]] = {tree: [] for tree in trees}
     print(f"{'tree':9} {'N':>4} {'idle CPU, network':>18} {'per peer (median/max)':>22} "
-          f"{'registration median':>20} {'link down':>10} {'peer down':>10}")
+          f"{'registration median':>20} {'unsubscribe':>12} {'link down':>10} {'peer down':>10}")
     for i, k in enumerate(args.sizes):
         for tree in (list(trees) if i % 2 == 0 else list(reversed(trees))):
             with code_of(trees[tree]):
@@ -176,7 +182,8 @@ def main() -> int:
             cpu, reg, fd = row["idle_cpu"], row["registration"], row["failure_detection"]
             print(f"{tree:9} {k * k:>4} {cpu['network_percent']:>17}% "
                   f"{cpu['per_peer_median_percent']:>14}% / {cpu['per_peer_max_percent']}% "
-                  f"{reg['median_ms']:>17} ms {fd['link_down_s']!s:>9}s {fd['peer_down_at_far_corner_s']!s:>9}s",
+                  f"{reg['median_ms']:>17} ms {reg.get('unsubscribe_median_ms', '-')!s:>9} ms "
+                  f"{fd['link_down_s']!s:>9}s {fd['peer_down_at_far_corner_s']!s:>9}s",
                   flush=True)
     report = {"benchmark": "control plane against the network's size", "seconds": args.seconds,
               "settle": args.settle, "results": results}
