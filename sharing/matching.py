@@ -67,7 +67,7 @@ def _graph(selection: Selection | None) -> PredicateGraph:
 
 
 def _atoms(selection: Selection | None) -> tuple[alg.Atom, ...]:
-    return tuple(dict.fromkeys(selection.atoms)) if selection is not None else ()
+    return selection.distinct_atoms if selection is not None else ()
 
 
 def _reasoned(repetition: Repetition, *selections: Selection | None) -> Repetition:
@@ -80,18 +80,32 @@ def _reasoned(repetition: Repetition, *selections: Selection | None) -> Repetiti
     return Repetition(repetition.single - touched)  # (``pos/@ra``'s element too: it is what repeats)
 
 
+def _mentioned(selection: Selection | None) -> frozenset[str]:
+    return selection.elements | {alg.WHOLE_ITEM} if selection is not None else frozenset({alg.WHOLE_ITEM})
+
+
 def _implied(given: Selection | None, wanted: tuple[alg.Atom, ...], repetition: Repetition) -> list[bool]:
     """Per atom of ``wanted``, whether ``given`` guarantees it on every item. Only an atom over
     paths ``given`` compares is: a comparison of an element an item lacks is false, so even
     ``$e/b <= $e/b + 1`` holds only where ``b`` is there."""
-    mentioned = given.elements if given is not None else frozenset()
-    paths = {p for a in wanted for p in (a.left, a.right)} | set(mentioned)
-    if not repetition.multi_valued(paths):  # (one value each: the graph is complete, and faster)
+    mentioned = _mentioned(given)
+    paths = {p for a in wanted for p in (a.left, a.right) if p is not None}
+    if not repetition.multi_valued(paths | mentioned):  # (one value each: the graph is complete, and faster)
         ok = _graph(given).implied_atoms(wanted)
     else:
         ok = list(implied_atoms(_atoms(given), wanted, repetition))
-    return [yes and all(p in mentioned or p == alg.WHOLE_ITEM for p in (a.left, a.right) if p is not None)
-            for a, yes in zip(wanted, ok)]
+    return [yes and all(p in mentioned for p in (a.left, a.right) if p is not None) for a, yes in zip(wanted, ok)]
+
+
+def _implies(given: Selection | None, wanted: Selection, repetition: Repetition) -> bool:
+    """Whether ``given`` guarantees every atom of ``wanted`` (``_implied``): with one value per
+    element, the graphs' implication at once."""
+    mentioned = _mentioned(given)
+    if not wanted.elements <= mentioned:
+        return False
+    if not repetition.multi_valued(mentioned):
+        return _graph(given).implies(wanted.graph)
+    return all(implied_atoms(_atoms(given), _atoms(wanted), repetition))
 
 
 def match_predicates(stream: Selection | None, subscription: Selection | None,
@@ -100,10 +114,10 @@ def match_predicates(stream: Selection | None, subscription: Selection | None,
     if stream is None:
         return True, "the stream is unfiltered"
     repetition = _reasoned(repetition, stream, subscription)
-    wanted = _atoms(stream)
-    ok = _implied(subscription, wanted, repetition)
-    if all(ok):
+    if _implies(subscription, stream, repetition):
         return True, "the subscription's predicate implies the stream's"
+    wanted = _atoms(stream)  # (which atoms not: said in the reason)
+    ok = _implied(subscription, wanted, repetition)
     missing = " and ".join(str(a) for a, yes in zip(wanted, ok) if not yes)
     multi = repetition.multi_valued(p for a in wanted for p in (a.left, a.right))
     hint = (f" (comparisons of {', '.join(multi)} are taken one at a time: the element may occur "
@@ -129,8 +143,10 @@ def residual_selection(stream: Selection | None, subscription: Selection | None,
 
 
 def _equivalent(a: Selection | None, b: Selection | None, repetition: Repetition) -> bool:
+    if a is None or b is None:
+        return a is b or _graph(a).equivalent(_graph(b))  # (None: no atoms to be there)
     repetition = _reasoned(repetition, a, b)
-    return all(_implied(a, _atoms(b), repetition)) and all(_implied(b, _atoms(a), repetition))
+    return _implies(a, b, repetition) and _implies(b, a, repetition)
 
 
 def _divides(a: Fraction, b: Fraction) -> bool:

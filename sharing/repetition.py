@@ -49,6 +49,14 @@ def owner(path: str) -> str:
     return path.rsplit("/", 1)[0] if "/@" in path else path
 
 
+@functools.lru_cache(maxsize=1 << 12)
+def _element(path: str) -> str:
+    """The element whose repetition decides a path's: its owner, less the keys of its steps (a
+    keyed step, ``Param[@name = "RA"]``, selects some of the elements its name does: one at
+    most where those occur once)."""
+    return _KEY.sub("", owner(path))
+
+
 @dataclass(frozen=True)
 class Repetition:
     """What is known of how often elements occur in one item of a stream. ``single``: the
@@ -61,9 +69,7 @@ class Repetition:
     def one_valued(self, path: str) -> bool:
         if self.every_path_single or path == alg.WHOLE_ITEM:
             return True
-        # (a keyed step, ``Param[@name = "RA"]``, selects some of the elements its name does:
-        # one at most where those occur once)
-        element = _KEY.sub("", owner(path))
+        element = _element(path)
         return element == alg.WHOLE_ITEM or element in self.single
 
     def multi_valued(self, paths) -> list[str]:

@@ -40,9 +40,14 @@ class Selection:
     def graph(self) -> PredicateGraph:
         return graph_of(self.atoms)
 
-    @property
+    @cached_property
     def elements(self) -> frozenset[str]:
         return frozenset(n for a in self.atoms for n in (a.left, a.right) if n is not None)
+
+    @cached_property
+    def distinct_atoms(self) -> tuple[Atom, ...]:
+        """The atoms, each once, in order (a query may write one twice)."""
+        return tuple(dict.fromkeys(self.atoms))
 
     def to_json(self) -> dict:
         minimized = self.graph.minimized()
