@@ -58,7 +58,7 @@ from ..subscriptions.record import SubscriptionRecord, past_of, past_progress
 from ..subscriptions.results import ResultBuffer
 from ..subscriptions.runtime import SubscriptionRuntime
 from .participant import CONFLICT
-from .remote_view import RemotePlanningView, fetch_planning_view, in_parallel, remember_reach
+from .remote_view import RemotePlanningView, fetch_planning_view, remember_reach
 from .two_phase import Coordinator, PlanAgain
 
 REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
@@ -415,20 +415,7 @@ class ControlPlane:
                 record.runtime.stop()
                 record.runtime.buffer.store = None  # nothing more is stored for it
         self.state.store.remove_subscription(sid)
-        owners = (*record.stale, record.plan_id)
-        peers = list(self.state.backbone.peers)
-        # (every peer at once: one after the other, an unsubscribe on a backbone of 36 took 35
-        # round trips per plan it had; a peer that fails to remove is said in the log, and the
-        # others still remove theirs)
-        answers = in_parallel([lambda peer=peer: [self.link.remove(peer, o) or [] for o in owners]
-                               for peer in peers])
-        removed: list[str] = []
-        for peer, answer in zip(peers, answers):
-            if isinstance(answer, BaseException):
-                log.warning("%s: removing the streams of %s at %s failed: %s", self.state.id, sid, peer, answer)
-                continue
-            for streams in answer:
-                removed.extend(streams)
+        removed = self.two_phase.remove_everywhere(sid, [*record.stale, record.plan_id])
         self.replanned(f"subscription {sid} ended here")
         return sorted(set(removed))
 

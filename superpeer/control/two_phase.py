@@ -193,12 +193,26 @@ class Coordinator:
         with self.state.lock:
             record.plan = None
             self.state.stop_delivering(record.runtime, record.inputs.values())
+        self.remove_everywhere(sid, [sid], txn)  # (best effort; the original error is reported)
+
+    def remove_everywhere(self, sid: str, owners: list[str], txn: str = "") -> list[str]:
+        """The streams ``owners`` (plan ids of ``sid``) installed, removed at every peer at once
+        (one after the other, it took N-1 round trips per owner), and ``txn``'s reservations let
+        go; the streams removed. A peer that fails is said in the log, the others still remove."""
         peers = list(self.state.backbone.peers)
-        answers = in_parallel([lambda peer=peer: (self.link.abort(peer, txn), self.link.remove(peer, sid))
-                               for peer in peers])  # (at once: a failed registration answers sooner)
-        for peer, answer in zip(peers, answers):
-            if isinstance(answer, Exception):  # (best effort; the original error is reported)
-                log.error("releasing %s at %s failed: %s", sid, peer, answer)
+
+        def at(peer: str) -> list[str]:
+            if txn:
+                self.link.abort(peer, txn)
+            return [s for owner in owners for s in self.link.remove(peer, owner) or []]
+
+        removed: list[str] = []
+        for peer, answer in zip(peers, in_parallel([lambda peer=peer: at(peer) for peer in peers])):
+            if isinstance(answer, BaseException):
+                log.error("%s: removing the streams of %s at %s failed: %s", self.state.id, sid, peer, answer)
+            else:
+                removed.extend(answer)
+        return removed
 
     @staticmethod
     def new_streams(plan: Plan) -> list[NetworkStream]:
