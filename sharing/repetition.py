@@ -131,7 +131,3 @@ def implied_atoms(given: tuple[Atom, ...], wanted: tuple[Atom, ...], repetition:
         for j, yes in zip(of, graph_of(renamed).implied_atoms(candidates)):
             ok[j] = ok[j] or yes
     return tuple(ok)
-
-
-def implies(given: tuple[Atom, ...], wanted: tuple[Atom, ...], repetition: Repetition) -> bool:
-    return all(implied_atoms(given, wanted, repetition))

@@ -311,7 +311,7 @@ class StreamStatistics:
     def single_elements(self) -> frozenset[str]:
         """Elements observed and never seen more than once in an item: comparisons of them are
         reasoned about with one value each (``sharing.repetition``); any other element may repeat.
-        None once an item was too large to walk whole: what lay past its walk may repeat."""
+        Nothing once an item was too large to walk whole: what lay past its walk may repeat."""
         if self.truncated_items:
             return frozenset()
         return frozenset(p for p, s in self.elements.items() if s.occurrences == s.items_with)

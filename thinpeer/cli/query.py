@@ -135,6 +135,7 @@ def match_texts(old_text: str, new_text: str, single: str = "") -> dict:
     a super-peer's statistics would know them; any other element may occur more than once."""
     from sharing.analysis import analyze
     from sharing.matching import Repetition, match_subscriptions
+    from sharing.repetition import owner
     from wxquery.errors import WXQueryError
 
     analyses = []
@@ -147,7 +148,7 @@ def match_texts(old_text: str, new_text: str, single: str = "") -> dict:
     paths = {p.strip() for p in single.split(",") if p.strip()}
     if paths == {"all"}:  # (every element either query names, and those their attributes are of)
         paths = {q for a in analyses for i in a.properties.inputs for p in i.projection.referenced
-                 for q in (p, p.rsplit("/@", 1)[0])}
+                 for q in (p, owner(p))}
     repetition = Repetition(frozenset(paths))
     match = match_subscriptions(analyses[0].properties, analyses[1].properties, repetition)
     return {"shareable": match.shareable, "reason": match.reason}
