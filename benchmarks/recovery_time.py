@@ -1,6 +1,7 @@
 """From ``kill -9`` of an intermediate super-peer to the first result on the new route.
 
-Run: python benchmarks/recovery_time.py [--trials 5] [--heartbeat-s 1.0] [--misses 3] [--rate 500] [--out FILE]
+Run: python benchmarks/recovery_time.py [--trials 5] [--heartbeat-s 1.0] [--misses 3] [--rate 500]
+     [--kill-after-s 3 60] [--baseline DIR] [--out FILE]
 
 Each trial starts the paper example as processes on loopback (``network up``, inline executor,
 a state directory per peer), registers photons at SP4 and Query 1 at SP1 (routed SP4→SP5→SP1),
@@ -10,6 +11,14 @@ is from the kill to the first result read for an item published after the kill �
 have come over the new route (SP4→SP3→SP2→SP0→SP1). The baseline of the same run is the delay
 from publishing an item to reading its result before the kill. Each trial also checks that the
 results equal the reference evaluator's (nothing lost or duplicated).
+
+``--kill-after-s``: how long the stream has flowed when SP5 is killed (the history a re-plan
+that recomputes from the subscription's first item replays; one that resumes does not). The
+report also gives where the failure re-plan started its copy of the stream (``started_at_item``,
+from the plan history; ``None`` where the code does not say), and the bytes the backbone carried
+from the kill to the end per item published after the kill (counted by the peers that stay up).
+``--baseline DIR``: a checkout of
+another revision, run alternately with this one in the same run.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-from local_network import percentile, write_report
+from local_network import code_of, percentile, write_report
 from lxml import etree
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -35,14 +44,17 @@ from thinpeer.ops.processes import up  # noqa: E402
 from thinpeer.ops.ports import with_free_ports  # noqa: E402
 from thinpeer.ops.topologies import shipped_topology  # noqa: E402
 
-KILL_AFTER_S = 3.0
-
-
 def det_time(xml: str) -> str:
     return etree.fromstring(xml.encode()).findtext(".//det_time").strip()
 
 
-def trial(heartbeat_s: float, misses: int, rate: float, n: int) -> dict:
+def backbone_bytes(address: dict[str, str]) -> int:
+    """What the backbone links carried so far, counted by the peers that stay up (all but SP5)."""
+    return sum(c["bytes"] for peer, a in address.items() if peer != "SP5"
+               for c in SuperPeerClient(a).status()["links"].values())
+
+
+def trial(heartbeat_s: float, misses: int, rate: float, n: int, kill_after_s: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="streamglobe-bench-") as tmp:
         path = with_free_ports(shipped_topology("paper-example"), Path(tmp) / "paper-example.toml")
         network = up(path, state_dir=Path(tmp) / "state",
@@ -69,9 +81,11 @@ def trial(heartbeat_s: float, misses: int, rate: float, n: int) -> dict:
             threading.Thread(target=publish, daemon=True).start()
             killed: list[float] = []
             killed_at_index: list[int] = []
+            sent_before: list[int] = []
 
             def kill() -> None:
-                time.sleep(KILL_AFTER_S)
+                time.sleep(kill_after_s)
+                sent_before.append(backbone_bytes(address))
                 killed_at_index.append(max(sent_at) + 10)
                 killed.append(time.monotonic())
                 network.kill("SP5")
@@ -88,10 +102,29 @@ def trial(heartbeat_s: float, misses: int, rate: float, n: int) -> dict:
                 elif killed and recovery is None and i >= killed_at_index[0]:
                     recovery = now - killed[0]
             expected = reference_results(example_query("q1"), photons[200:])
-            return {"recovery_s": recovery, "baseline_delay_s": statistics.median(delays) if delays else None,
+            after = n - killed_at_index[0] if killed_at_index else 0
+            per_item = (backbone_bytes(address) - sent_before[0]) / after if sent_before and after > 0 else None
+            history = SuperPeerClient(address["SP1"]).status()["subscriptions"][sid]["plan_history"]
+            failure = next((e for e in history if e["why"].startswith("failure")), {})
+            started = failure.get("resumed_at_item") or failure.get("recomputed_from_item")
+            return {"kill_after_s": kill_after_s, "killed_at_item": killed_at_index[0] if killed_at_index else None,
+                    "recovery_s": recovery, "baseline_delay_s": statistics.median(delays) if delays else None,
+                    "started_at_item": started.get("p") if started else None,
+                    "backbone_bytes_per_item_after_kill": round(per_item, 1) if per_item is not None else None,
                     "results": len(got), "expected": len(expected), "exact": same(got, expected)}
         finally:
             network.stop()
+
+
+def summary(runs: list[dict]) -> dict:
+    values = [r["recovery_s"] for r in runs if r["recovery_s"] is not None]
+    baseline = [r["baseline_delay_s"] for r in runs if r["baseline_delay_s"] is not None]
+    return {"recovery_s": {"p50": round(statistics.median(values), 3), "p90": round(percentile(values, 0.9), 3),
+                           "max": round(max(values), 3)} if values else None,
+            "baseline_delay_s_p50": round(statistics.median(baseline), 4) if baseline else None,
+            "backbone_bytes_per_item_after_kill_p50": statistics.median(
+                r["backbone_bytes_per_item_after_kill"] for r in runs) if runs else None,
+            "all_exact": all(r["exact"] for r in runs)}
 
 
 def main() -> int:
@@ -100,27 +133,34 @@ def main() -> int:
     parser.add_argument("--heartbeat-s", type=float, default=1.0)
     parser.add_argument("--misses", type=int, default=3)
     parser.add_argument("--rate", type=float, default=500.0)
-    parser.add_argument("--items", type=int, default=5000)
+    parser.add_argument("--kill-after-s", type=float, nargs="+", default=[3.0],
+                        help="how long the stream flows before the kill (one set of trials each)")
+    parser.add_argument("--items-after-kill", type=int, default=4000)
+    parser.add_argument("--baseline", type=Path, help="a checkout of the revision to compare with")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    runs = []
-    for k in range(args.trials):
-        runs.append(trial(args.heartbeat_s, args.misses, args.rate, args.items))
-        print(f"trial {k + 1}: {runs[-1]}", flush=True)
-    values = [r["recovery_s"] for r in runs if r["recovery_s"] is not None]
-    baseline = [r["baseline_delay_s"] for r in runs if r["baseline_delay_s"] is not None]
+    trees = {"this": None, **({"baseline": args.baseline} if args.baseline else {})}
+    runs: dict[str, dict[str, list[dict]]] = {t: {} for t in trees}
+    for after in args.kill_after_s:
+        n = 200 + int(args.rate * after) + args.items_after_kill
+        for k in range(args.trials):
+            for tree in (list(trees) if k % 2 == 0 else list(reversed(trees))):
+                with code_of(trees[tree]):
+                    run = trial(args.heartbeat_s, args.misses, args.rate, n, after)
+                runs[tree].setdefault(str(after), []).append(run)
+                print(f"{tree:8} history {after:g} s, trial {k + 1}: {run}", flush=True)
     report = {"benchmark": "kill -9 of an intermediate super-peer to the first result on the new route "
                            "(paper example, SP5, Query 1 at SP1)",
-              "heartbeat_s": args.heartbeat_s, "misses": args.misses, "rate": args.rate, "trials": runs,
-              "recovery_s": {"p50": round(statistics.median(values), 3), "p90": round(percentile(values, 0.9), 3),
-                             "max": round(max(values), 3)} if values else None,
-              "baseline_delay_s_p50": round(statistics.median(baseline), 4) if baseline else None,
-              "all_exact": all(r["exact"] for r in runs)}
-    if values:
-        print(f"recovery p50 {report['recovery_s']['p50']:.2f} s  p90 {report['recovery_s']['p90']:.2f} s  "
-              f"max {report['recovery_s']['max']:.2f} s  (heartbeat {args.heartbeat_s} s, {args.misses} misses; "
-              f"publish→result before the kill p50 {report['baseline_delay_s_p50']} s); "
-              f"results exact in every trial: {report['all_exact']}")
+              "heartbeat_s": args.heartbeat_s, "misses": args.misses, "rate": args.rate,
+              "trials": runs, "summary": {t: {after: summary(r) for after, r in by.items()} for t, by in runs.items()}}
+    for tree, by in report["summary"].items():
+        for after, s in by.items():
+            if s["recovery_s"]:
+                print(f"{tree:8} history {after} s: recovery p50 {s['recovery_s']['p50']:.2f} s  "
+                      f"p90 {s['recovery_s']['p90']:.2f} s  max {s['recovery_s']['max']:.2f} s  "
+                      f"(heartbeat {args.heartbeat_s} s, {args.misses} misses; publish→result before the kill "
+                      f"p50 {s['baseline_delay_s_p50']} s); backbone bytes per item published after the kill "
+                      f"p50 {s['backbone_bytes_per_item_after_kill_p50']}; results exact in every trial: {s['all_exact']}")
     write_report("recovery_time", report, args.out)
     return 0
 

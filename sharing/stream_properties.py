@@ -131,6 +131,13 @@ class InputProperties:
         """(Not the hash: strings hash differently in another process.)"""
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
+    @property
+    def per_item(self) -> bool:
+        """Per-item operators only (selection, projection): each output depends on its own
+        input item alone — what a hull can be taken of, and what a re-plan can resume."""
+        return (self.window is None and not self.aggregates and self.aggregate_selection is None
+                and not self.unknown and self.sample == 1)
+
     def operators(self) -> list[dict]:
         ops: list[dict] = [{"op": "sample", "rate": self.sample}] if self.sample > 1 else []
         if self.selection is not None:

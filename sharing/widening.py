@@ -28,16 +28,10 @@ LOWER = {">": False, ">=": True}  # op -> inclusive
 UPPER = {"<": False, "<=": True}
 
 
-def widenable(props: InputProperties) -> bool:
-    """A stream of per-item operators only: what a hull can be taken of."""
-    return (props.window is None and not props.aggregates and props.aggregate_selection is None
-            and not props.unknown and props.sample == 1)
-
-
 def hull(stream: InputProperties, sub: InputProperties, repetition: Repetition = UNKNOWN) -> InputProperties | None:
     """The narrowest per-item properties serving both (None: there is none worth offering);
     ``repetition``: what the input's statistics know of its elements (``matching``)."""
-    if stream.input != sub.input or not widenable(stream) or sub.unknown or sub.sample != 1:
+    if stream.input != sub.input or not stream.per_item or sub.unknown or sub.sample != 1:
         return None
     selection = None
     if stream.selection is not None and sub.selection is not None:

@@ -163,6 +163,7 @@ class Node:
         self.reoptimiser.adapt = self.adaptive.round
         self.control.replanned = self.reoptimiser.wake  # (events that can change the best plans)
         self.recovery.replanned = self.reoptimiser.wake
+        self.recovery.moving = lambda sid: sid in self.reoptimiser.switches
         self.pins = HistoryPins(self.state, self.control.subscriptions, self.retention, self.replays, self.archiver)
         self.heartbeats = Heartbeats(self.state, self.transport, [
             ("re-planning", self.recovery.after_heartbeat),

@@ -40,6 +40,7 @@ from ..subscriptions.plan_history import note_replan
 from ..subscriptions.record import SubscriptionRecord, past_of, replaced_by
 from ..subscriptions.runtime import SubscriptionRuntime
 from .failure_detector import FailureDetector
+from .resume import resume_points, resume_starts
 from .route_health import broken, data_paths, remaining_backbone, restarted
 
 log = logging.getLogger("streamglobe.superpeer")
@@ -54,6 +55,7 @@ class Recovery:
         self._wake = threading.Event()
         self._stopped = False
         self.replanned: Callable[[str], None] = lambda why: None  # (``control.reoptimisation``)
+        self.moving: Callable[[str], bool] = lambda sid: False  # a switch of its plans is pending (idem)
         self._up: set[str] = set()  # the peers up at the last round: one back is an event
         self._thread = threading.Thread(target=self._run, name="recovery", daemon=True)
 
@@ -194,19 +196,23 @@ class Recovery:
                 return False
             old_ids = [*record.stale, record.plan_id]
             old = record.runtime
-            runtime = SubscriptionRuntime(sid, analysis, control.retention, state.limits, buffer=old.buffer)
-            # its sample's rate (the new plan's: its window records are scaled at it), and its
-            # windows' intervals, given once
-            runtime.sample, runtime.estimates, runtime.confidence = record.sample, old.estimates, old.confidence
-            runtime.ensure_estimates()
-            with state.lock:
+            with state.lock:  # (nothing more reaches it from the old plan once its point is read)
+                resume, not_resumed = resume_points(record, state.deliveries, self.moving(sid))
                 state.stop_delivering(old, record.inputs.values())
-                old.stop()
-                record.runtime = runtime
-            runtime.start()
+            if not resume:  # recomputed from the first item: a new runtime, the results it has skipped
+                runtime = SubscriptionRuntime(sid, analysis, control.retention, state.limits, buffer=old.buffer)
+                # its sample's rate (the new plan's: its window records are scaled at it), and its
+                # windows' intervals, given once
+                runtime.sample, runtime.estimates, runtime.confidence = record.sample, old.estimates, old.confidence
+                runtime.ensure_estimates()
+                with state.lock:
+                    old.stop()
+                    record.runtime = runtime
+                runtime.start()
+            starts = resume_starts(plan, resume) if resume else replay_starts(record, plan)
             try:
                 control.take_inputs(record, plan)
-                done = control.two_phase.commit(txn, plan, view, replay_starts(record, plan))
+                done = control.two_phase.commit(txn, plan, view, starts)
             except Exception as exc:  # noqa: BLE001 - what was installed is removed; tried again
                 control.two_phase.release(record, txn)
                 self.forget([new_id])
@@ -214,9 +220,15 @@ class Recovery:
                 return False
             paths = data_paths(plan, view.lineage)
             with self._lock:
-                note_replan(record, f"failure: {record.last_failure or record.degraded}",
-                            record.replaced.cost if record.replaced is not None else None, plan.cost, plan,
-                            record.replaced)
+                entry = note_replan(record, f"failure: {record.last_failure or record.degraded}",
+                                    record.replaced.cost if record.replaced is not None else None, plan.cost,
+                                    plan, record.replaced)
+                if resume:
+                    entry["resumed_at_item"] = resume
+                else:
+                    entry["recomputed_from_item"] = {p.input_properties.variable: starts[p.new_streams[0].id]
+                                                     for p in plan.parts if p.new_streams[0].id in starts}
+                    entry["not_resumed"] = not_resumed
                 record.last_replan = time.time()
                 record.owner, record.stale = new_id, []
                 record.paths = paths
@@ -229,7 +241,8 @@ class Recovery:
                 record.replaced = None
             state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample)
             self.forget(old_ids)
-        log.warning("subscription %s planned again as %s: %s", sid, new_id,
+        log.warning("subscription %s planned again as %s, %s: %s", sid, new_id,
+                    f"resumed at item {resume}" if resume else f"recomputed from its first item ({not_resumed})",
                     plan.describe().replace("\n", " | "))
         self.replanned(f"subscription {sid} planned around a failure")
         return True

@@ -67,6 +67,9 @@ class SubscriptionRuntime:
         self.estimates: LiveEstimates | None = None  # the intervals of its windows when sampled
         self.confidence = CONFIDENCE  # of those intervals (``subscribe --confidence``)
         self._stored_looked_at = False  # (``ensure_estimates``)
+        # per input, the original's item after the last one fed (None: an item whose origin is
+        # not known was fed): a re-plan after a failure resumes there (``recovery.resume``)
+        self.resume_at: dict[str, int | None] = {}
         self.thread = threading.Thread(target=self._run, name=f"post-{sid}", daemon=True)
 
     def start(self) -> None:
@@ -106,12 +109,20 @@ class SubscriptionRuntime:
             self.ensure_estimates()
 
     def feed(self, variable: str, values: list, end: bool, origins=None) -> None:
-        """The next items of an input (``origins``: where they came from, which only a
-        ``TrackSwitch`` in front of it reads)."""
+        """The next items of an input (``origins``: where they came from in the original;
+        a ``TrackSwitch`` in front of it switches by them, and the runtime notes the last)."""
+        if values:
+            self._note_origins(variable, len(values), origins)
         estimates = self.ensure_estimates()
         if estimates is not None:  # window records of a sample: the whole stream's estimates, intervals kept
             values = estimates.scale(variable, values, self.buffer.end)
         self.feeds[variable].feed(values, end)
+
+    def _note_origins(self, variable: str, count: int, origins) -> None:
+        if origins is None or len(origins) != count:
+            self.resume_at[variable] = None
+        elif self.resume_at.get(variable, 0) is not None:  # (items come in order)
+            self.resume_at[variable] = max(self.resume_at.get(variable) or 0, origins[-1] + 1)
 
     def watermark(self, variable: str, path: str, value: float) -> None:
         """Event time ``value`` at ``path`` reached an input (no later item is lower there): a

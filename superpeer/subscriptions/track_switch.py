@@ -54,6 +54,7 @@ class TrackSwitch:
     partial_windows: int = 0  # > 0: the input is time-window records, switched by window index
     by_window: bool = False  # the input is count-window records, switched by window index
     held: list = field(default_factory=list)  # the new side's items waiting for the old side
+    held_origins: list = field(default_factory=list)  # … and their origins
     held_end: bool = False
     switched_items: int = 0  # fed from the new side
     before_new: int = 0  # what the old side fed before the new plan's first item
@@ -90,17 +91,17 @@ class TrackSwitch:
             if origins is not None and len(origins):
                 self.old_high = max(self.old_high, origins[-1])
             self.before_new += len(values)
-            self._feed(values, end)
+            self._feed(values, end, origins)
             return
         if origins is None:
             self.fail("the old plan's items do not say where they came from")
-            self._feed(values, end)
+            self._feed(values, end, None)
             return
-        keep = [v for v, o in zip(values, origins) if o < self.at]
-        if keep:
-            self.old_high = max(self.old_high, max(o for o in origins if o < self.at))
-        self._feed(keep, False)
-        if end or len(keep) < len(values):
+        kept = [(v, o) for v, o in zip(values, origins) if o < self.at]
+        if kept:
+            self.old_high = max(self.old_high, kept[-1][1])
+        self._feed([v for v, _ in kept], False, [o for _, o in kept])
+        if end or len(kept) < len(values):
             self._complete()
 
     def from_new(self, values: list, end: bool, origins: Sequence[int] | None) -> None:
@@ -109,9 +110,10 @@ class TrackSwitch:
             return
         if self.complete:  # switched: the new plan is the only one
             if origins is not None:
-                values = [v for v, o in zip(values, origins) if o >= self.at]
+                kept = [(v, o) for v, o in zip(values, origins) if o >= self.at]
+                values, origins = [v for v, _ in kept], [o for _, o in kept]
             self.switched_items += len(values)
-            self._feed(values, end)
+            self._feed(values, end, origins)
             return
         if values and origins is None:
             self.fail("the new plan's items do not say where they came from")
@@ -125,6 +127,7 @@ class TrackSwitch:
         if values:
             kept = [(v, o) for v, o in zip(values, origins) if o >= self.at]
             values = [v for v, _ in kept]
+            self.held_origins.extend(o for _, o in kept)
         self.held.extend(values)
         self.held_end = self.held_end or end
 
@@ -152,7 +155,7 @@ class TrackSwitch:
 
     def fail(self, why: str) -> None:
         self.failed = why
-        self.held, self.held_end = [], False
+        self.held, self.held_origins, self.held_end = [], [], False
 
     # ------------------------------------------------------------------
 
@@ -160,14 +163,17 @@ class TrackSwitch:
         self.complete = True
         if self.sample is not None:
             self.runtime.set_sample(self.sample)  # (before the new plan's first item)
-        held, end = self.held, self.held_end
-        self.held, self.held_end = [], False
+        held, origins, end = self.held, self.held_origins, self.held_end
+        self.held, self.held_origins, self.held_end = [], [], False
         self.switched_items += len(held)
-        self._feed(held, end)
+        self._feed(held, end, origins)
 
-    def _feed(self, values: list, end: bool) -> None:
+    def _feed(self, values: list, end: bool, origins: Sequence[int] | None) -> None:
+        """``origins``: the items' (the runtime notes how far its input came: ``resume_at``);
+        a window's index is not one."""
         if values or end:
-            self.runtime.feed(self.variable, values, end)
+            windows = self.partial_windows or self.by_window
+            self.runtime.feed(self.variable, values, end, None if windows else origins)
         self.ended = self.ended or end
 
 

@@ -105,6 +105,10 @@ class Run:
         except Exception:  # noqa: BLE001 - its super-peer is starting again
             return {"state": "unknown", "replans": 0, "reason": "", "last_failure": ""}
 
+    def plan_history(self, name: str) -> list[dict]:
+        peer, sid = self.subs[name]
+        return SuperPeerClient(self.address[peer]).status()["subscriptions"][sid]["plan_history"]
+
     def check(self, names: tuple[str, ...] | None = None) -> None:
         assert self.done.wait(180), f"publishing did not finish: {self.error}"
         for name, (peer, sid) in self.subs.items():
@@ -141,6 +145,13 @@ def test_an_intermediate_peer_killed_with_another_path_around_it(tmp_path: Path)
             until(lambda: run.health(name)["replans"] >= 1 and run.health(name)["state"] == "ok",
                   seconds=30)
             assert "SP5" in run.health(name)["last_failure"]
+        # per-item subscriptions go on from the item after the last one they had, not from their
+        # first; a time window computed in the network is recomputed
+        for name in ("q1", "q2"):
+            failure = next(e for e in run.plan_history(name) if e["why"].startswith("failure"))
+            assert failure["resumed_at_item"]["p"] > 200, failure
+        failure = next(e for e in run.plan_history("q3") if e["why"].startswith("failure"))
+        assert "resumed_at_item" not in failure and "not per-item" in failure["not_resumed"], failure
         network.start("SP5")  # it comes back empty; nothing is planned twice
         run.check()
     finally:
