@@ -15,10 +15,12 @@ class Input:
 
     def __init__(self) -> None:
         self.items: list[int] = []
+        self.origins: list[int | None] = []  # (what a re-plan after a failure resumes after)
         self.ends = 0
 
     def feed(self, variable: str, values: list, end: bool, origins=None) -> None:
         self.items.extend(values)
+        self.origins.extend(origins if origins is not None else [None] * len(values))
         self.ends += end
 
 
@@ -61,6 +63,7 @@ def test_every_item_once_in_order_whatever_the_interleaving(selected, attach, ol
     if not s.done:  # a sparse old plan: this peer saw the original pass everything
         s.progress(301)
     assert got.items == items
+    assert got.origins == items  # (each item's origin goes with it: here an item is its origin)
     assert got.ends == (1 if ended else 0)
     # (until the new plan delivers an item, the switch item is not known: both plans run)
     assert s.done or s.at is None
