@@ -42,6 +42,9 @@ def attach(state: PeerState, switch: TrackSwitch, runtime: SubscriptionRuntime) 
     that switch dropped it): the new plan's first item may be older than that — it reuses a
     stream that reaches this peer later — and must not be taken twice."""
     switch.fed_before(state.fed_high.get(switch.old_stream))
+    resumed = runtime.resume_at.get(switch.variable)  # (a plan resumed after a failure: its
+    if resumed is not None:  # stream has not fed what the failed one did, the runtime has it)
+        switch.fed_before((resumed - 1, -1))
     entries = state.deliveries.get(switch.old_stream, [])
     for r, _ in entries:
         earlier = getattr(r, "switch", None)

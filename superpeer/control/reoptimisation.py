@@ -25,8 +25,9 @@ What moves this way: a subscription reading one input, of per-item operators (se
 projection, its restructuring here) or windows aggregated in the network — time windows switched
 by window index, count windows too once the new operator is aligned with the old one's
 (``count_handover``) — on peers whose executor says where each item came from (the inline one).
-Joins and subscriptions over the past keep their plan (``status`` says why); a failure
-still re-plans them.
+A subscription over the past moves once its replay has caught up with the live stream (its
+private copy of the original is then what a shared stream can replace). Joins keep their plan
+(``status`` says why); a failure still re-plans them.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from ..errors import as_node_error
 from ..recovery.replanning import Recovery
 from ..recovery.route_health import broken, data_paths, restarted
 from ..subscriptions.plan_history import note_replan
-from ..subscriptions.record import SubscriptionRecord
+from ..subscriptions.record import SubscriptionRecord, past_progress, past_text
 from ..subscriptions.track_switch import TrackSwitch, progress_stream
 from .control_plane import ControlPlane
 from .count_handover import CountHandover, handover_for
@@ -171,6 +172,13 @@ class Reoptimiser:
         staying = stays(record, self.synchronous)
         if staying:
             return staying
+        if record.from_start and not record.caught_up:  # (its replay catches up on a copy of its own first)
+            if not record.past:
+                return "over the past, replayed where its stream is registered (its progress is not seen here)"
+            behind = past_progress(record, self.control.positions.next)
+            if behind:
+                return f"replaying its past ({past_text(behind)})"
+            record.caught_up = True
         entry = self.control.state.table.get(next(iter(record.inputs.values()), ""))
         if entry is None:
             return "not running"
@@ -211,6 +219,10 @@ class Reoptimiser:
         if decided is None:
             return False
         plan, view, old_cost, new_cost, variable, old_stream, change, handover, left = decided
+        broken_now = broken(data_paths(plan, view.lineage), self.recovery.detector)
+        if broken_now:  # (a stream it would reuse passes a peer or link down: it would stall)
+            record.reoptimisation = f"kept: the better plan's route is broken ({broken_now})"
+            return False
         with self.control._installing:
             reason = self.why_not(record)
             if reason or record.inputs.get(variable) != old_stream:
@@ -339,6 +351,7 @@ class Reoptimiser:
                    "stale": list(record.stale), "paths": record.paths, "incarnations": dict(record.incarnations)}
         with state.lock:
             old_plan = record.plan
+            record.past = {}  # (caught up: ``why_not``; its copy goes with the old plan)
             record.plan, record.inputs = plan, {variable: new_stream}
             record.owner, record.stale = new_id, old_ids
             record.paths, record.sample = paths, record.sample if sample is None else sample

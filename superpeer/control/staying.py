@@ -2,9 +2,9 @@
 
 A re-optimisation round at one super-peer credits a move with what the other readers of its
 chain would save by moving next (``sharing.reoptimisation.follow_gain``). Readers that will
-never move save nothing: joins, subscriptions over the past, those registered with another
-strategy, and every subscription of a super-peer that does not re-optimise or whose executor
-cannot say where items come from. Each peer names its own in its usage report (``staying``).
+never move save nothing: joins, those registered with another strategy, and every
+subscription of a super-peer that does not re-optimise or whose executor cannot say where items
+come from. Each peer names its own in its usage report (``staying``).
 The others then plan over that list (``PlanningSnapshot.staying``).
 """
 
@@ -24,8 +24,6 @@ def stays(record: SubscriptionRecord, synchronous: bool) -> str:
         return f"registered with strategy {record.strategy.value}"
     if len(record.runtime.analysis.properties.inputs) != 1:
         return "reads several inputs (joins are not moved between plans yet)"
-    if record.from_start:
-        return "over the past (not moved between plans)"
     if not synchronous:
         return "this peer's executor does not say where items come from (only the inline one does)"
     return ""

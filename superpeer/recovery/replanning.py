@@ -229,14 +229,17 @@ class Recovery:
                     entry["recomputed_from_item"] = {p.input_properties.variable: starts[p.new_streams[0].id]
                                                      for p in plan.parts if p.new_streams[0].id in starts}
                     entry["not_resumed"] = not_resumed
-                record.last_replan = time.time()
+                # resumed: a private copy for the moment, which the next round may fold back onto
+                # shared streams at once (no cool-down: nothing was chosen here to flap back from)
+                record.last_replan = 0.0 if resume and not record.cancels else time.time()
                 record.owner, record.stale = new_id, []
                 record.paths = paths
                 record.incarnations = {p: done.incarnations.get(p) or self.detector.incarnation(p)
                                        for path in paths for p in path}
                 record.recovering, record.degraded, record.degraded_since = False, "", time.time()
                 # over the past: the new plan's replay (from where the subscription began) is told
-                record.past = past_of(record, plan, done.logged, state.id) if record.from_start else {}
+                record.past = past_of(record, plan, done.logged, state.id, resume) if record.from_start else {}
+                record.caught_up = record.caught_up and bool(resume)  # (recomputed: from its first item again)
                 record.replans += 1
                 record.replaced = None
             state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample)

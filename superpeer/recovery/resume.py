@@ -13,9 +13,10 @@ one it was fed (``SubscriptionRuntime.resume_at``): no gap, no duplicate, and on
 after that cross the backbone again.
 
 Not resumed (recomputed as before, and ``plan_history`` says why): windows or aggregates
-computed in the network (their state went with the failed plan), samples, subscriptions over
-the past, window joins, a subscription being switched between plans (``reoptimisation``), and
-one that was fed an item whose origin is not known (a Spark peer on its way) or nothing yet.
+computed in the network (their state went with the failed plan), samples, window joins, a
+subscription being switched between plans (``reoptimisation``), and one that was fed an item
+whose origin is not known (a Spark peer on its way) or nothing yet. A subscription over the past
+resumes too: its new copy goes on from where its replay stood.
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ def resume_points(record: SubscriptionRecord, deliveries: dict, moving: bool) ->
     runtime = record.runtime
     if moving:
         return {}, "it was being switched to another plan"
-    if record.from_start or record.since_s is not None:
-        return {}, "it reads the past"
     if record.sample != 1:
         return {}, "it reads a sample"
     if runtime.joins:

@@ -34,6 +34,7 @@ class SubscriptionRecord:
     # over the past: original -> (the copy its replay reaches this peer on, its first item, the
     # items logged when it was installed): how far the replay has come (``past_progress``)
     past: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    caught_up: bool = False  # … and its replay has come as far (seen here): it may move
     approximate: bool = False  # may be planned on a sample when the network cannot carry it whole
     sample: int = 1  # planned on a 1/sample sample of its input (``Planner.subscribe``)
     # approximate: the coarsest sample the network may lower it to under pressure, and its weight
@@ -113,17 +114,20 @@ class SubscriptionRecord:
                 **self.runtime.buffer.status()}
 
 
-def past_of(record: SubscriptionRecord, plan: Plan, logged: dict[str, int], here: str) -> dict[str, tuple[str, int, int]]:
+def past_of(record: SubscriptionRecord, plan: Plan, logged: dict[str, int], here: str,
+            resumed: dict[str, int] | None = None) -> dict[str, tuple[str, int, int]]:
     """Where the replay of each input's past reaches ``here`` (the subscription's peer) as a copy
     (items numbered as in the log), and from and up to which item (``SubscriptionRecord.past``).
     Not where the operators run at the stream's super-peer (no copy comes here: its progress is
-    not seen)."""
+    not seen). ``resumed``: per variable, the item a failure's re-plan resumed it at (its past
+    is replayed from there)."""
     past = {}
     for p in plan.parts:
         name = p.input_properties.input.stream
+        first = max(record.starts.get(name, 0), (resumed or {}).get(p.input_properties.variable, 0))
         copies = [s.id for s in p.new_streams if not s.operators and here in s.route]
-        if copies and name in logged and logged[name] > record.starts.get(name, 0):
-            past[name] = (copies[0], record.starts.get(name, 0), logged[name])
+        if copies and name in logged and logged[name] > first:
+            past[name] = (copies[0], first, logged[name])
     return past
 
 

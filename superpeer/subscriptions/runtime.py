@@ -119,10 +119,11 @@ class SubscriptionRuntime:
         self.feeds[variable].feed(values, end)
 
     def _note_origins(self, variable: str, count: int, origins) -> None:
-        if origins is None or len(origins) != count:
-            self.resume_at[variable] = None
-        elif self.resume_at.get(variable, 0) is not None:  # (items come in order)
-            self.resume_at[variable] = max(self.resume_at.get(variable) or 0, origins[-1] + 1)
+        at = self.resume_at.get(variable, 0)
+        if origins is None or len(origins) != count or (at is not None and origins[0] < at):
+            self.resume_at[variable] = None  # (not known; or out of order, which no plan sends)
+        elif at is not None:
+            self.resume_at[variable] = origins[-1] + 1
 
     def watermark(self, variable: str, path: str, value: float) -> None:
         """Event time ``value`` at ``path`` reached an input (no later item is lower there): a

@@ -25,9 +25,12 @@ class Input:
 
     def __init__(self) -> None:
         self.items: list[int] = []
+        self.resume_at: dict[str, int | None] = {}  # (as ``SubscriptionRuntime`` notes it)
 
     def feed(self, variable: str, values: list, end: bool, origins=None) -> None:
         self.items.extend(values)
+        if values:
+            self.resume_at[variable] = origins[-1] + 1 if origins is not None else None
 
 
 def deliver(state: PeerState, stream: str, origins: list[int]) -> None:
@@ -93,3 +96,18 @@ def test_a_new_plan_that_delivers_nothing_while_the_old_one_delivers_much_is_giv
                  None)
     fresh.switch.old.feed("p", list(range(1000)), False, list(range(1000)))
     assert stalled_new_plan(fresh) == ""  # (not long enough)
+
+
+def test_a_move_right_after_a_resumed_replan_takes_nothing_the_runtime_has():
+    """A failure's re-plan resumed the subscription on a new stream R from item 1000 (the
+    failed plan fed it up to 999); R has delivered nothing yet when a move onto S, which reaches
+    this peer behind (from 905), begins: nothing below 1000 is fed again."""
+    state = PeerState("SP1", paper_example_backbone())
+    got = Input()
+    got.feed("p", list(range(900, 1000)), False, list(range(900, 1000)))  # (from the failed plan)
+    state.deliveries["R"] = [(got, "p")]
+    switch = TrackSwitch(got, "p", "R", "S")  # type: ignore[arg-type]
+    attach(state, switch, got)  # type: ignore[arg-type]
+    deliver(state, "S", list(range(905, 1010)))
+    deliver(state, "R", list(range(1000, 1005)))
+    assert switch.done and got.items == list(range(900, 1010))

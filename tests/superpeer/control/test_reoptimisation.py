@@ -5,8 +5,10 @@ from each subscription's start — no gap, no duplicate across the switch."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
-from network_harness import same
+from network_harness import same, until
 from reoptimisation_harness import (
     Feed,
     link_items,
@@ -18,6 +20,7 @@ from reoptimisation_harness import (
 from superpeer_fakes import buffered_results
 
 from superpeer.control.reoptimisation_settings import ReoptimisationSettings
+from superpeer.subscriptions.record import past_progress
 
 NARROW = [ranged(120, 124), ranged(126, 130, en=1.0), ranged(131, 136)]
 WIDE = ranged(110, 140)
@@ -302,3 +305,25 @@ def test_the_look_ahead_prices_alone_only_the_readers_a_move_leaves_alone(net, m
     narrows[0].last_replan = 0
     sp1.reoptimiser.round("test")
     assert priced and all(len(ts) > 1 for ts in priced), priced
+
+
+def test_a_subscription_over_the_past_moves_onto_a_shared_stream_once_its_replay_caught_up(net):
+    """Over the past, a subscription reads a copy of its own of the raw stream, filled from the
+    log; once that has caught up with the live stream, it is a copy a shared stream can replace:
+    re-optimisation moves it as any other, and its results are still the reference's over the
+    whole stream."""
+    feed = Feed(net)
+    sp1 = net.peers["SP1"]
+    wide = sp1.control.subscribe(WIDE)
+    feed.publish(100)
+    past = sp1.control.subscribe(NARROW[0], from_start=True)
+    assert past.plan.parts[0].reused == "photons" and past.past  # (its own copy, replaying)
+    until(lambda: not past_progress(past, sp1.control.positions.next), seconds=30)
+    feed.publish(100)
+    past.last_replan, wide.last_replan = 0, time.time()  # (the wide one in its cool-down: it stays)
+    sp1.reoptimiser.round("test")
+    feed.publish(300, switch_all(net))
+    assert past.plan_history and past.plan_history[-1]["state"] == "switched", past.reoptimisation
+    assert past.plan.parts[0].reused == wide.plan.parts[0].result_stream and not past.past
+    feed.close()
+    assert buffered_results(past) == reference(NARROW[0], 0, feed.at)
