@@ -151,6 +151,8 @@ class StreamStatistics:
     increments: dict[str, Increment] = field(default_factory=dict)
     sample: list[dict[str, float]] = field(default_factory=list)
     sample_items: list[etree._Element] = field(default_factory=list)
+    # per sampled item, how many items of the stream it stands for (``observe(weight=…)``)
+    sample_weights: list[int] = field(default_factory=list, repr=False)
     seed: int = 0
     _rng: random.Random = field(default_factory=lambda: random.Random(0), repr=False)
     _histograms: dict[str, Histogram] = field(default_factory=dict, repr=False)
@@ -173,10 +175,12 @@ class StreamStatistics:
 
     # ------------------------------------------------------------------ observing
 
-    def observe(self, item: etree._Element, arrival: float | None = None, index: int | None = None) -> None:
+    def observe(self, item: etree._Element, arrival: float | None = None, index: int | None = None,
+                weight: int = 1) -> None:
         """``index``: the item's number in its stream, where not every item is observed (a
         super-peer observes one in 50 of a long stream): an ordered element's difference from
-        the last observed item is spread over the items between."""
+        the last observed item is spread over the items between. ``weight``: how many items
+        of the stream it stands for (50 there), which the sample planners get weighs."""
         self.items += 1
         size = len(etree.tostring(item, encoding="utf-8", with_tail=False))
         self.total_bytes += size
@@ -200,7 +204,7 @@ class StreamStatistics:
                     between = index - inc.last_index if index is not None and inc.last_index is not None else 1
                     inc.count += max(between, 1)
             inc.last, inc.last_index = value, index
-        self._reservoir(values, item, size)
+        self._reservoir(values, item, size, weight)
         if arrival is not None:
             if self._first_arrival is None:
                 self._first_arrival = arrival
@@ -242,17 +246,19 @@ class StreamStatistics:
             if path not in values:
                 values[path] = cast_double(value)
 
-    def _reservoir(self, values: dict[str, float], item: etree._Element, size: int) -> None:
+    def _reservoir(self, values: dict[str, float], item: etree._Element, size: int, weight: int) -> None:
         if self.items >= self._fresh_until:
             self.forget_estimates()
         if len(self.sample) < RESERVOIR:
             self.sample.append(values)
             self.sample_items.append(_sample_copy(item, values, size))
+            self.sample_weights.append(weight)
             return
         j = self._rng.randrange(self.items)
         if j < RESERVOIR:
             self.sample[j] = values
             self.sample_items[j] = _sample_copy(item, values, size)
+            self.sample_weights[j] = weight
 
     def forget_estimates(self) -> None:
         """Drop what was computed from the sample. Done after every item while the sample is
@@ -268,11 +274,24 @@ class StreamStatistics:
         self._fresh_until = self.items + max(1, int(self.items * REFRESH))
 
     def sample_snapshot(self, size: int, text: Callable[[etree._Element], str]) -> tuple[list, list[str], int]:
-        """The first ``size`` sampled items' values and ``text``s, kept until the estimates
-        are refreshed, and an id of this snapshot (a planner holding it need not get it again)."""
+        """``size`` of the sampled items' values and ``text``s, kept until the estimates are
+        refreshed, and an id of this snapshot (a planner holding it need not get it again).
+
+        Drawn at random, each item as likely as the stream items it stands for: the sample's
+        first entries are the stream's first items (a photon stream that began with a flare
+        had every energy cut priced at up to three times its selectivity), and a super-peer
+        observes every item at first but one in 50 after that (weight 50). Weighted sampling
+        without replacement (a key ``u ** (1 / weight)`` per item, the largest taken)."""
         if self._snapshot is None or self._snapshot[0] != size:
-            self._snapshot = (size, self.sample[:size], [text(i) for i in self.sample_items[:size]],
-                              random.getrandbits(62) + 1)
+            n = len(self.sample)
+            picked: Any = range(n)
+            if n > size:
+                rng = random.Random(self.items)
+                weights = self.sample_weights if len(self.sample_weights) == n else [1] * n
+                keys = [rng.random() ** (1.0 / w) for w in weights]
+                picked = sorted(sorted(range(n), key=keys.__getitem__)[-size:])
+            self._snapshot = (size, [self.sample[k] for k in picked],
+                              [text(self.sample_items[k]) for k in picked], random.getrandbits(62) + 1)
         return self._snapshot[1], self._snapshot[2], self._snapshot[3]
 
     def take_counters(self, other: StreamStatistics) -> None:

@@ -157,8 +157,10 @@ class DataPlane:
                 reasons = [f"item {base + k}: {why}" for k, why in checked.rejected[:MAX_REJECTION_REASONS]]
                 stats = state.statistics
                 for el in values:
-                    if stats.items < STATISTICS_FULL or state.accepted % 50 == 0:
+                    if stats.items < STATISTICS_FULL:
                         stats.observe(el, index=state.accepted)
+                    elif state.accepted % 50 == 0:  # (it stands for the 50 items up to the next)
+                        stats.observe(el, index=state.accepted, weight=50)
                     state.accepted += 1
                 if state.rate <= 0:
                     # Measured rate; a file published in one burst is not a sustained rate, so the
