@@ -337,7 +337,9 @@ class Reoptimiser:
                 detach(state, switch, old_to_runtime=not switched, keep_new=False)
                 if switched:  # (part of the new plan fed it already, past the switch: recomputed, exactly)
                     record.stale, record.sample = [*record.stale, new_id], record.sample if sample is None else sample
-                    record.recovering, record.degraded, record.degraded_since = True, f"switching plans: {why}", time.time()
+                    # (its old plan's path is healthy: the next heartbeat must not call it so)
+                    record.must_replan = f"switching plans: {why}"
+                    record.recovering, record.degraded, record.degraded_since = True, record.must_replan, time.time()
             if switched:
                 self.recovery.after_heartbeat()
             else:

@@ -93,7 +93,8 @@ class Recovery:
                     for p, known in record.incarnations.items():
                         if not known:  # not heard at installation: the first process heard since
                             record.incarnations[p] = self.detector.incarnation(p)
-                    reason = broken(record.paths, self.detector) or restarted(record.incarnations, self.detector)
+                    reason = (broken(record.paths, self.detector) or restarted(record.incarnations, self.detector)
+                              or record.must_replan)
                 elif record.recovering:
                     reason = record.degraded or "planning again"
                 if reason and not record.degraded:
@@ -237,6 +238,7 @@ class Recovery:
                 record.incarnations = {p: done.incarnations.get(p) or self.detector.incarnation(p)
                                        for path in paths for p in path}
                 record.recovering, record.degraded, record.degraded_since = False, "", time.time()
+                record.must_replan = ""
                 # over the past: the new plan's replay (from where the subscription began) is told
                 record.past = past_of(record, plan, done.logged, state.id, resume) if record.from_start else {}
                 record.caught_up = record.caught_up and bool(resume)  # (recomputed: from its first item again)

@@ -51,6 +51,7 @@ class SubscriptionRecord:
     chains: dict[str, ReplayInput] = field(default_factory=dict)  # variable -> what it read (exact)
     incarnations: dict[str, str] = field(default_factory=dict)  # path peer -> process at install
     recovering: bool = False  # its path is broken: a new plan is wanted
+    must_replan: str = ""  # … or neither plan feeds it any more, whatever its path (why)
     replanning: bool = False  # the recovery worker is installing a new plan
     replans: int = 0
     replaced: Plan | None = None  # the plan a re-plan replaces, until one is in (its streams still are)

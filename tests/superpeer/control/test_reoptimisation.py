@@ -327,3 +327,25 @@ def test_a_subscription_over_the_past_moves_onto_a_shared_stream_once_its_replay
     assert past.plan.parts[0].reused == wide.plan.parts[0].result_stream and not past.past
     feed.close()
     assert buffered_results(past) == reference(NARROW[0], 0, feed.at)
+
+
+def test_a_subscription_neither_plan_feeds_is_planned_again_though_its_route_is_healthy(net):
+    """A move whose commit failed after its switch had taken over (the new plan fed past the
+    switch item) detaches both plans: the subscription must be planned again, though the old
+    plan's path is healthy. The heartbeat's check of the paths took that back, and it stalled."""
+    feed = Feed(net)
+    sp1 = net.peers["SP1"]
+    record = sp1.control.subscribe(NARROW[0])
+    first = feed.at
+    feed.publish(100)
+    with sp1.state.lock:  # (what ``migrate`` does then)
+        sp1.state.stop_delivering(record.runtime, record.inputs.values())
+        record.must_replan = "switching plans: installing the new plan failed: test"
+        record.recovering, record.degraded = True, record.must_replan
+    sp1.recovery.after_heartbeat()
+    assert record.recovering or record.replans == 1
+    until(lambda: record.replans == 1 and not record.recovering, seconds=30)
+    assert not record.must_replan and "resumed_at_item" in record.plan_history[-1]
+    feed.publish(200)
+    feed.close()
+    assert buffered_results(record) == reference(NARROW[0], first, feed.at)
