@@ -25,7 +25,7 @@ from photons.generator import generate
 from sharing.analysis import analyze
 from sharing.planner import Strategy
 from sharing.scenarios import Scenario
-from sharing.simulator import STATISTICS_SAMPLE, accuracy, compare_results
+from sharing.simulator import STATISTICS_SAMPLE, WARM_UP, accuracy, compare_results
 from thinpeer.client import SuperPeerClient, ThinPeerError
 from thinpeer.credentials import Credentials
 from thinpeer.ops.containers.project import credentials
@@ -97,10 +97,17 @@ def _measure(scenario: Scenario, strategy: Strategy, photons: int, address: dict
         progress(f"{strategy.value}: registered {i + 1}/{len(scenario.queries)} "
                  f"({len(rejected)} rejected)")
     before = {p: SuperPeerClient(a, credentials=creds).status() for p, a in address.items()}
+    # the warm-up's share first: what the links carry for it, scaled to every photon, is the
+    # model of measured rates (as ``simulate`` learns it), once the links have drained
+    warm = max(1, int(photons * WARM_UP))
+    for part in (slice(STATISTICS_SAMPLE, STATISTICS_SAMPLE + warm), slice(STATISTICS_SAMPLE + warm, None)):
+        for s in scenario.sources:
+            publishers[s.name].publish(s.name, items[s.name][part],
+                                       progress=lambda summary, n=s.name: progress(
+                                           f"{strategy.value}: published {summary.accepted} photons on {n}"))
+        if part.stop is not None:
+            mid = _drained(address, creds)
     for s in scenario.sources:
-        publishers[s.name].publish(s.name, items[s.name][STATISTICS_SAMPLE:],
-                                   progress=lambda summary, n=s.name: progress(
-                                       f"{strategy.value}: published {summary.accepted} photons on {n}"))
         publishers[s.name].close_stream(s.name)
     docs = {n: StreamDocument.from_text("<photons>" + "".join(v[STATISTICS_SAMPLE:]) + "</photons>")
             for n, v in items.items()}
@@ -117,18 +124,41 @@ def _measure(scenario: Scenario, strategy: Strategy, photons: int, address: dict
     after = {p: SuperPeerClient(a, credentials=creds).status() for p, a in address.items()}
     duration = max(photons / s.rate for s in scenario.sources)
     return _strategy_report(scenario, before, after, duration, registered, rejected, registration_ms,
-                            checked, mismatches)
+                            checked, mismatches, (mid, photons / warm))
 
 
-def _strategy_report(scenario, before, after, duration, registered, rejected, registration_ms,
-                     checked, mismatches) -> dict:
+def _drained(address: dict[str, str], creds: Credentials, deadline_s: float = 60.0) -> dict[str, dict]:
+    """Every peer's status once no link's byte counter moved for a second (or at the deadline)."""
+    end, last = time.monotonic() + deadline_s, None
+    while True:
+        now = {p: SuperPeerClient(a, credentials=creds).status() for p, a in address.items()}
+        counts = {(p, n): c["bytes"] for p, st in now.items() for n, c in st["links"].items()}
+        if counts == last or time.monotonic() > end:
+            return now
+        last = counts
+        time.sleep(1.0)
+
+
+def _link_bytes(before: dict[str, dict], after: dict[str, dict]) -> dict[frozenset, int]:
+    """Bytes each backbone link carried (both directions) between two statuses of every peer."""
     measured: dict[frozenset, int] = {}
-    model: dict[frozenset, float] = {}
     for peer, status in after.items():
         for name, counters in status["links"].items():
             a, b = name.split("->")
             sent = counters["bytes"] - before[peer]["links"].get(name, {}).get("bytes", 0)
             measured[frozenset((a, b))] = measured.get(frozenset((a, b)), 0) + sent
+    return measured
+
+
+def _strategy_report(scenario, before, after, duration, registered, rejected, registration_ms,
+                     checked, mismatches, warm_up: tuple[dict, float] | None = None) -> dict:
+    """``warm_up``: every peer's status after the warm-up's photons, and how many times as many
+    photons were published in all (the model of measured rates)."""
+    measured = _link_bytes(before, after)
+    learnt = ({e: b * warm_up[1] for e, b in _link_bytes(before, warm_up[0]).items()}
+              if warm_up is not None else {})
+    model: dict[frozenset, float] = {}
+    for peer, status in after.items():
         for n, bits in status["load"].get("links", {}).items():
             model[frozenset((peer, n))] = model.get(frozenset((peer, n)), 0.0) + bits
     peers = {}
@@ -140,6 +170,7 @@ def _strategy_report(scenario, before, after, duration, registered, rejected, re
                     "traffic_estimate_bytes": round(sum(bits * duration / 8 for e, bits in model.items() if v in e))}
     links = {"–".join(sorted(e)): {"bytes": measured.get(e, 0),
                                    "estimate_bytes": round(model.get(e, 0.0) * duration / 8),
+                                   **({"measured_model_bytes": round(learnt[e])} if e in learnt else {}),
                                    "bandwidth_bits_per_s": link.bandwidth}
              for e, link in scenario.backbone.links.items()}
     regs = registration_ms

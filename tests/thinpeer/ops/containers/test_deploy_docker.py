@@ -228,6 +228,8 @@ def test_deploy_simulate_measures_and_verifies_a_live_scenario(deployed, tmp_pat
     assert report["live"] and sharing["registered"] == 25
     assert sharing["verified"] == {"checked": 25, "identical": 25, "mismatches": []}
     assert sharing["total_traffic_bytes"] > 0 and sharing["links"]
+    # the model of the rates measured over the warm-up, next to the estimates' (as ``simulate``)
+    assert sharing["model_accuracy"]["measured_rates"]["links"] > 0, sharing["model_accuracy"]
     assert (out / "paper-example-figure6.png").is_file()
 
 
