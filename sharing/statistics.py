@@ -10,7 +10,6 @@ sample (``sample_estimates``), the histograms for what the sample is too small t
 
 from __future__ import annotations
 
-import bisect
 import copy
 import math
 import random
@@ -26,6 +25,7 @@ from wxquery.operators.records import WindowRecord
 from wxquery.stream_document import string_value
 from wxquery.values import cast_double
 
+from .histogram import Histogram
 from .predicate_graph import ZERO, graph_of
 from .properties import InputProperties, Selection
 from .sample_estimates import sample_columns, sampled_selectivity, window_rate_and_size
@@ -39,7 +39,6 @@ MAX_WALKED_ELEMENTS = 10_000
 # Before any item is observed (a subscription waiting for its stream), plans still need sizes:
 DEFAULT_ITEM_SIZE = 256.0
 DEFAULT_ATOM_SELECTIVITY = 0.5
-HISTOGRAM_BUCKETS = 32
 AGGREGATE_FILTER_SELECTIVITY = 0.5
 REFRESH = 1 / 64  # estimates are recomputed once this share more items were observed
 
@@ -60,41 +59,6 @@ class Increment:
     count: int = 0  # the items ``total`` advanced over (not all of them observed)
     ordered: bool = True
     last_index: int | None = None  # the stream's number of the item ``last`` is of (None: not known)
-
-
-@dataclass
-class Histogram:
-    """Equi-depth histogram: bucket boundaries at quantiles of the observed values."""
-
-    bounds: list[float]
-
-    @classmethod
-    def from_values(cls, values: list[float], buckets: int = HISTOGRAM_BUCKETS) -> "Histogram":
-        v = sorted(x for x in values if not math.isnan(x))
-        if not v:
-            return cls([])
-        step = max(1, len(v) // buckets)
-        bounds = v[::step]
-        if bounds[-1] != v[-1]:
-            bounds.append(v[-1])
-        return cls(bounds)
-
-    def cdf(self, x: float) -> float:
-        """Fraction of values ≤ x, interpolated inside a bucket."""
-        b = self.bounds
-        if not b:
-            return 0.0
-        if x < b[0]:
-            return 0.0
-        if x >= b[-1]:
-            return 1.0
-        i = bisect.bisect_right(b, x) - 1
-        lo, hi = b[i], b[i + 1]
-        within = (x - lo) / (hi - lo) if hi > lo else 1.0
-        return (i + within) / (len(b) - 1)
-
-    def fraction(self, lo: float, hi: float) -> float:
-        return max(0.0, self.cdf(hi) - self.cdf(lo)) if hi >= lo else 0.0
 
 
 @dataclass
@@ -274,14 +238,11 @@ class StreamStatistics:
         self._fresh_until = self.items + max(1, int(self.items * REFRESH))
 
     def sample_snapshot(self, size: int, text: Callable[[etree._Element], str]) -> tuple[list, list[str], int]:
-        """``size`` of the sampled items' values and ``text``s, kept until the estimates are
-        refreshed, and an id of this snapshot (a planner holding it need not get it again).
-
-        Drawn at random, each item as likely as the stream items it stands for: the sample's
-        first entries are the stream's first items (a photon stream that began with a flare
-        had every energy cut priced at up to three times its selectivity), and a super-peer
-        observes every item at first but one in 50 after that (weight 50). Weighted sampling
-        without replacement (a key ``u ** (1 / weight)`` per item, the largest taken)."""
+        """``size`` sampled items' values and ``text``s, drawn each as likely as the stream items
+        it stands for (weighted sampling without replacement: the largest keys ``u ** (1/w)``),
+        and an id of the snapshot, kept until the estimates are refreshed. The sample's first
+        entries are the stream's first items: a photon stream that began with a flare once had
+        its energy cuts priced at up to three times their selectivity from those alone."""
         if self._snapshot is None or self._snapshot[0] != size:
             n = len(self.sample)
             picked: Any = range(n)

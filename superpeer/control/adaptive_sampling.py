@@ -49,6 +49,7 @@ from sharing.reoptimisation import base, own_streams, without
 from ..subscriptions.record import SubscriptionRecord
 from .remote_view import fetch_planning_view
 from .reoptimisation import Reoptimiser
+from .staying import backing_off as waits_after_cancels
 
 log = logging.getLogger("streamglobe.superpeer")
 
@@ -107,7 +108,7 @@ class AdaptiveSampling:
         for r in records:
             if now - r.resampled_at < RAISE_EVERY_S or self.reoptimiser.why_not(r, cooled=False, backoff=False):
                 continue
-            backing_off = bool(self.reoptimiser.backing_off(r))  # (after cancelled moves: not raised)
+            backing_off = bool(waits_after_cancels(r))  # (after cancelled moves: not raised)
             used = self.utilisation(r)
             hot = sorted(link for link, u in used.items() if u >= PRESSURE)
             if hot:

@@ -50,7 +50,7 @@ from ..errors import as_node_error
 from ..recovery.replanning import Recovery
 from ..recovery.route_health import broken, data_paths, restarted
 from ..subscriptions.plan_history import note_replan
-from ..subscriptions.record import SubscriptionRecord, past_progress, past_text
+from ..subscriptions.record import SubscriptionRecord
 from ..subscriptions.track_switch import TrackSwitch, progress_stream
 from .control_plane import ControlPlane
 from .count_handover import CountHandover, handover_for
@@ -58,7 +58,7 @@ from .live_move import Move, attach, detach, restore, stalled_new_plan
 from .planned_over import PlannedOver, planned_over, unchanged
 from .remote_view import RemotePlanningView, fetch_planning_view
 from .reoptimisation_settings import ReoptimisationSettings
-from .staying import staying_here, stays
+from .staying import backing_off, replaying_its_past, staying_here, stays
 
 log = logging.getLogger("streamglobe.superpeer")
 
@@ -172,32 +172,20 @@ class Reoptimiser:
         staying = stays(record, self.synchronous)
         if staying:
             return staying
-        if record.from_start and not record.caught_up:  # (its replay catches up on a copy of its own first)
-            if not record.past:
-                return "over the past, replayed where its stream is registered (its progress is not seen here)"
-            behind = past_progress(record, self.control.positions.next)
-            if behind:
-                return f"replaying its past ({past_text(behind)})"
-            record.caught_up = True
+        replaying = replaying_its_past(record, self.control.positions.next)
+        if replaying:
+            return replaying
         entry = self.control.state.table.get(next(iter(record.inputs.values()), ""))
         if entry is None:
             return "not running"
         if entry.kind == "records" and record.runtime.analysis.properties.inputs[0].window is None:
             return "reads window records of no window of its own"
-        waiting = self.backing_off(record) if backoff else ""
+        waiting = backing_off(record) if backoff else ""
         if waiting:
             return waiting
         left = self.settings.cooldown_s - (time.time() - record.last_replan)
         if left > 0 and cooled:
             return f"re-planned {self.settings.cooldown_s - left:.0f} s ago (cool-down {self.settings.cooldown_s:g} s)"
-        return ""
-
-    @staticmethod
-    def backing_off(record: SubscriptionRecord) -> str:
-        """Why it waits after cancelled moves ("" if it does not): raised samples wait too."""
-        if record.cancels and time.time() < record.last_replan:
-            return (f"{record.cancels} move(s) cancelled in a row: the next try in "
-                    f"{record.last_replan - time.time():.0f} s")
         return ""
 
     # ------------------------------------------------------------------ one subscription

@@ -1,4 +1,5 @@
-"""Which subscriptions keep their plans whatever is cheaper (issue 31).
+"""Which subscriptions keep their plans whatever is cheaper, and which wait before they may
+move (issue 31).
 
 A re-optimisation round at one super-peer credits a move with what the other readers of its
 chain would save by moving next (``sharing.reoptimisation.follow_gain``). Readers that will
@@ -10,11 +11,12 @@ The others then plan over that list (``PlanningSnapshot.staying``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Mapping
 
 from sharing.planner import Strategy
 
-from ..subscriptions.record import SubscriptionRecord
+from ..subscriptions.record import SubscriptionRecord, past_progress, past_text
 
 
 def stays(record: SubscriptionRecord, synchronous: bool) -> str:
@@ -35,3 +37,26 @@ def staying_here(peer: str, records: Iterable[SubscriptionRecord], moves: bool, 
     if not (moves and synchronous):
         return frozenset({peer})
     return frozenset(r.runtime.id for r in records if stays(r, synchronous))
+
+
+def replaying_its_past(record: SubscriptionRecord, reached: Mapping[str, int]) -> str:
+    """Why a subscription over the past waits before it may move ("" once its replay has caught
+    up, as seen here: ``reached``, the next item of each stream passing this peer): until then
+    it reads a copy of its own, filled from the log."""
+    if not record.from_start or record.caught_up:
+        return ""
+    if not record.past:
+        return "over the past, replayed where its stream is registered (its progress is not seen here)"
+    behind = past_progress(record, reached)
+    if behind:
+        return f"replaying its past ({past_text(behind)})"
+    record.caught_up = True
+    return ""
+
+
+def backing_off(record: SubscriptionRecord) -> str:
+    """Why it waits after cancelled moves ("" if it does not): raised samples wait too."""
+    if record.cancels and time.time() < record.last_replan:
+        return (f"{record.cancels} move(s) cancelled in a row: the next try in "
+                f"{record.last_replan - time.time():.0f} s")
+    return ""
