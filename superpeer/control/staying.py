@@ -33,10 +33,12 @@ def stays(record: SubscriptionRecord, synchronous: bool) -> str:
 
 def staying_here(peer: str, records: Iterable[SubscriptionRecord], moves: bool, synchronous: bool) -> frozenset[str]:
     """What a peer tells the others stays: its id if nothing moves there (``moves``: its
-    re-optimisation is on), else the subscriptions that stay."""
+    re-optimisation is on), else the subscriptions that stay — for now, those over the past
+    not seen caught up yet too (``replaying_its_past``: they cannot follow a move yet)."""
     if not (moves and synchronous):
         return frozenset({peer})
-    return frozenset(r.runtime.id for r in records if stays(r, synchronous))
+    return frozenset(r.runtime.id for r in records
+                     if stays(r, synchronous) or (r.from_start and not r.caught_up))
 
 
 def replaying_its_past(record: SubscriptionRecord, reached: Mapping[str, int]) -> str:
