@@ -96,17 +96,20 @@ def _measure(scenario: Scenario, strategy: Strategy, photons: int, address: dict
         registration_ms.append((time.perf_counter() - start) * 1000)
         progress(f"{strategy.value}: registered {i + 1}/{len(scenario.queries)} "
                  f"({len(rejected)} rejected)")
-    before = {p: SuperPeerClient(a, credentials=creds).status() for p, a in address.items()}
-    # the warm-up's share first: what the links carry for it, scaled to every photon, is the
-    # model of measured rates (as ``simulate`` learns it), once the links have drained
-    warm = max(1, int(photons * WARM_UP))
-    for part in (slice(STATISTICS_SAMPLE, STATISTICS_SAMPLE + warm), slice(STATISTICS_SAMPLE + warm, None)):
+    before = _statuses(address, creds)
+
+    def publish(part: slice) -> None:
         for s in scenario.sources:
             publishers[s.name].publish(s.name, items[s.name][part],
                                        progress=lambda summary, n=s.name: progress(
                                            f"{strategy.value}: published {summary.accepted} photons on {n}"))
-        if part.stop is not None:
-            mid = _drained(address, creds)
+
+    # the warm-up's share first: what the links carry for it, scaled to every photon, is the
+    # model of measured rates (as ``simulate`` learns it), once the links have drained
+    warm = max(1, int(photons * WARM_UP))
+    publish(slice(STATISTICS_SAMPLE, STATISTICS_SAMPLE + warm))
+    warmed = _drained(address, creds)
+    publish(slice(STATISTICS_SAMPLE + warm, None))
     for s in scenario.sources:
         publishers[s.name].close_stream(s.name)
     docs = {n: StreamDocument.from_text("<photons>" + "".join(v[STATISTICS_SAMPLE:]) + "</photons>")
@@ -121,17 +124,21 @@ def _measure(scenario: Scenario, strategy: Strategy, photons: int, address: dict
         if problem:
             mismatches.append(f"{qid}: {problem}")
         progress(f"{strategy.value}: verified {checked}/{len(registered)}")
-    after = {p: SuperPeerClient(a, credentials=creds).status() for p, a in address.items()}
+    after = _statuses(address, creds)
     duration = max(photons / s.rate for s in scenario.sources)
     return _strategy_report(scenario, before, after, duration, registered, rejected, registration_ms,
-                            checked, mismatches, (mid, photons / warm))
+                            checked, mismatches, (warmed, photons / warm))
+
+
+def _statuses(address: dict[str, str], creds: Credentials) -> dict[str, dict]:
+    return {p: SuperPeerClient(a, credentials=creds).status() for p, a in address.items()}
 
 
 def _drained(address: dict[str, str], creds: Credentials, deadline_s: float = 60.0) -> dict[str, dict]:
     """Every peer's status once no link's byte counter moved for a second (or at the deadline)."""
     end, last = time.monotonic() + deadline_s, None
     while True:
-        now = {p: SuperPeerClient(a, credentials=creds).status() for p, a in address.items()}
+        now = _statuses(address, creds)
         counts = {(p, n): c["bytes"] for p, st in now.items() for n, c in st["links"].items()}
         if counts == last or time.monotonic() > end:
             return now
@@ -151,12 +158,11 @@ def _link_bytes(before: dict[str, dict], after: dict[str, dict]) -> dict[frozens
 
 
 def _strategy_report(scenario, before, after, duration, registered, rejected, registration_ms,
-                     checked, mismatches, warm_up: tuple[dict, float] | None = None) -> dict:
+                     checked, mismatches, warm_up: tuple[dict, float]) -> dict:
     """``warm_up``: every peer's status after the warm-up's photons, and how many times as many
     photons were published in all (the model of measured rates)."""
     measured = _link_bytes(before, after)
-    learnt = ({e: b * warm_up[1] for e, b in _link_bytes(before, warm_up[0]).items()}
-              if warm_up is not None else {})
+    learnt = {e: b * warm_up[1] for e, b in _link_bytes(before, warm_up[0]).items()}
     model: dict[frozenset, float] = {}
     for peer, status in after.items():
         for n, bits in status["load"].get("links", {}).items():
