@@ -17,19 +17,17 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
-from lxml import etree
-
 from sharing.statistics import StreamEstimate
 from sharing.stream_table import NetworkStream
 from wxquery.operators.definitions import CombineWindows, WindowAggregate
-from wxquery.operators.records import WindowRecord, serialize
+from wxquery.operators.records import serialize
 
 from ..errors import NodeError
 from ..executors import Executor
 from ..history.log_replay import LogReplays
 from ..peer_state import PeerState
 from ..security.peer_access import check_transfer_route
-from .items import PARSER, check_items, parse_batch
+from .items import check_items, parse_batch, parse_each
 from .link_receipts import LinkReceipts
 from .origins import Origins, fed_high
 from .positions import StreamPositions, kept_runs
@@ -250,15 +248,10 @@ class DataPlane:
             if batch is not None:  # (the usual case: one parse for the batch)
                 self.ingest(entry.id, batch, end, items, replaying, position, origins)
                 return
-            kept = []
-            for x in items:
-                try:
-                    values.append(parse(entry, x))
-                    kept.append(True)
-                except (etree.XMLSyntaxError, ValueError, TypeError) as exc:
-                    self.bad_transfers += 1
-                    self.last_bad_transfer = f"stream {entry.id}: {exc}"
-                    kept.append(False)
+            values, kept, errors = parse_each(entry.kind, as_texts(items))
+            if errors:
+                self.bad_transfers += len(errors)
+                self.last_bad_transfer = f"stream {entry.id}: {errors[-1]}"
             if not all(kept) and position is not None:  # each run with its own numbers
                 runs, done = kept_runs(kept), 0
                 for k, (a, b) in enumerate(runs):
@@ -277,7 +270,7 @@ class DataPlane:
     def needs_values(self, stream: str) -> bool:
         """Items are parsed only where an operator or a subscription reads them; copies and
         forwarding pass the wire text on (recursively through copies)."""
-        if self.state.deliveries.get(stream):
+        if any(not wants_text(c) for c, _ in self.state.deliveries.get(stream, ())):
             return True
         for child in self.state.derived_here(stream):
             if self.executor.is_copy(child):
@@ -319,10 +312,16 @@ class DataPlane:
             self.executor.push(sid, values, texts, end, origins)
             self.observe_batch(time.perf_counter() - started)  # (metrics: the executor's time per batch)
         consumers = self.state.deliveries.get(sid, ())
-        if consumers and values:  # (where a switch of plans must take over from: ``TrackSwitch.fed_before``)
+        if consumers and count:  # (where a switch of plans must take over from: ``TrackSwitch.fed_before``)
             self.state.fed_high[sid] = fed_high(self.state.fed_high.get(sid), values, origins)
+        texts: list[str] | None = None
         for consumer, variable in consumers:
-            consumer.feed(variable, values, end, origins)
+            if wants_text(consumer):  # (its results are these items: ``wxquery.pass_through``)
+                if texts is None:
+                    texts = as_texts(serialized) if serialized is not None else [serialize(v) for v in values]
+                consumer.feed(variable, texts, end, origins)
+            else:
+                consumer.feed(variable, values, end, origins)
         hops = entry.next_hops(self.state.id)
         if hops and (values or serialized or end):
             text = serialized if serialized is not None else [serialize(v) for v in values]
@@ -443,8 +442,8 @@ class DataPlane:
                 "replays": self.replays.status(), "measured_rates": self.rates.status()}
 
 
-def parse(entry: NetworkStream, text: str):
-    """One item of a stream's wire text as the value its consumers read."""
-    if entry.kind == "records":
-        return WindowRecord.from_xml(text)
-    return etree.fromstring(text.encode("utf-8"), parser=PARSER)
+def wants_text(consumer) -> bool:
+    """Whether a delivery takes the items' wire text (a subscription passing its items
+    through, or a switch of its plans in front of one), not parsed items."""
+    return getattr(getattr(consumer, "runtime", consumer), "wants_text", False)
+

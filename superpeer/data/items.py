@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from lxml import etree
 
+from wxquery.operators.records import WindowRecord
 from wxquery.xml_safety import SAFE_PARSER
 
 # The super-peer's one XML parser (``wxquery.xml_safety``): no DTD, no entity expansion, no
@@ -155,3 +156,21 @@ def parser_message(exc: etree.XMLSyntaxError) -> str:
     if "Text node too long" in msg:
         return "a text node longer than the 10,000,000 bytes the super-peer's XML parser allows"
     return msg
+
+
+def parse_each(kind: str, texts: list[str]) -> tuple[list, list[bool], list[str]]:
+    """A neighbour's batch that did not parse as one, item by item, as the values its consumers
+    read (window records for a stream of ``records``): (the values of the items that parse,
+    whether each did, why the others did not) — a bad item is dropped, the rest go on."""
+    values: list = []
+    kept: list[bool] = []
+    errors: list[str] = []
+    for text in texts:
+        try:
+            values.append(WindowRecord.from_xml(text) if kind == "records"
+                          else etree.fromstring(text.encode("utf-8"), parser=PARSER))
+            kept.append(True)
+        except (etree.XMLSyntaxError, ValueError, TypeError) as exc:
+            errors.append(str(exc))
+            kept.append(False)
+    return values, kept, errors

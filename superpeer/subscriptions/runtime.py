@@ -15,10 +15,13 @@ import threading
 import time
 from functools import partial
 
+from lxml import etree
+
 from sharing.analysis import Analysis
 from sharing.estimates import asked_partials
 from wxquery.evaluator import post_process
 from wxquery.join_band import join_bands
+from wxquery.pass_through import passed_through
 
 from ..data.limits import DataLimits
 from .approximation import CONFIDENCE, LiveEstimates
@@ -57,6 +60,12 @@ class SubscriptionRuntime:
         for inp in props.inputs:
             if inp.variable not in self.feeds:
                 self.feeds[inp.variable] = BlockingFeed(replay=id(self.clauses[inp.variable]) not in once)
+        # results that are the input's items as they arrive: their wire text, not evaluated
+        # (``wxquery.pass_through``); the data plane then hands it the text, unparsed
+        inputs = {inp.variable: inp for inp in props.inputs}
+        through = (passed_through(analysis.checked, props.applied_upstream, props.aggregated_upstream,
+                                  inputs[next(iter(inputs))].input.items) if len(inputs) == 1 else None)
+        self.passes_through = through if through in self.feeds and not self.joins else None
         root = analysis.query.root_name or "results"
         self.buffer = buffer or ResultBuffer(retention, root, self.limits.max_read_bytes)
         self._evaluation = post_process(
@@ -140,6 +149,17 @@ class SubscriptionRuntime:
         for f in self.feeds.values():
             f.discard()
 
+    @property
+    def wants_text(self) -> bool:
+        """Whether its deliveries should be wire texts (``passes_through``), not parsed items."""
+        return self.passes_through is not None
+
+    def _passed_items(self):
+        """The results of a subscription that passes its items through: each as its text (an
+        item that came parsed — from an executor that hands values — is serialised)."""
+        for value in self.feeds[self.passes_through]:
+            yield value if isinstance(value, str) else etree.tostring(value, encoding="unicode", with_tail=False)
+
     def _run(self) -> None:
         error, code = "", ""
         pending: list[str] = []  # results not offered yet: they leave before an input waits
@@ -157,7 +177,7 @@ class SubscriptionRuntime:
         for f in self.feeds.values():
             f.before_wait = offer
         try:
-            for item in self._evaluation.serialized_items():
+            for item in (self._passed_items() if self.passes_through else self._evaluation.serialized_items()):
                 if self._stopped:
                     break
                 if not pending:
