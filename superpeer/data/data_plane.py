@@ -32,7 +32,7 @@ from .link_receipts import LinkReceipts
 from .origins import Origins, fed_high
 from .positions import StreamPositions, kept_runs
 from .stream_rates import StreamRates
-from .wire_batch import as_texts, text_bytes
+from .wire_batch import WireBatch, as_texts, text_bytes
 
 STATISTICS_FULL = 2000  # observe every item up to this many, then every 50th
 MAX_REJECTION_REASONS = 20
@@ -139,10 +139,11 @@ class DataPlane:
                     first += skip
             checked = check_items(items, state.item, self.state.limits.max_item_bytes)
             values = checked.values
+            texts = WireBatch.of(checked.texts)  # (one buffer logged, sent and counted, not one per hop)
             start = state.next_position if position is None else position + skip
             next_position = max(state.next_position, start + len(items))
             try:  # in the log before anything is taken or acknowledged: a restart loses nothing
-                self.state.store.append(name, state.logged, checked.texts, next_position,
+                self.state.store.append(name, state.logged, texts, next_position,
                                         state.accepted + len(values),
                                         state.rejected + len(checked.rejected), state.duplicates + skip,
                                         at=time.time())
@@ -169,15 +170,15 @@ class DataPlane:
                 state.duplicates += skip
                 state.next_position = next_position
                 logged = state.logged
-                state.logged += len(checked.texts)
+                state.logged += len(texts)
                 if state.event_time is not None:
                     state.event_time.observe(values, now)
                 entry = self.state.table.get(name)
                 if entry is not None and stats.items:
                     entry.estimate = StreamEstimate(stats.frequency, stats.avg_item_size)
                 # parsed trees stay only where something here reads values; the text travels on
-                self.ingest(name, values if self.needs_values(name) else [], False, checked.texts,
-                            position=logged, origins=range(logged, logged + len(checked.texts)))
+                self.ingest(name, values if self.needs_values(name) else [], False, texts,
+                            position=logged, origins=range(logged, logged + len(texts)))
                 return Published(len(values), len(checked.rejected), reasons, state.next_position, skip)
 
     def replay(self, stream: str, start: int = 0, since_s: float | None = None) -> tuple[int, str]:

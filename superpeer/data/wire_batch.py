@@ -30,9 +30,13 @@ class WireBatch(Sequence[str]):
         if isinstance(items, WireBatch):
             return items
         if all(x.isascii() for x in items):
-            return cls("".join(items).encode("ascii"), [len(x) for x in items])
-        encoded = [x.encode("utf-8") for x in items]
-        return cls(b"".join(encoded), [len(b) for b in encoded])
+            batch = cls("".join(items).encode("ascii"), [len(x) for x in items])
+        else:
+            encoded = [x.encode("utf-8") for x in items]
+            batch = cls(b"".join(encoded), [len(b) for b in encoded])
+        if isinstance(items, list):  # (the texts as they are: not split again where they are read)
+            batch._texts = items
+        return batch
 
     @classmethod
     def joined(cls, batches: Sequence[WireBatch]) -> WireBatch:

@@ -29,6 +29,7 @@ from pathlib import Path
 from sharing.replay import ReplayInput
 
 from ..data.items import utf8_size
+from ..data.wire_batch import text_bytes
 from . import log_batches
 
 SCHEMA = """
@@ -202,7 +203,7 @@ class StateStore:
         clock: what ``--since`` and a duration-bounded history read) and where the stream
         stands, in one transaction: the batch is taken entirely or not at all."""
         arrival = ([("INSERT OR REPLACE INTO arrivals (stream, first, at, bytes) VALUES (?, ?, ?, ?)",
-                     (name, first, at, sum(map(utf8_size, texts))))] if texts else [])
+                     (name, first, at, text_bytes(texts)))] if texts else [])
         self._write([
             *([log_batches.insert(name, first, texts)] if texts else []),
             *arrival,
