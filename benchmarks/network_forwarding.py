@@ -9,7 +9,9 @@ Photons are published at SP4; two subscriptions that take the whole stream sit a
 so SP5 receives every photon once and sends it twice (SP5→SP1 and SP5→SP7), without parsing it.
 The rate is photons per second through SP5, from the first to the last photon on both output links
 (SP5's own link counters). SP5's CPU per photon is given whole and without its idle cost
-(heartbeats, the benchmark's status polls), measured for 2 s before the photons come.
+(heartbeats, the benchmark's status polls), measured for 2 s before the photons come; and each
+part of the pipeline's CPU per photon (the publisher's thread, SP4, SP5, SP1, SP7, idle cost
+included): where the pipeline's cost is.
 
 The cost of durability: every round runs the network twice, with a state directory per peer
 (the default: SP4 logs every photon before it acknowledges the batch, SP1 and SP7 store every
@@ -50,7 +52,8 @@ def main() -> int:
               f"{r['seconds']:.2f} s: {r['photons_per_s_through_sp5']:,} photons/s "
               f"({r['sp5_photons_per_cpu_second']:,} per SP5 CPU-second; "
               f"{r['sp5_photons_per_forwarding_cpu_second']:,} without its idle cost, "
-              f"{r['sp5_idle_cpu_per_s']:.3f} CPU-s/s)", flush=True)
+              f"{r['sp5_idle_cpu_per_s']:.3f} CPU-s/s); CPU µs per photon: "
+              + ", ".join(f"{p} {us}" for p, us in r["cpu_us_per_photon"].items()), flush=True)
     rate = {mode: statistics.median(r["photons_per_s_through_sp5"] for r in rs) for mode, rs in runs.items()}
     slowdown = 1 - rate["durable"] / rate["in_memory"]
     limits = measure(photons(args.photons))

@@ -87,6 +87,9 @@ def latency(address: dict[str, str], batches: int = 300, per_batch: int = 5) -> 
             "latencies_ms": [round(x, 3) for x in latencies]}
 
 
+PIPELINE = ("SP4", "SP5", "SP1", "SP7")  # (the publishing peer, the forwarding one, the subscribers')
+
+
 def forwarding(address: dict[str, str], photons: int) -> dict:
     """SP5 receives every photon once and sends it twice (to SP1 and SP7), without parsing it."""
     items = [p.to_xml() for p in generate(photons, 3)]
@@ -105,7 +108,16 @@ def forwarding(address: dict[str, str], photons: int) -> dict:
         time.sleep(0.05)
     cpu_before = sp5.status()["process_cpu_seconds"]
     idle_per_s = (cpu_before - idle_cpu) / (time.perf_counter() - idle_start)
-    publisher = threading.Thread(target=lambda: source.publish("photons", items[200:]), daemon=True)
+    pipeline = {p: SuperPeerClient(address[p]) for p in PIPELINE}
+    peers_before = {p: c.status()["process_cpu_seconds"] for p, c in pipeline.items()}
+    publisher_cpu = [0.0]
+
+    def publish() -> None:
+        started = time.thread_time()
+        source.publish("photons", items[200:])
+        publisher_cpu[0] = time.thread_time() - started
+
+    publisher = threading.Thread(target=publish, daemon=True)
     start = time.perf_counter()
     publisher.start()
     target = len(items) - 200
@@ -122,10 +134,14 @@ def forwarding(address: dict[str, str], photons: int) -> dict:
     cpu = sp5.status()["process_cpu_seconds"] - cpu_before
     busy = cpu - idle_per_s * elapsed
     publisher.join()
+    time.sleep(0.5)  # (the subscribers' last results)
+    us = {p: round(1e6 * (c.status()["process_cpu_seconds"] - peers_before[p]) / target, 2) for p, c in pipeline.items()}
+    us["publisher"] = round(1e6 * publisher_cpu[0] / target, 2)
     rate = target / elapsed
     return {"photons": target, "seconds": round(elapsed, 2), "photons_per_s_through_sp5": round(rate),
             "items_sent_per_s_by_sp5": round(2 * rate), "publish_seconds": round(time.perf_counter() - start, 2),
             "sp5_cpu_seconds": round(cpu, 3),
             "sp5_photons_per_cpu_second": round(target / cpu) if cpu > 0 else None,
             "sp5_idle_cpu_per_s": round(idle_per_s, 3),
-            "sp5_photons_per_forwarding_cpu_second": round(target / busy) if busy > 0 else None}
+            "sp5_photons_per_forwarding_cpu_second": round(target / busy) if busy > 0 else None,
+            "cpu_us_per_photon": us}
