@@ -84,6 +84,7 @@ class GrpcPeerChannels:
         self.forwarders: dict[str, Forwarder] = {}
         self.epoch = secrets.token_hex(8)  # this process's numbering of items on its links
         self._channels: dict[tuple[str, bool], grpc.Channel] = {}  # (peer, for items)
+        self._stubs: dict[tuple[str, bool], pb_grpc.SuperPeerStub] = {}  # (one per channel: a stub binds every method)
         self._dialled: dict[str, float] = {}  # peer -> when a channel to it was first made
         self._answered: set[str] = set()  # peers that answered a call or a heartbeat once
         self.parses = StaticParses()  # (lookup answers: each stream's fixed part read once)
@@ -100,6 +101,9 @@ class GrpcPeerChannels:
         connection. Sharing one connection, a heartbeat waited behind megabytes of items in the
         socket's buffer on a slow, saturated link, and the peer was declared down for it."""
         key = (peer, data)
+        stub = self._stubs.get(key)
+        if stub is not None:
+            return stub
         ch = self._channels.get(key)
         if ch is None:
             options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]
@@ -117,7 +121,8 @@ class GrpcPeerChannels:
                                                                               "is cut (streamglobe network cut)"))
             self._channels[key] = ch
             self._dialled.setdefault(peer, time.monotonic())
-        return pb_grpc.SuperPeerStub(ch)
+        stub = self._stubs[key] = pb_grpc.SuperPeerStub(ch)
+        return stub
 
     def forwarder(self, peer: str) -> Forwarder:
         """The ordered, batched, retried outbound queue of items towards a neighbour."""
