@@ -326,6 +326,7 @@ class ControlPlane:
             except BaseException:
                 self.two_phase.release(record, txn)
                 raise
+        record.touched[plan.subscription] = frozenset(commit.peers)
         commit.replayed.update(reservation.replayed)
         commit.history.update(reservation.history)
         record.starts = ({name: commit.replayed.get(name, 0) for name in (p.input_properties.input.stream
@@ -415,7 +416,8 @@ class ControlPlane:
                 record.runtime.stop()
                 record.runtime.buffer.store = None  # nothing more is stored for it
         self.state.store.remove_subscription(sid)
-        removed = self.two_phase.remove_everywhere(sid, [*record.stale, record.plan_id])
+        owners = [*record.stale, record.plan_id]
+        removed = self.two_phase.remove_everywhere(sid, owners, peers=record.touched_by(owners))
         self.replanned(f"subscription {sid} ended here")
         return sorted(set(removed))
 

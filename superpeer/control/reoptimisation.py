@@ -294,9 +294,7 @@ class Reoptimiser:
         sid, new_id = record.runtime.id, plan.subscription
         old_ids = [*record.stale, record.plan_id]
         old_paths = record.paths
-        old_peers = {p for path in record.paths for p in path}
-        old_peers |= {p for part in (record.plan.parts if record.plan else ()) for s in part.new_streams
-                      for p in (s.origin, *s.route)}
+        old_peers = record.held_by(old_ids)
         # the attempt's id is stored before anything is reserved: a crash now leaves nothing a
         # restart would not remove
         state.store.set_plan(sid, record.owner, [*record.stale, new_id], record.starts, record.chains,
@@ -344,6 +342,7 @@ class Reoptimiser:
             record.past = {}  # (caught up: ``why_not``; its copy goes with the old plan)
             record.plan, record.inputs = plan, {variable: new_stream}
             record.owner, record.stale = new_id, old_ids
+            record.touched[new_id] = frozenset(done.peers | new_peers)
             record.paths, record.sample = paths, record.sample if sample is None else sample
             record.incarnations = {p: done.incarnations.get(p) or control.incarnation(p)
                                    for path in paths for p in path}
@@ -417,6 +416,7 @@ class Reoptimiser:
                     record.stale = [*record.stale, move.new_id]
                 else:
                     record.stale = [i for i in record.stale if i not in move.ids]
+                    record.forget_plans(move.ids)
                 state.store.set_plan(sid, record.owner, record.stale, record.starts, record.chains, record.sample)
             if cancelled:
                 self._remove([move.new_id], move.new_peers)

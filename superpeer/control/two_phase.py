@@ -44,6 +44,7 @@ class PlanCommitted:
     incarnations: dict[str, str]  # peer -> the process that committed (a later one lost the plan)
     replayed: dict[str, int] = field(default_factory=dict)  # original -> first log item replayed
     history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history went
+    peers: set[str] = field(default_factory=set)  # where it was committed: where it is to be removed
 
 
 class PlanAgain(NodeError):
@@ -153,6 +154,7 @@ class Coordinator:
         distance = view.snapshot.backbone.distances_to(self.state.id)
         waves: dict[tuple, list[str]] = {}
         for peer in self.commit_peers(self.affected(plan), lineage, view):
+            done.peers.add(peer)
             wave = ((0,) if peer in first else (3,) if peer in last else
                     (2, distance.get(peer, len(distance))) if peer in origins else (1,))
             waves.setdefault(wave, []).append(peer)
@@ -195,11 +197,13 @@ class Coordinator:
             self.state.stop_delivering(record.runtime, record.inputs.values())
         self.remove_everywhere(sid, [sid], txn)  # (best effort; the original error is reported)
 
-    def remove_everywhere(self, sid: str, owners: list[str], txn: str = "") -> list[str]:
-        """The streams ``owners`` (plan ids of ``sid``) installed, removed at every peer at once
-        (one after the other, it took N-1 round trips per owner), and ``txn``'s reservations let
-        go; the streams removed. A peer that fails is said in the log, the others still remove."""
-        peers = list(self.state.backbone.peers)
+    def remove_everywhere(self, sid: str, owners: list[str], txn: str = "",
+                          peers: set[str] | None = None) -> list[str]:
+        """The streams ``owners`` (plan ids of ``sid``) installed, removed at ``peers`` (where
+        they were committed; None: not known, every peer) at once (one after the other, it took
+        N-1 round trips per owner), and ``txn``'s reservations let go; the streams removed. A
+        peer that fails is said in the log, the others still remove."""
+        peers = sorted(peers | {self.state.id}) if peers is not None else list(self.state.backbone.peers)
 
         def at(peer: str) -> list[str]:
             if txn:

@@ -234,6 +234,9 @@ class Recovery:
                 # shared streams at once (no cool-down: nothing was chosen here to flap back from)
                 record.last_replan = 0.0 if resume and not record.cancels else time.time()
                 record.owner, record.stale = new_id, []
+                record.touched[new_id] = frozenset(done.peers)
+                gone = record.touched_by(old_ids)  # (where the old plans were: None, every peer)
+                record.forget_plans(old_ids)
                 record.paths = paths
                 record.incarnations = {p: done.incarnations.get(p) or self.detector.incarnation(p)
                                        for path in paths for p in path}
@@ -245,7 +248,7 @@ class Recovery:
                 record.replans += 1
                 record.replaced = None
             state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample)
-            self.forget(old_ids)
+            self.forget(old_ids, None if gone is None else sorted(gone))
         log.warning("subscription %s planned again as %s, %s: %s", sid, new_id,
                     f"resumed at item {resume}" if resume else f"recomputed from its first item ({not_resumed})",
                     plan.describe().replace("\n", " | "))

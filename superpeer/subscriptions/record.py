@@ -47,6 +47,10 @@ class SubscriptionRecord:
     # peer may still hold.
     owner: str = ""
     stale: list[str] = field(default_factory=list)
+    # plan id -> the peers it was committed at (its streams, and its user marks on the streams it
+    # reuses): where it is removed; a plan id not here (restored after a restart, an attempt
+    # cut short) is removed at every peer
+    touched: dict[str, frozenset[str]] = field(default_factory=dict)
     starts: dict[str, int] = field(default_factory=dict)  # original -> items logged at installation
     chains: dict[str, ReplayInput] = field(default_factory=dict)  # variable -> what it read (exact)
     incarnations: dict[str, str] = field(default_factory=dict)  # path peer -> process at install
@@ -84,6 +88,25 @@ class SubscriptionRecord:
     def held_off(self) -> frozenset[str]:
         """The streams it does not take again now (``leave_for_followers``)."""
         return self.left_for_followers if time.time() < self.left_hold_until else frozenset()
+
+    def touched_by(self, plan_ids: list[str]) -> set[str] | None:
+        """Where the plans ``plan_ids`` were committed (None if one of them is not known)."""
+        if any(i not in self.touched for i in plan_ids):
+            return None
+        return set().union(*(self.touched[i] for i in plan_ids))
+
+    def held_by(self, plan_ids: list[str]) -> set[str]:
+        """Every peer the plans ``plan_ids`` may hold something at, as far as is known here: its
+        paths, its new streams' routes, and where they were committed."""
+        peers = {p for path in self.paths for p in path}
+        peers |= {p for part in (self.plan.parts if self.plan else ()) for s in part.new_streams
+                  for p in (s.origin, *s.route)}
+        return peers | (self.touched_by(plan_ids) or set())
+
+    def forget_plans(self, plan_ids: list[str]) -> None:
+        """Those plans are removed (or to be, wherever they were: ``Recovery.forget``)."""
+        for i in plan_ids:
+            self.touched.pop(i, None)
 
     @property
     def plan_id(self) -> str:

@@ -109,6 +109,15 @@ def test_when_the_wide_subscription_ends_the_narrow_one_moves_back_to_a_stream_o
     assert all(wide_id not in {s.id for s in p.state.table} for p in net.peers.values())
     feed.close()
     assert buffered_results(narrow) == reference(NARROW[1], first, feed.at)
+    # ended after two moves: only the peers its plans were committed at are asked to remove
+    # them (not every peer of the backbone), and nothing of it is left anywhere
+    net.calls.clear()
+    sp7.control.unsubscribe(narrow.runtime.id)
+    asked = {c.peer for c in net.calls_of("remove")}
+    assert "SP7" in asked and asked < set(net.backbone.peers), asked
+    assert not [s.describe() for p in net.peers.values() for s in p.state.table if not s.original]
+    assert not any(u.split("~")[0] == narrow.runtime.id for p in net.peers.values()
+                   for s in p.state.table for u in s.users)
 
 
 def test_subscriptions_at_other_peers_move_onto_a_stream_that_passes_them(net):
