@@ -1,7 +1,8 @@
 """From ``kill -9`` of an intermediate super-peer to the first result on the new route.
 
 Run: python benchmarks/recovery_time.py [--trials 5] [--heartbeat-s 1.0] [--misses 3] [--rate 500]
-     [--kill-after-s 3 60] [--baseline DIR] [--out FILE]
+     [--kill-after-s 3 60] [--victim intermediate|subscriber] [--query q1|items] [--baseline DIR]
+     [--out FILE]
 
 Each trial starts the paper example as processes on loopback (``network up``, inline executor,
 a state directory per peer), registers photons at SP4 and Query 1 at SP1 (routed SP4→SP5→SP1),
@@ -17,8 +18,10 @@ that recomputes from the subscription's first item replays; one that resumes doe
 report also gives where the failure re-plan started its copy of the stream (``started_at_item``,
 from the plan history; ``None`` where the code does not say), and the bytes the backbone carried
 from the kill to the end per item published after the kill (counted by the peers that stay up).
-``--baseline DIR``: a checkout of
-another revision, run alternately with this one in the same run.
+``--victim subscriber``: SP1, the subscriber's own super-peer, is killed instead and started again
+half a second later (the reader reads on from its offset once it answers); ``--query items``: a
+selection whose results are its photons (``where ra >= 125 return $p``) instead of Query 1.
+``--baseline DIR``: a checkout of another revision, run alternately with this one in the same run.
 """
 
 from __future__ import annotations
@@ -48,13 +51,32 @@ def det_time(xml: str) -> str:
     return etree.fromstring(xml.encode()).findtext(".//det_time").strip()
 
 
-def backbone_bytes(address: dict[str, str]) -> int:
-    """What the backbone links carried so far, counted by the peers that stay up (all but SP5)."""
-    return sum(c["bytes"] for peer, a in address.items() if peer != "SP5"
+ITEMS = ('<r>{ for $p in stream("photons")/photons/photon where $p/coord/cel/ra >= 125 '
+         "return $p }</r>")  # (``--query items``: its results are its photons, passed through)
+
+
+def backbone_bytes(address: dict[str, str], victim: str) -> int:
+    """What the backbone links carried so far, counted by the peers that stay up (all but the victim)."""
+    return sum(c["bytes"] for peer, a in address.items() if peer != victim
                for c in SuperPeerClient(a).status()["links"].values())
 
 
-def trial(heartbeat_s: float, misses: int, rate: float, n: int, kill_after_s: float) -> dict:
+def read_all(address: str, sid: str, on_item) -> None:
+    """Every result, in order, across a restart of the subscriber's super-peer (read on from
+    the offset reached once it answers again)."""
+    offset = 0
+    while True:
+        try:
+            for at, item, _ in SuperPeerClient(address).results(sid, offset=offset, idle_timeout=60):
+                offset = at + 1
+                on_item(item)
+            return
+        except Exception:  # noqa: BLE001 - its super-peer is down: read on once it is back
+            time.sleep(0.2)
+
+
+def trial(heartbeat_s: float, misses: int, rate: float, n: int, kill_after_s: float,
+          victim: str = "SP5", query: str = "") -> dict:
     with tempfile.TemporaryDirectory(prefix="streamglobe-bench-") as tmp:
         path = with_free_ports(shipped_topology("paper-example"), Path(tmp) / "paper-example.toml")
         network = up(path, state_dir=Path(tmp) / "state",
@@ -66,7 +88,8 @@ def trial(heartbeat_s: float, misses: int, rate: float, n: int, kill_after_s: fl
             photons = [p.to_xml() for p in generate(n, seed=11)]
             publisher.publish("photons", photons[:200], position=0)
             time.sleep(2 * heartbeat_s)
-            sid = SuperPeerClient(address["SP1"]).subscribe(example_query("q1")).subscription
+            query = query or example_query("q1")
+            sid = SuperPeerClient(address["SP1"]).subscribe(query).subscription
             index_of = {det_time(x): i for i, x in enumerate(photons)}
             sent_at: dict[int, float] = {}
 
@@ -85,25 +108,33 @@ def trial(heartbeat_s: float, misses: int, rate: float, n: int, kill_after_s: fl
 
             def kill() -> None:
                 time.sleep(kill_after_s)
-                sent_before.append(backbone_bytes(address))
+                sent_before.append(backbone_bytes(address, victim))
                 killed_at_index.append(max(sent_at) + 10)
                 killed.append(time.monotonic())
-                network.kill("SP5")
+                network.kill(victim)
+                if victim == "SP1":  # (the subscriber's own super-peer: it comes back at once)
+                    time.sleep(0.5)
+                    network.start(victim)
 
             threading.Thread(target=kill, daemon=True).start()
-            got, delays, recovery = [], [], None
-            for _, item, _ in SuperPeerClient(address["SP1"]).results(sid, idle_timeout=60):
+            got, delays, recovery = [], [], []
+
+            def on_item(item: str) -> None:
                 now = time.monotonic()
                 got.append(item)
                 i = index_of[det_time(item)]
                 batch = i - (i - 200) % 10
                 if not killed and batch in sent_at:
                     delays.append(now - sent_at[batch])
-                elif killed and recovery is None and i >= killed_at_index[0]:
-                    recovery = now - killed[0]
-            expected = reference_results(example_query("q1"), photons[200:])
+                elif killed and not recovery and i >= killed_at_index[0]:
+                    recovery.append(now - killed[0])
+
+            read_all(address["SP1"], sid, on_item)
+            recovery = recovery[0] if recovery else None
+            expected = reference_results(query, photons[200:])
             after = n - killed_at_index[0] if killed_at_index else 0
-            per_item = (backbone_bytes(address) - sent_before[0]) / after if sent_before and after > 0 else None
+            per_item = ((backbone_bytes(address, victim) - sent_before[0]) / after
+                        if sent_before and after > 0 else None)
             history = SuperPeerClient(address["SP1"]).status()["subscriptions"][sid]["plan_history"]
             failure = next((e for e in history if e["why"].startswith("failure")), {})
             started = failure.get("resumed_at_item") or failure.get("recomputed_from_item")
@@ -136,6 +167,12 @@ def main() -> int:
     parser.add_argument("--kill-after-s", type=float, nargs="+", default=[3.0],
                         help="how long the stream flows before the kill (one set of trials each)")
     parser.add_argument("--items-after-kill", type=int, default=4000)
+    parser.add_argument("--victim", choices=["intermediate", "subscriber"], default="intermediate",
+                        help="kill SP5 on Query 1's route (default), or SP1, the subscriber's own super-peer, "
+                             "and start it again at once")
+    parser.add_argument("--query", choices=["q1", "items"], default="q1",
+                        help="the paper's Query 1 (restructured results), or a selection whose results "
+                             "are its photons (passed through)")
     parser.add_argument("--baseline", type=Path, help="a checkout of the revision to compare with")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -146,11 +183,16 @@ def main() -> int:
         for k in range(args.trials):
             for tree in (list(trees) if k % 2 == 0 else list(reversed(trees))):
                 with code_of(trees[tree]):
-                    run = trial(args.heartbeat_s, args.misses, args.rate, n, after)
+                    run = trial(args.heartbeat_s, args.misses, args.rate, n, after,
+                                "SP1" if args.victim == "subscriber" else "SP5",
+                                ITEMS if args.query == "items" else "")
                 runs[tree].setdefault(str(after), []).append(run)
                 print(f"{tree:8} history {after:g} s, trial {k + 1}: {run}", flush=True)
-    report = {"benchmark": "kill -9 of an intermediate super-peer to the first result on the new route "
-                           "(paper example, SP5, Query 1 at SP1)",
+    report = {"benchmark": ("kill -9 of an intermediate super-peer to the first result on the new route "
+                            "(paper example, SP5, Query 1 at SP1)" if args.victim == "intermediate" else
+                            "kill -9 and restart of the subscriber's super-peer (paper example, SP1) to the "
+                            "first result of an item published after the kill"),
+              "victim": args.victim, "query": args.query,
               "heartbeat_s": args.heartbeat_s, "misses": args.misses, "rate": args.rate,
               "trials": runs, "summary": {t: {after: summary(r) for after, r in by.items()} for t, by in runs.items()}}
     for tree, by in report["summary"].items():

@@ -61,6 +61,8 @@ CREATE TABLE IF NOT EXISTS intervals (
 CREATE TABLE IF NOT EXISTS results (
     sid TEXT NOT NULL, idx INTEGER NOT NULL, text TEXT NOT NULL,
     PRIMARY KEY (sid, idx)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS result_resume (
+    sid TEXT PRIMARY KEY, variable TEXT NOT NULL, at INTEGER NOT NULL, result INTEGER NOT NULL);
 """
 DB_FILE = "superpeer.sqlite3"
 ADDED_COLUMNS = [("subscriptions", "chains", "TEXT NOT NULL DEFAULT '{}'"),
@@ -122,6 +124,9 @@ class StoredSubscription:
     sample: int = 1  # its plan reads a 1/sample sample of its input (``--approximate``)
     confidence: float = 0.95  # of its intervals when sampled (``subscribe --confidence``)
     bounds: dict = field(default_factory=dict)  # approximate, min_rate, weight (``adaptive_sampling``)
+    # (variable, the original's item after the last one whose results are stored, the number of
+    # the next result): where a subscription passing its items through resumes (``restore``)
+    resume: tuple[str, int, int] | None = None
 
 
 class StateStore:
@@ -301,17 +306,24 @@ class StateStore:
         self._write([("DELETE FROM subscriptions WHERE sid = ?", (sid,)),
                      ("DELETE FROM results WHERE sid = ?", (sid,)),
                      ("DELETE FROM result_batches WHERE sid = ?", (sid,)),
+                     ("DELETE FROM result_resume WHERE sid = ?", (sid,)),
                      ("DELETE FROM intervals WHERE sid = ?", (sid,))])
 
-    def add_results(self, sid: str, rows: list[tuple[int, str]]) -> None:
-        """Consecutive results (numbered), stored as one batch per run of numbers."""
+    def add_results(self, sid: str, rows: list[tuple[int, str]], resume: tuple[str, int] | None = None) -> None:
+        """Consecutive results (numbered), stored as one batch per run of numbers; ``resume``:
+        (variable, the original's item after the last one they come from), in the same
+        transaction — a subscription whose results are its items resumes there after a restart
+        (None: not known, and an earlier one no longer holds)."""
         runs: list[tuple[int, list[str]]] = []
         for idx, text in rows:
             if runs and runs[-1][0] + len(runs[-1][1]) == idx:
                 runs[-1][1].append(text)
             else:
                 runs.append((idx, [text]))
-        self._write([log_batches.insert(sid, first, texts, log_batches.RESULTS) for first, texts in runs])
+        marker = (("INSERT OR REPLACE INTO result_resume (sid, variable, at, result) VALUES (?, ?, ?, ?)",
+                   (sid, resume[0], resume[1], rows[-1][0] + 1)) if resume is not None and rows else
+                  ("DELETE FROM result_resume WHERE sid = ?", (sid,)))
+        self._write([*(log_batches.insert(sid, first, texts, log_batches.RESULTS) for first, texts in runs), marker])
 
     def forget_results(self, sid: str, below: int) -> None:
         """Results before ``below`` were released: they need not survive a restart."""
@@ -361,11 +373,13 @@ class StateStore:
                                     "FROM subscriptions "
                                     "ORDER BY registered_at").fetchall()
             found = []
+            resume = {r[0]: (r[1], r[2], r[3]) for r in self._db.execute(
+                "SELECT sid, variable, at, result FROM result_resume").fetchall()}
             for r in rows:
                 base, results = self._results(r[0], r[9])
                 found.append(StoredSubscription(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6], r[7],
                                                 json.loads(r[8]), results, base,
                                                 json.loads(r[10]),
                                                 {v: ReplayInput.from_json(c) for v, c in json.loads(r[11]).items()},
-                                                r[12], r[13], r[14], json.loads(r[15] or "{}")))
+                                                r[12], r[13], r[14], json.loads(r[15] or "{}"), resume.get(r[0])))
         return found

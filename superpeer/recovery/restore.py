@@ -97,6 +97,20 @@ def relearn_statistics(state: PeerState, original: OriginalState) -> None:
         original.first_arrival = time.monotonic() - original.accepted / stats.frequency
 
 
+def resumes_at(runtime: SubscriptionRuntime, resume: tuple[str, int, int] | None) -> None:
+    """A subscription passing its items through, whose kept results are exactly those of the
+    original's items before ``resume``'s: its re-plan resumes there (``recovery.resume``) and its
+    results go on from the kept ones' end, instead of recomputing every result from the
+    stream's first item — a restarted subscriber's super-peer no longer costs the stream's
+    whole history again."""
+    if resume is None or resume[0] != runtime.passes_through or resume[2] != runtime.buffer.end:
+        return
+    variable, at, _ = resume
+    runtime.resume_at[variable] = runtime.passed_resume = at
+    runtime.next_result = runtime.buffer.end
+    runtime.buffer.resume = (variable, at)
+
+
 def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
     state = control.state
     restored = 0
@@ -116,6 +130,7 @@ def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
                                     min_rate=int(s.bounds.get("min_rate", 64)), weight=float(s.bounds.get("weight", 1.0)))
         runtime.sample, runtime.confidence = s.sample, s.confidence
         runtime.ensure_estimates()  # results read back before its re-plan carry their intervals
+        resumes_at(runtime, s.resume)
         recovery.forget([*s.stale, s.owner or s.sid])  # every plan it had, wherever it is
         if s.closed:
             RELEASES.schedule(buffer, state.limits.finished_retention_s)

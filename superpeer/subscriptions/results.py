@@ -94,6 +94,9 @@ class ResultBuffer:
     store: StateStore | None = None
     sid: str = ""
     unstored: list = field(default_factory=list)  # (index, item) not stored yet
+    # (variable, the original's item after the one the last result came from), when known: stored
+    # with the results (``StateStore.add_results``), where a restart resumes (``restore``)
+    resume: tuple[str, int] | None = None
     store_on_read: bool = False  # results handed to a reader are stored first (approximate ones)
 
     @property
@@ -111,10 +114,11 @@ class ResultBuffer:
         item whoever computes it.)"""
         return self.offer_all(index, [item]) > 0
 
-    def offer_all(self, index: int, items: list[str]) -> int:
+    def offer_all(self, index: int, items: list[str], resume: tuple[str, int] | None = None) -> int:
         """Results number ``index``, ``index + 1``, … (as ``offer``) under one lock, with one
         wake-up of the readers; how many were added. A result too large for any reply raises
-        ``ResultTooLarge`` once those before it are added."""
+        ``ResultTooLarge`` once those before it are added. ``resume``: where the input stands
+        after the last of them (``resume``)."""
         sizes = [utf8_size(x) for x in items]
         too_large = next((k for k, n in enumerate(sizes) if n > MAX_RESULT_ITEM_BYTES), None)
         if too_large is not None:
@@ -127,6 +131,7 @@ class ResultBuffer:
                 return 0
             if skip:
                 items, sizes = items[skip:], sizes[skip:]
+            self.resume = resume
             if self.store is not None:
                 self.unstored.extend(zip(range(self.end, self.end + len(items)), items))
                 if len(self.unstored) >= STORE_EVERY:
@@ -187,7 +192,7 @@ class ResultBuffer:
     def _store(self) -> None:
         """Called with ``cond`` held."""
         if self.unstored and self.store is not None:
-            self.store.add_results(self.sid, self.unstored)
+            self.store.add_results(self.sid, self.unstored, self.resume)
             self.unstored = []
 
     def read(self, offset: int, max_items: int, wait_s: float, peek: bool = False

@@ -79,6 +79,11 @@ class SubscriptionRuntime:
         # per input, the original's item after the last one fed (None: an item whose origin is
         # not known was fed): a re-plan after a failure resumes there (``recovery.resume``)
         self.resume_at: dict[str, int | None] = {}
+        # the number of its next result (from 0: a runtime planned again recomputes, and its results
+        # already kept are skipped; from the kept ones' end when it resumes after a restart), and
+        # for one passing its items through, the original's item after its last result's
+        self.next_result = 0
+        self.passed_resume: int | None = None
         self.thread = threading.Thread(target=self._run, name=f"post-{sid}", daemon=True)
 
     def start(self) -> None:
@@ -125,6 +130,9 @@ class SubscriptionRuntime:
         estimates = self.ensure_estimates()
         if estimates is not None:  # window records of a sample: the whole stream's estimates, intervals kept
             values = estimates.scale(variable, values, self.buffer.end)
+        if variable == self.passes_through:  # (each result says where it came from: ``passed_resume``)
+            values = list(zip(values, origins if origins is not None and len(origins) == len(values)
+                              else [None] * len(values)))
         self.feeds[variable].feed(values, end)
 
     def _note_origins(self, variable: str, count: int, origins) -> None:
@@ -156,22 +164,26 @@ class SubscriptionRuntime:
 
     def _passed_items(self):
         """The results of a subscription that passes its items through: each as its text (an
-        item that came parsed — from an executor that hands values — is serialised)."""
-        for value in self.feeds[self.passes_through]:
+        item that came parsed — from an executor that hands values — is serialised). Each
+        result is one item, so the original's item after the last result's is where the input
+        stands once the results so far are kept (``passed_resume``; lost for good after an item
+        of unknown origin)."""
+        lost = False
+        for value, origin in self.feeds[self.passes_through]:
+            lost = lost or origin is None
+            self.passed_resume = None if lost else int(origin) + 1
             yield value if isinstance(value, str) else etree.tostring(value, encoding="unicode", with_tail=False)
 
     def _run(self) -> None:
         error, code = "", ""
         pending: list[str] = []  # results not offered yet: they leave before an input waits
-        first = 0
-
         since = 0.0  # when the oldest pending result was made
 
         def offer() -> None:
-            nonlocal first
             if pending and not self._stopped:
-                self.buffer.offer_all(first, pending)
-            first += len(pending)
+                at = self.passed_resume
+                self.buffer.offer_all(self.next_result, pending, None if at is None else (self.passes_through, at))
+            self.next_result += len(pending)
             pending.clear()
 
         for f in self.feeds.values():

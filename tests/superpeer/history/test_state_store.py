@@ -245,3 +245,33 @@ def test_a_stream_filled_from_the_past_is_reused_only_where_its_replayed_items_h
         reused_past = part.reused in filled
         assert plan.admitted and reused_past == bool(allowed), (live_from, reached, part.reused)
         assert not reused_past or part.reuse_peer in allowed, (reached, part.reuse_peer)
+
+
+def test_where_a_subscription_passing_its_items_through_resumes_is_stored_with_its_results(tmp_path: Path) -> None:
+    """(variable, the original's item after the last stored result's, the next result's number),
+    in the same transaction as the results; a batch without it (an item of unknown origin) takes
+    the earlier one back, and the subscription's runtime resumes only where the kept results
+    end exactly there."""
+    from sharing.analysis import analyze
+    from superpeer.recovery.restore import resumes_at
+    from superpeer.subscriptions.results import ResultBuffer
+    from superpeer.subscriptions.runtime import SubscriptionRuntime
+
+    store = StateStore(tmp_path)
+    store.add_subscription("SP1-a", "<q/>", "sharing", 5.0)
+    store.add_results("SP1-a", [(k, f"<x>{k}</x>") for k in range(300)], ("p", 1234))
+    [s] = StateStore(tmp_path).subscriptions()
+    assert s.resume == ("p", 1234, 300)
+    query = '<r>{ for $p in stream("photons")/photons/photon where $p/en > 1 return $p }</r>'
+    runtime = SubscriptionRuntime("SP1-a", analyze(query), 10_000, buffer=ResultBuffer(10_000, "r"))
+    runtime.buffer.restore(s.base, s.results, False, "", "")
+    resumes_at(runtime, s.resume)
+    assert (runtime.resume_at, runtime.next_result) == ({"p": 1234}, 300)
+    stale = SubscriptionRuntime("SP1-a", analyze(query), 10_000, buffer=ResultBuffer(10_000, "r"))
+    stale.buffer.restore(s.base, s.results[:-1], False, "", "")  # (kept results end elsewhere)
+    resumes_at(stale, s.resume)
+    assert (stale.resume_at, stale.next_result) == ({}, 0)
+    store.add_results("SP1-a", [(300, "<x>300</x>")])
+    assert StateStore(tmp_path).subscriptions()[0].resume is None
+    store.remove_subscription("SP1-a")
+    assert not sqlite3.connect(tmp_path / "superpeer.sqlite3").execute("SELECT * FROM result_resume").fetchall()
