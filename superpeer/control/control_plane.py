@@ -305,6 +305,7 @@ class ControlPlane:
         self.state.check_shapes(record.runtime.analysis)
         deadline = time.monotonic() + INSTALL_DEADLINE_S
         avoid: set[str] = set()  # running replays that could not serve it (``Reserved.refused``)
+        retried = False
         for again in itertools.count(1):
             plan, view, txn, reservation = self._reserve(record, deadline, avoid)
             # over the past: a new copy of each original, filled from its log's first item (or the
@@ -319,6 +320,7 @@ class ControlPlane:
                 break
             except PlanAgain as refused:  # (undone before anything was sent: plan again)
                 self.two_phase.release(record, txn)
+                retried = True  # (its earlier attempts' peers, if a removal failed there: not known)
                 if again >= REPLANS:  # (a hold lapses only after a reservation's time: no deadline)
                     raise NodeError("ABORTED", f"could not install the plan: {refused.message}") from None
                 avoid |= refused.avoid
@@ -326,7 +328,8 @@ class ControlPlane:
             except BaseException:
                 self.two_phase.release(record, txn)
                 raise
-        record.touched[plan.subscription] = frozenset(commit.peers)
+        if not retried:  # (where it was committed: removed there only; else everywhere)
+            record.touched[plan.subscription] = frozenset(commit.peers)
         commit.replayed.update(reservation.replayed)
         commit.history.update(reservation.history)
         record.starts = ({name: commit.replayed.get(name, 0) for name in (p.input_properties.input.stream

@@ -294,7 +294,7 @@ class Reoptimiser:
         sid, new_id = record.runtime.id, plan.subscription
         old_ids = [*record.stale, record.plan_id]
         old_paths = record.paths
-        old_peers = record.held_by(old_ids)
+        old_peers = record.held_by(old_ids, state.backbone.peers)
         # the attempt's id is stored before anything is reserved: a crash now leaves nothing a
         # restart would not remove
         state.store.set_plan(sid, record.owner, [*record.stale, new_id], record.starts, record.chains,
@@ -424,7 +424,7 @@ class Reoptimiser:
                 self._remove(move.ids, move.peers)
 
     def _undo(self, txn: str, new_id: str, plan: Plan, view: RemotePlanningView) -> None:
-        peers = set(self.control.two_phase.affected(plan)) | self.control.two_phase.holders(plan, view)
+        peers = self.control.two_phase.reached(plan, view)  # (a commit wave may have marked it a user)
         for peer in sorted(peers):
             try:
                 self.control.link.abort(peer, txn)

@@ -218,6 +218,12 @@ class Coordinator:
                 removed.extend(answer)
         return removed
 
+    def reached(self, plan: Plan, view: RemotePlanningView) -> set[str]:
+        """Every peer a commit of ``plan`` calls: those taking its new streams, those holding a
+        stream it reuses (they count it as a user) and the replays' origins."""
+        lineage = sorted({s.id for p in plan.parts for s in view.lineage(p.reused)})
+        return set(self.commit_peers(self.affected(plan), lineage, view)) | self.holders(plan, view)
+
     @staticmethod
     def new_streams(plan: Plan) -> list[NetworkStream]:
         return [s for p in plan.parts for s in p.new_streams]

@@ -132,13 +132,13 @@ class Forwarder:
             # each run of the items kept goes with its own number (the dropped ones' are skipped)
             runs = kept_runs([n <= MAX_ITEM_BYTES for n in sizes])
             for k, (a, b) in enumerate(runs):
-                self._queue(stream, WireBatch.of(items[a:b]), end and k == len(runs) - 1,
+                self._queue(stream, WireBatch.of(items[a:b]).bare(), end and k == len(runs) - 1,
                             None if position is None else position + a,
                             None if origins is None else origins[a:b])
             if not runs and end:
                 self._queue(stream, EMPTY, True, None)
             return
-        self._queue(stream, WireBatch.of(items), end, position, origins)
+        self._queue(stream, WireBatch.of(items).bare(), end, position, origins)
 
     def _queue(self, stream: str, items: WireBatch, end: bool, position: int | None,
                origins: Origins | None = None) -> None:

@@ -44,6 +44,11 @@ class WireBatch(Sequence[str]):
             return batches[0]
         return cls(b"".join(b.payload for b in batches), list(itertools.chain.from_iterable(b.lengths for b in batches)))
 
+    def bare(self) -> WireBatch:
+        """The same batch without its texts split out: what waits in a link's queue (the
+        buffer alone, not the buffer and a copy of it as ``str``)."""
+        return self if self._texts is None else WireBatch(self.payload, self.lengths)
+
     @property
     def nbytes(self) -> int:
         return len(self.payload)

@@ -85,6 +85,7 @@ class GrpcPeerChannels:
         self.epoch = secrets.token_hex(8)  # this process's numbering of items on its links
         self._channels: dict[tuple[str, bool], grpc.Channel] = {}  # (peer, for items)
         self._stubs: dict[tuple[str, bool], pb_grpc.SuperPeerStub] = {}  # (one per channel: a stub binds every method)
+        self._making = threading.Lock()
         self._dialled: dict[str, float] = {}  # peer -> when a channel to it was first made
         self._answered: set[str] = set()  # peers that answered a call or a heartbeat once
         self.parses = StaticParses()  # (lookup answers: each stream's fixed part read once)
@@ -104,6 +105,11 @@ class GrpcPeerChannels:
         stub = self._stubs.get(key)
         if stub is not None:
             return stub
+        with self._making:  # (two first calls at once: one channel, not one left open beside it)
+            return self._stubs.get(key) or self._make_stub(peer, data)
+
+    def _make_stub(self, peer: str, data: bool) -> pb_grpc.SuperPeerStub:
+        key = (peer, data)
         ch = self._channels.get(key)
         if ch is None:
             options = [("grpc.max_receive_message_length", 64 << 20), ("grpc.max_send_message_length", 64 << 20)]

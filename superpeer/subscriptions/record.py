@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -95,13 +96,15 @@ class SubscriptionRecord:
             return None
         return set().union(*(self.touched[i] for i in plan_ids))
 
-    def held_by(self, plan_ids: list[str]) -> set[str]:
-        """Every peer the plans ``plan_ids`` may hold something at, as far as is known here: its
-        paths, its new streams' routes, and where they were committed."""
+    def held_by(self, plan_ids: list[str], everyone: Iterable[str]) -> set[str]:
+        """Every peer the plans ``plan_ids`` may hold something at: its paths, its new streams'
+        routes, and where they were committed — ``everyone`` if that is not known for one."""
+        touched = self.touched_by(plan_ids)
+        if touched is None:
+            return set(everyone)
         peers = {p for path in self.paths for p in path}
-        peers |= {p for part in (self.plan.parts if self.plan else ()) for s in part.new_streams
-                  for p in (s.origin, *s.route)}
-        return peers | (self.touched_by(plan_ids) or set())
+        return touched | peers | {p for part in (self.plan.parts if self.plan else ()) for s in part.new_streams
+                                  for p in (s.origin, *s.route)}
 
     def forget_plans(self, plan_ids: list[str]) -> None:
         """Those plans are removed (or to be, wherever they were: ``Recovery.forget``)."""

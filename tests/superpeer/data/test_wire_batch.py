@@ -19,6 +19,8 @@ def test_a_batch_reads_sliced_and_joined_as_its_texts(items, a, b):
     assert list(batch[a:b]) == items[a:b]
     assert list(WireBatch.joined([batch[:a], batch[a:]])) == items
     assert check_lengths(batch.payload, batch.lengths) == ""
+    bare = batch.bare()  # (what waits in a link's queue: the buffer, not also its texts)
+    assert bare._texts is None and bare.payload is batch.payload and list(bare) == items
 
 
 def test_a_link_sends_a_received_buffer_on_whole_and_merges_it_with_the_next():
@@ -26,6 +28,7 @@ def test_a_link_sends_a_received_buffer_on_whole_and_merges_it_with_the_next():
     received = WireBatch.of(["<i>1</i>", "<i>é</i>"])
     link.send("s", received, position=0, origins=range(0, 2))
     link.send("s", ["<i>3</i>"], position=2, origins=range(2, 3))
+    assert all(b.items._texts is None for b in link.queue), "queued without their texts"
     chunk = link._take()
     request = link._request(chunk)
     assert request.payload == "<i>1</i><i>é</i><i>3</i>".encode() and list(request.lengths) == [8, 9, 8]
