@@ -15,12 +15,11 @@ import threading
 import time
 from functools import partial
 
-from lxml import etree
-
 from sharing.analysis import Analysis
 from sharing.estimates import asked_partials
 from wxquery.evaluator import post_process
 from wxquery.join_band import join_bands
+from wxquery.operators.records import serialize
 from wxquery.pass_through import passed_through
 
 from ..data.limits import DataLimits
@@ -172,7 +171,7 @@ class SubscriptionRuntime:
         for value, origin in self.feeds[self.passes_through]:
             lost = lost or origin is None
             self.passed_resume = None if lost else int(origin) + 1
-            yield value if isinstance(value, str) else etree.tostring(value, encoding="unicode", with_tail=False)
+            yield value if isinstance(value, str) else serialize(value)
 
     def _run(self) -> None:
         error, code = "", ""
