@@ -17,10 +17,11 @@ from sharing.backbone import Backbone
 from sharing.matching import raw_properties
 from sharing.properties import InputStream
 from sharing.statistics import StreamEstimate, StreamStatistics
-from sharing.stream_table import NetworkStream, PeerUsage, StreamTable
+from sharing.stream_table import NetworkStream, PeerUsage, StreamTable, usage_at
 
 from .data.event_time import EventTime
 from .data.limits import DataLimits
+from .control.in_flight import IN_FLIGHT, in_flight_report
 from .control.transactions import Transactions
 from .errors import NodeError
 from .history.bounds import HistoryBound
@@ -142,10 +143,14 @@ class PeerState:
 
     def usage_report(self) -> dict:
         """What this peer tells the others of its usage (heartbeats, lookups, ``status``):
-        ``own_usage``, the bits/s it measured going out on each link, the cores its executor
-        measurably spends, and its ``version``."""
-        report = self.own_usage().to_json(self.id)
+        ``own_usage`` (and the part of it in-flight installations hold), the bits/s it measured
+        going out on each link, the cores its executor measurably spends, and its ``version``."""
         with self.lock:
+            reserved = self.transactions.reserved()
+            report = self.table.usage_at(self.id, reserved).to_json(self.id)
+            if reserved:  # (what of it in-flight installations hold: ``control.in_flight``)
+                held = usage_at(self.id, reserved)
+                report[IN_FLIGHT] = in_flight_report(held.load, held.links)
             report["version"] = self.version  # (a periodic re-optimisation round reads it: ``planned_over``)
             if self.measured_links:
                 report["measured_links"] = {n: round(b, 1) for n, b in self.measured_links.items()}
@@ -165,14 +170,17 @@ class PeerState:
             staying.update(report.get("staying", ()))
         return frozenset(staying)
 
+    def usage_reports(self) -> dict[str, dict]:
+        """Every peer's last usage report, this one's now."""
+        return {**self.peer_usage, self.id: self.usage_report()}
+
     def usage_view(self) -> tuple[dict[frozenset[str], float], dict[str, float]]:
         """Used bandwidth per link and load per peer: our own, and what the others reported.
         A link is as used as its plans reserve, or as its two ends measured it carrying if that
         is more (a stream faster than estimated, a replay, a burst): admission then refuses
         what would push a busy link into overload, with the link named. A peer likewise: its
         plans' load, or what its executor measurably spends if that is more."""
-        reports = dict(self.peer_usage)
-        reports[self.id] = self.usage_report()
+        reports = self.usage_reports()
         link_used: dict[frozenset[str], float] = {}
         measured: dict[frozenset[str], float] = {}
         peer_used: dict[str, float] = {}

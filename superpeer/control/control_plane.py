@@ -15,8 +15,8 @@ peer does when a plan is installed on it is the ``participant``'s.
   subscription at a time, and a peer refuses, as a *conflict*, a reservation for a plan made
   over an older version of it or while another installation of the same stream is in flight
   there — the later plan is made again once the earlier one is in place, and reuses its streams
-  rather than duplicating them. Conflicts are retried until ``INSTALL_DEADLINE_S``; refusals
-  for capacity (the planner's view was stale) ``REPLANS`` times.
+  rather than duplicating them. Conflicts, and plans rejected for what in-flight installations
+  hold (``in_flight``), are retried until ``INSTALL_DEADLINE_S``; refusals for capacity ``REPLANS`` times.
 * End of stream, whatever the interleaving with a close: the subscription takes its inputs here
   *before* any commit, and peers commit downstream first (by distance to this peer), so no item
   or end of a new stream can pass a peer that has not installed it yet; a peer that installs a
@@ -57,6 +57,7 @@ from ..subscriptions.approximation import CONFIDENCE, beyond_bound, check_bounds
 from ..subscriptions.record import SubscriptionRecord, past_of, past_progress
 from ..subscriptions.results import ResultBuffer
 from ..subscriptions.runtime import SubscriptionRuntime
+from .in_flight import held_in_flight
 from .participant import CONFLICT
 from .remote_view import RemotePlanningView, fetch_planning_view, remember_reach
 from .two_phase import Coordinator, PlanAgain
@@ -371,6 +372,8 @@ class ControlPlane:
             except KeyError as exc:
                 raise NodeError("NOT_FOUND", str(exc).strip("'\"")) from None
             if not plan.admitted:
+                if time.monotonic() < deadline and held_in_flight(plan.overloads, self.state.usage_reports()):
+                    continue  # (what it needs is held by installations in flight: once they settle)
                 bound = beyond_bound(record.approximate, samplable(analysis.properties), record.min_rate)
                 raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}{bound}")
             # (at once the first time; after a refusal in order, so that a collision has a winner)

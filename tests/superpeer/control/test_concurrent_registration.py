@@ -22,6 +22,7 @@ from sharing.properties import InputStream
 from sharing.scenarios import example_query, paper_query
 from sharing.statistics import StreamEstimate
 from sharing.stream_table import NetworkStream
+from superpeer.control.in_flight import IN_FLIGHT
 from superpeer_fakes import Call, FakeNetwork, in_process_network
 from thinpeer.client import SuperPeerClient, ThinPeerError
 
@@ -178,8 +179,11 @@ def test_reservations_in_flight_are_in_the_usage_a_peer_reports():
     after = participant.lookup(InputStream("photons", ("photons", "photon")))[1]
     assert after["links"]["SP5"] == pytest.approx(before["links"].get("SP5", 0.0) + 30e6)
     assert after["load"] > before["load"] and after["version"] != before["version"]
+    assert IN_FLIGHT not in before and after[IN_FLIGHT]["links"] == {"SP5": pytest.approx(30e6)}
+    assert after[IN_FLIGHT]["load"] == pytest.approx(after["load"] - before["load"])
     participant.abort("t1")
-    assert participant.lookup(InputStream("photons", ("photons", "photon")))[1]["load"] == before["load"]
+    aborted = participant.lookup(InputStream("photons", ("photons", "photon")))[1]
+    assert aborted["load"] == before["load"] and IN_FLIGHT not in aborted
     stop(net)
 
 
