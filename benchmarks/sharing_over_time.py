@@ -162,7 +162,7 @@ def run_one(mode: str, flags: list[str], timeline: Timeline, window_s: float, ar
     out = {"flags": result.flags, "event_times": result.event_times, "event_seconds": result.event_seconds,
            "end": result.end, "samples": [{"t": s.t, "items": s.items, "bytes": s.bytes} for s in result.samples],
            "windows": windows, "subscriptions": result.subscriptions, "plans_when_registered": result.plans,
-           "plans_at_window_end": result.window_plans, "unexpected_replans": unexpected_replans(result, timeline),
+           "plans_at_window_end": result.window_plans, "streams_at_window_end": result.window_streams, "unexpected_replans": unexpected_replans(result, timeline),
            "rejected": result.rejected, "errors": result.errors, "published": result.published,
            "wall_seconds": result.wall_seconds}
     if mode == "reoptimise":

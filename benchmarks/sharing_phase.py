@@ -70,6 +70,7 @@ class PhaseResult:
     subscriptions: dict[str, str] = field(default_factory=dict)  # selection -> subscription id
     plans: dict[str, str] = field(default_factory=dict)  # selection -> its plan when registered
     window_plans: list[dict[str, dict]] = field(default_factory=list)  # at each window's end
+    window_streams: list[dict[str, dict]] = field(default_factory=list)  # likewise: what flows where
     rejected: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     published: int = 0
@@ -198,6 +199,7 @@ def _run(network: LocalNetwork, result: PhaseResult, timeline: Timeline, window_
                 time.sleep(wait)
             if k:
                 result.window_plans.append(live_plans(network, result))
+                result.window_streams.append(live_streams(network))
             began = time.monotonic()
             result.event_times.append(round(began - started, 3))
             progress(f"{result.mode}: t={began - started:5.1f}s {event.label()}")
@@ -214,11 +216,32 @@ def _run(network: LocalNetwork, result: PhaseResult, timeline: Timeline, window_
             time.sleep(wait)
         result.end = round(time.monotonic() - started, 3)
         result.window_plans.append(live_plans(network, result))
+        result.window_streams.append(live_streams(network))
     finally:
         sampler.close()
         publisher.stop.set()
         publisher.join(30)
         result.published = publisher.next
+
+
+def live_streams(network: LocalNetwork) -> dict[str, dict]:
+    """Every stream the super-peers' tables hold now, but the originals: its route, its users
+    and the peers that hold it — a stream that carries bytes no live plan reads shows here (one
+    being removed after a move, or one left behind)."""
+    out: dict[str, dict] = {}
+    for peer in network.addresses:
+        try:
+            with network.client(peer, timeout=5.0) as client:
+                table = client.status().get("stream_table", [])
+        except ThinPeerError:
+            continue
+        for s in table:
+            if s.get("original"):
+                continue
+            entry = out.setdefault(s["id"], {"route": "→".join(s["route"]), "users": set(), "held_at": []})
+            entry["users"].update(s.get("users", []))
+            entry["held_at"].append(peer)
+    return {sid: {**e, "users": sorted(e["users"])} for sid, e in sorted(out.items())}
 
 
 def live_plans(network: LocalNetwork, result: PhaseResult) -> dict[str, dict]:
