@@ -23,7 +23,7 @@ peer does when a plan is installed on it is the ``participant``'s.
   stream whose parent already ended there ends it at once (``DataPlane.attach``), and a delivery
   taken from a stream that already ended here is ended when it is taken. A failed commit, or
   any unexpected error, removes what was installed and ends the subscription with the reason.
-* Unsubscribe stops post-processing here and asks every peer to release what nothing uses.
+* Unsubscribe stops post-processing here and asks the peers its plans were committed at to release what nothing uses.
 """
 
 from __future__ import annotations
@@ -320,14 +320,14 @@ class ControlPlane:
                 commit = self.two_phase.commit(txn, plan, view, replay, since)
                 break
             except PlanAgain as refused:  # (undone before anything was sent: plan again)
-                self.two_phase.release(record, txn)
+                self.two_phase.release(record, txn, self.two_phase.involved(plan, view))
                 retried = True  # (its earlier attempts' peers, if a removal failed there: not known)
                 if again >= REPLANS:  # (a hold lapses only after a reservation's time: no deadline)
                     raise NodeError("ABORTED", f"could not install the plan: {refused.message}") from None
                 avoid |= refused.avoid
                 deadline = time.monotonic() + INSTALL_DEADLINE_S
             except BaseException:
-                self.two_phase.release(record, txn)
+                self.two_phase.release(record, txn, self.two_phase.involved(plan, view))
                 raise
         if not retried:  # (where it was committed: removed there only; else everywhere)
             record.touched[plan.subscription] = frozenset(commit.peers)

@@ -189,13 +189,20 @@ class Coordinator:
                                        "installation took longer than a reservation lasts): subscribe again")
         return done
 
-    def release(self, record: SubscriptionRecord, txn: str) -> None:
-        """Undo a half-done installation: the inputs here, reservations, committed streams."""
+    def release(self, record: SubscriptionRecord, txn: str, peers: set[str] | None = None) -> None:
+        """Undo a half-done installation: the inputs here, reservations, committed streams — at
+        ``peers`` (``involved``: every peer it may have reserved or committed at; None: every
+        peer of the backbone)."""
         sid = record.plan.subscription if record.plan is not None else record.plan_id
         with self.state.lock:
             record.plan = None
             self.state.stop_delivering(record.runtime, record.inputs.values())
-        self.remove_everywhere(sid, [sid], txn)  # (best effort; the original error is reported)
+        self.remove_everywhere(sid, [sid], txn, peers)  # (best effort; the original error is reported)
+
+    def involved(self, plan: Plan, view: RemotePlanningView) -> set[str]:
+        """Every peer an installation of ``plan`` reserves or commits at: those its commit calls
+        (``reached``) and those its reservation keeps streams at (``kept``)."""
+        return self.reached(plan, view) | set(self.kept(plan, view))
 
     def remove_everywhere(self, sid: str, owners: list[str], txn: str = "",
                           peers: set[str] | None = None) -> list[str]:

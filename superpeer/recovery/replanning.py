@@ -215,8 +215,9 @@ class Recovery:
                 control.take_inputs(record, plan)
                 done = control.two_phase.commit(txn, plan, view, starts)
             except Exception as exc:  # noqa: BLE001 - what was installed is removed; tried again
-                control.two_phase.release(record, txn)
-                self.forget([new_id])
+                involved = control.two_phase.involved(plan, view)
+                control.two_phase.release(record, txn, involved)
+                self.forget([new_id], sorted(involved))
                 self._failed(record, f"installing the new plan failed: {as_node_error(exc, new_id).message}")
                 return False
             paths = data_paths(plan, view.lineage)

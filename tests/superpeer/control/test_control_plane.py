@@ -202,6 +202,24 @@ def test_peers_that_start_nothing_commit_together_and_the_origin_after_them(netw
     assert committed == [{"SP1", "SP5"}]
 
 
+def test_a_failed_installation_is_undone_only_where_it_reserved_or_committed(network):
+    """Query 1 at SP1 (its stream made at SP4, over SP5) whose commit fails at SP4, however often
+    it is planned again: what it reserved and committed is let go at SP1, SP4 and SP5, not at
+    every super-peer of the backbone, and nothing stays reserved anywhere."""
+    def fail_at_sp4(call):
+        if call.method == "commit" and call.peer == "SP4":
+            raise NodeError("UNAVAILABLE", "super-peer SP4 is unreachable")
+
+    network.hook = fail_at_sp4
+    with pytest.raises(NodeError):
+        subscribe(network, "SP1", paper_query(1))
+    network.hook = lambda call: None
+    undone = {c.peer for c in network.calls if c.method in ("abort", "remove")}
+    assert "SP4" in undone and undone <= {"SP1", "SP4", "SP5"}, undone
+    assert all(not p.state.transactions.reserved() for p in network.peers.values())
+    assert not [s.id for p in network.peers.values() for s in p.state.table.streams.values() if not s.original]
+
+
 def test_a_registration_whose_streams_peer_is_down_fails_at_its_first_silence(network):
     """The original's peer does not answer the lookup: the registration fails then, naming it,
     without asking it again for the statistics (another timeout)."""
