@@ -346,7 +346,8 @@ class ControlPlane:
                                for path in record.paths for p in path}
         if any(p.widened for p in plan.parts):  # (its stream's consumers move onto it first)
             record.last_replan = time.time()
-        self.state.store.set_plan(sid, record.owner, record.stale, record.starts, record.chains, record.sample)
+        self.state.store.set_plan(sid, record.owner, record.stale, record.starts, record.chains, record.sample,
+                                  touched=record.touched)
 
     def _reserve(self, record: SubscriptionRecord, deadline: float,
                  avoid: set[str]) -> tuple[Plan, RemotePlanningView, str, Reserved]:

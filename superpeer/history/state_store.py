@@ -23,6 +23,7 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,7 +54,8 @@ CREATE TABLE IF NOT EXISTS subscriptions (
     closed INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '', code TEXT NOT NULL DEFAULT '',
     stale TEXT NOT NULL DEFAULT '[]', released INTEGER NOT NULL DEFAULT 0,
     starts TEXT NOT NULL DEFAULT '{}', chains TEXT NOT NULL DEFAULT '{}', user TEXT NOT NULL DEFAULT '',
-    sample INTEGER NOT NULL DEFAULT 1, confidence REAL NOT NULL DEFAULT 0.95, bounds TEXT NOT NULL DEFAULT '{}');
+    sample INTEGER NOT NULL DEFAULT 1, confidence REAL NOT NULL DEFAULT 0.95, bounds TEXT NOT NULL DEFAULT '{}',
+    touched TEXT NOT NULL DEFAULT '{}');
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS intervals (
     sid TEXT NOT NULL, variable TEXT NOT NULL, window INTEGER NOT NULL, position INTEGER NOT NULL,
@@ -72,7 +74,8 @@ ADDED_COLUMNS = [("subscriptions", "chains", "TEXT NOT NULL DEFAULT '{}'"),
                  ("subscriptions", "sample", "INTEGER NOT NULL DEFAULT 1"),
                  ("originals", "retained_from", "INTEGER NOT NULL DEFAULT 0"),
                  ("subscriptions", "confidence", "REAL NOT NULL DEFAULT 0.95"),
-                 ("subscriptions", "bounds", "TEXT NOT NULL DEFAULT '{}'")]
+                 ("subscriptions", "bounds", "TEXT NOT NULL DEFAULT '{}'"),
+                 ("subscriptions", "touched", "TEXT NOT NULL DEFAULT '{}'")]
 
 
 @dataclass
@@ -127,6 +130,8 @@ class StoredSubscription:
     # (variable, the original's item after the last one whose results are stored, the number of
     # the next result): where a subscription passing its items through resumes (``restore``)
     resume: tuple[str, int, int] | None = None
+    # plan id -> the peers it was committed at (``SubscriptionRecord.touched``): removed there only
+    touched: dict[str, list[str]] = field(default_factory=dict)
 
 
 class StateStore:
@@ -290,13 +295,17 @@ class StateStore:
                       (sid, query, strategy, registered_at, user, confidence, json.dumps(bounds or {})))])
 
     def set_plan(self, sid: str, owner: str, stale: list[str], starts: dict[str, int],
-                 chains: dict[str, ReplayInput], sample: int = 1) -> None:
+                 chains: dict[str, ReplayInput], sample: int = 1,
+                 touched: Mapping[str, Iterable[str]] | None = None) -> None:
         """The subscription's installed plan: the id its streams are held under, the ids of
         earlier plans (and attempts) some peer may still hold, and where it starts in each
-        stream it reads (what a re-plan replays), and the sample it reads (1: every item)."""
-        self._write([("UPDATE subscriptions SET owner = ?, stale = ?, starts = ?, chains = ?, sample = ? "
-                      "WHERE sid = ?", (owner, json.dumps(stale), json.dumps(starts),
-                                        json.dumps({v: c.to_json() for v, c in chains.items()}), sample, sid))])
+        stream it reads (what a re-plan replays), the sample it reads (1: every item), and the
+        peers each plan id was committed at (a plan id not there: removed at every peer)."""
+        self._write([("UPDATE subscriptions SET owner = ?, stale = ?, starts = ?, chains = ?, sample = ?, "
+                      "touched = ? WHERE sid = ?",
+                      (owner, json.dumps(stale), json.dumps(starts),
+                       json.dumps({v: c.to_json() for v, c in chains.items()}), sample,
+                       json.dumps({i: sorted(peers) for i, peers in (touched or {}).items()}), sid))])
 
     def end_subscription(self, sid: str, error: str, code: str) -> None:
         self._write([("UPDATE subscriptions SET closed = 1, error = ?, code = ? WHERE sid = ?",
@@ -369,7 +378,7 @@ class StateStore:
     def subscriptions(self) -> list[StoredSubscription]:
         with self._lock:
             rows = self._db.execute("SELECT sid, query, strategy, registered_at, owner, closed, "
-                                    "error, code, stale, released, starts, chains, user, sample, confidence, bounds "
+                                    "error, code, stale, released, starts, chains, user, sample, confidence, bounds, touched "
                                     "FROM subscriptions "
                                     "ORDER BY registered_at").fetchall()
             found = []
@@ -381,5 +390,6 @@ class StateStore:
                                                 json.loads(r[8]), results, base,
                                                 json.loads(r[10]),
                                                 {v: ReplayInput.from_json(c) for v, c in json.loads(r[11]).items()},
-                                                r[12], r[13], r[14], json.loads(r[15] or "{}"), resume.get(r[0])))
+                                                r[12], r[13], r[14], json.loads(r[15] or "{}"), resume.get(r[0]),
+                                                json.loads(r[16] or "{}")))
         return found

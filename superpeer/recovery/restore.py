@@ -127,11 +127,14 @@ def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
                                     registered_at=s.registered_at, owner=s.owner, starts=dict(s.starts),
                                     chains=dict(s.chains), stale=list(s.stale), user=s.user, sample=s.sample,
                                     approximate=bool(s.bounds.get("approximate", s.sample > 1)),
-                                    min_rate=int(s.bounds.get("min_rate", 64)), weight=float(s.bounds.get("weight", 1.0)))
+                                    min_rate=int(s.bounds.get("min_rate", 64)), weight=float(s.bounds.get("weight", 1.0)),
+                                    touched={i: frozenset(peers) for i, peers in s.touched.items()})
         runtime.sample, runtime.confidence = s.sample, s.confidence
         runtime.ensure_estimates()  # results read back before its re-plan carry their intervals
         resumes_at(runtime, s.resume)
-        recovery.forget([*s.stale, s.owner or s.sid])  # every plan it had, wherever it is
+        for plan_id in [*s.stale, s.owner or s.sid]:  # every plan it had: where it was committed, if known
+            peers = s.touched.get(plan_id)
+            recovery.forget([plan_id], None if peers is None else peers)
         if s.closed:
             RELEASES.schedule(buffer, state.limits.finished_retention_s)
         else:

@@ -54,7 +54,8 @@ def test_subscriptions_keep_their_results_plan_ids_and_starts(tmp_path: Path) ->
     store.add_subscription("SP1-a", "<q/>", "sharing", 5.0, confidence=0.9)
     raw = raw_properties(InputStream("photons", ("photons", "photon")))
     chains = {"p": ReplayInput((ReplayLevel(raw, "items", (alg.Project(frozenset({"en"})),), 180),), 7)}
-    store.set_plan("SP1-a", "SP1-a~1f2e3d", ["SP1-a"], {"photons": 200}, chains)
+    store.set_plan("SP1-a", "SP1-a~1f2e3d", ["SP1-a"], {"photons": 200}, chains,
+                   touched={"SP1-a~1f2e3d": frozenset({"SP4", "SP5", "SP1"})})
     buffer = ResultBuffer(retention=10, root="r", store=store, sid="SP1-a")
     for i in range(3):
         assert buffer.offer(i, f"<x>{i}</x>")
@@ -67,6 +68,8 @@ def test_subscriptions_keep_their_results_plan_ids_and_starts(tmp_path: Path) ->
     assert (s.owner, s.stale, s.starts, s.closed) == ("SP1-a~1f2e3d", ["SP1-a"], {"photons": 200}, True)
     assert s.chains == chains and s.chains["p"].start == 180
     assert s.confidence == 0.9  # of its intervals, if it is ever planned on a sample
+    # where its plan was committed (removed there only after a restart); "SP1-a": not known
+    assert s.touched == {"SP1-a~1f2e3d": ["SP1", "SP4", "SP5"]}
     assert (s.base, s.results) == (3, ["<x>3</x>"])
     store.remove_subscription("SP1-a")
     assert StateStore(tmp_path).subscriptions() == []
