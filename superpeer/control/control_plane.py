@@ -302,7 +302,6 @@ class ControlPlane:
             self._install(record)
 
     def _install(self, record: SubscriptionRecord) -> None:
-        sid = record.runtime.id
         self.state.check_shapes(record.runtime.analysis)
         deadline = time.monotonic() + INSTALL_DEADLINE_S
         avoid: set[str] = set()  # running replays that could not serve it (``Reserved.refused``)
@@ -346,8 +345,7 @@ class ControlPlane:
                                for path in record.paths for p in path}
         if any(p.widened for p in plan.parts):  # (its stream's consumers move onto it first)
             record.last_replan = time.time()
-        self.state.store.set_plan(sid, record.owner, record.stale, record.starts, record.chains, record.sample,
-                                  touched=record.touched)
+        record.store_plan(self.state.store)
 
     def _reserve(self, record: SubscriptionRecord, deadline: float,
                  avoid: set[str]) -> tuple[Plan, RemotePlanningView, str, Reserved]:

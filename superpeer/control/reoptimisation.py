@@ -297,8 +297,7 @@ class Reoptimiser:
         old_peers = record.held_by(old_ids, state.backbone.peers)
         # the attempt's id is stored before anything is reserved: a crash now leaves nothing a
         # restart would not remove
-        state.store.set_plan(sid, record.owner, [*record.stale, new_id], record.starts, record.chains,
-                             record.sample, touched=record.touched)
+        record.store_plan(state.store, stale=[*record.stale, new_id])
         txn, reservation = control.two_phase.reserve(plan, view)
         if not txn:
             record.reoptimisation = f"kept: could not reserve the new plan ({reservation.reason})"
@@ -351,8 +350,7 @@ class Reoptimiser:
             entry["state"] = "switching"
             if sample is not None:
                 entry["sample"] = f"1/{restore['sample']} → 1/{sample}"
-        state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample,
-                             touched=record.touched)
+        record.store_plan(state.store, new_id, old_ids)
         self.switches[sid] = Move(switch, record, entry, old_ids, old_peers, old_paths, restore, new_id, new_peers,
                                   progress_stream(state, old_stream), handover)
         self.migrations += 1
@@ -418,8 +416,7 @@ class Reoptimiser:
                 else:
                     record.stale = [i for i in record.stale if i not in move.ids]
                     record.forget_plans(move.ids)
-                state.store.set_plan(sid, record.owner, record.stale, record.starts, record.chains, record.sample,
-                                     touched=record.touched)
+                record.store_plan(state.store)
             if cancelled:
                 self._remove([move.new_id], move.new_peers)
             else:

@@ -188,8 +188,7 @@ class Recovery:
                 return False
             # the attempt's id is stored before anything is reserved: a crash now leaves nothing
             # a restart would not remove
-            state.store.set_plan(sid, record.owner, [*record.stale, new_id], record.starts, record.chains,
-                                 record.sample, touched=record.touched)
+            record.store_plan(state.store, stale=[*record.stale, new_id])
             txn, reservation = control.two_phase.reserve(plan, view)
             reason = reservation.reason
             if not txn:
@@ -248,8 +247,7 @@ class Recovery:
                 record.caught_up = record.caught_up and bool(resume)  # (recomputed: from its first item again)
                 record.replans += 1
                 record.replaced = None
-            state.store.set_plan(sid, new_id, old_ids, record.starts, record.chains, record.sample,
-                                 touched=record.touched)
+            record.store_plan(state.store, new_id, old_ids)
             self.forget(old_ids, None if gone is None else sorted(gone))
         log.warning("subscription %s planned again as %s, %s: %s", sid, new_id,
                     f"resumed at item {resume}" if resume else f"recomputed from its first item ({not_resumed})",

@@ -106,6 +106,13 @@ class SubscriptionRecord:
         return touched | peers | {p for part in (self.plan.parts if self.plan else ()) for s in part.new_streams
                                   for p in (s.origin, *s.route)}
 
+    def store_plan(self, store, owner: str | None = None, stale: list[str] | None = None) -> None:
+        """Write what a restart needs of its plans (``StateStore.set_plan``): by default the
+        plan it runs and the earlier ones some peer may still hold."""
+        store.set_plan(self.runtime.id, self.owner if owner is None else owner,
+                       self.stale if stale is None else stale, self.starts, self.chains, self.sample,
+                       touched=self.touched)
+
     def forget_plans(self, plan_ids: list[str]) -> None:
         """Those plans are removed (or to be, wherever they were: ``Recovery.forget``)."""
         for i in plan_ids:
