@@ -112,7 +112,7 @@ def _sat(*formulas: z3.BoolRef) -> bool:
     return result == z3.sat
 
 
-@settings(max_examples=60  # (z3's string solver: ~0.8 s each), deadline=None)
+@settings(max_examples=60, deadline=None)  # (z3's string solver: ~0.8 s an example)
 @given(a=st.lists(ATOMS, max_size=4), b=st.lists(ATOMS, min_size=1, max_size=3))
 def test_implication_and_satisfiability_of_string_atoms_are_z3s(a: list[Atom], b: list[Atom]) -> None:
     ours, theirs = PredicateGraph(a), PredicateGraph(b)
