@@ -371,7 +371,8 @@ class ControlPlane:
             except KeyError as exc:
                 raise NodeError("NOT_FOUND", str(exc).strip("'\"")) from None
             if not plan.admitted:
-                if time.monotonic() < deadline and held_in_flight(plan.overloads, self.state.usage_reports()):
+                if time.monotonic() < deadline and held_in_flight(plan.overloads, self.state.usage_reports(),
+                                                                  view.snapshot.backbone):
                     continue  # (what it needs is held by installations in flight: once they settle)
                 bound = beyond_bound(record.approximate, samplable(analysis.properties), record.min_rate)
                 raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}{bound}")

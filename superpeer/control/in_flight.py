@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from sharing.backbone import Backbone
 from sharing.cost_model import Overload
 
 IN_FLIGHT = "in_flight"  # the key of a usage report: {"load": cores, "links": {neighbour: bit/s}}
@@ -23,22 +24,28 @@ def in_flight_report(load: float, links: Mapping[str, float]) -> dict:
     return {"load": load, "links": dict(links)}
 
 
-def held_in_flight(overloads: Iterable[Overload], reports: Mapping[str, dict]) -> bool:
-    """Whether any resource of ``overloads`` is partly held by in-flight installations, as the
-    peers' usage ``reports`` (peer -> report) said: a peer by its own reservations, a link
-    (named ``"SPa–SPb"``, ``cost_model``) by either end's reservations towards the other."""
+def held_in_flight(overloads: Iterable[Overload], reports: Mapping[str, dict], backbone: Backbone) -> bool:
+    """Whether letting go of what in-flight installations hold, as the peers' usage ``reports``
+    (peer -> report) said, could make room for one of ``overloads``: a peer's own reservations,
+    or a link's (named ``"SPa–SPb"``, ``cost_model``) by both ends towards each other, against
+    the ``backbone``'s capacity of it. A plan far beyond what is held is refused at once,
+    whatever else is in flight."""
+    capacity, bandwidth = backbone.capacity(), backbone.bandwidth()
     for overload in overloads:
+        short = overload.needed - overload.available  # (of the resource's capacity)
         if overload.kind == "peer":
-            held = reports.get(overload.name, {}).get(IN_FLIGHT, {})
-            if held.get("load", 0.0) > 0:
-                return True
+            held = reports.get(overload.name, {}).get(IN_FLIGHT, {}).get("load", 0.0)
+            whole = capacity.get(overload.name, 0.0)
         elif overload.kind == "link":
             ends = overload.name.split("–")
             if len(ends) != 2:
                 continue
             a, b = ends
-            for here, there in ((a, b), (b, a)):
-                held = reports.get(here, {}).get(IN_FLIGHT, {})
-                if held.get("links", {}).get(there, 0.0) > 0:
-                    return True
+            held = sum(reports.get(here, {}).get(IN_FLIGHT, {}).get("links", {}).get(there, 0.0)
+                       for here, there in ((a, b), (b, a)))
+            whole = bandwidth.get(frozenset(ends), 0.0)
+        else:
+            continue
+        if held > 0 and whole > 0 and held / whole >= short:
+            return True
     return False
