@@ -7,7 +7,8 @@ Run: python benchmarks/registration_breakdown.py [--rounds 2] [--reoptimise] [--
 Steps timed on the registering peer: the query's analysis, the planning view (the lookups of
 SUBSCRIBE's search and the statistics of the input), the planner, the two phases (reserve,
 commit) and the state store's writes. On the way: each lookup as its asking thread sees it
-(gRPC round trip and the answer read), and as the answering peer's handler spends it. After
+(gRPC round trip and the answer read; the registering peer's lookup of its own table, without a
+call, counts there too), and as the answering peer's handler spends it. After
 the workload, in the same run, the physical limits these are made of: a lookup of one peer
 answered with the counters of the statistics only, and with their whole sample, and the same
 lookup handed to the lookup threads as the search does. Each daemon in its own process
@@ -95,13 +96,13 @@ def instrument(steps: Steps) -> None:
     own = [(control_plane.ControlPlane, "subscribe", "subscribe (whole, at the peer)"),
            (control_plane, "analyze", "analysis of the query"),
            (control_plane, "fetch_planning_view", "planning view (lookups, statistics)"),
-           (remote_view, "_ask", "  a wave of lookups after the first"),
+           (remote_view, "_ask", "  a wave of lookups (the first included)"),
            (planner.Planner, "subscribe", "planner (SUBSCRIBE, cost model)"),
            (two_phase.Coordinator, "reserve", "reserve (first phase)"),
            (two_phase.Coordinator, "commit", "commit (second phase)"),
            (state_store.StateStore, "add_subscription", "state store: the subscription"),
            (state_store.StateStore, "set_plan", "state store: its plan")]
-    anywhere = [(peer_channels.GrpcPeerChannels, "lookup", "lookup, as the asking thread sees it"),
+    anywhere = [(peer_channels.GrpcPeerChannels, "lookup", "lookup, as the asker sees it (its own too)"),
                 (service.SuperPeerService, "LookupStreams", "lookup, the answering handler"),
                 (stream_wire.StaticParses, "streams", "lookup, its answer read")]
     for owner, name, label in own:
