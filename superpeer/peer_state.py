@@ -21,7 +21,7 @@ from sharing.stream_table import NetworkStream, PeerUsage, StreamTable, usage_at
 
 from .data.event_time import EventTime
 from .data.limits import DataLimits
-from .control.in_flight import IN_FLIGHT, in_flight_report
+from .control.in_flight import IN_FLIGHT
 from .control.transactions import Transactions
 from .errors import NodeError
 from .history.bounds import HistoryBound
@@ -149,8 +149,7 @@ class PeerState:
             reserved = self.transactions.reserved()
             report = self.table.usage_at(self.id, reserved).to_json(self.id)
             if reserved:  # (what of it in-flight installations hold: ``control.in_flight``)
-                held = usage_at(self.id, reserved)
-                report[IN_FLIGHT] = in_flight_report(held.load, held.links)
+                report[IN_FLIGHT] = usage_at(self.id, reserved).to_json(self.id)
             report["version"] = self.version  # (a periodic re-optimisation round reads it: ``planned_over``)
             if self.measured_links:
                 report["measured_links"] = {n: round(b, 1) for n, b in self.measured_links.items()}

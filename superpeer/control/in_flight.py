@@ -16,12 +16,7 @@ from collections.abc import Iterable, Mapping
 from sharing.backbone import Backbone
 from sharing.cost_model import Overload
 
-IN_FLIGHT = "in_flight"  # the key of a usage report: {"load": cores, "links": {neighbour: bit/s}}
-
-
-def in_flight_report(load: float, links: Mapping[str, float]) -> dict:
-    """The part of a usage report that in-flight installations hold (``usage_report``)."""
-    return {"load": load, "links": dict(links)}
+IN_FLIGHT = "in_flight"  # the key of a usage report: that part's ``PeerUsage.to_json`` (load, links)
 
 
 def held_in_flight(overloads: Iterable[Overload], reports: Mapping[str, dict], backbone: Backbone) -> bool:

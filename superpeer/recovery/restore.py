@@ -133,8 +133,7 @@ def restore_subscriptions(control: ControlPlane, recovery: Recovery) -> int:
         runtime.ensure_estimates()  # results read back before its re-plan carry their intervals
         resumes_at(runtime, s.resume)
         for plan_id in [*s.stale, s.owner or s.sid]:  # every plan it had: where it was committed, if known
-            peers = s.touched.get(plan_id)
-            recovery.forget([plan_id], None if peers is None else peers)
+            recovery.forget([plan_id], s.touched.get(plan_id))
         if s.closed:
             RELEASES.schedule(buffer, state.limits.finished_retention_s)
         else:

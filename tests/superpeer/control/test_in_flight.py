@@ -3,9 +3,14 @@
 
 from sharing.cost_model import Overload
 from sharing.scenarios import paper_example_backbone
-from superpeer.control.in_flight import IN_FLIGHT, held_in_flight, in_flight_report
+from sharing.stream_table import PeerUsage
+from superpeer.control.in_flight import IN_FLIGHT, held_in_flight
 
 BACKBONE = paper_example_backbone(bandwidth=100e6, load_capacity=1.0)
+
+
+def in_flight_report(load: float, links: dict[str, float]) -> dict:
+    return PeerUsage(load, links).to_json("SPx")
 
 
 def reports(**held: dict) -> dict[str, dict]:
