@@ -173,13 +173,15 @@ class PeerState:
         """Every peer's last usage report, this one's now."""
         return {**self.peer_usage, self.id: self.usage_report()}
 
-    def usage_view(self) -> tuple[dict[frozenset[str], float], dict[str, float]]:
-        """Used bandwidth per link and load per peer: our own, and what the others reported.
+    def usage_view(self, reports: dict[str, dict] | None = None
+                   ) -> tuple[dict[frozenset[str], float], dict[str, float]]:
+        """Used bandwidth per link and load per peer: our own, and what the others reported
+        (``reports``: those read once by the caller, default ``usage_reports``).
         A link is as used as its plans reserve, or as its two ends measured it carrying if that
         is more (a stream faster than estimated, a replay, a burst): admission then refuses
         what would push a busy link into overload, with the link named. A peer likewise: its
         plans' load, or what its executor measurably spends if that is more."""
-        reports = self.usage_reports()
+        reports = self.usage_reports() if reports is None else reports
         link_used: dict[frozenset[str], float] = {}
         measured: dict[frozenset[str], float] = {}
         peer_used: dict[str, float] = {}

@@ -15,8 +15,8 @@ peer does when a plan is installed on it is the ``participant``'s.
   subscription at a time, and a peer refuses, as a *conflict*, a reservation for a plan made
   over an older version of it or while another installation of the same stream is in flight
   there — the later plan is made again once the earlier one is in place, and reuses its streams
-  rather than duplicating them. Conflicts, and plans rejected for what in-flight installations
-  hold (``in_flight``), are retried until ``INSTALL_DEADLINE_S``; refusals for capacity ``REPLANS`` times.
+  rather than duplicating them. Conflicts, and plans rejected that would fit once in-flight
+  installations settle (``in_flight``), are retried until ``INSTALL_DEADLINE_S``; refusals for capacity ``REPLANS`` times.
 * End of stream, whatever the interleaving with a close: the subscription takes its inputs here
   *before* any commit, and peers commit downstream first (by distance to this peer), so no item
   or end of a new stream can pass a peer that has not installed it yet; a peer that installs a
@@ -57,7 +57,7 @@ from ..subscriptions.approximation import CONFIDENCE, beyond_bound, check_bounds
 from ..subscriptions.record import SubscriptionRecord, past_of, past_progress
 from ..subscriptions.results import ResultBuffer
 from ..subscriptions.runtime import SubscriptionRuntime
-from .in_flight import held_in_flight
+from .in_flight import holds_any, settled_view
 from .participant import CONFLICT
 from .remote_view import RemotePlanningView, fetch_planning_view, remember_reach
 from .two_phase import Coordinator, PlanAgain
@@ -352,28 +352,17 @@ class ControlPlane:
         """Plan and reserve, planning again on a refusal: (plan, view, transaction, what the
         peers said). ``avoid``: running replays that could not serve the subscription, and
         those it is refused by here."""
-        sid, analysis = record.runtime.id, record.runtime.analysis
-        refused, last_reason = 0, ""
+        analysis, refused, last_reason = record.runtime.analysis, 0, ""
         for attempt in itertools.count():
             if attempt:
                 first, most = REPLAN_PAUSE_S
                 time.sleep(random.uniform(0, min(most, first * 2 ** min(attempt, 10))))
             view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id, scoped=True)
-            try:
-                planner = self.make_planner(view)
-                plan = (planner.replay_plan(sid, analysis.properties, self.state.id, avoid=frozenset(avoid),
-                                             share=record.strategy == Strategy.SHARING)
-                        if record.from_start else
-                        planner.subscribe(sid, analysis.properties, self.state.id, record.strategy,
-                                          approximate=record.approximate, coarsest=record.min_rate))
-            except RegistrationError as exc:
-                raise NodeError("NOT_FOUND", str(exc)) from None
-            except KeyError as exc:
-                raise NodeError("NOT_FOUND", str(exc).strip("'\"")) from None
+            plan = self._plan(record, view, avoid)
             if not plan.admitted:
-                if time.monotonic() < deadline and held_in_flight(plan.overloads, self.state.usage_reports(),
-                                                                  view.snapshot.backbone):
-                    continue  # (what it needs is held by installations in flight: once they settle)
+                if (time.monotonic() < deadline and holds_any(view.reports)
+                        and self._plan(record, settled_view(self.state, view), avoid).admitted):
+                    continue  # (it fits once the installations in flight have settled: ``in_flight``)
                 bound = beyond_bound(record.approximate, samplable(analysis.properties), record.min_rate)
                 raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}{bound}")
             # (at once the first time; after a refusal in order, so that a collision has a winner)
@@ -388,6 +377,20 @@ class ControlPlane:
             if refused >= REPLANS or time.monotonic() >= deadline:
                 raise NodeError("ABORTED", f"could not reserve the plan's resources: "
                                            f"{last_reason or reason}")
+
+    def _plan(self, record: SubscriptionRecord, view: RemotePlanningView, avoid: set[str]) -> Plan:
+        sid, properties = record.runtime.id, record.runtime.analysis.properties
+        try:
+            planner = self.make_planner(view)
+            return (planner.replay_plan(sid, properties, self.state.id, avoid=frozenset(avoid),
+                                        share=record.strategy == Strategy.SHARING)
+                    if record.from_start else
+                    planner.subscribe(sid, properties, self.state.id, record.strategy,
+                                      approximate=record.approximate, coarsest=record.min_rate))
+        except RegistrationError as exc:
+            raise NodeError("NOT_FOUND", str(exc)) from None
+        except KeyError as exc:
+            raise NodeError("NOT_FOUND", str(exc).strip("'\"")) from None
 
     def take_inputs(self, record: SubscriptionRecord, plan: Plan) -> dict[str, int]:
         """Deliver the plan's result streams to the subscription here, before anything is

@@ -1,46 +1,57 @@
-"""Whether what a rejected plan needs is held by installations still in flight.
+"""Whether a rejected plan would fit once the installations in flight have settled.
 
 A peer's usage report counts the streams in-flight installations hold reserved (``PeerState.
-own_usage``): a planner that did not see them would promise the same capacity twice. But a
+usage_report``): a planner that did not see them would promise the same capacity twice. But a
 reservation is not yet a stream. Forty subscriptions registered at once reserve a busy peer
 to its capacity with plans that, once committed, the later ones would have reused at no
 cost — registered one after the other, every one is admitted. So a registration refused
-for a peer or link that in-flight installations hold capacity on is planned again once they
-have settled (committed or aborted), until the installation deadline; only a refusal over
-settled usage is final (``ControlPlane._reserve``)."""
+over usage that in-flight installations hold part of is planned once more as if they had let
+go of it: if that plan is admitted, the registration is planned again for real once they have
+settled (committed: their streams can be reused; aborted: their capacity is free), until the
+installation deadline. Only a refusal that letting go would not change is final at once
+(``ControlPlane._reserve``).
+
+That second plan is the test, not the rejected plan's overloads: the planner gives back its
+cheapest plan, whose overloads may be at a peer nothing in flight holds (the photons filtered
+at the subscriber's peer because their own peer is held), while the plan that fits once the
+held peer is free is another one."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from sharing.backbone import Backbone
-from sharing.cost_model import Overload
+if TYPE_CHECKING:  # (the peer state reads ``IN_FLIGHT`` from here)
+    from ..peer_state import PeerState
+    from .remote_view import RemotePlanningView
 
 IN_FLIGHT = "in_flight"  # the key of a usage report: that part's ``PeerUsage.to_json`` (load, links)
 
 
-def held_in_flight(overloads: Iterable[Overload], reports: Mapping[str, dict], backbone: Backbone) -> bool:
-    """Whether letting go of what in-flight installations hold, as the peers' usage ``reports``
-    (peer -> report) said, could make room for one of ``overloads``: a peer's own reservations,
-    or a link's (named ``"SPa–SPb"``, ``cost_model``) by both ends towards each other, against
-    the ``backbone``'s capacity of it. A plan far beyond what is held is refused at once,
-    whatever else is in flight."""
-    capacity, bandwidth = backbone.capacity(), backbone.bandwidth()
-    for overload in overloads:
-        short = overload.needed - overload.available  # (of the resource's capacity)
-        if overload.kind == "peer":
-            held = reports.get(overload.name, {}).get(IN_FLIGHT, {}).get("load", 0.0)
-            whole = capacity.get(overload.name, 0.0)
-        elif overload.kind == "link":
-            ends = overload.name.split("–")
-            if len(ends) != 2:
-                continue
-            a, b = ends
-            held = sum(reports.get(here, {}).get(IN_FLIGHT, {}).get("links", {}).get(there, 0.0)
-                       for here, there in ((a, b), (b, a)))
-            whole = bandwidth.get(frozenset(ends), 0.0)
-        else:
+def settled(reports: Mapping[str, dict]) -> dict[str, dict]:
+    """The usage ``reports`` (peer -> report) without what in-flight installations hold."""
+    out: dict[str, dict] = {}
+    for peer, report in reports.items():
+        held = report.get(IN_FLIGHT)
+        if not held:
+            out[peer] = dict(report)
             continue
-        if held > 0 and whole > 0 and held / whole >= short:
-            return True
-    return False
+        links = {n: max(0.0, bits - held.get("links", {}).get(n, 0.0))
+                 for n, bits in report.get("links", {}).items()}
+        out[peer] = {**{k: v for k, v in report.items() if k != IN_FLIGHT},
+                     "load": max(0.0, report.get("load", 0.0) - held.get("load", 0.0)), "links": links}
+    return out
+
+
+def holds_any(reports: Mapping[str, dict]) -> bool:
+    return any(report.get(IN_FLIGHT) for report in reports.values())
+
+
+def settled_view(state: PeerState, view: RemotePlanningView) -> RemotePlanningView:
+    """``view`` with the usage its reports give once what in-flight installations hold is let
+    go (tables and statistics as they are: a plan over it is only asked whether it fits)."""
+    reports = settled(view.reports)
+    snapshot = dataclasses.replace(view.snapshot)
+    snapshot.link_used, snapshot.peer_used = state.usage_view(reports)
+    return dataclasses.replace(view, snapshot=snapshot, reports=reports)

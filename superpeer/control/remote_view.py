@@ -75,6 +75,11 @@ class RemotePlanningView:
     snapshot: PlanningSnapshot
     holders: dict[str, set[str]] = field(default_factory=dict)  # stream id -> peers reporting it
     versions: dict[str, int] = field(default_factory=dict)  # peer -> version its answer was read at
+    # peer -> the usage report the plan is admitted or refused against: an asked peer's from
+    # its answer (its oldest, as ``versions``), read with its table; the others' as last heard.
+    # Not the peer state's latest: other threads' lookups replace those meanwhile, and usage
+    # read after a commit with a table read before it counts a stream the plan cannot reuse.
+    reports: dict[str, dict] = field(default_factory=dict)
 
     def lineage(self, stream_id: str) -> list[NetworkStream]:
         """A reused stream and its ancestors (each parent is in its origin's table)."""
@@ -162,7 +167,8 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
     if scoped and backbone is None:  # (a search around a failure, over part of the backbone, keeps it)
         for inp, _ in knowns.values():
             state.lookup_reach[inp] = frozenset(reach.get(inp, ()))
-    snapshot.link_used, snapshot.peer_used = state.usage_view()
+    view.reports = {**state.usage_reports(), **view.reports}
+    snapshot.link_used, snapshot.peer_used = state.usage_view(view.reports)
     snapshot.staying = state.staying_view()
     return view
 
@@ -192,6 +198,8 @@ def _take_answers(state: PeerState, view: RemotePlanningView, asks: list, answer
                 state.peer_usage[peer] = usage
             if "version" in usage:  # the oldest read of a peer decides whether a plan is stale
                 view.versions[peer] = min(view.versions.get(peer, usage["version"]), usage["version"])
+            if peer not in view.reports or usage.get("version", 0) < view.reports[peer].get("version", 0):
+                view.reports[peer] = usage
             snapshot.add_table(peer, inp, found, reached)
             for s in found:
                 view.holders.setdefault(s.id, set()).add(peer)

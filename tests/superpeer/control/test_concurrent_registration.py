@@ -117,6 +117,40 @@ def test_the_same_query_registered_concurrently_shares_one_stream():
     stop(net)
 
 
+def test_a_plan_refused_while_another_installation_holds_its_peer_is_made_again_once_that_settles():
+    """Query 1 at SP1 holds ~80 % of SP4 reserved while Query 1 is planned at SP7: the photons
+    fit neither a second filter at SP4 nor a link to elsewhere, and the cheapest plan left
+    overloads SP7, which nothing in flight holds. Had SP4 let go of what is in flight the plan
+    would fit, so it is made again once SP1's installation settles — and reuses its stream."""
+    net = network(rate=34_000)
+    planned = threading.Event()
+    plans: list = []
+
+    class SignallingPlanner(RecordingPlanner):
+        def subscribe(self, *args, **kwargs):
+            plan = self.planner.subscribe(*args, **kwargs)
+            plans.append(plan)
+            planned.set()
+            return plan
+
+    net.peers["SP7"].control.make_planner = SignallingPlanner
+    second: dict = {}
+    other = threading.Thread(target=lambda: second.update(r=net.peers["SP7"].control.subscribe(paper_query(1))))
+
+    def hook(call: Call) -> None:  # (SP1's reservations are all in, none committed yet)
+        if call.method == "commit" and call.sender == "SP1" and other.ident is None:
+            other.start()
+            assert planned.wait(10)
+
+    net.hook = hook
+    first = net.peers["SP1"].control.subscribe(paper_query(1))
+    other.join(30)
+    assert first.plan.parts[0].operator_peer == "SP4"
+    assert not plans[0].admitted and "SP7" in plans[0].reason, plans[0].reason
+    assert second["r"].plan.parts[0].reused == first.plan.parts[0].result_stream
+    stop(net)
+
+
 def link_stream(sid: str, route: tuple[str, ...], share: float, name: str = "photons") -> NetworkStream:
     """A copy of stream ``name`` along ``route`` taking ``share`` of a 100 Mbit/s link (and a
     little load at each of its peers)."""

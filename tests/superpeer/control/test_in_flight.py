@@ -1,41 +1,36 @@
-"""A rejection is retried only while in-flight installations hold what could make room for it
-(``in_flight``)."""
+"""What a rejected plan is asked to fit in: the usage the peers reported, without what
+in-flight installations hold (``in_flight``)."""
 
-from sharing.cost_model import Overload
-from sharing.scenarios import paper_example_backbone
+import pytest
+
 from sharing.stream_table import PeerUsage
-from superpeer.control.in_flight import IN_FLIGHT, held_in_flight
-
-BACKBONE = paper_example_backbone(bandwidth=100e6, load_capacity=1.0)
+from superpeer.control.in_flight import IN_FLIGHT, holds_any, settled
 
 
-def in_flight_report(load: float, links: dict[str, float]) -> dict:
-    return PeerUsage(load, links).to_json("SPx")
+def report(load: float, links: dict[str, float], held: PeerUsage | None = None) -> dict:
+    out = {"load": load, "links": links, "version": 7, "measured_load": 0.01}
+    if held is not None:
+        out[IN_FLIGHT] = held.to_json("SPx")
+    return out
 
 
-def reports(**held: dict) -> dict[str, dict]:
-    return {peer: {"load": 0.9, "links": {}, **({IN_FLIGHT: h} if h else {})} for peer, h in held.items()}
+def test_what_is_held_in_flight_is_let_go_of_a_peers_load_and_links():
+    reports = {"SP4": report(0.9, {"SP5": 50e6, "SP3": 1e6}, PeerUsage(0.6, {"SP5": 40e6})),
+               "SP5": report(0.2, {"SP4": 5e6})}
+    out = settled(reports)
+    assert out["SP4"]["load"] == pytest.approx(0.3)
+    assert out["SP4"]["links"] == {"SP5": pytest.approx(10e6), "SP3": 1e6}
+    assert IN_FLIGHT not in out["SP4"] and out["SP4"]["measured_load"] == 0.01  # (measured: as it is)
+    assert out["SP5"] == reports["SP5"]
+    assert IN_FLIGHT in reports["SP4"] and reports["SP4"]["load"] == 0.9  # (the reports are not changed)
 
 
-def test_a_peer_overload_is_held_in_flight_only_by_that_peers_own_reservations():
-    overload = [Overload("peer", "SP4", 0.2, 0.1)]  # (short of 0.1 of its one core)
-    assert held_in_flight(overload, reports(SP4=in_flight_report(0.3, {})), BACKBONE)
-    assert held_in_flight(overload, reports(SP4=in_flight_report(0.1, {})), BACKBONE)
-    assert not held_in_flight(overload, reports(SP4=None, SP5=in_flight_report(0.3, {})), BACKBONE)
-    assert not held_in_flight(overload, reports(SP4=in_flight_report(0.0, {"SP5": 10.0})), BACKBONE)
-    assert not held_in_flight(overload, {}, BACKBONE)
+def test_nothing_held_is_nothing_to_wait_for():
+    assert not holds_any({"SP4": report(0.9, {})})
+    assert not holds_any({})
+    assert holds_any({"SP4": report(0.9, {}), "SP5": report(0.5, {}, PeerUsage(0.1, {}))})
 
 
-def test_a_plan_far_beyond_what_is_held_in_flight_is_not_retried():
-    assert not held_in_flight([Overload("peer", "SP4", 0.2, 0.1)], reports(SP4=in_flight_report(0.05, {})), BACKBONE)
-    assert not held_in_flight([Overload("peer", "SP4", 3.0, 0.1)], reports(SP4=in_flight_report(0.9, {})), BACKBONE)
-
-
-def test_a_link_overload_is_held_in_flight_by_both_ends_reservations_towards_each_other():
-    overload = [Overload("link", "SP4–SP5", 0.2, 0.1)]  # (short of 10 Mbit/s of 100)
-    assert held_in_flight(overload, reports(SP4=in_flight_report(0.0, {"SP5": 20e6})), BACKBONE)
-    assert held_in_flight(overload, reports(SP5=in_flight_report(0.0, {"SP4": 20e6})), BACKBONE)
-    assert held_in_flight(overload, reports(SP4=in_flight_report(0.0, {"SP5": 6e6}),
-                                            SP5=in_flight_report(0.0, {"SP4": 6e6})), BACKBONE)
-    assert not held_in_flight(overload, reports(SP4=in_flight_report(0.0, {"SP5": 6e6})), BACKBONE)
-    assert not held_in_flight(overload, reports(SP5=in_flight_report(0.5, {"SP6": 8e7})), BACKBONE)
+def test_rounding_never_makes_usage_negative():
+    out = settled({"SP4": report(0.3, {"SP5": 1.0}, PeerUsage(0.30000001, {"SP5": 2.0}))})
+    assert out["SP4"]["load"] == 0.0 and out["SP4"]["links"]["SP5"] == 0.0
