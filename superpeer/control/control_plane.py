@@ -57,16 +57,16 @@ from ..subscriptions.approximation import CONFIDENCE, beyond_bound, check_bounds
 from ..subscriptions.record import SubscriptionRecord, past_of, past_progress
 from ..subscriptions.results import ResultBuffer
 from ..subscriptions.runtime import SubscriptionRuntime
+from .announcements import announce_to
 from .in_flight import holds_any, settled_view
 from .participant import CONFLICT
 from .remote_view import RemotePlanningView, fetch_planning_view, remember_reach
 from .two_phase import Coordinator, PlanAgain
 
 REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
+GONE = "the client gave up on the registration (cancelled, or its deadline passed): nothing is kept"
 INSTALL_DEADLINE_S = 20.0  # conflicts with concurrent installations are retried this long
 REPLAN_PAUSE_S = (0.01, 0.5)  # random pause before planning again: doubling from, at most
-ANNOUNCE_TIMEOUT_S = 30
-ANNOUNCE_RETRIES = (0.0, 0.1, 0.3)  # pauses before each try of an announcement (a peer down costs 0.4 s)
 STREAM_ID_BLOCK = 1000  # stream numbers reserved in the state store at a time
 ANALYSIS_DEADLINE_S = 10.0  # the longest a query's analysis may take, whatever the client allows
 # A waiting subscription is activated by its own peer (``activate_late``) only this long after a
@@ -157,22 +157,7 @@ class ControlPlane:
         # subscriptions waiting for this stream, and they are planned and installed one after
         # the other in the order they were registered (so later ones can reuse earlier ones'
         # streams) — all of them see the stream from its first item.
-        waiting: list[tuple[float, str, str]] = []
-
-        def announce(peer: str) -> None:
-            for pause in ANNOUNCE_RETRIES:  # (a call lost to a channel reconnecting: tried again)
-                time.sleep(pause)
-                answer = self.link.announce(peer, stream)
-                if answer is not None:
-                    waiting.extend((w.registered_at, peer, w.subscription) for w in answer)
-                    return
-
-        threads = [threading.Thread(target=announce, args=(peer,), daemon=True)
-                   for peer in self.state.backbone.peers if peer != here]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=ANNOUNCE_TIMEOUT_S)
+        waiting = announce_to(self.link, [p for p in self.state.backbone.peers if p != here], stream)
         waiting.extend((r.registered_at, here, r.runtime.id) for r in self.ready_waiting())
         for _, peer, sid in sorted(waiting):
             self.link.activate(peer, sid)
@@ -236,7 +221,10 @@ class ControlPlane:
             self.subscriptions[sid] = record
         if not missing:
             try:
-                self._activate(record)
+                self._activate(record, cancelled)
+                if cancelled is not None and cancelled():  # (it would never learn the id: not kept)
+                    self.unsubscribe(sid)
+                    raise NodeError("CANCELLED", GONE)
             except Exception as exc:  # noqa: BLE001 - whatever failed, nothing is left behind
                 with self.state.lock:
                     self.subscriptions.pop(sid, None)
@@ -295,19 +283,26 @@ class ControlPlane:
             record.runtime.stop()
             return False, record.error
 
-    def _activate(self, record: SubscriptionRecord) -> None:
+    def _activate(self, record: SubscriptionRecord, cancelled: Callable[[], bool] | None = None) -> None:
         """Plan, reserve (re-planning on a refusal), take the inputs here, then commit; on a
-        failure after the reservation, whatever was installed is removed again."""
-        with self._installing:
-            self._install(record)
+        failure after the reservation, whatever was installed is removed again. ``cancelled``:
+        has the registering client gone (it stops waiting for this peer's turn and retrying)?"""
+        gone = cancelled or (lambda: False)
+        while not self._installing.acquire(timeout=0.1):  # (another may wait for in-flight ones)
+            if gone():
+                raise NodeError("CANCELLED", GONE)
+        try:
+            self._install(record, gone)
+        finally:
+            self._installing.release()
 
-    def _install(self, record: SubscriptionRecord) -> None:
+    def _install(self, record: SubscriptionRecord, gone: Callable[[], bool]) -> None:
         self.state.check_shapes(record.runtime.analysis)
         deadline = time.monotonic() + INSTALL_DEADLINE_S
         avoid: set[str] = set()  # running replays that could not serve it (``Reserved.refused``)
         retried = False
         for again in itertools.count(1):
-            plan, view, txn, reservation = self._reserve(record, deadline, avoid)
+            plan, view, txn, reservation = self._reserve(record, deadline, avoid, gone)
             # over the past: a new copy of each original, filled from its log's first item (or the
             # last ``since_s`` seconds'), then live; or of a running replay, from the item its origin said
             shared = shared_replays(plan)
@@ -347,8 +342,8 @@ class ControlPlane:
             record.last_replan = time.time()
         record.store_plan(self.state.store)
 
-    def _reserve(self, record: SubscriptionRecord, deadline: float,
-                 avoid: set[str]) -> tuple[Plan, RemotePlanningView, str, Reserved]:
+    def _reserve(self, record: SubscriptionRecord, deadline: float, avoid: set[str],
+                 gone: Callable[[], bool]) -> tuple[Plan, RemotePlanningView, str, Reserved]:
         """Plan and reserve, planning again on a refusal: (plan, view, transaction, what the
         peers said). ``avoid``: running replays that could not serve the subscription, and
         those it is refused by here."""
@@ -357,6 +352,8 @@ class ControlPlane:
             if attempt:
                 first, most = REPLAN_PAUSE_S
                 time.sleep(random.uniform(0, min(most, first * 2 ** min(attempt, 10))))
+                if gone():
+                    raise NodeError("CANCELLED", GONE)
             view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id, scoped=True)
             plan = self._plan(record, view, avoid)
             if not plan.admitted:
