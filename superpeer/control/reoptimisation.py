@@ -46,7 +46,7 @@ from sharing.properties import Properties
 from sharing.reoptimisation import choose, follow_gain, own_streams, without
 from sharing.stream_table import lineage
 
-from ..errors import as_node_error
+from ..errors import NodeError, as_node_error
 from ..recovery.replanning import Recovery
 from ..recovery.route_health import broken, data_paths, restarted
 from ..subscriptions.plan_history import note_replan
@@ -158,7 +158,10 @@ class Reoptimiser:
                 self.consider(record, why, skip_unchanged)
             except Exception as exc:  # noqa: BLE001 - the next one is still considered
                 record.reoptimisation = f"not re-planned: {as_node_error(exc, record.runtime.id).message}"
-                log.exception("re-planning %s failed", record.runtime.id)
+                if isinstance(exc, NodeError):  # (a peer down, a refusal: said, the round goes on)
+                    log.warning("%s %s", record.runtime.id, record.reoptimisation)
+                else:
+                    log.exception("re-planning %s failed", record.runtime.id)
 
     def why_not(self, record: SubscriptionRecord, cooled: bool = True, backoff: bool = True) -> str:
         """Why this subscription is not considered now ("" if it is; ``cooled``: not within the
