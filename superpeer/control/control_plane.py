@@ -28,6 +28,7 @@ peer does when a plan is installed on it is the ``participant``'s.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import random
@@ -58,7 +59,7 @@ from ..subscriptions.record import SubscriptionRecord, past_of, past_progress
 from ..subscriptions.results import ResultBuffer
 from ..subscriptions.runtime import SubscriptionRuntime
 from .announcements import announce_to
-from .in_flight import holds_any, settled_view
+from .in_flight import settled_view
 from .participant import CONFLICT
 from .remote_view import RemotePlanningView, fetch_planning_view, remember_reach
 from .two_phase import Coordinator, PlanAgain
@@ -223,7 +224,8 @@ class ControlPlane:
             try:
                 self._activate(record, cancelled)
                 if cancelled is not None and cancelled():  # (it would never learn the id: not kept)
-                    self.unsubscribe(sid)
+                    with contextlib.suppress(NodeError):  # (removed meanwhile: gone either way)
+                        self.unsubscribe(sid)
                     raise NodeError("CANCELLED", GONE)
             except Exception as exc:  # noqa: BLE001 - whatever failed, nothing is left behind
                 with self.state.lock:
@@ -352,13 +354,13 @@ class ControlPlane:
             if attempt:
                 first, most = REPLAN_PAUSE_S
                 time.sleep(random.uniform(0, min(most, first * 2 ** min(attempt, 10))))
-                if gone():
-                    raise NodeError("CANCELLED", GONE)
+            if gone():
+                raise NodeError("CANCELLED", GONE)
             view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id, scoped=True)
             plan = self._plan(record, view, avoid)
             if not plan.admitted:
-                if (time.monotonic() < deadline and holds_any(view.reports)
-                        and self._plan(record, settled_view(self.state, view), avoid).admitted):
+                settled = settled_view(self.state, view) if time.monotonic() < deadline else None
+                if settled is not None and self._plan(record, settled, avoid).admitted:
                     continue  # (it fits once the installations in flight have settled: ``in_flight``)
                 bound = beyond_bound(record.approximate, samplable(analysis.properties), record.min_rate)
                 raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}{bound}")

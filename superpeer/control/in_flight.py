@@ -19,7 +19,7 @@ held peer is free is another one."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # (the peer state reads ``IN_FLIGHT`` from here)
@@ -29,11 +29,12 @@ if TYPE_CHECKING:  # (the peer state reads ``IN_FLIGHT`` from here)
 IN_FLIGHT = "in_flight"  # the key of a usage report: that part's ``PeerUsage.to_json`` (load, links)
 
 
-def settled(reports: Mapping[str, dict]) -> dict[str, dict]:
-    """The usage ``reports`` (peer -> report) without what in-flight installations hold."""
+def settled(reports: Mapping[str, dict], peers: Collection[str]) -> dict[str, dict]:
+    """The usage ``reports`` (peer -> report) without what in-flight installations hold at
+    ``peers``."""
     out: dict[str, dict] = {}
     for peer, report in reports.items():
-        held = report.get(IN_FLIGHT)
+        held = report.get(IN_FLIGHT) if peer in peers else None
         if not held:
             out[peer] = dict(report)
             continue
@@ -44,14 +45,19 @@ def settled(reports: Mapping[str, dict]) -> dict[str, dict]:
     return out
 
 
-def holds_any(reports: Mapping[str, dict]) -> bool:
-    return any(report.get(IN_FLIGHT) for report in reports.values())
+def holds_any(reports: Mapping[str, dict], peers: Collection[str]) -> bool:
+    return any(reports.get(peer, {}).get(IN_FLIGHT) for peer in peers)
 
 
-def settled_view(state: PeerState, view: RemotePlanningView) -> RemotePlanningView:
-    """``view`` with the usage its reports give once what in-flight installations hold is let
-    go (tables and statistics as they are: a plan over it is only asked whether it fits)."""
-    reports = settled(view.reports)
+def settled_view(state: PeerState, view: RemotePlanningView) -> RemotePlanningView | None:
+    """``view`` with the usage its reports give once what in-flight installations hold at the
+    peers asked for it is let go (None: they hold nothing). Only those: the others' reports
+    are as last heard — a peer down keeps its last one, whatever it held then. Tables and
+    statistics as they are: a plan over it is only asked whether it fits."""
+    asked = view.versions.keys()  # (this peer's own lookup too)
+    if not holds_any(view.reports, asked):
+        return None
+    reports = settled(view.reports, asked)
     snapshot = dataclasses.replace(view.snapshot)
     snapshot.link_used, snapshot.peer_used = state.usage_view(reports)
     return dataclasses.replace(view, snapshot=snapshot, reports=reports)
