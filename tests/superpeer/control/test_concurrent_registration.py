@@ -257,7 +257,7 @@ def test_forty_concurrent_registrations_admit_what_sequential_ones_admit(tmp_pat
     registering them one after the other admits all forty in any order; at higher rates which
     ones fit depends on the order, see the report of issue 11.)"""
     queries = [example_query(f"q{1 + k % 4}") for k in range(40)]
-    outcomes = {}
+    outcomes, at_sp4 = {}, {}
     for mode in ("sequential", "concurrent", "concurrent again"):
         (tmp_path / mode).mkdir()
         with running_network(tmp_path / mode) as (topology, peers):
@@ -281,8 +281,19 @@ def test_forty_concurrent_registrations_admit_what_sequential_ones_admit(tmp_pat
             outcomes[mode] = register_all(topology, queries, mode != "sequential")
             stop_publishing.set()
             load.join(60)
+            at_sp4[mode] = streams_at(peers["SP4"].node.state)
     admitted = {k for k, o in outcomes["sequential"].items() if o == "OK"}
     assert len(admitted) == 40, outcomes["sequential"]
     for mode in ("concurrent", "concurrent again"):
         lost = {k: o for k, o in outcomes[mode].items() if k in admitted and o != "OK"}
-        assert not lost, (mode, Counter(o.split(":")[0] for o in lost.values()), lost)
+        assert not lost, (mode, Counter(o.split(":")[0] for o in lost.values()), lost,
+                          "SP4 after the sequential run:", at_sp4["sequential"], f"after the {mode} run:", at_sp4[mode])
+
+
+def streams_at(state) -> dict:
+    """What a peer's load is made of (said when the test fails: which streams took SP4)."""
+    with state.lock:
+        report = state.usage_report()
+        return {"load": round(report["load"], 3), "measured_load": report.get("measured_load"),
+                "streams": {s.id: (s.describe(), round(s.usage.peers.get(state.id, 0.0), 3), sorted(s.users))
+                            for s in state.table if s.operators}}
