@@ -59,9 +59,8 @@ from ..subscriptions.record import SubscriptionRecord, past_of, past_progress
 from ..subscriptions.results import ResultBuffer
 from ..subscriptions.runtime import SubscriptionRuntime
 from .announcements import announce_to
-from .in_flight import settled_view
 from .participant import CONFLICT
-from .remote_view import RemotePlanningView, fetch_planning_view, remember_reach
+from .remote_view import RemotePlanningView, fetch_planning_view, remember_reach, settled_view
 from .two_phase import Coordinator, PlanAgain
 
 REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)

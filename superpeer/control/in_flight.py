@@ -9,7 +9,7 @@ over usage that in-flight installations hold part of is planned once more as if 
 go of it: if that plan is admitted, the registration is planned again for real once they have
 settled (committed: their streams can be reused; aborted: their capacity is free), until the
 installation deadline. Only a refusal that letting go would not change is final at once
-(``ControlPlane._reserve``).
+(``ControlPlane._reserve``, ``remote_view.settled_view``).
 
 That second plan is the test, not the rejected plan's overloads: the planner gives back its
 cheapest plan, whose overloads may be at a peer nothing in flight holds (the photons filtered
@@ -18,13 +18,7 @@ held peer is free is another one."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # (the peer state reads ``IN_FLIGHT`` from here)
-    from ..peer_state import PeerState
-    from .remote_view import RemotePlanningView
 
 IN_FLIGHT = "in_flight"  # the key of a usage report: that part's ``PeerUsage.to_json`` (load, links)
 
@@ -47,17 +41,3 @@ def settled(reports: Mapping[str, dict], peers: Collection[str]) -> dict[str, di
 
 def holds_any(reports: Mapping[str, dict], peers: Collection[str]) -> bool:
     return any(reports.get(peer, {}).get(IN_FLIGHT) for peer in peers)
-
-
-def settled_view(state: PeerState, view: RemotePlanningView) -> RemotePlanningView | None:
-    """``view`` with the usage its reports give once what in-flight installations hold at the
-    peers asked for it is let go (None: they hold nothing). Only those: the others' reports
-    are as last heard — a peer down keeps its last one, whatever it held then. Tables and
-    statistics as they are: a plan over it is only asked whether it fits."""
-    asked = view.versions.keys()  # (this peer's own lookup too)
-    if not holds_any(view.reports, asked):
-        return None
-    reports = settled(view.reports, asked)
-    snapshot = dataclasses.replace(view.snapshot)
-    snapshot.link_used, snapshot.peer_used = state.usage_view(reports)
-    return dataclasses.replace(view, snapshot=snapshot, reports=reports)

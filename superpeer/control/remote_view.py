@@ -12,6 +12,7 @@ replaces. A peer that does not answer contributes an empty table: it offers noth
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ from sharing.stream_table import NetworkStream, lineage
 
 from ..errors import NodeError
 from ..peer_state import PeerState
+from .in_flight import holds_any, settled
 from .peer_link import STATISTICS, PeerLink, copy_stream
 
 # Lookups at other peers run in parallel on threads kept for the process, not started anew for
@@ -212,3 +214,17 @@ def remember_reach(state: PeerState, parts) -> None:
         inp = part.input_properties.input
         passed = {p for s in part.new_streams for p in (s.origin, *s.route)}
         state.lookup_reach[inp] = state.lookup_reach.get(inp, frozenset()) | passed
+
+
+def settled_view(state: PeerState, view: RemotePlanningView) -> RemotePlanningView | None:
+    """``view`` with the usage its reports give once what in-flight installations hold at the
+    peers asked for it is let go (None: they hold nothing). Only those: the others' reports
+    are as last heard — a peer down keeps its last one, whatever it held then. Tables and
+    statistics as they are: a plan over it is only asked whether it fits."""
+    asked = view.versions.keys()  # (this peer's own lookup too)
+    if not holds_any(view.reports, asked):
+        return None
+    reports = settled(view.reports, asked)
+    snapshot = dataclasses.replace(view.snapshot)
+    snapshot.link_used, snapshot.peer_used = state.usage_view(reports)
+    return dataclasses.replace(view, snapshot=snapshot, reports=reports)
