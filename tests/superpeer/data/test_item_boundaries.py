@@ -42,7 +42,8 @@ def network():
     yield from photon_network(PHOTONS[:2])
 
 
-def test_bad_boundaries_are_rejected_and_every_subscriber_sees_the_same_items(network):
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["str", "bytes"])
+def test_bad_boundaries_are_rejected_and_every_subscriber_sees_the_same_items(network, as_bytes):
     """Before: the batch was parsed as one document, so "<photon/>trailing", two elements in
     one item or a CDATA section split over two items were accepted at SP4 and delivered to its
     own subscriber, while SP1, parsing the forwarded text item by item, dropped them."""
@@ -52,7 +53,8 @@ def test_bad_boundaries_are_rejected_and_every_subscriber_sees_the_same_items(ne
     batch = [PHOTONS[2], PHOTONS[3] + "trailing", "<photon><en>1</en><![CDATA[x",
              "]]></photon>" + PHOTONS[4], "<photon/><photon/>", "", PHOTONS[5],
              " \n" + PHOTONS[6] + "\n"]
-    accepted, rejected, reasons, *_ = network.peers["SP4"].data.publish("photons", batch)
+    accepted, rejected, reasons, *_ = network.peers["SP4"].data.publish(
+        "photons", [encoded(i) for i in batch] if as_bytes else batch)
     assert (accepted, rejected) == (3, 5)
     assert [r.split(":")[0] for r in reasons] == ["item 3", "item 4", "item 5", "item 6", "item 7"]
     network.peers["SP4"].data.close_stream("photons")
@@ -62,16 +64,32 @@ def test_bad_boundaries_are_rejected_and_every_subscriber_sees_the_same_items(ne
     assert network.peers["SP1"].data.status()["dropped_malformed_transfers"] == 0
 
 
+def encoded(item: str | bytes) -> bytes:
+    return item if isinstance(item, bytes) else item.encode("utf-8")
+
+
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["str", "bytes"])  # (bytes: as gRPC gives them)
 @pytest.mark.parametrize("item,reason", BAD, ids=[str(i) for i in range(len(BAD))])
-def test_what_is_not_an_item(network, item, reason):
+def test_what_is_not_an_item(network, item, reason, as_bytes):
     """Each is refused alone, with its number and why; the items around it go on."""
     record = network.peers["SP1"].control.subscribe(WHOLE, "data-shipping")
+    batch = [PHOTONS[2], item, PHOTONS[3]]
     accepted, rejected, reasons, *_ = network.peers["SP4"].data.publish(
-        "photons", [PHOTONS[2], item, PHOTONS[3]])
+        "photons", [encoded(i) for i in batch] if as_bytes else batch)
     assert (accepted, rejected) == (2, 1), reasons
     assert reasons[0].startswith("item 3: ") and reason in reasons[0], reasons
     network.peers["SP4"].data.close_stream("photons")
     assert results(record) == [PHOTONS[2], PHOTONS[3]]
+
+
+def test_a_clean_batch_of_bytes_is_taken_whole(network):
+    """The batch as gRPC gives it (bytes), whitespace around items trimmed, nothing refused."""
+    record = network.peers["SP1"].control.subscribe(WHOLE, "data-shipping")
+    batch = [b" " + encoded(p) + b"\n" for p in PHOTONS[2:8]] + ["<photon><en>\u00e9</en></photon>".encode()]
+    accepted, rejected, *_ = network.peers["SP4"].data.publish("photons", batch)
+    assert (accepted, rejected) == (7, 0)
+    network.peers["SP4"].data.close_stream("photons")
+    assert results(record) == [*PHOTONS[2:8], "<photon><en>\u00e9</en></photon>"]
 
 
 def test_entities_are_never_expanded():
