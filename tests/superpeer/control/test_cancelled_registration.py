@@ -92,3 +92,28 @@ def test_a_client_gone_while_its_subscription_was_installed_leaves_nothing_behin
     assert not net.peers["SP1"].state.store.subscriptions()
     for p in net.peers.values():
         p.stop()
+
+
+def test_a_client_whose_deadline_passes_while_its_registration_waits_leaves_nothing(tmp_path):
+    """Through real gRPC servers: SP1's turn to install is held (as a long installation would
+    hold it) while a client subscribes there with a 1 s deadline. The client gets its deadline;
+    once the turn is free the super-peer has kept nothing of the registration."""
+    from network_harness import running_network
+    from thinpeer.client import SuperPeerClient, ThinPeerError
+
+    with running_network(tmp_path) as (topology, peers):
+        SuperPeerClient(topology.address("SP4")).register_stream("photons", "photons", "photon", rate=100)
+        for running in peers.values():
+            running.node.heartbeat_once()
+        control = peers["SP1"].node.control
+        with control._installing:  # (this peer's one installation at a time: taken)
+            with pytest.raises(ThinPeerError) as raised:
+                SuperPeerClient(topology.address("SP1"), timeout=1.0).subscribe(paper_query(1))
+            assert raised.value.code == "DEADLINE_EXCEEDED"
+            deadline = time.monotonic() + 10
+            while control.subscriptions and time.monotonic() < deadline:
+                time.sleep(0.05)  # (the handler notices within its poll of the turn)
+        assert not control.subscriptions
+        assert not peers["SP1"].node.state.store.subscriptions()
+        reply = SuperPeerClient(topology.address("SP1")).subscribe(paper_query(1))  # (the turn is free)
+        assert list(control.subscriptions) == [reply.subscription]
