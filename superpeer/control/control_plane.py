@@ -285,9 +285,8 @@ class ControlPlane:
             return False, record.error
 
     def _activate(self, record: SubscriptionRecord, cancelled: Callable[[], bool] | None = None) -> None:
-        """Plan, reserve (re-planning on a refusal), take the inputs here, then commit; on a
-        failure after the reservation, whatever was installed is removed again. ``cancelled``:
-        has the registering client gone (it stops waiting for this peer's turn and retrying)?"""
+        """Plan, reserve (re-planning on a refusal), take the inputs here, then commit; a failure
+        removes what was installed. ``cancelled``: has the client gone (it stops waiting)?"""
         gone = cancelled or (lambda: False)
         while not self._installing.acquire(timeout=0.1):  # (another may wait for in-flight ones)
             if gone():

@@ -158,10 +158,8 @@ class Reoptimiser:
                 self.consider(record, why, skip_unchanged)
             except Exception as exc:  # noqa: BLE001 - the next one is still considered
                 record.reoptimisation = f"not re-planned: {as_node_error(exc, record.runtime.id).message}"
-                if isinstance(exc, NodeError):  # (a peer down, a refusal: said, the round goes on)
-                    log.warning("%s %s", record.runtime.id, record.reoptimisation)
-                else:
-                    log.exception("re-planning %s failed", record.runtime.id)
+                expected = isinstance(exc, NodeError)  # (a peer down, a refusal: said in a line)
+                (log.warning if expected else log.exception)("%s %s", record.runtime.id, record.reoptimisation)
 
     def why_not(self, record: SubscriptionRecord, cooled: bool = True, backoff: bool = True) -> str:
         """Why this subscription is not considered now ("" if it is; ``cooled``: not within the
