@@ -169,19 +169,13 @@ class PeerState:
             staying.update(report.get("staying", ()))
         return frozenset(staying)
 
-    def usage_reports(self) -> dict[str, dict]:
-        """Every peer's last usage report, this one's now."""
-        return {**self.peer_usage, self.id: self.usage_report()}
-
-    def usage_view(self, reports: dict[str, dict] | None = None
-                   ) -> tuple[dict[frozenset[str], float], dict[str, float]]:
-        """Used bandwidth per link and load per peer: our own, and what the others reported
-        (``reports``: those read once by the caller, default ``usage_reports``).
+    def usage_view(self, reports: dict[str, dict]) -> tuple[dict[frozenset[str], float], dict[str, float]]:
+        """Used bandwidth per link and load per peer, from the ``reports`` (peer -> report) a
+        planning view read: our own, and what the others reported.
         A link is as used as its plans reserve, or as its two ends measured it carrying if that
         is more (a stream faster than estimated, a replay, a burst): admission then refuses
         what would push a busy link into overload, with the link named. A peer likewise: its
         plans' load, or what its executor measurably spends if that is more."""
-        reports = self.usage_reports() if reports is None else reports
         link_used: dict[frozenset[str], float] = {}
         measured: dict[frozenset[str], float] = {}
         peer_used: dict[str, float] = {}

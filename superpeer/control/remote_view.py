@@ -169,7 +169,9 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
     if scoped and backbone is None:  # (a search around a failure, over part of the backbone, keeps it)
         for inp, _ in knowns.values():
             state.lookup_reach[inp] = frozenset(reach.get(inp, ()))
-    view.reports = {**state.usage_reports(), **view.reports}
+    view.reports = {**state.peer_usage, **view.reports}  # (this peer's from its own lookup, if asked)
+    if state.id not in view.reports:
+        view.reports[state.id] = state.usage_report()
     snapshot.link_used, snapshot.peer_used = state.usage_view(view.reports)
     snapshot.staying = state.staying_view()
     return view
