@@ -31,6 +31,8 @@ from .planner import Plan, Planner, Strategy
 from .properties import InputStream
 from .scenarios import Scenario
 from .statistics import StreamStatistics
+from .subnet_planning import SubnetPlanner
+from .subnets import Subnets
 
 STATISTICS_SAMPLE = 2000  # photons observed at least before planning
 WARM_UP = 0.2  # the share of the photons the statistics and a measured model are learnt from
@@ -39,6 +41,7 @@ WARM_UP = 0.2  # the share of the photons the statistics and a measured model ar
 @dataclass
 class StrategyResult:
     strategy: Strategy
+    subnets: Subnets | None = None  # planned subnet by subnet (``subnet_planning``)
     plans: dict[str, Plan] = field(default_factory=dict)
     registration_ms: list[float] = field(default_factory=list)
     link_bytes: dict[frozenset[str], int] = field(default_factory=dict)
@@ -50,6 +53,10 @@ class StrategyResult:
     verified: int = 0
     mismatches: list[str] = field(default_factory=list)
     state: NetworkState | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.strategy.value}-subnets" if self.subnets is not None else self.strategy.value
 
 
 def _documents(scenario: Scenario, photons: int) -> dict[str, str]:
@@ -82,8 +89,9 @@ class Simulation:
 
     # ------------------------------------------------------------------ one strategy
 
-    def run(self, strategy: Strategy) -> StrategyResult:
-        result = StrategyResult(strategy)
+    def run(self, strategy: Strategy, subnets: Subnets | None = None) -> StrategyResult:
+        """``subnets``: each subnet planned on its own, originals relayed between them."""
+        result = StrategyResult(strategy, subnets)
         state = NetworkState(self.scenario.backbone)
         result.state = state
         for source in self.scenario.sources:
@@ -94,7 +102,7 @@ class Simulation:
                 stats.observe(item)
             inp = InputStream(source.name, ("photons", "photon"))
             state.register_original(inp, source.peer, raw_properties(inp), stats)
-        planner = Planner(state)
+        planner = SubnetPlanner(state, subnets) if subnets is not None else Planner(state)
         for q in self.scenario.queries:
             start = time.perf_counter()
             plan = planner.subscribe(q.id, self.analyses[q.id].properties, q.peer, strategy)
@@ -102,7 +110,7 @@ class Simulation:
                 planner.install(plan)
             result.registration_ms.append((time.perf_counter() - start) * 1000)
             result.plans[q.id] = plan
-        self.progress(f"{strategy.value}: {sum(p.admitted for p in result.plans.values())} of "
+        self.progress(f"{result.label}: {sum(p.admitted for p in result.plans.values())} of "
                       f"{len(result.plans)} subscriptions admitted; pushing photons")
         self._push(state, result)
         result.measured_model = self._measured_model(state)
@@ -197,17 +205,13 @@ class Simulation:
         for r in results:
             assert r.state is not None
             regs = r.registration_ms
-            peers = {}
-            for v in sorted(backbone.peers, key=_peer_order):
-                traffic = sum(b for e, b in r.link_bytes.items() if v in e)
-                est_traffic = sum(bits * duration / 8 for e, bits in r.state.link_used.items() if v in e)
-                peers[v] = {
-                    "load_measured": r.peer_cpu_s.get(v, 0.0) / duration,
-                    "load_estimate": r.state.peer_used.get(v, 0.0),
-                    "load_capacity": backbone.peers[v].load_capacity,
-                    "traffic_bytes": traffic,
-                    "traffic_estimate_bytes": round(est_traffic),
-                }
+            traffic, est_traffic = _per_peer(r.link_bytes), _per_peer(r.state.link_used)
+            peers = {v: {"load_measured": r.peer_cpu_s.get(v, 0.0) / duration,
+                         "load_estimate": r.state.peer_used.get(v, 0.0),
+                         "load_capacity": backbone.peers[v].load_capacity,
+                         "traffic_bytes": traffic.get(v, 0),
+                         "traffic_estimate_bytes": round(est_traffic.get(v, 0.0) * duration / 8)}
+                     for v in sorted(backbone.peers, key=_peer_order)}
             links = {"–".join(sorted(e, key=_peer_order)): {
                 "bytes": r.link_bytes.get(e, 0),
                 "estimate_bytes": round(r.state.link_used.get(e, 0.0) * duration / 8),
@@ -215,7 +219,7 @@ class Simulation:
                 "bandwidth_bits_per_s": backbone.links[e].bandwidth,
             } for e in sorted(backbone.links, key=lambda e: sorted(e, key=_peer_order))}
             rejected = [p for p in r.plans.values() if not p.admitted]
-            out["strategies"][r.strategy.value] = {
+            out["strategies"][r.label] = {
                 "registered": len(r.plans) - len(rejected),
                 "rejected": len(rejected),
                 "total_traffic_bytes": sum(r.link_bytes.values()),
@@ -225,6 +229,7 @@ class Simulation:
                     "min": round(min(regs), 3) if regs else 0.0,
                     "avg": round(pystats.fmean(regs), 3) if regs else 0.0,
                     "max": round(max(regs), 3) if regs else 0.0,
+                    "median": round(pystats.median(regs), 3) if regs else 0.0,
                 },
                 "streams_in_network": sum(1 for s in r.state.streams.values() if not s.original),
                 "verified": {"checked": r.verified + len(r.mismatches) if self.verify else 0,
@@ -235,7 +240,31 @@ class Simulation:
                                 "reason": p.reason} for p in rejected],
                 "plans": {qid: p.to_json() for qid, p in r.plans.items()},
             }
+            if r.subnets is not None:
+                out["strategies"][r.label]["subnets"] = {**r.subnets.summary(), "relays": sum(
+                    1 for s in r.state.streams.values() if any(u.startswith("relay:") for u in s.users))}
+        flat, split = out["strategies"].get("sharing"), out["strategies"].get("sharing-subnets")
+        if flat and split:  # (what planning subnet by subnet costs against planning the whole network)
+            out["subnets_against_flat"] = {
+                "traffic": _ratio(split["total_traffic_bytes"], flat["total_traffic_bytes"]),
+                "traffic_model": _ratio(split["total_traffic_estimate_bytes"], flat["total_traffic_estimate_bytes"]),
+                "registration_ms_median": {"flat": flat["registration_ms"]["median"],
+                                           "subnets": split["registration_ms"]["median"]},
+                "registered": {"flat": flat["registered"], "subnets": split["registered"]}}
         return out
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 4) if b else None
+
+
+def _per_peer(per_link: dict[frozenset[str], float]) -> dict[str, float]:
+    """What the links at each peer carry, summed (a link counts at both its ends)."""
+    out: dict[str, float] = {}
+    for link, amount in per_link.items():
+        for v in link:
+            out[v] = out.get(v, 0) + amount
+    return out
 
 
 def accuracy(links: dict[str, dict]) -> dict:
@@ -289,7 +318,14 @@ def compare_results(ours: list[str], reference: list[str]) -> str | None:
 
 
 def simulate(scenario: Scenario, photons: int = 20000, strategies: list[Strategy] | None = None,
-             verify: bool = True, progress: Callable[[str], None] | None = None) -> dict:
+             verify: bool = True, progress: Callable[[str], None] | None = None,
+             subnets: Subnets | None = None) -> dict:
+    """``subnets``: sharing is also run subnet by subnet (``sharing-subnets``), and the report's
+    ``subnets_against_flat`` says what that costs against sharing over the whole network."""
     sim = Simulation(scenario, photons, verify, progress)
     results = [sim.run(s) for s in (strategies or list(Strategy))]
+    if subnets is not None:
+        if Strategy.SHARING not in (strategies or list(Strategy)):
+            results.insert(0, sim.run(Strategy.SHARING))  # (the flat optimum it is measured against)
+        results.append(sim.run(Strategy.SHARING, subnets))
     return sim.report(results)

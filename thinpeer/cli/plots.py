@@ -16,8 +16,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-COLORS = {"data-shipping": "#c44e52", "query-shipping": "#dd8452", "sharing": "#4c72b0"}
-ORDER = ["data-shipping", "query-shipping", "sharing"]
+COLORS = {"data-shipping": "#c44e52", "query-shipping": "#dd8452", "sharing": "#4c72b0",
+          "sharing-subnets": "#55a868"}
+ORDER = ["data-shipping", "query-shipping", "sharing", "sharing-subnets"]
+MAX_BARS = 40  # a larger network's busiest peers and links are drawn (all are in report.json)
 
 
 def _bars(ax, labels: list[str], series: dict[str, list[float]], ylabel: str, log: bool = False) -> None:
@@ -57,13 +59,21 @@ def _figure(out: Path, report: dict, figure: str, peers: list[str], strategies: 
     return path
 
 
+def _busiest(names: list[str], amount) -> list[str]:
+    """All of ``names``, or the ``MAX_BARS`` with the largest ``amount``, in their order."""
+    if len(names) <= MAX_BARS:
+        return list(names)
+    top = set(sorted(names, key=lambda n: -amount(n))[:MAX_BARS])
+    return [n for n in names if n in top]
+
+
 def write_plots(report: dict, out: Path) -> list[Path]:
     """Both figures of ``report`` as PNGs in ``out``; their paths."""
     out.mkdir(parents=True, exist_ok=True)
     strategies = report["strategies"]
     first = next(iter(strategies.values()))
-    peers = list(first["peers"])
-    links = list(first["links"])
+    peers = _busiest(first["peers"], lambda p: max(d["peers"][p]["traffic_bytes"] for d in strategies.values()))
+    links = _busiest(first["links"], lambda e: max(d["links"][e]["bytes"] for d in strategies.values()))
     seconds = report["simulated_seconds"]
     return [
         _figure(

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from thinpeer.cli.command import EXIT_ERROR, EXIT_OK, AddCommand, CliError
 
+MAX_PEER_ROWS = 40  # per-peer rows printed; a larger network's busiest ones
+
 
 def choose_scenario(args: argparse.Namespace):
     """The scenario named on the command line (``random`` with ``--peers``/``--queries``)."""
@@ -44,9 +46,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from sharing.simulator import simulate
 
     scenario, strategies = choose_scenario(args), choose_strategies(args)
+    subnets = None
+    if args.subnets is not None:
+        from sharing.backbone import TopologyError
+        from sharing.subnets import partition
+
+        try:
+            subnets = partition(scenario.backbone, args.subnets, args.seed)
+        except TopologyError as exc:
+            raise CliError(f"error: --subnets {args.subnets}: {exc}") from None
     report = simulate(scenario, photons=args.photons, strategies=strategies,
                       verify=not args.no_verify,
-                      progress=lambda m: print(m, file=sys.stderr, flush=True))
+                      progress=lambda m: print(m, file=sys.stderr, flush=True), subnets=subnets)
     return finish(report, args.out)
 
 
@@ -99,10 +110,24 @@ def print_simulation(report: dict) -> None:
                       f"{r['min']:.2f} / {r['avg']:.2f} / {r['max']:.2f}",
                       f"{v['identical']}/{v['checked']}" if v["checked"] else "off")
     console.print(table)
+    gap = report.get("subnets_against_flat")
+    if gap:
+        split = report["strategies"]["sharing-subnets"]["subnets"]
+        console.print(f"planned in {split['subnets']} subnets of {split['smallest']}–{split['largest']} "
+                      f"super-peers ({split['gateways']} gateways, {split['relays']} relays): traffic "
+                      f"{gap['traffic']:.3g}× the flat plans' (model {gap['traffic_model']:.3g}×); "
+                      f"registration median {gap['registration_ms_median']['subnets']:.2f} ms against "
+                      f"{gap['registration_ms_median']['flat']:.2f} ms flat")
     peers = Table("super-peer", *[f"{n} load (model)" for n in report["strategies"]],
                   *[f"{n} traffic MB (model)" for n in report["strategies"]])
     first = next(iter(report["strategies"].values()))
-    for v in first["peers"]:
+    shown = list(first["peers"])
+    if len(shown) > MAX_PEER_ROWS:  # (a large network: the busiest, the rest in report.json)
+        busiest = {v: max(d["peers"][v]["traffic_bytes"] for d in report["strategies"].values()) for v in shown}
+        top = set(sorted(shown, key=lambda v: -busiest[v])[:MAX_PEER_ROWS])
+        shown = [v for v in shown if v in top]
+        peers.caption = f"the {MAX_PEER_ROWS} busiest of {len(first['peers'])} super-peers; all in report.json"
+    for v in shown:
         cells = []
         for d in report["strategies"].values():
             p = d["peers"][v]
@@ -119,6 +144,9 @@ def register(add_command: AddCommand) -> None:
     add_scenario_options(p, photons=20000)
     p.add_argument("--no-verify", action="store_true",
                    help="skip comparing delivered results with the reference evaluator")
+    p.add_argument("--subnets", type=int, metavar="K",
+                   help="also plan sharing in K subnets of the backbone (each on its own, originals "
+                        "relayed through gateways) and report its traffic against the flat plans")
     p.set_defaults(func=cmd_simulate)
 
 
