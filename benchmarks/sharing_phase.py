@@ -260,7 +260,10 @@ def live_plans(network: LocalNetwork, result: PhaseResult) -> dict[str, dict]:
                      "routes": ["→".join(p["route"]) for p in parts],
                      "health": entry.get("health", {}).get("state"),
                      "replans": entry.get("health", {}).get("replans"),
-                     "last_failure": entry.get("health", {}).get("last_failure")}
+                     "last_failure": entry.get("health", {}).get("last_failure"),
+                     # (why its last round kept it, and its last re-plans: why a window missed)
+                     "reoptimisation": entry.get("reoptimisation"),
+                     "plan_history": entry.get("plan_history", [])[-3:]}
     return out
 
 

@@ -58,7 +58,7 @@ from .live_move import Move, attach, detach, restore, stalled_new_plan
 from .planned_over import PlannedOver, planned_over, unchanged
 from .remote_view import RemotePlanningView, fetch_planning_view
 from .reoptimisation_settings import ReoptimisationSettings
-from .staying import backing_off, replaying_its_past, staying_here, stays
+from .staying import backing_off, cooling, note_move, replaying_its_past, staying_here, stays
 
 log = logging.getLogger("streamglobe.superpeer")
 
@@ -184,10 +184,7 @@ class Reoptimiser:
         waiting = backing_off(record) if backoff else ""
         if waiting:
             return waiting
-        left = self.settings.cooldown_s - (time.time() - record.last_replan)
-        if left > 0 and cooled:
-            return f"re-planned {self.settings.cooldown_s - left:.0f} s ago (cool-down {self.settings.cooldown_s:g} s)"
-        return ""
+        return cooling(record, self.settings.cooldown_s) if cooled else ""
 
     # ------------------------------------------------------------------ one subscription
 
@@ -347,6 +344,7 @@ class Reoptimiser:
             record.incarnations = {p: done.incarnations.get(p) or control.incarnation(p)
                                    for path in paths for p in path}
             record.last_replan = time.time()
+            note_move(record, self.settings.cooldown_s, record.last_replan)
             entry = note_replan(record, why, None if math.isnan(old_cost) else old_cost, new_cost, plan, old_plan)
             entry["state"] = "switching"
             if sample is not None:

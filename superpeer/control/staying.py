@@ -56,6 +56,36 @@ def replaying_its_past(record: SubscriptionRecord, reached: Mapping[str, int]) -
     return ""
 
 
+FLAP_MEMORY = 8  # a move counts towards the next one's wait for this many cool-downs
+MAX_DOUBLINGS = 3  # the wait doubles with each move so counted, up to 2**3 cool-downs
+
+
+def cool_down(record: SubscriptionRecord, cooldown_s: float, now: float) -> tuple[float, int]:
+    """(How long after its last move this subscription waits before the next, the moves that
+    count.) A move that one round at one peer judges cheaper can be undone by moves that rounds
+    at other peers make meanwhile, over views of the same moment: in the live grid
+    (``benchmarks/sharing_over_time.py``) subscriptions moved every cool-down, back and forth,
+    each switch carrying both plans while it ran. So each move within ``FLAP_MEMORY`` cool-downs
+    doubles the wait; a subscription that moves once waits one cool-down, as before, and a
+    failure's re-plan starts the count again (``recovery.replanning``)."""
+    recent = sum(1 for t in record.moves if now - t < FLAP_MEMORY * cooldown_s)
+    return cooldown_s * 2 ** min(max(recent - 1, 0), MAX_DOUBLINGS), recent
+
+
+def cooling(record: SubscriptionRecord, cooldown_s: float) -> str:
+    """Why it waits after its last move ("" if it does not)."""
+    now = time.time()
+    wait, moves = cool_down(record, cooldown_s, now)
+    if now - record.last_replan >= wait:
+        return ""
+    return (f"re-planned {now - record.last_replan:.0f} s ago (cool-down {wait:g} s"
+            + (f": moved {moves} times in the last {FLAP_MEMORY * cooldown_s:g} s)" if moves > 1 else ")"))
+
+
+def note_move(record: SubscriptionRecord, cooldown_s: float, now: float) -> None:
+    record.moves = [t for t in record.moves if now - t < FLAP_MEMORY * cooldown_s] + [now]
+
+
 def backing_off(record: SubscriptionRecord) -> str:
     """Why it waits after cancelled moves ("" if it does not): raised samples wait too."""
     if record.cancels and time.time() < record.last_replan:

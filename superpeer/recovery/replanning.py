@@ -233,6 +233,7 @@ class Recovery:
                 # resumed: a private copy for the moment, which the next round may fold back onto
                 # shared streams at once (no cool-down: nothing was chosen here to flap back from)
                 record.last_replan = 0.0 if resume and not record.cancels else time.time()
+                record.moves = []  # (the moves before the failure say nothing of those it needs now)
                 record.owner, record.stale = new_id, []
                 record.touched[new_id] = frozenset(done.peers)
                 gone = record.touched_by(old_ids)  # (where the old plans were: None, every peer)

@@ -66,6 +66,7 @@ class SubscriptionRecord:
     plan_history: list[dict] = field(default_factory=list)
     last_replan: float = 0.0  # (may lie ahead: after a cancelled move, the wait before another)
     cancels: int = 0  # moves cancelled in a row
+    moves: list[float] = field(default_factory=list)  # when re-optimisation last moved it (``staying.cool_down``)
     # the streams its last move left for what the others save by following (``Move.credited``),
     # not taken again until then: they need a round or two to follow
     left_for_followers: frozenset[str] = frozenset()

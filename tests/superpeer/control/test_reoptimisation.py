@@ -87,6 +87,29 @@ def test_a_second_round_keeps_the_plans_and_the_cool_down_holds(net):
     assert narrow.reoptimisation.startswith("kept") and len(narrow.plan_history) == 1
 
 
+def test_a_subscription_that_keeps_moving_waits_twice_as_long_each_time(net):
+    """Damping: moves made by rounds at several peers over views of one moment can undo each
+    other; each recent move doubles the wait before the next (``staying.cool_down``)."""
+    feed = Feed(net)
+    sp1 = net.peers["SP1"]
+    narrow = sp1.control.subscribe(NARROW[0])
+    feed.publish(100)
+    sp1.control.subscribe(WIDE)
+    feed.publish(100)
+    sp1.reoptimiser.round("test")
+    feed.publish(200, switch_all(net))
+    assert len(narrow.plan_history) == 1 and len(narrow.moves) == 1
+    cooldown = sp1.reoptimiser.settings.cooldown_s
+    now = time.time()
+    narrow.moves = [now - 3 * cooldown, now - 2 * cooldown, now - 1.5 * cooldown]  # three moves lately
+    narrow.last_replan = now - 1.5 * cooldown  # past one cool-down, within four
+    sp1.reoptimiser.round("test")
+    assert f"cool-down {4 * cooldown:g} s: moved 3 times" in narrow.reoptimisation, narrow.reoptimisation
+    narrow.moves = [now - 9 * cooldown, now - 1.5 * cooldown]  # (the first long ago: it counts no more)
+    sp1.reoptimiser.round("test")
+    assert narrow.reoptimisation.startswith("kept"), narrow.reoptimisation
+
+
 def test_when_the_wide_subscription_ends_the_narrow_one_moves_back_to_a_stream_of_its_own(net):
     feed = Feed(net)
     sp7 = net.peers["SP7"]
