@@ -85,6 +85,14 @@ class Backbone:
         return Backbone([p for p in self.peers.values() if p.id not in gone],
                         [l for k, l in self.links.items() if k not in cut and not (k & gone)])
 
+    def routing_around(self, peers: Iterable[str] = (), links: Iterable[frozenset[str]] = ()) -> "Backbone":
+        """The same peers and links — streams that pass them are still priced — but routes that
+        avoid ``peers`` and ``links``: where a new stream may go while they are down."""
+        out = Backbone(self.peers.values(), self.links.values())
+        out.graph.remove_edges_from(tuple(link) for link in links)
+        out.graph.remove_nodes_from(list(peers))
+        return out
+
     def _compute_paths_to(self, b: str) -> dict[str, list[str]]:
         """Shortest paths from ``b`` to every peer (one BFS per destination, cached)."""
         return nx.single_source_shortest_path(self.graph, b)

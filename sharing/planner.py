@@ -175,8 +175,9 @@ class Planner(PlanBuilder):
             # (stream, peer) pairs nearest the target are priced (the second in case the nearest
             # is loaded).
             # (a stream filled from the past: only where its replayed items have all passed)
-            pairs = sorted(((distance[p], p, s.id) for s in streams.values()
-                            for p in dict.fromkeys(s.route) if not s.past or live_at(self.state, p, s)))[:2]
+            # (a peer with no route to the target, while links are down, offers nothing)
+            pairs = sorted(((distance[p], p, s.id) for s in streams.values() for p in dict.fromkeys(s.route)
+                            if p in distance and (not s.past or live_at(self.state, p, s))))[:2]
             for _, u, sid in pairs:
                 for candidate in self.generate_plans(streams[sid], u, target, inp, match):
                     priced.append(candidate)

@@ -48,7 +48,7 @@ from sharing.stream_table import lineage
 
 from ..errors import NodeError, as_node_error
 from ..recovery.replanning import Recovery
-from ..recovery.route_health import broken, data_paths, restarted
+from ..recovery.route_health import around_failures, broken, data_paths, restarted
 from ..subscriptions.plan_history import note_replan
 from ..subscriptions.record import SubscriptionRecord
 from ..subscriptions.track_switch import TrackSwitch, progress_stream
@@ -236,7 +236,7 @@ class Reoptimiser:
     def _decide(self, record: SubscriptionRecord, props: Properties, view: RemotePlanningView) -> tuple | None:
         state, sid = self.control.state, record.runtime.id
         streams = dict(view.snapshot.streams)  # (before its own streams are taken out)
-        without(view.snapshot, own_streams(streams, sid))
+        without(view.snapshot, {**own_streams(streams, sid), **around_failures(view.snapshot, self.recovery.detector)})
         new_id = f"{sid}~{secrets.token_hex(3)}"
         planner = Planner(view.snapshot)  # (no widening: a running subscription only follows one)
         try:

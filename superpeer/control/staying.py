@@ -56,8 +56,8 @@ def replaying_its_past(record: SubscriptionRecord, reached: Mapping[str, int]) -
     return ""
 
 
-FLAP_MEMORY = 8  # a move counts towards the next one's wait for this many cool-downs
-MAX_DOUBLINGS = 3  # the wait doubles with each move so counted, up to 2**3 cool-downs
+FLAP_MEMORY = 16  # a move counts towards the next one's wait for this many cool-downs
+MAX_DOUBLINGS = 4  # the wait doubles with each move so counted, up to 2**4 cool-downs
 
 
 def cool_down(record: SubscriptionRecord, cooldown_s: float, now: float) -> tuple[float, int]:

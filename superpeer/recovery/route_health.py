@@ -12,9 +12,11 @@ healthy again once the path is whole.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from sharing.backbone import Backbone
 from sharing.planner import Plan
+from sharing.planning_view import PlanningSnapshot
 from sharing.stream_table import NetworkStream
 
 from .failure_detector import FailureDetector
@@ -74,10 +76,58 @@ def restarted(incarnations: dict[str, str], detector: FailureDetector) -> str:
     return ""
 
 
-def remaining_backbone(backbone: Backbone, detector: FailureDetector) -> Backbone:
-    """The backbone without the peers and links known to be down: where a new plan may go.
-    A peer this one cannot reach is left out too (it could not take part in installing)."""
+def down_parts(backbone: Backbone, detector: FailureDetector) -> tuple[list[str], list[frozenset[str]]]:
+    """(The peers, the links) known to be down. A peer this one cannot reach counts as down
+    (it could not take part in installing)."""
     gone = [p for p in backbone.peers if p != detector.me
             and detector.peer_state(p) in ("down", "unreachable")]
     cut = [key for key, link in backbone.links.items() if link_down(link.a, link.b, detector)]
-    return backbone.without(gone, cut)
+    return gone, cut
+
+
+def remaining_backbone(backbone: Backbone, detector: FailureDetector) -> Backbone:
+    """The backbone without the peers and links known to be down: where a new plan may go."""
+    return backbone.without(*down_parts(backbone, detector))
+
+
+def around_failures(snapshot: PlanningSnapshot, detector: FailureDetector) -> dict[str, NetworkStream]:
+    """Make ``snapshot`` a view of the network as it is now: its backbone routes around what is
+    down (as a failure's re-plan's do; what streams take there is still priced), and each stream reusable only on the
+    part of its route that its items still reach (its parent delivers at its origin, and no
+    peer or link before is down); the streams they reach nowhere are returned, for the caller
+    to take out. A re-optimisation round planned over the whole routes chose plans that reuse a
+    stream behind a dead peer — listed still by the tables of the peers it had passed — found
+    the plan broken, and kept the running one for as long as the peer stayed down
+    (``benchmarks/sharing_over_time.py``'s crash window)."""
+    gone, cut = down_parts(snapshot.backbone, detector)
+    if not gone and not cut:
+        return {}
+    snapshot.backbone = snapshot.backbone.routing_around(gone, cut)
+    down, cut_links = set(gone), set(cut)
+    reach: dict[str, tuple[str, ...]] = {}
+
+    def reached(s: NetworkStream) -> tuple[str, ...]:
+        if s.id not in reach:
+            parent = snapshot.streams.get(s.parent or "")
+            if parent is not None and s.origin not in reached(parent):
+                reach[s.id] = ()
+            else:
+                n = 0
+                while n < len(s.route) and s.route[n] not in down and (
+                        n == 0 or frozenset(s.route[n - 1:n + 1]) not in cut_links):
+                    n += 1
+                reach[s.id] = s.route[:n]
+        return reach[s.id]
+
+    dead, clipped = {}, {}
+    for s in list(snapshot.streams.values()):
+        route = reached(s)
+        if not route:
+            dead[s.id] = s
+        elif route != s.route:
+            clipped[s.id] = snapshot.streams[s.id] = replace(s, route=route)
+    for key, found in snapshot.tables.items():
+        peer = key[0]
+        snapshot.tables[key] = [clipped.get(s.id, s) for s in found
+                                if s.id not in clipped or peer in clipped[s.id].route]
+    return dead

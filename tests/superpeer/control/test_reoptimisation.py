@@ -105,7 +105,7 @@ def test_a_subscription_that_keeps_moving_waits_twice_as_long_each_time(net):
     narrow.last_replan = now - 1.5 * cooldown  # past one cool-down, within four
     sp1.reoptimiser.round("test")
     assert f"cool-down {4 * cooldown:g} s: moved 3 times" in narrow.reoptimisation, narrow.reoptimisation
-    narrow.moves = [now - 9 * cooldown, now - 1.5 * cooldown]  # (the first long ago: it counts no more)
+    narrow.moves = [now - 17 * cooldown, now - 1.5 * cooldown]  # (the first long ago: it counts no more)
     sp1.reoptimiser.round("test")
     assert narrow.reoptimisation.startswith("kept"), narrow.reoptimisation
 
