@@ -70,7 +70,8 @@ def test_narrow_subscriptions_registered_first_move_onto_the_wide_stream(net):
         assert buffered_results(record) == reference(q, first, feed.at)
 
 
-def test_a_second_round_keeps_the_plans_and_the_cool_down_holds(net):
+def moved_onto_the_wide_stream(net):
+    """A narrow subscription at SP1, then a wide one; a round moves the narrow one onto it."""
     feed = Feed(net)
     sp1 = net.peers["SP1"]
     narrow = sp1.control.subscribe(NARROW[0])
@@ -79,7 +80,12 @@ def test_a_second_round_keeps_the_plans_and_the_cool_down_holds(net):
     feed.publish(100)
     sp1.reoptimiser.round("test")
     feed.publish(200, switch_all(net))
-    assert len(narrow.plan_history) == 1
+    assert len(narrow.plan_history) == 1 and len(narrow.moves) == 1
+    return sp1, narrow
+
+
+def test_a_second_round_keeps_the_plans_and_the_cool_down_holds(net):
+    sp1, narrow = moved_onto_the_wide_stream(net)
     sp1.reoptimiser.round("test")
     assert "cool-down" in narrow.reoptimisation
     narrow.last_replan = 0  # (past the cool-down) the plan it has is the best: kept
@@ -90,15 +96,7 @@ def test_a_second_round_keeps_the_plans_and_the_cool_down_holds(net):
 def test_a_subscription_that_keeps_moving_waits_twice_as_long_each_time(net):
     """Damping: moves made by rounds at several peers over views of one moment can undo each
     other; each recent move doubles the wait before the next (``staying.cool_down``)."""
-    feed = Feed(net)
-    sp1 = net.peers["SP1"]
-    narrow = sp1.control.subscribe(NARROW[0])
-    feed.publish(100)
-    sp1.control.subscribe(WIDE)
-    feed.publish(100)
-    sp1.reoptimiser.round("test")
-    feed.publish(200, switch_all(net))
-    assert len(narrow.plan_history) == 1 and len(narrow.moves) == 1
+    sp1, narrow = moved_onto_the_wide_stream(net)
     cooldown = sp1.reoptimiser.settings.cooldown_s
     now = time.time()
     narrow.moves = [now - 3 * cooldown, now - 2 * cooldown, now - 1.5 * cooldown]  # three moves lately
