@@ -12,6 +12,8 @@ from typing import Iterable, Mapping
 
 import networkx as nx
 
+DISTANCES_KEPT = 1024  # targets whose hop counts a backbone keeps
+
 
 class TopologyError(ValueError):
     """The topology description is inconsistent; the message names what is wrong."""
@@ -59,6 +61,7 @@ class Backbone:
             self.links[link.key] = link
             self.graph.add_edge(link.a, link.b)
         self._paths_to = lru_cache(maxsize=None)(self._compute_paths_to)
+        self._distances_to = lru_cache(maxsize=DISTANCES_KEPT)(self._compute_distances_to)
         self._bandwidth: dict[frozenset[str], float] | None = None
         self._capacity: dict[str, float] | None = None
 
@@ -98,7 +101,11 @@ class Backbone:
         return nx.single_source_shortest_path(self.graph, b)
 
     def distances_to(self, b: str) -> dict[str, int]:
-        """Hop counts from every peer to ``b``."""
+        """Hop counts from every peer to ``b`` (shared between callers: not to be changed; the
+        last ``DISTANCES_KEPT`` targets' are kept — every registration at a peer asks for them)."""
+        return self._distances_to(b)
+
+    def _compute_distances_to(self, b: str) -> dict[str, int]:
         return {p: len(path) - 1 for p, path in self._paths_to(b).items()}
 
     def route(self, a: str, b: str) -> tuple[str, ...]:

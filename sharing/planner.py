@@ -21,6 +21,7 @@ no call ever leaves the process while a plan is computed.
 
 from __future__ import annotations
 
+import heapq
 import weakref
 from collections import deque
 from collections.abc import Mapping
@@ -143,41 +144,59 @@ class Planner(PlanBuilder):
         priced = [best]  # every plan priced: the chosen one's alternatives
         queue = deque([original.origin])
         queued = {original.origin}
-        matches: dict[int, Match] = {}  # by properties: equal properties, equal content
-        candidates: dict[int, dict[str, NetworkStream]] = {}
+        # per group (by properties: equal properties, equal content), its match and, if it
+        # serves the input, the streams of it reached
+        seen: dict[int, tuple[Match, dict[str, NetworkStream] | None]] = {}
         near: dict[str, NetworkStream] = {}  # streams that do not serve it: widened, perhaps
         distance = self.state.backbone.distances_to(target)
+        tails: dict[str, int] = {}  # live stream -> where in its route the part already queued begins
         while queue:
             v = queue.popleft()
             # (streams filled from the past only where their replayed items have all passed:
             # ``usable``; a group is matched once, and its streams looked at only if it matches)
             for props, group in self.state.groups_at(v, inp.input).items():
-                match = matches.get(id(props))
-                if match is None:
-                    match = matches[id(props)] = match_properties(props, inp, repetition)
-                if not match.shareable:
+                known = seen.get(id(props))
+                if known is None:
+                    match = match_properties(props, inp, repetition)
+                    known = seen[id(props)] = (match, {} if match.shareable else None)
+                reached = known[1]
+                if reached is None:
                     if self.widening:
                         near.update((s.id, s) for s in group.values() if self._usable(v, s))
                     continue
-                reached = candidates.setdefault(id(props), {})
                 for stream in group.values():
-                    if not self._usable(v, stream):
-                        continue
-                    reached[stream.id] = stream
-                    for n in stream.next_hops(v):
+                    if stream.past:  # (hop by hop: it is usable only where its past has passed)
+                        if not self._usable(v, stream):
+                            continue
+                        reached[stream.id] = stream
+                        hops = stream.next_hops(v)
+                    else:  # (a live stream is followed to its route's end, each part once)
+                        j = tails.get(stream.id)
+                        if j == 0:
+                            continue  # (met where it starts: all of its route is queued)
+                        route = stream.route
+                        i = route.index(v)
+                        if j is not None and i >= j:
+                            continue
+                        j = len(route) if j is None else j
+                        reached[stream.id] = stream
+                        tails[stream.id] = i
+                        hops = route[i + 1:j]
+                    for n in hops:
                         if n not in queued:
                             queued.add(n)
                             queue.append(n)
-        for key, streams in candidates.items():
-            match = matches[key]
+        for match, streams in seen.values():
+            if not streams:
+                continue
             # Reusing a stream nearer the target costs the same operators and fewer hops, and
             # streams of equal properties carry the same content: per group, only the two
             # (stream, peer) pairs nearest the target are priced (the second in case the nearest
             # is loaded).
             # (a stream filled from the past: only where its replayed items have all passed)
             # (a peer with no route to the target, while links are down, offers nothing)
-            pairs = sorted(((distance[p], p, s.id) for s in streams.values() for p in dict.fromkeys(s.route)
-                            if p in distance and (not s.past or live_at(self.state, p, s))))[:2]
+            pairs = heapq.nsmallest(2, ((distance[p], p, s.id) for s in streams.values() for p in dict.fromkeys(s.route)
+                                        if p in distance and (not s.past or live_at(self.state, p, s))))
             for _, u, sid in pairs:
                 for candidate in self.generate_plans(streams[sid], u, target, inp, match):
                     priced.append(candidate)
