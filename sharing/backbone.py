@@ -15,6 +15,12 @@ import networkx as nx
 DISTANCES_KEPT = 1024  # targets whose hop counts a backbone keeps
 
 
+def peer_order(peer: str) -> tuple:
+    """Peers in the order people count them: SP2 before SP10."""
+    digits = "".join(c for c in peer if c.isdigit())
+    return (peer.rstrip("0123456789"), int(digits) if digits else 0)
+
+
 class TopologyError(ValueError):
     """The topology description is inconsistent; the message names what is wrong."""
 

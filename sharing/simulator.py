@@ -25,6 +25,7 @@ from wxquery.operators.runner import run_operators
 from wxquery.stream_document import StreamDocument
 
 from .analysis import Analysis, analyze
+from .backbone import peer_order
 from .matching import raw_properties
 from .network_state import NetworkState
 from .planner import Plan, Planner, Strategy
@@ -211,13 +212,13 @@ class Simulation:
                          "load_capacity": backbone.peers[v].load_capacity,
                          "traffic_bytes": traffic.get(v, 0),
                          "traffic_estimate_bytes": round(est_traffic.get(v, 0.0) * duration / 8)}
-                     for v in sorted(backbone.peers, key=_peer_order)}
-            links = {"–".join(sorted(e, key=_peer_order)): {
+                     for v in sorted(backbone.peers, key=peer_order)}
+            links = {"–".join(sorted(e, key=peer_order)): {
                 "bytes": r.link_bytes.get(e, 0),
                 "estimate_bytes": round(r.state.link_used.get(e, 0.0) * duration / 8),
                 "measured_model_bytes": round(r.measured_model.get(e, 0.0) * duration / 8),
                 "bandwidth_bits_per_s": backbone.links[e].bandwidth,
-            } for e in sorted(backbone.links, key=lambda e: sorted(e, key=_peer_order))}
+            } for e in sorted(backbone.links, key=lambda e: sorted(e, key=peer_order))}
             rejected = [p for p in r.plans.values() if not p.admitted]
             out["strategies"][r.label] = {
                 "registered": len(r.plans) - len(rejected),
@@ -286,11 +287,6 @@ def _values(texts: list[str], kind: str) -> list:
     if kind == "records":
         return [WindowRecord.from_xml(t) for t in texts]
     return [etree.fromstring(t) for t in texts]
-
-
-def _peer_order(peer: str) -> tuple:
-    digits = "".join(c for c in peer if c.isdigit())
-    return (peer.rstrip("0123456789"), int(digits) if digits else 0)
 
 
 def compare_results(ours: list[str], reference: list[str]) -> str | None:

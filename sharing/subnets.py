@@ -27,7 +27,7 @@ from functools import cached_property
 
 import networkx as nx
 
-from .backbone import Backbone, TopologyError
+from .backbone import Backbone, TopologyError, peer_order
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Subnets:
             if not nx.is_connected(backbone.graph.subgraph(subnet.peers)):
                 raise TopologyError(f"subnet {subnet.id} is not connected by its own links")
             self.by_id[subnet.id] = subnet
-        missing = sorted(set(backbone.peers) - self.of.keys(), key=_order)
+        missing = sorted(set(backbone.peers) - self.of.keys(), key=peer_order)
         if missing:
             raise TopologyError(f"super-peer {missing[0]} is in no subnet"
                                 + (f" (nor are {len(missing) - 1} others)" if len(missing) > 1 else ""))
@@ -121,7 +121,7 @@ def partition(backbone: Backbone, k: int, seed: int) -> Subnets:
     subnet so far takes the next peer of its border, breadth first (a peer joins the subnet of
     a neighbour, so every subnet is connected); the gateways are the peers with a link to
     another subnet."""
-    peers = sorted(backbone.peers, key=_order)
+    peers = sorted(backbone.peers, key=peer_order)
     if not 1 <= k <= len(peers):
         raise TopologyError(f"cannot cut {len(peers)} super-peers into {k} subnets")
     centres = random.Random(seed).sample(peers, k)
@@ -152,9 +152,4 @@ def partition(backbone: Backbone, k: int, seed: int) -> Subnets:
     for p, sid in of.items():
         members.setdefault(sid, set()).add(p)
     return Subnets(backbone, [Subnet(sid, frozenset(ps), border(backbone, frozenset(ps), of))
-                              for sid, ps in sorted(members.items(), key=lambda kv: _order(kv[0]))])
-
-
-def _order(name: str) -> tuple:
-    digits = "".join(c for c in name if c.isdigit())
-    return (name.rstrip("0123456789"), int(digits) if digits else 0)
+                              for sid, ps in sorted(members.items(), key=lambda kv: peer_order(kv[0]))])
