@@ -92,12 +92,13 @@ def remaining_backbone(backbone: Backbone, detector: FailureDetector) -> Backbon
 
 def around_failures(snapshot: PlanningSnapshot, detector: FailureDetector) -> dict[str, NetworkStream]:
     """Make ``snapshot`` a view of the network as it is now: its backbone routes around what is
-    down (as a failure's re-plan's do; what streams take there is still priced), and each stream reusable only on the
-    part of its route that its items still reach (its parent delivers at its origin, and no
-    peer or link before is down); the streams they reach nowhere are returned, for the caller
-    to take out. A re-optimisation round planned over the whole routes chose plans that reuse a
-    stream behind a dead peer — listed still by the tables of the peers it had passed — found
-    the plan broken, and kept the running one for as long as the peer stayed down
+    down (as a failure's re-plan's do; what streams take there is still priced), and each
+    stream is reusable only on the part of its route that its items still reach (its parent
+    delivers at its origin, and no peer or link before is down); the streams they reach
+    nowhere are returned, for the caller to take out. A re-optimisation round planned over the
+    whole routes chose plans that reuse a stream behind a dead peer — listed still by the
+    tables of the peers it had passed — found the plan broken, and kept the running one for as
+    long as the peer stayed down
     (``benchmarks/sharing_over_time.py``'s crash window)."""
     gone, cut = down_parts(snapshot.backbone, detector)
     if not gone and not cut:
