@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 from sharing.backbone import Backbone
 from sharing.planner import Plan
@@ -90,6 +91,13 @@ def remaining_backbone(backbone: Backbone, detector: FailureDetector) -> Backbon
     return backbone.without(*down_parts(backbone, detector))
 
 
+@lru_cache(maxsize=8)
+def routed_around(backbone: Backbone, gone: tuple[str, ...], cut: tuple[frozenset[str], ...]) -> Backbone:
+    """``backbone.routing_around``, made once per failure seen: every subscription of a round
+    plans over it, and its routes are cached in it."""
+    return backbone.routing_around(gone, cut)
+
+
 def around_failures(snapshot: PlanningSnapshot, detector: FailureDetector) -> dict[str, NetworkStream]:
     """Make ``snapshot`` a view of the network as it is now: its backbone routes around what is
     down (as a failure's re-plan's do; what streams take there is still priced), and each
@@ -103,7 +111,7 @@ def around_failures(snapshot: PlanningSnapshot, detector: FailureDetector) -> di
     gone, cut = down_parts(snapshot.backbone, detector)
     if not gone and not cut:
         return {}
-    snapshot.backbone = snapshot.backbone.routing_around(gone, cut)
+    snapshot.backbone = routed_around(snapshot.backbone, tuple(gone), tuple(cut))
     down, cut_links = set(gone), set(cut)
     reach: dict[str, tuple[str, ...]] = {}
 
