@@ -32,7 +32,7 @@ from .planner import Plan, Planner, Strategy
 from .properties import InputStream
 from .scenarios import Scenario
 from .statistics import StreamStatistics
-from .subnet_planning import SubnetPlanner
+from .subnet_planning import SubnetPlanner, is_relay
 from .subnets import Subnets
 
 STATISTICS_SAMPLE = 2000  # photons observed at least before planning
@@ -243,7 +243,7 @@ class Simulation:
             }
             if r.subnets is not None:
                 out["strategies"][r.label]["subnets"] = {**r.subnets.summary(), "relays": sum(
-                    1 for s in r.state.streams.values() if any(u.startswith("relay:") for u in s.users))}
+                    1 for s in r.state.streams.values() if is_relay(s))}
         flat, split = out["strategies"].get("sharing"), out["strategies"].get("sharing-subnets")
         if flat and split:  # (what planning subnet by subnet costs against planning the whole network)
             out["subnets_against_flat"] = {

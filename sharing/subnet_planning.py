@@ -30,6 +30,12 @@ from .statistics import StreamStatistics
 from .stream_table import NetworkStream
 from .subnets import Subnet, Subnets
 
+RELAY = "relay:"  # the user a relay is installed for: what keeps it flowing
+
+
+def is_relay(stream: NetworkStream) -> bool:
+    return any(u.startswith(RELAY) for u in stream.users)
+
 
 class SubnetView:
     """A ``PlanningView`` of one subnet over the whole network's state: its backbone, the parts
@@ -151,7 +157,7 @@ class SubnetPlanner:
             return
         parent = self.state.streams[carriers[source]]
         relay = self.whole.new_stream(parent.properties, "items", source, parent, (), tuple(path))
-        self.state.install(f"relay:{input_stream.stream}>{subnet}", [relay], [parent.id], Usage())
+        self.state.install(f"{RELAY}{input_stream.stream}>{subnet}", [relay], [parent.id], Usage())
         self.relays.append(relay)
         for other in (self.subnets.of[p] for p in relay.route):  # (every subnet it passes may start from it)
             self.entries[other].setdefault(input_stream, (relay.id, next(

@@ -17,6 +17,7 @@ from sharing.backbone import Backbone, Link, Peer, TopologyError
 from sharing.planner import Strategy
 from sharing.scenarios import SCENARIOS, grid_backbone, random_backbone
 from sharing.simulator import Simulation, simulate
+from sharing.subnet_planning import is_relay
 from sharing.subnets import Subnets, partition
 
 from conftest import ROOT  # the checkout
@@ -82,7 +83,7 @@ def test_sharing_in_subnets_stays_inside_each_subnet_and_delivers_every_result()
     result = sim.run(Strategy.SHARING, subnets)
     assert result.label == "sharing-subnets" and result.mismatches == []
     assert result.verified == len(scenario.queries)  # (every subscription admitted, every result identical)
-    relays = {s.id for s in result.state.streams.values() if any(u.startswith("relay:") for u in s.users)}
+    relays = {s.id for s in result.state.streams.values() if is_relay(s)}
     assert relays, "originals registered in other subnets are relayed"
     for qid, plan in result.plans.items():
         home = subnets.of[plan.target]
