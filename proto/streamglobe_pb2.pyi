@@ -399,23 +399,27 @@ class TransferReply(_message.Message):
     def __init__(self, acknowledged: _Optional[int] = ..., refused_code: _Optional[str] = ..., refused: _Optional[str] = ..., pressure: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("sender",)
+    __slots__ = ("sender", "digest_json", "records_json", "relay_to")
     SENDER_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_JSON_FIELD_NUMBER: _ClassVar[int]
+    RELAY_TO_FIELD_NUMBER: _ClassVar[int]
     sender: str
-    def __init__(self, sender: _Optional[str] = ...) -> None: ...
+    digest_json: str
+    records_json: str
+    relay_to: str
+    def __init__(self, sender: _Optional[str] = ..., digest_json: _Optional[str] = ..., records_json: _Optional[str] = ..., relay_to: _Optional[str] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("superpeer", "usage_json", "originals_json", "hears", "incarnation", "pins_json")
+    __slots__ = ("superpeer", "hears", "incarnation", "records_json", "relayed")
     SUPERPEER_FIELD_NUMBER: _ClassVar[int]
-    USAGE_JSON_FIELD_NUMBER: _ClassVar[int]
-    ORIGINALS_JSON_FIELD_NUMBER: _ClassVar[int]
     HEARS_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
-    PINS_JSON_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_JSON_FIELD_NUMBER: _ClassVar[int]
+    RELAYED_FIELD_NUMBER: _ClassVar[int]
     superpeer: str
-    usage_json: str
-    originals_json: str
     hears: _containers.RepeatedScalarFieldContainer[str]
     incarnation: str
-    pins_json: str
-    def __init__(self, superpeer: _Optional[str] = ..., usage_json: _Optional[str] = ..., originals_json: _Optional[str] = ..., hears: _Optional[_Iterable[str]] = ..., incarnation: _Optional[str] = ..., pins_json: _Optional[str] = ...) -> None: ...
+    records_json: str
+    relayed: bool
+    def __init__(self, superpeer: _Optional[str] = ..., hears: _Optional[_Iterable[str]] = ..., incarnation: _Optional[str] = ..., records_json: _Optional[str] = ..., relayed: _Optional[bool] = ...) -> None: ...

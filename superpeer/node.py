@@ -62,6 +62,7 @@ from .lifecycle import Lifecycle, Parts
 from .metrics import Metrics
 from .peer_state import PeerState
 from .recovery.failure_detector import HeartbeatSettings
+from .recovery.membership import Answer, Gossip
 from .recovery.heartbeats import Heartbeats, HeartbeatTransport
 from .recovery.replanning import Recovery
 from .recovery.restore import restore_originals, restore_subscriptions
@@ -356,8 +357,8 @@ class Node:
         """One heartbeat round now (``recovery.heartbeats``), as the heartbeat thread does each interval."""
         self.heartbeats.once()
 
-    def heartbeat_reply(self) -> tuple[str, str, list[str], str, str]:
-        return self.heartbeats.reply()
+    def heartbeat_reply(self, request: Gossip) -> Answer:
+        return self.heartbeats.reply(request)
 
     @property
     def epoch(self) -> str:

@@ -76,8 +76,17 @@ class FakeTransport:
     def discard(self, stream: str) -> None:
         pass  # (a direct sender queues nothing)
 
-    def heartbeat_round(self, peers: list[str]) -> dict:
+    def heartbeat_round(self, requests: dict) -> dict:
         return {}
+
+    def gossip(self, requests: dict, answered) -> None:
+        pass
+
+    def relay_probe(self, relays, target: str) -> bool:
+        return False
+
+    def probe(self, target: str) -> bool:
+        return target not in self.network.down
 
     def cut_link(self, peer: str, cut: bool) -> list[str]:
         raise NodeError("UNIMPLEMENTED", "the in-process transport cannot cut a link: use network.down")

@@ -1,12 +1,14 @@
-"""Which super-peers and links are down, from heartbeats.
+"""Which super-peers and links are down, from heartbeats and the records gossip brings.
 
-Every ``interval_s`` a super-peer asks every other one how it is (``Heartbeat``). A peer that
-misses ``misses`` answers in a row is declared **down** (with the time and the last error), and
-**up** again at its first answer. Only one end of a link is seen from here, so a neighbour that
-does not answer means the link is down; whether the neighbour itself is down is decided with
-the others' help: every answer names the peers its sender currently hears, and a peer that
-someone hears is up — it is only the link to it (a cut) that is down. The others' reports are
-a round old, so the verdict (cut or down) can change once, a round after the declaration.
+Every ``interval_s`` a super-peer asks each of its backbone **neighbours** how it is
+(``Heartbeat``): their links carry its items, so it watches them itself. A neighbour that misses
+``misses`` answers in a row is declared **down** (with the time and the last error), and **up**
+again at its first answer. Only one end of a link is seen from here, so a neighbour that does
+not answer means the link is down; whether the neighbour itself is down is decided with the
+others' help: a peer that another neighbour of it hears (its record says so), or that answers an
+indirect probe through other peers (``relayed``), is up — it is only the link to it (a cut) that
+is down. Peers further away are judged from the records of their own neighbours
+(``membership.Membership.verdict``): this peer learns their state without asking them.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class PeerHealth:
     downs: int = 0  # how often it was declared down
     incarnation: str = ""  # the process answering: a new one means it restarted (state lost)
     restarts: int = 0
+    relayed: bool = False  # down from here, but another peer reached it since (indirect probe)
 
 
 def _iso(t: float | None) -> str | None:
@@ -54,19 +57,56 @@ class FailureDetector:
     settings: HeartbeatSettings = field(default_factory=HeartbeatSettings)
     peers: dict[str, PeerHealth] = field(default_factory=dict)
 
-    def heard(self, peer: str, now: float, hears: frozenset[str] = frozenset(),
+    def heard(self, peer: str, now: float, hears: frozenset[str] | None = None,
               incarnation: str = "") -> None:
+        """An answer from ``peer`` (``hears``: the neighbours it reports hearing, if it told)."""
         h = self.peers.setdefault(peer, PeerHealth())
+        self._incarnation(peer, h, incarnation)
+        if h.up is not True:
+            if h.up is False:
+                log.warning("%s: %s answers again (down for %.1f s)", self.me, peer, now - (h.since or now))
+            h.up, h.since = True, now
+        h.misses, h.last_heard, h.relayed = 0, now, False
+        if hears is not None:
+            h.hears = hears
+
+    def _incarnation(self, peer: str, h: PeerHealth, incarnation: str) -> None:
         if incarnation and incarnation != h.incarnation:
             if h.incarnation:
                 h.restarts += 1
                 log.warning("%s: %s has restarted", self.me, peer)
             h.incarnation = incarnation
-        if h.up is not True:
+
+    def reported(self, peer: str, hears: frozenset[str], incarnation: str) -> None:
+        """What ``peer``'s newest record says of it: its process, the neighbours it hears."""
+        h = self.peers.setdefault(peer, PeerHealth())
+        self._incarnation(peer, h, incarnation)
+        h.hears = hears
+
+    def judged(self, peer: str, up: bool | None, now: float, reason: str = "") -> None:
+        """The verdict of the records on a peer this one does not watch (not a neighbour)."""
+        if peer in self.neighbours or up is None:
+            return
+        h = self.peers.setdefault(peer, PeerHealth())
+        if up and h.up is not True:
             if h.up is False:
-                log.warning("%s: %s answers again (down for %.1f s)", self.me, peer, now - (h.since or now))
-            h.up, h.since = True, now
-        h.misses, h.last_heard, h.hears = 0, now, hears
+                log.warning("%s: %s is up again (down for %.1f s)", self.me, peer, now - (h.since or now))
+            h.up, h.since, h.misses = True, now, 0
+        elif not up and h.up is not False:
+            h.up, h.since, h.downs, h.reason = False, now, h.downs + 1, reason
+            log.warning("%s: %s is down: %s", self.me, peer, reason)
+
+    def relay_result(self, peer: str, reached: bool) -> None:
+        """An indirect probe of a silent neighbour: whether another peer reached it."""
+        h = self.peers.get(peer)
+        if h is not None and h.up is False:
+            h.relayed = reached
+
+    def declared(self) -> dict[str, str]:
+        """The neighbours this peer declares down (neighbour -> the process it last heard
+        there): silent here and, as far as it knows, to everyone else."""
+        return {n: self.peers[n].incarnation for n in sorted(self.neighbours)
+                if n in self.peers and self.peer_state(n) == "down"}
 
     def missed(self, peer: str, now: float, reason: str) -> None:
         h = self.peers.setdefault(peer, PeerHealth())
@@ -77,9 +117,10 @@ class FailureDetector:
             log.warning("%s: %s declared down after %d missed heartbeats: %s", self.me, peer, h.misses, reason)
 
     def hearing(self) -> list[str]:
-        """The peers that answered this one's latest heartbeat (sent with every answer; a peer
-        it has begun to miss is left out at once, not only once declared down)."""
-        return sorted(p for p, h in list(self.peers.items()) if h.up and h.misses == 0)
+        """The neighbours that answered this one's latest heartbeat (in its record and every
+        answer; one it has begun to miss is left out at once, not only once declared down)."""
+        return sorted(p for p, h in list(self.peers.items())
+                      if p in self.neighbours and h.up and h.misses == 0 and h.last_heard is not None)
 
     def incarnation(self, peer: str) -> str:
         """The process last heard at ``peer`` ("" if none yet)."""
@@ -100,7 +141,9 @@ class FailureDetector:
             return "unknown"
         if h.up:
             return "up"
-        return "unreachable" if self.heard_by_others(peer) else "down"
+        if peer not in self.neighbours:
+            return "down"  # (the verdict of the records: no one hears it)
+        return "unreachable" if h.relayed or self.heard_by_others(peer) else "down"
 
     def link_down(self, neighbour: str) -> bool:
         return neighbour in self.neighbours and self.is_down(neighbour)
@@ -113,8 +156,10 @@ class FailureDetector:
                      "times_down": h.downs, "restarts": h.restarts}
             if h.up is False:
                 others = self.heard_by_others(p)
-                shown["reason"] = (f"no answer to {h.misses} heartbeats ({h.reason})" +
-                                   (f"; heard by {', '.join(others)}" if others else ""))
+                shown["reason"] = (h.reason if p not in self.neighbours else
+                                   f"no answer to {h.misses} heartbeats ({h.reason})" +
+                                   (f"; heard by {', '.join(others)}" if others else "") +
+                                   ("; reached through other super-peers" if h.relayed else ""))
             peers[p] = shown
         links = {}
         for n in sorted(self.neighbours):
@@ -124,7 +169,7 @@ class FailureDetector:
             elif h.up:
                 links[f"{self.me}–{n}"] = {"state": "up", "since": _iso(h.since)}
             else:
-                cause = "the link is cut" if self.heard_by_others(n) else f"{n} is down"
+                cause = "the link is cut" if self.peer_state(n) == "unreachable" else f"{n} is down"
                 links[f"{self.me}–{n}"] = {"state": "down", "since": _iso(h.since),
                                            "reason": f"{n} does not answer ({cause}): {h.reason}"}
         return {"interval_s": self.settings.interval_s, "misses": self.settings.misses,

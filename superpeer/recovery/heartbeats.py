@@ -1,40 +1,65 @@
-"""The heartbeat rounds of one super-peer: hear every other peer each interval, then do what
-depends on having heard them.
+"""The heartbeat rounds of one super-peer: watch its neighbours, gossip with one other peer each
+interval, then do what depends on what it learnt.
 
-A round asks every other super-peer how it is (``Transport.heartbeat_round``): the answers and
-silences go to the failure detector (``failure_detector``), and each answer brings the usage the
-peer reports (what planners here read of it), the streams registered there (a peer that just
-started learns them so) and the first item of each stream its subscriptions may still replay
-(what the history here must keep). Then the round's jobs run, each on its own so that one that
-fails does not keep the others from running: re-planning broken routes (``replanning``),
-watermarks of idle streams, trimming the history, activating subscriptions whose stream's
-announcement was missed. A heartbeat's answer is ``reply``.
+A round asks each backbone neighbour and one other peer in turn how it is
+(``Transport.heartbeat_round``), each question carrying this peer's digest of the records it
+holds and its own record when that changed (``membership``). The neighbours' answers and
+silences go to the failure detector (``failure_detector``); a neighbour declared down that no
+one else is known to hear is probed through two other peers (SWIM's indirect probe) before this
+peer declares it down in its record. Every answer brings the records this peer lacked: each
+peer's usage (what planners here read of it), the streams registered there (a peer that just
+started learns them so), the first item of each stream its subscriptions may still replay (what
+the history here must keep), and whom it hears and declared down (the verdicts on peers this
+one does not watch). A record whose change failure handling waits for is pushed at once to
+``FANOUT`` peers, which pass it on once. A round's messages do not grow with the network: its
+neighbours plus one.
+
+Then the round's jobs run, each on its own so that one that fails does not keep the others
+from running: re-planning broken routes (``replanning``), watermarks of idle streams, trimming
+the history, activating subscriptions whose stream's announcement was missed. A heartbeat's
+answer is ``reply``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
-from sharing.serialization import stream_to_json
-from sharing.stream_table import NetworkStream
+from sharing.serialization import stream_from_json, stream_to_json
 
 from ..peer_state import PeerState
 from .failure_detector import FailureDetector
+from .membership import (Answer, Gossip, Membership, Record, Silence, digest_from_json, records_from_json,
+                         records_to_json)
 
 log = logging.getLogger("streamglobe.superpeer")
+
+FANOUT = 3  # peers an urgent record is pushed to, by its author and by each peer it is news to
+RELAYS = 2  # peers asked to reach a silent neighbour before it is declared down
+RELAY_EVERY = 5  # rounds between indirect probes of a neighbour that stays down
 
 
 class HeartbeatTransport(Protocol):
     detector: FailureDetector
     epoch: str  # this process's incarnation, as the others hear it
 
-    def heartbeat_round(self, peers: list[str]) -> dict[str, tuple[dict, list[NetworkStream], dict[str, int]]]:
-        """(usage report, originals registered there, subscriptions' pins) per peer that answered."""
+    def heartbeat_round(self, requests: dict[str, Gossip]) -> dict[str, Answer | Silence]:
+        """Ask each peer at once; its answer, or why there was none, within an interval."""
+        ...
+
+    def gossip(self, requests: dict[str, Gossip], answered: Callable[[Answer], None]) -> None:
+        """Send without waiting; ``answered`` is called with each answer as it comes."""
+        ...
+
+    def relay_probe(self, relays: Sequence[str], target: str) -> bool:
+        """Whether any of ``relays`` reaches ``target`` (an indirect probe)."""
+        ...
+
+    def probe(self, target: str) -> bool:
+        """Whether ``target`` answers a plain heartbeat now (for another peer's indirect probe)."""
         ...
 
 
@@ -47,10 +72,19 @@ class Heartbeats:
         self.transport = transport
         self.jobs = list(jobs)
         self.own_pins = own_pins
+        self.membership = Membership(state.id, transport.epoch, time.time())
+        self._lock = threading.RLock()  # (the round and the answers to others both write the detector)
+        self._sent: dict[str, tuple] = {}  # peer -> stamp of this peer's record last sent to it
+        self._since_relay: dict[str, int] = {}  # silent neighbour -> rounds since its indirect probe
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def detector(self) -> FailureDetector:
+        return self.transport.detector
+
     def start(self) -> None:
+        self._author()
         self._thread = threading.Thread(target=self._loop, name=f"hb-{self.state.id}", daemon=True)
         self._thread.start()
 
@@ -58,37 +92,147 @@ class Heartbeats:
         self._stop.set()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.transport.detector.settings.interval_s):
+        while not self._stop.wait(self.detector.settings.interval_s):
             try:
                 self.once()
             except Exception:  # noqa: BLE001 - failure detection must go on, whatever failed
                 log.exception("%s: a heartbeat round failed", self.state.id)
 
+    # ------------------------------------------------------------------ a round
+
     def once(self) -> None:
-        """One round: hear from every peer, then run the jobs."""
-        state, started = self.state, time.time()
-        for peer, (usage, originals, pins) in self.transport.heartbeat_round(list(state.backbone.peers)).items():
-            if usage:
-                state.peer_usage[peer] = usage
-            state.peer_pins[peer] = pins
-            state.round_heard[peer] = started  # its pins are those of a reply made after this
-            with state.lock:
-                for s in originals:  # (a peer speaks for the streams registered there only)
-                    if s.origin == peer and s.original and s.id not in state.known_originals:
-                        state.known_originals[s.id] = s
-                        state.heard_of[s.id] = time.time()
+        """One round: the neighbours and one gossip partner, then the jobs."""
+        state, detector = self.state, self.detector
+        self._author()
+        neighbours = sorted(detector.neighbours)
+        partner = self.membership.partner(p for p in state.backbone.peers if p not in detector.neighbours)
+        targets = neighbours + ([partner] if partner is not None else [])
+        digest = self.membership.digest_json()
+        answers = self.transport.heartbeat_round({p: self._gossip(p, digest) for p in targets})
+        now = time.time()
+        news: list[tuple[Record, Record | None]] = []
+        with self._lock:
+            for peer, answer in answers.items():
+                if isinstance(answer, Answer):
+                    if peer in detector.neighbours:
+                        detector.heard(peer, now, answer.hears, answer.incarnation)
+                    news += self.membership.merge(records_from_json(answer.records))
+                elif peer in detector.neighbours:
+                    if answer.silent:
+                        detector.missed(peer, now, answer.reason)
+                    else:  # it answered, with an error: alive
+                        detector.heard(peer, now)
+                else:
+                    self._sent.pop(peer, None)  # (it may have missed this peer's record)
+            self._take(news)
+        self._probe_indirectly()
+        if self._author():
+            self._push([self.membership.own()], exclude=())
         for name, job in self.jobs:
             try:
                 job()
             except Exception:  # noqa: BLE001 - the next jobs must still run
                 log.exception("%s: %s failed after a heartbeat round", state.id, name)
 
-    def reply(self) -> tuple[str, str, list[str], str, str]:
-        """(usage, originals registered here, the peers this one hears, this process's
-        incarnation, the first item of each stream the subscriptions here may replay)."""
+    def _gossip(self, peer: str, digest: str) -> Gossip:
+        """The question to ``peer``: this peer's digest, and its own record if ``peer`` has
+        not been sent this version yet."""
+        own = self.membership.own()
+        if own is None or self._sent.get(peer) == own.stamp:
+            return Gossip(self.state.id, digest)
+        self._sent[peer] = own.stamp
+        return Gossip(self.state.id, digest, records_to_json([own]))
+
+    def _author(self) -> bool:
+        """This peer's record as it is now; whether it changed in a way pushed at once."""
         state = self.state
         with state.lock:
-            originals = [stream_to_json(s) for n in state.originals if (s := state.table.get(n)) is not None]
+            originals = tuple(stream_to_json(s) for n in state.originals if (s := state.table.get(n)) is not None)
             pins = self.own_pins()
-        return (json.dumps(state.usage_report()), json.dumps(originals),
-                self.transport.detector.hearing(), self.transport.epoch, json.dumps(pins))
+        with self._lock:
+            _, urgent = self.membership.author(time.time(), self.detector.hearing(), self.detector.declared(),
+                                               state.usage_report(), originals, pins)
+        return urgent
+
+    def _probe_indirectly(self) -> None:
+        """Neighbours silent here that no one else is known to hear: asked through ``RELAYS``
+        other peers, right when declared down and every ``RELAY_EVERY`` rounds after."""
+        detector = self.detector
+        for n in sorted(detector.neighbours):
+            h = detector.peers.get(n)
+            if h is None or h.up is not False or detector.heard_by_others(n):
+                self._since_relay.pop(n, None)
+                continue
+            rounds = self._since_relay.get(n, RELAY_EVERY)
+            if rounds < RELAY_EVERY:
+                self._since_relay[n] = rounds + 1
+                continue
+            self._since_relay[n] = 1
+            up = [p for p in self.state.backbone.peers if detector.peer_state(p) == "up"]
+            relays = self.membership.some(RELAYS, up, exclude={n})
+            reached = bool(relays) and self.transport.relay_probe(relays, n)
+            with self._lock:
+                detector.relay_result(n, reached)
+
+    # ------------------------------------------------------------------ what records tell
+
+    def _take(self, news: Iterable[tuple[Record, Record | None]]) -> list[Record]:
+        """(with ``_lock`` held) What the new records tell; returns the urgent ones (those
+        that came with a push are passed on, outside the lock: each peer passes a record on
+        once, the first time it is news)."""
+        state, detector = self.state, self.detector
+        urgent = []
+        for record, old in news:
+            detector.reported(record.peer, record.hears, record.epoch)
+            if record.usage:
+                state.peer_usage[record.peer] = dict(record.usage)
+            state.peer_pins[record.peer] = dict(record.pins)
+            state.round_heard[record.peer] = record.made_at  # (its pins are those of that moment)
+            with state.lock:
+                for j in record.originals:  # (a peer speaks for the streams registered there only)
+                    if j.get("origin") == record.peer and j.get("id") not in state.known_originals:
+                        s = stream_from_json(dict(j))
+                        if s.original:
+                            state.known_originals[s.id] = s
+                            state.heard_of[s.id] = time.time()
+            if record.urgent_change(old):
+                urgent.append(record)
+        if urgent:
+            self._judge()
+        return urgent
+
+    def _judge(self) -> None:
+        """(with ``_lock`` held) The records' verdicts on the peers this one does not watch."""
+        now = time.time()
+        for peer in self.state.backbone.peers:
+            if peer != self.state.id and peer not in self.detector.neighbours:
+                v = self.membership.verdict(peer)
+                self.detector.judged(peer, v.up, now, v.reason)
+
+    def _push(self, records: list[Record | None], exclude: Iterable[str]) -> None:
+        records_ = [r for r in records if r is not None]
+        if not records_:
+            return
+        authors = {r.peer for r in records_}
+        to = self.membership.some(FANOUT, self.state.backbone.peers, exclude={*exclude, *authors})
+        text, digest = records_to_json(records_), self.membership.digest_json()
+        self.transport.gossip({p: Gossip(self.state.id, digest, text) for p in to}, self._answered)
+
+    def _answered(self, answer: Answer) -> None:
+        """An answer to a push: the records it brought."""
+        with self._lock:
+            self._take(self.membership.merge(records_from_json(answer.records)))
+
+    # ------------------------------------------------------------------ answering
+
+    def reply(self, request: Gossip) -> Answer:
+        """The answer to another peer's heartbeat: take the records it pushed, probe for it if
+        asked, and send back the records its digest lacks."""
+        relayed = bool(request.relay_to) and self.transport.probe(request.relay_to)
+        if request.records:
+            with self._lock:
+                urgent = self._take(self.membership.merge(records_from_json(request.records)))
+            self._push(urgent, exclude={request.sender})
+        missing = self.membership.missing(digest_from_json(request.digest)) if request.digest else []
+        return Answer(self.state.id, frozenset(self.detector.hearing()), self.transport.epoch,
+                      records_to_json(missing) if missing else "", relayed)

@@ -12,6 +12,7 @@ the control plane replace it with an in-process fake of the same interface.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import threading
 import time
@@ -23,7 +24,7 @@ import grpc
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 from sharing.properties import InputStream
-from sharing.serialization import stream_from_json, stream_to_json
+from sharing.serialization import stream_to_json
 from sharing.stream_table import NetworkStream
 from wxquery.operators.count_alignment import Anchor
 
@@ -39,6 +40,7 @@ from ..control.peer_link import (
 from ..data.forwarding import Forwarder, LinkCounters
 from ..errors import NodeError
 from ..recovery.failure_detector import FailureDetector, HeartbeatSettings
+from ..recovery.membership import Answer, Gossip, Silence
 from ..security.tls import Security, channel_options
 from ..topology import Topology
 from .link_cut import CutLink
@@ -46,6 +48,7 @@ from .stream_wire import StaticParses
 from .wire import commit_to_wire, input_to_wire, part_to_wire, waiting_from_wire
 
 T = TypeVar("T")
+log = logging.getLogger("streamglobe.superpeer")
 CALL_TIMEOUT_S = 10
 HEARTBEAT_TIMEOUT_S = 1.0
 # A peer dialled before it listened (a network starting up) leaves its channel in gRPC's
@@ -294,44 +297,82 @@ class GrpcPeerChannels:
 
     # ------------------------------------------------------------------ heartbeats
 
-    def heartbeat_round(self, peers: list[str]) -> dict[str, tuple[dict, list[NetworkStream], dict[str, int]]]:
-        """Ask every other peer at once how it is: (its usage report, the originals registered
-        there, its subscriptions' pins: ``history.bounds``) per peer that answered. Answers and silences go to the failure detector; a
-        round takes at most one heartbeat interval, however many peers are silent."""
-        request = pb.HeartbeatRequest(sender=self.id)
-        timeout = min(HEARTBEAT_TIMEOUT_S, self.detector.settings.interval_s)
+    def heartbeat_round(self, requests: dict[str, Gossip], timeout: float | None = None) -> dict[str, Answer | Silence]:
+        """Ask each peer at once (``recovery.heartbeats``); its answer, or why there was none.
+        A round takes at most one heartbeat interval, however many peers are silent."""
+        timeout = timeout or min(HEARTBEAT_TIMEOUT_S, self.detector.settings.interval_s)
         calls = {}
-        for peer in peers:
+        for peer, gossip in requests.items():
             if peer == self.id or self._stop.is_set():
                 continue
             try:
-                calls[peer] = self.stub(peer).Heartbeat.future(request, timeout=timeout)
+                calls[peer] = self.stub(peer).Heartbeat.future(_heartbeat(gossip), timeout=timeout)
             except ValueError:  # channel closed: stopping
                 return {}
-        replies: dict[str, tuple[dict, list[NetworkStream], dict[str, int]]] = {}
+        out: dict[str, Answer | Silence] = {}
         for peer, call in calls.items():
             try:
-                reply = call.result()
+                out[peer] = self._answer(peer, call.result())
             except grpc.RpcError as exc:
                 if self._stop.is_set():
-                    return replies  # our channels are closing: not the peers' silence
-                reason = f"{exc.code().name}: {exc.details()}"
-                self.unreachable[peer] = reason
-                if exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                    self.detector.missed(peer, time.time(), reason)
-                else:  # it answered, with an error: alive
-                    self.detector.heard(peer, time.time())
-                continue
+                    return out  # our channels are closing: not the peers' silence
+                out[peer] = self._silence(peer, exc)
             except (ValueError, grpc.FutureCancelledError):  # stopping
                 continue
-            self.unreachable.pop(peer, None)
-            self._answered.add(peer)
-            self.detector.heard(peer, time.time(), frozenset(reply.hears), reply.incarnation)
-            usage = json.loads(reply.usage_json) if reply.usage_json else {}
-            originals = [stream_from_json(j) for j in json.loads(reply.originals_json or "[]")]
-            pins = {str(k): int(v) for k, v in json.loads(reply.pins_json or "{}").items()}
-            replies[peer] = (usage, originals, pins)
-        return replies
+        return out
+
+    def gossip(self, requests: dict[str, Gossip], answered: Callable[[Answer], None]) -> None:
+        """Send each heartbeat without waiting; ``answered`` gets each answer as it comes."""
+        timeout = min(HEARTBEAT_TIMEOUT_S, self.detector.settings.interval_s)
+        for peer, gossip in requests.items():
+            if peer == self.id or self._stop.is_set():
+                continue
+            try:
+                call = self.stub(peer).Heartbeat.future(_heartbeat(gossip), timeout=timeout)
+            except ValueError:  # channel closed: stopping
+                return
+
+            def done(call, peer=peer) -> None:
+                try:
+                    answered(self._answer(peer, call.result()))
+                except grpc.RpcError as exc:
+                    if not self._stop.is_set():
+                        self._silence(peer, exc)
+                except (ValueError, grpc.FutureCancelledError):
+                    pass
+                except Exception:  # noqa: BLE001 - a callback's failure must not be lost silently
+                    log.exception("%s: taking a gossip answer of %s failed", self.id, peer)
+            call.add_done_callback(done)
+
+    def relay_probe(self, relays, target: str) -> bool:
+        """Whether any of ``relays`` reaches ``target`` (SWIM's indirect probe)."""
+        timeout = 1.5 * min(HEARTBEAT_TIMEOUT_S, self.detector.settings.interval_s)  # (theirs, and half of it)
+        answers = self.heartbeat_round({p: Gossip(self.id, relay_to=target) for p in relays}, timeout)
+        return any(isinstance(a, Answer) and a.relayed for a in answers.values())
+
+    def probe(self, target: str) -> bool:
+        """Whether ``target`` answers a plain heartbeat now (asked by another peer's indirect
+        probe; a cut link from here to it fails as the wire would)."""
+        if target == self.id or self._stop.is_set():
+            return target == self.id
+        try:
+            self.stub(target).Heartbeat(_heartbeat(Gossip(self.id)),
+                                        timeout=min(HEARTBEAT_TIMEOUT_S, self.detector.settings.interval_s) / 2)
+            return True
+        except grpc.RpcError as exc:
+            return exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        except ValueError:
+            return False
+
+    def _answer(self, peer: str, reply) -> Answer:
+        self.unreachable.pop(peer, None)
+        self._answered.add(peer)
+        return Answer(peer, frozenset(reply.hears), reply.incarnation, reply.records_json, reply.relayed)
+
+    def _silence(self, peer: str, exc: grpc.RpcError) -> Silence:
+        reason = f"{exc.code().name}: {exc.details()}"
+        self.unreachable[peer] = reason
+        return Silence(reason, exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED))
 
     def status(self) -> dict:
         return {
@@ -347,3 +388,8 @@ class GrpcPeerChannels:
             "failure_detector": self.detector.status(time.time()),
             "cut_links": sorted(self.cut),
         }
+
+
+def _heartbeat(gossip: Gossip) -> pb.HeartbeatRequest:
+    return pb.HeartbeatRequest(sender=gossip.sender, digest_json=gossip.digest, records_json=gossip.records,
+                               relay_to=gossip.relay_to)

@@ -23,6 +23,7 @@ from ..data.forwarding import REFUSED_NAMES
 from ..data.origins import of_batch
 from ..data.wire_batch import WireBatch, check_lengths, check_utf8
 from ..node import Node, NodeError
+from ..recovery.membership import Gossip
 from ..security.access import Access, UserQuotas
 from ..security.audit import deny
 from ..security.peer_access import check_backbone_caller
@@ -296,9 +297,10 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def Heartbeat(self, request, context, caller):
-        usage, originals, hears, incarnation, pins = self.node.heartbeat_reply()
-        return pb.HeartbeatReply(superpeer=self.node.id, usage_json=usage, originals_json=originals,
-                                 hears=hears, incarnation=incarnation, pins_json=pins)
+        answer = self.node.heartbeat_reply(Gossip(request.sender, request.digest_json, request.records_json,
+                                                  request.relay_to))
+        return pb.HeartbeatReply(superpeer=answer.peer, hears=sorted(answer.hears), incarnation=answer.incarnation,
+                                 records_json=answer.records, relayed=answer.relayed)
 
 
 def _answer_by(context) -> float:

@@ -1,0 +1,230 @@
+"""What the super-peers know of each other, spread by gossip (SWIM-style) rather than by every
+peer asking every other each second.
+
+Every super-peer authors one **record** of itself: its process (``epoch``, ``started``), a
+version that grows with each change, the neighbours it hears and those it declared down, and
+what the others read of it — its usage report, the originals registered at it, its
+subscriptions' pins. Nobody else writes a peer's record, so two records of one peer are ordered
+by their ``stamp`` alone (a later process first, then the higher version), and merging keeps the
+newer: no conflict, no vote.
+
+Records travel on the heartbeats: each round a peer asks its backbone neighbours (it watches
+their links: items cross them) and one other peer taken in turn from a shuffled list (SWIM's
+probe target, so that news crosses the network in O(log N) rounds rather than its diameter).
+Each heartbeat carries the sender's **digest** (peer -> stamp of the record it holds) and the
+answer the records the digest lacks: push-pull anti-entropy, with nothing to send while nothing
+changes. A change that failure handling waits for (the process, whom it hears, whom it declared
+down, its originals) is pushed at once to a few peers, and a peer that learns it from a push
+passes it on once (infection-style): it crosses the network in O(log N) hops.
+
+A peer's state as seen from afar is the **verdict** of its records: down when a peer that
+watches it declared it down (no answer directly, nor through others: ``FailureDetector``) and
+no one hears it; up when its record is known and no one declared it down; unknown before.
+
+Pure: no sockets and no threads of its own (one lock, because the heartbeat round and the
+answers to other peers' heartbeats merge at the same time).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+Stamp = tuple[float, str, int]  # (process start, epoch, version)
+
+MAX_RECORDS = 64  # records in one message at most (the rest go with the next ones)
+
+
+@dataclass(frozen=True)
+class Record:
+    peer: str
+    epoch: str  # the process: new at every start
+    started: float  # when that process started (orders two epochs of a peer)
+    version: int  # grows with every change the process makes to its record
+    made_at: float  # when this version was made (the author's clock)
+    hears: frozenset[str] = frozenset()  # neighbours answering its heartbeats
+    down: Mapping[str, str] = field(default_factory=dict)  # neighbour -> its epoch, declared down
+    usage: Mapping = field(default_factory=dict)  # ``PeerState.usage_report``
+    originals: tuple[Mapping, ...] = ()  # streams registered there (``stream_to_json``)
+    pins: Mapping[str, int] = field(default_factory=dict)  # ``HistoryPins.own``
+
+    @property
+    def stamp(self) -> Stamp:
+        return (self.started, self.epoch, self.version)
+
+    def urgent_change(self, older: "Record | None") -> bool:
+        """Whether what changed since ``older`` is pushed at once: what failure handling and
+        waiting subscriptions wait for (not usage or pins, which follow by anti-entropy)."""
+        return older is None or (self.epoch, self.hears, dict(self.down), self.originals) != (
+            older.epoch, older.hears, dict(older.down), older.originals)
+
+    def to_json(self) -> dict:
+        return {"peer": self.peer, "epoch": self.epoch, "started": self.started, "version": self.version,
+                "made_at": self.made_at, "hears": sorted(self.hears), "down": dict(self.down),
+                "usage": self.usage, "originals": list(self.originals), "pins": dict(self.pins)}
+
+    @staticmethod
+    def from_json(j: Mapping) -> "Record":
+        return Record(str(j["peer"]), str(j["epoch"]), float(j["started"]), int(j["version"]),
+                      float(j.get("made_at", 0.0)), frozenset(map(str, j.get("hears", ()))),
+                      {str(k): str(v) for k, v in dict(j.get("down", {})).items()}, dict(j.get("usage", {})),
+                      tuple(j.get("originals", ())), {str(k): int(v) for k, v in dict(j.get("pins", {})).items()})
+
+
+def records_to_json(records: Iterable[Record]) -> str:
+    return json.dumps([r.to_json() for r in records])
+
+
+def records_from_json(text: str) -> list[Record]:
+    """The records of a message ("" or malformed entries: none — a bad record from one peer
+    must not stop the others' from being taken)."""
+    out = []
+    for j in json.loads(text or "[]"):
+        try:
+            out.append(Record.from_json(j))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def digest_from_json(text: str) -> dict[str, Stamp]:
+    return {str(p): (float(s[0]), str(s[1]), int(s[2])) for p, s in json.loads(text or "{}").items()}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    up: bool | None  # None: nothing known of it yet
+    reason: str = ""
+
+
+class Membership:
+    """The records this peer holds: its own, authored here, and the newest of every other."""
+
+    def __init__(self, me: str, epoch: str, started: float, rng: random.Random | None = None) -> None:
+        self.me, self.epoch, self.started = me, epoch, started
+        self.records: dict[str, Record] = {}
+        self._lock = threading.Lock()
+        self._rng = rng or random.Random()
+        self._turn: list[str] = []  # gossip partners still to ask, in a shuffled order
+
+    # ------------------------------------------------------------------ this peer's record
+
+    def author(self, now: float, hears: Iterable[str], down: Mapping[str, str], usage: Mapping,
+               originals: Sequence[Mapping], pins: Mapping[str, int]) -> tuple[Record, bool]:
+        """This peer's record as it is now: a new version when anything in it changed.
+        Returns it, and whether the change is urgent (``Record.urgent_change``)."""
+        with self._lock:
+            old = self.records.get(self.me)
+            content = (frozenset(hears), dict(down), dict(usage), tuple(originals), dict(pins))
+            if old is not None and content == (old.hears, dict(old.down), dict(old.usage), old.originals,
+                                               dict(old.pins)):
+                return old, False
+            new = Record(self.me, self.epoch, self.started, 0 if old is None else old.version + 1, now,
+                         *content)
+            self.records[self.me] = new
+            return new, new.urgent_change(old)
+
+    def own(self) -> Record | None:
+        return self.records.get(self.me)
+
+    # ------------------------------------------------------------------ exchanging
+
+    def digest(self) -> dict[str, Stamp]:
+        with self._lock:
+            return {p: r.stamp for p, r in self.records.items()}
+
+    def digest_json(self) -> str:
+        return json.dumps(self.digest())
+
+    def missing(self, digest: Mapping[str, Stamp]) -> list[Record]:
+        """The records newer than ``digest`` says the asker holds (at most ``MAX_RECORDS``: the
+        asker's next digest asks for the rest), its own left out."""
+        with self._lock:
+            newer = [r for p, r in self.records.items() if p not in digest or r.stamp > tuple(digest[p])]
+        if len(newer) > MAX_RECORDS:
+            newer = self._rng.sample(newer, MAX_RECORDS)
+        return newer
+
+    def merge(self, records: Iterable[Record]) -> list[tuple[Record, Record | None]]:
+        """Take the records newer than those held; returns each one taken, with the one it
+        replaced. A record of this peer is never taken from others (only a process of it
+        authors it; an older process's record is stale)."""
+        news = []
+        with self._lock:
+            for r in records:
+                if r.peer == self.me:
+                    continue
+                old = self.records.get(r.peer)
+                if old is None or r.stamp > old.stamp:
+                    self.records[r.peer] = r
+                    news.append((r, old))
+        return news
+
+    def partner(self, candidates: Iterable[str]) -> str | None:
+        """The next peer to gossip with, in turn from a shuffled list of ``candidates`` (each
+        is asked once before any is asked again; SWIM's round-robin probe target)."""
+        allowed = set(candidates) - {self.me}
+        with self._lock:
+            while self._turn and self._turn[-1] not in allowed:
+                self._turn.pop()
+            if not self._turn:
+                self._turn = sorted(allowed)
+                self._rng.shuffle(self._turn)
+            return self._turn.pop() if self._turn else None
+
+    def some(self, k: int, candidates: Iterable[str], exclude: Iterable[str] = ()) -> list[str]:
+        """``k`` peers at random (pushes, indirect probes)."""
+        pool = sorted(set(candidates) - {self.me} - set(exclude))
+        return self._rng.sample(pool, min(k, len(pool)))
+
+    # ------------------------------------------------------------------ verdicts
+
+    def verdict(self, peer: str) -> Verdict:
+        """Whether ``peer`` is up, as its watchers' records tell: down when one declared it
+        down (its current process, directly and through others) and none hears it."""
+        with self._lock:
+            own = self.records.get(peer)
+            declared = sorted(p for p, r in self.records.items()
+                              if p != peer and peer in r.down and (own is None or r.down[peer] in ("", own.epoch)))
+            heard = [p for p, r in self.records.items() if p != peer and peer in r.hears]
+        if declared and not heard:
+            return Verdict(False, f"declared down by {', '.join(declared)}: no answer to heartbeats, "
+                                  "directly or through other super-peers")
+        if own is not None or heard:
+            return Verdict(True)
+        return Verdict(None)
+
+
+# ---------------------------------------------------------------------- what a heartbeat carries
+
+@dataclass(frozen=True)
+class Gossip:
+    """A heartbeat as sent: ``digest`` "" asks for no records (an indirect probe's plain ping)."""
+
+    sender: str
+    digest: str = ""
+    records: str = ""
+    relay_to: str = ""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A heartbeat's answer: the neighbours the peer hears, its process, the records the
+    asker lacks, and whether ``relay_to`` answered."""
+
+    peer: str
+    hears: frozenset[str]
+    incarnation: str
+    records: str = ""
+    relayed: bool = False
+
+
+@dataclass(frozen=True)
+class Silence:
+    """No answer: ``silent`` if the peer could not be reached (an error answer is not silence)."""
+
+    reason: str
+    silent: bool = True

@@ -1,0 +1,132 @@
+"""Membership by gossip (``superpeer.recovery.membership``): records are authored only by their
+peer and ordered by their stamps; digests ask for what is missing; the verdict on a peer one
+does not watch comes from its watchers' records; and the rounds that spread them cost each peer
+the same number of messages however large the network, while the news still reaches everyone in
+a few rounds."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import networkx as nx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from superpeer.recovery.membership import (MAX_RECORDS, Membership, Record, digest_from_json, records_from_json,
+                                           records_to_json)
+
+
+def _author(m: Membership, now: float = 1.0, hears=(), down=None, usage=None, originals=(), pins=None):
+    return m.author(now, hears, down or {}, usage or {}, originals, pins or {})
+
+
+def test_a_record_changes_version_only_when_its_content_does_and_urgently_only_for_failures() -> None:
+    m = Membership("A", "e1", 10.0)
+    first, urgent = _author(m, hears={"B"})
+    assert first.version == 0 and urgent
+    same, urgent = _author(m, now=2.0, hears={"B"})
+    assert same is first and not urgent
+    busier, urgent = _author(m, now=3.0, hears={"B"}, usage={"load": 0.5})
+    assert busier.version == 1 and not urgent  # (usage follows by anti-entropy)
+    cut, urgent = _author(m, now=4.0, hears=(), usage={"load": 0.5})
+    assert cut.version == 2 and urgent
+    assert Record.from_json(cut.to_json()) == cut
+
+
+def test_merge_keeps_the_newer_record_and_a_later_process_wins_over_any_version() -> None:
+    m = Membership("A", "eA", 0.0)
+    old_process = Record("B", "old", 5.0, 40, 6.0)
+    assert [r for r, _ in m.merge([old_process])] == [old_process]
+    assert m.merge([Record("B", "old", 5.0, 39, 6.0)]) == []  # older version of the same process
+    restarted = Record("B", "new", 9.0, 0, 9.5)
+    assert m.merge([restarted]) == [(restarted, old_process)]
+    assert m.merge([old_process]) == []
+    assert m.merge([Record("A", "stale", 99.0, 7, 99.0)]) == []  # nobody else writes this peer's record
+
+
+def test_a_digest_asks_for_what_is_missing_or_older() -> None:
+    m = Membership("A", "eA", 0.0)
+    _author(m)
+    m.merge([Record("B", "eB", 1.0, 3, 1.0), Record("C", "eC", 1.0, 0, 1.0)])
+    asker = digest_from_json('{"B": [1.0, "eB", 3], "C": [1.0, "eC", 0]}')
+    assert [r.peer for r in m.missing(asker)] == ["A"]
+    asker["A"] = m.own().stamp
+    assert m.missing(asker) == []
+    m.merge([Record("C", "eC", 1.0, 1, 2.0)])
+    assert [r.peer for r in m.missing(asker)] == ["C"]
+    many = Membership("X", "eX", 0.0)
+    many.merge([Record(f"P{i}", "e", 0.0, 0, 0.0) for i in range(MAX_RECORDS + 10)])
+    assert len(many.missing({})) == MAX_RECORDS
+    assert records_from_json('[{"peer": "B"}, {"peer": "C", "epoch": "e", "started": 0, "version": 1}]') == [
+        Record("C", "e", 0.0, 1, 0.0)]  # (a malformed record is skipped, the others taken)
+
+
+def test_the_verdict_on_a_peer_comes_from_its_watchers_records() -> None:
+    m = Membership("R", "eR", 0.0)
+    assert m.verdict("X").up is None
+    m.merge([Record("X", "x1", 0.0, 0, 0.0), Record("Y", "y", 0.0, 0, 0.0, hears=frozenset({"X"})),
+             Record("Z", "z", 0.0, 0, 0.0, hears=frozenset({"X"}))])
+    assert m.verdict("X").up is True
+    m.merge([Record("Y", "y", 0.0, 1, 1.0, down={"X": "x1"})])
+    assert m.verdict("X").up is True  # Z still hears it: only the link Y–X is cut
+    m.merge([Record("Z", "z", 0.0, 1, 1.0)])
+    v = m.verdict("X")
+    assert v.up is False and "declared down by Y" in v.reason
+    m.merge([Record("X", "x2", 5.0, 0, 5.0)])  # a new process of X: the declaration was of the old one
+    assert m.verdict("X").up is True
+
+
+def test_partners_are_taken_in_turn() -> None:
+    m = Membership("A", "eA", 0.0, random.Random(3))
+    peers = ["B", "C", "D", "E"]
+    assert sorted(m.partner(peers) for _ in range(4)) == peers
+    assert sorted(m.partner(peers) for _ in range(4)) == peers
+    assert m.partner(["A"]) is None
+
+
+def _grid(k: int) -> nx.Graph:
+    return nx.convert_node_labels_to_integers(nx.grid_2d_graph(k, k))
+
+
+def _gossip_rounds(graph: nx.Graph, rng: random.Random, changed: int, max_rounds: int = 60):
+    """Rounds of the heartbeats' exchange (each peer asks its neighbours and one partner, sending
+    its digest and getting what it lacks) until every peer holds ``changed``'s new record; the
+    rounds it took and the most questions one peer sent in a round."""
+    nodes = [str(n) for n in graph.nodes]
+    ms = {n: Membership(n, f"e{n}", 0.0, random.Random(rng.random())) for n in nodes}
+    for n, m in ms.items():
+        _author(m)
+    for n, m in ms.items():  # (everyone knows everyone's first record)
+        for o in nodes:
+            m.merge([ms[o].own()])
+    _author(ms[str(changed)], now=2.0, hears={"changed"})
+    goal = ms[str(changed)].own().stamp
+    neighbours = {str(n): [str(x) for x in graph.neighbors(n)] for n in graph.nodes}
+    most = 0
+    for rounds in range(1, max_rounds + 1):
+        for n in nodes:
+            partner = ms[n].partner(p for p in nodes if p not in neighbours[n])
+            asked = neighbours[n] + ([partner] if partner else [])
+            most = max(most, len(asked))
+            for p in asked:
+                ms[n].merge(records_from_json(records_to_json(ms[p].missing(ms[n].digest()))))
+        if all(m.records[str(changed)].stamp == goal for m in ms.values()):
+            return rounds, most
+    raise AssertionError(f"not spread after {max_rounds} rounds")
+
+
+@pytest.mark.parametrize("k", [3, 6, 10])
+def test_a_change_reaches_every_peer_in_logarithmic_rounds_at_constant_messages_per_peer(k: int) -> None:
+    rounds, most = _gossip_rounds(_grid(k), random.Random(k), changed=0)
+    assert most <= 5  # four neighbours and one partner, whatever the size
+    assert rounds <= 2 * math.log2(k * k) + 2, rounds  # (without the partner: the diameter, 2k - 2)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(min_value=4, max_value=40), st.integers(min_value=0, max_value=10_000))
+def test_every_change_spreads_on_any_connected_backbone(n: int, seed: int) -> None:
+    rng = random.Random(seed)
+    graph = nx.connected_watts_strogatz_graph(n, 4, 0.2, seed=seed)
+    _gossip_rounds(graph, rng, changed=rng.randrange(n))
