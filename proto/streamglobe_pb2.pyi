@@ -240,6 +240,18 @@ class ActivateRequest(_message.Message):
     subscription: str
     def __init__(self, subscription: _Optional[str] = ...) -> None: ...
 
+class FindStreamRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class FindStreamReply(_message.Message):
+    __slots__ = ("stream_json",)
+    STREAM_JSON_FIELD_NUMBER: _ClassVar[int]
+    stream_json: str
+    def __init__(self, stream_json: _Optional[str] = ...) -> None: ...
+
 class ActivateReply(_message.Message):
     __slots__ = ("ok", "reason")
     OK_FIELD_NUMBER: _ClassVar[int]

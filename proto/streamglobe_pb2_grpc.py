@@ -439,6 +439,11 @@ class SuperPeerStub:
                 request_serializer=proto_dot_streamglobe__pb2.ActivateRequest.SerializeToString,
                 response_deserializer=proto_dot_streamglobe__pb2.ActivateReply.FromString,
                 _registered_method=True)
+        self.FindStream = channel.unary_unary(
+                '/streamglobe.v1.SuperPeer/FindStream',
+                request_serializer=proto_dot_streamglobe__pb2.FindStreamRequest.SerializeToString,
+                response_deserializer=proto_dot_streamglobe__pb2.FindStreamReply.FromString,
+                _registered_method=True)
         self.Reserve = channel.unary_unary(
                 '/streamglobe.v1.SuperPeer/Reserve',
                 request_serializer=proto_dot_streamglobe__pb2.ReserveRequest.SerializeToString,
@@ -517,6 +522,14 @@ class SuperPeerServicer:
 
     def Activate(self, request, context):
         """Plan and install a subscription that waited for its streams (in registration order).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FindStream(self, request, context):
+        """The original stream of that name, if this peer knows it (a super-peer asks the stream
+        name's catalogue homes: ``control.announcements``).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -611,6 +624,11 @@ def add_SuperPeerServicer_to_server(servicer, server):
                     servicer.Activate,
                     request_deserializer=proto_dot_streamglobe__pb2.ActivateRequest.FromString,
                     response_serializer=proto_dot_streamglobe__pb2.ActivateReply.SerializeToString,
+            ),
+            'FindStream': grpc.unary_unary_rpc_method_handler(
+                    servicer.FindStream,
+                    request_deserializer=proto_dot_streamglobe__pb2.FindStreamRequest.FromString,
+                    response_serializer=proto_dot_streamglobe__pb2.FindStreamReply.SerializeToString,
             ),
             'Reserve': grpc.unary_unary_rpc_method_handler(
                     servicer.Reserve,
@@ -773,6 +791,33 @@ class SuperPeer:
             '/streamglobe.v1.SuperPeer/Activate',
             proto_dot_streamglobe__pb2.ActivateRequest.SerializeToString,
             proto_dot_streamglobe__pb2.ActivateReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FindStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/streamglobe.v1.SuperPeer/FindStream',
+            proto_dot_streamglobe__pb2.FindStreamRequest.SerializeToString,
+            proto_dot_streamglobe__pb2.FindStreamReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -37,6 +37,7 @@ from sharing.stream_table import NetworkStream
 from wxquery.operators.count_alignment import Anchor
 
 from .control.adaptive_sampling import AdaptiveSampling
+from .control.announcements import waited_for
 from .control.control_plane import ControlPlane
 from .control.count_handover import align_here, anchor_here
 from .control.reoptimisation import Reoptimiser
@@ -172,7 +173,8 @@ class Node:
             ("trimming the history", self.pins.trim),
             ("late activations", self.control.activate_late),
             ("measured rates", self._measure),
-        ], own_pins=self.pins.own)
+        ], own_pins=self.pins.own, waited_for=lambda: waited_for(self.state, self.control.subscriptions))
+        self.control.waiters, self.control.waiting_changed = self.heartbeats.waiters, self.heartbeats.changed
         self.parts = Parts([  # (the transport before, and stopped after, every part that sends through it)
             ("subscriptions", self.control), ("transport", self.transport), ("executor", self.executor),
             ("replays", self.replays), *([("archive", self.archiver)] if self.archiver is not None else []),
@@ -289,7 +291,7 @@ class Node:
         return {**report(self.state, self.topology, self.executor, self.control, self.data, self.retention,
                          self.transport, self.archiver),
                 "reoptimisation": {**self.reoptimiser.status(), "adaptive_sampling": self.adaptive.status()},
-                "backpressure": self.pressure.status()}
+                "backpressure": self.pressure.status(), "membership": self.heartbeats.status()}
 
     # ------------------------------------------------------------------ super-peers (``PeerHandler``)
     # ``caller``: the calling super-peer's certified id; None on an insecure network, and when
@@ -307,6 +309,10 @@ class Node:
 
     def activate(self, sid: str) -> tuple[bool, str]:
         return self.control.activate(sid)
+
+    def find_stream(self, name: str) -> NetworkStream | None:
+        with self.state.lock:
+            return self.state.known_originals.get(name)
 
     def reserve(self, txn: str, streams: list[NetworkStream], subscription: str, target: str,
                 version: int | None = None, attach: dict | None = None, caller: str | None = None,

@@ -127,6 +127,11 @@ class FakeTransport:
         h = self._handler("announce", peer, stream.id)
         return None if h is None else h.announce(copy_stream(stream))
 
+    def find_stream(self, peer: str, name: str) -> NetworkStream | None:
+        h = self._handler("find_stream", peer, name)
+        found = None if h is None else h.find_stream(name)
+        return None if found is None else copy_stream(found)
+
     def activate(self, peer: str, subscription: str) -> None:
         h = self._handler("activate", peer, subscription)
         if h is not None:

@@ -2,8 +2,8 @@
 §5). Plans are made here and installed by the two-phase coordinator (``two_phase``); what a
 peer does when a plan is installed on it is the ``participant``'s.
 
-* A publisher registers a stream here: every peer learns it (``announce``) and answers with the
-  subscriptions that were waiting for it, which are then planned and installed in the order they
+* A publisher registers a stream here: the peers whose subscriptions may wait for it learn it
+  (``announce``; the others by gossip) and answer with the subscriptions that were waiting for it, which are then planned and installed in the order they
   were registered — so later ones can reuse earlier ones' streams and all see the first item.
 * A subscription registered here is planned by the shared planner over a ``RemotePlanningView``
   fetched beforehand (whose usage counts what in-flight installations hold reserved), then
@@ -58,7 +58,7 @@ from ..subscriptions.approximation import CONFIDENCE, beyond_bound, check_bounds
 from ..subscriptions.record import SubscriptionRecord, past_of, past_progress
 from ..subscriptions.results import ResultBuffer
 from ..subscriptions.runtime import SubscriptionRuntime
-from .announcements import announce_to
+from .announcements import announce_to, everyone_else, find_original, homes
 from .participant import CONFLICT
 from .remote_view import RemotePlanningView, fetch_planning_view, remember_reach, settled_view
 from .two_phase import Coordinator, PlanAgain
@@ -104,6 +104,8 @@ class ControlPlane:
         self._installing = threading.Lock()  # one installation at a time from this peer
         self.announced: dict[str, float] = {}  # waiting subscriptions the stream's peer activates, when told
         self.replanned: Callable[[str], None] = lambda why: None  # what can change best plans here
+        self.waiters: Callable[[str], list[str]] = everyone_else(state)  # who a new stream is told of
+        self.waiting_changed: Callable[[], None] = lambda: None  # tell the others: one waits here now
 
     def new_stream_id(self) -> str:
         number = next(self._ids, None)
@@ -153,11 +155,10 @@ class ControlPlane:
             stream = self.state.add_original(OriginalState(
                 name, root, item, statistics=StreamStatistics(frequency=rate), rate=rate,
                 event_time=EventTime(event_time, event_time_rate) if event_time else None, publisher=publisher))
-        # Synchronously, before the publisher gets the reply: every super-peer reports the
-        # subscriptions waiting for this stream, and they are planned and installed one after
-        # the other in the order they were registered (so later ones can reuse earlier ones'
-        # streams) — all of them see the stream from its first item.
-        waiting = announce_to(self.link, [p for p in self.state.backbone.peers if p != here], stream)
+        # Before the publisher gets the reply, the subscriptions waiting for it are planned and
+        # installed in the order they were registered (later ones reuse earlier ones' streams).
+        told = {*self.waiters(name), *homes(name, self.state.backbone.peers)} - {here}
+        waiting = announce_to(self.link, sorted(told), stream)
         waiting.extend((r.registered_at, here, r.runtime.id) for r in self.ready_waiting())
         for _, peer, sid in sorted(waiting):
             self.link.activate(peer, sid)
@@ -205,6 +206,8 @@ class ControlPlane:
         except ValueError:
             raise NodeError("INVALID_ARGUMENT", f"unknown strategy {strategy!r}") from None
         sid = f"{self.state.id}-{uuid.uuid4().hex[:8]}"
+        for name in self.state.missing_streams(analysis):
+            find_original(self.state, self.link, name)
         missing = self.state.missing_streams(analysis)
         if missing and not wait_for_streams:
             raise NodeError("NOT_FOUND", f'unknown stream "{missing[0]}": no super-peer has it registered')
@@ -219,7 +222,9 @@ class ControlPlane:
         runtime.start()
         with self.state.lock:
             self.subscriptions[sid] = record
-        if not missing:
+        if missing:
+            self.waiting_changed()
+        else:
             try:
                 self._activate(record, cancelled)
                 if cancelled is not None and cancelled():  # (it would never learn the id: not kept)

@@ -25,6 +25,7 @@ from sharing.properties import InputStream
 from sharing.serialization import statistics_to_json
 from sharing.stream_table import NetworkStream, link_load, usage_at
 
+from .announcements import find_original
 from ..data.positions import StreamPositions
 from ..errors import NodeError
 from ..executors import Executor
@@ -102,11 +103,13 @@ class Participant:
         (no new stream passes it) checks nothing else."""
         here = self.state.id
         backbone = self.state.backbone
+        for name in {s.input.stream for s in streams} - set(self.state.known_originals):
+            find_original(self.state, self.link, name)  # (from its catalogue homes)
         why = self.malformed(streams)
         if why:
             raise deny(subscription, "Reserve", f"{here} refuses the plan of {subscription}: {why}", "INVALID_ARGUMENT")
         unknown = [s.input.stream for s in streams if s.input.stream not in self.state.known_originals]
-        if unknown:  # (a peer that just started learns the others' streams at the next heartbeat)
+        if unknown:  # (its homes do not know it yet either)
             return False, f'{CONFLICT}{here} does not know stream "{unknown[0]}" yet'
         with self.state.lock:
             gone = [sid for sid in pins or () if sid not in self.state.table]

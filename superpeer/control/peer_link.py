@@ -87,6 +87,8 @@ class PeerHandler(Protocol):
 
     def activate(self, subscription: str) -> tuple[bool, str]: ...
 
+    def find_stream(self, name: str) -> NetworkStream | None: ...
+
     def reserve(self, txn: str, streams: list[NetworkStream], subscription: str,
                 target: str, version: int | None = None, attach: dict | None = None,
                 pins: list[str] | None = None) -> Reserved: ...
@@ -133,6 +135,9 @@ class PeerLink(Protocol):
     def announce(self, peer: str, stream: NetworkStream) -> list[Waiting] | None: ...
 
     def activate(self, peer: str, subscription: str) -> None: ...
+
+    def find_stream(self, peer: str, name: str) -> NetworkStream | None:
+        """The original ``name`` as ``peer`` knows it (None: not known there, or unreachable)."""
 
     def reserve(self, peer: str, txn: str, streams: list[NetworkStream], subscription: str,
                 target: str, version: int | None = None, attach: dict | None = None,

@@ -65,13 +65,16 @@ class HeartbeatTransport(Protocol):
 
 class Heartbeats:
     def __init__(self, state: PeerState, transport: HeartbeatTransport,
-                 jobs: Sequence[tuple[str, Callable[[], None]]], own_pins: Callable[[], dict[str, int]]) -> None:
+                 jobs: Sequence[tuple[str, Callable[[], None]]], own_pins: Callable[[], dict[str, int]],
+                 waited_for: Callable[[], Iterable[str]] = tuple) -> None:
         """``jobs``: what runs after each round, in order, by name (for the log of a failure);
-        ``own_pins``: the first item of each stream the subscriptions here may replay."""
+        ``own_pins``: the first item of each stream the subscriptions here may replay;
+        ``waited_for``: the streams subscriptions here wait for (not registered yet)."""
         self.state = state
         self.transport = transport
         self.jobs = list(jobs)
         self.own_pins = own_pins
+        self.waited_for = waited_for
         self.membership = Membership(state.id, transport.epoch, time.time())
         self._lock = threading.RLock()  # (the round and the answers to others both write the detector)
         self._sent: dict[str, tuple] = {}  # peer -> stamp of this peer's record last sent to it
@@ -124,7 +127,8 @@ class Heartbeats:
                         detector.heard(peer, now)
                 else:
                     self._sent.pop(peer, None)  # (it may have missed this peer's record)
-            self._take(news)
+            urgent = self._take(news)
+        self._push(urgent, exclude=set(answers))
         self._probe_indirectly()
         if self._author():
             self._push([self.membership.own()], exclude=())
@@ -151,8 +155,19 @@ class Heartbeats:
             pins = self.own_pins()
         with self._lock:
             _, urgent = self.membership.author(time.time(), self.detector.hearing(), self.detector.declared(),
-                                               state.usage_report(), originals, pins)
+                                               state.usage_report(), originals, pins, self.waited_for())
         return urgent
+
+    def changed(self) -> None:
+        """Something in this peer's record changed that the others must hear of now, not at
+        the next round (a subscription begins to wait for a stream: the stream's super-peer
+        tells only the peers whose records say they wait for it)."""
+        if self._author():
+            self._push([self.membership.own()], exclude=())
+
+    def waiters(self, stream: str) -> list[str]:
+        """The peers a newly registered ``stream`` must be told of (``Membership.waiters``)."""
+        return self.membership.waiters(stream, self.state.backbone.peers)
 
     def _probe_indirectly(self) -> None:
         """Neighbours silent here that no one else is known to hear: asked through ``RELAYS``
@@ -177,12 +192,13 @@ class Heartbeats:
     # ------------------------------------------------------------------ what records tell
 
     def _take(self, news: Iterable[tuple[Record, Record | None]]) -> list[Record]:
-        """(with ``_lock`` held) What the new records tell; returns the urgent ones (those
-        that came with a push are passed on, outside the lock: each peer passes a record on
-        once, the first time it is news)."""
+        """(with ``_lock`` held) What the new records tell; returns the urgent ones, for the
+        caller to pass on outside the lock (each peer passes a record on once: the first time
+        it is news to it)."""
         state, detector = self.state, self.detector
-        urgent = []
+        urgent, concerned = [], set()
         for record, old in news:
+            concerned |= record.concerns(old)
             detector.reported(record.peer, record.hears, record.epoch)
             if record.usage:
                 state.peer_usage[record.peer] = dict(record.usage)
@@ -197,15 +213,14 @@ class Heartbeats:
                             state.heard_of[s.id] = time.time()
             if record.urgent_change(old):
                 urgent.append(record)
-        if urgent:
-            self._judge()
+        self._judge(concerned)
         return urgent
 
-    def _judge(self) -> None:
-        """(with ``_lock`` held) The records' verdicts on the peers this one does not watch."""
+    def _judge(self, peers: Iterable[str]) -> None:
+        """(with ``_lock`` held) The records' verdicts on ``peers``, those this one does not watch."""
         now = time.time()
-        for peer in self.state.backbone.peers:
-            if peer != self.state.id and peer not in self.detector.neighbours:
+        for peer in sorted(set(peers)):
+            if peer != self.state.id and peer not in self.detector.neighbours and peer in self.state.backbone.peers:
                 v = self.membership.verdict(peer)
                 self.detector.judged(peer, v.up, now, v.reason)
 
@@ -221,7 +236,8 @@ class Heartbeats:
     def _answered(self, answer: Answer) -> None:
         """An answer to a push: the records it brought."""
         with self._lock:
-            self._take(self.membership.merge(records_from_json(answer.records)))
+            urgent = self._take(self.membership.merge(records_from_json(answer.records)))
+        self._push(urgent, exclude={answer.peer})
 
     # ------------------------------------------------------------------ answering
 
@@ -236,3 +252,13 @@ class Heartbeats:
         missing = self.membership.missing(digest_from_json(request.digest)) if request.digest else []
         return Answer(self.state.id, frozenset(self.detector.hearing()), self.transport.epoch,
                       records_to_json(missing) if missing else "", relayed)
+
+    def status(self) -> dict:
+        """``status`` → ``membership``: the records held (of how many peers), this peer's own
+        version, the streams each peer's subscriptions wait for, and what a round asks (its
+        neighbours and one gossip partner)."""
+        own = self.membership.own()
+        return {"records": len(self.membership.records), "peers": len(self.state.backbone.peers),
+                "version": own.version if own is not None else None,
+                "waiting": {p: list(r.waiting) for p, r in sorted(self.membership.records.items()) if r.waiting},
+                "asks_per_round": len(self.detector.neighbours) + (len(self.state.backbone.peers) > 1 + len(self.detector.neighbours))}

@@ -50,28 +50,41 @@ class Record:
     usage: Mapping = field(default_factory=dict)  # ``PeerState.usage_report``
     originals: tuple[Mapping, ...] = ()  # streams registered there (``stream_to_json``)
     pins: Mapping[str, int] = field(default_factory=dict)  # ``HistoryPins.own``
+    waiting: tuple[str, ...] = ()  # streams its waiting subscriptions wait for (told when registered)
 
     @property
     def stamp(self) -> Stamp:
         return (self.started, self.epoch, self.version)
 
     def urgent_change(self, older: "Record | None") -> bool:
-        """Whether what changed since ``older`` is pushed at once: what failure handling and
-        waiting subscriptions wait for (not usage or pins, which follow by anti-entropy)."""
-        return older is None or (self.epoch, self.hears, dict(self.down), self.originals) != (
-            older.epoch, older.hears, dict(older.down), older.originals)
+        """Whether what changed since ``older`` is pushed at once: what failure handling waits
+        for — a restart, a neighbour no longer heard, a declaration made or withdrawn — and a
+        subscription beginning to wait for a stream. The rest follows by anti-entropy: usage,
+        pins, originals (a stream's waiters are told directly), a peer's first record and the
+        neighbours it begins to hear (else a network starting up would push every record to
+        every peer, several times over)."""
+        return older is not None and (self.epoch != older.epoch or bool(older.hears - self.hears)
+                                      or dict(self.down) != dict(older.down)
+                                      or bool(set(self.waiting) - set(older.waiting)))
+
+    def concerns(self, older: "Record | None") -> set[str]:
+        """The peers whose verdict this record (replacing ``older``) may change."""
+        was = older or self
+        return {self.peer, *self.hears, *self.down, *was.hears, *was.down}
 
     def to_json(self) -> dict:
         return {"peer": self.peer, "epoch": self.epoch, "started": self.started, "version": self.version,
                 "made_at": self.made_at, "hears": sorted(self.hears), "down": dict(self.down),
-                "usage": self.usage, "originals": list(self.originals), "pins": dict(self.pins)}
+                "usage": self.usage, "originals": list(self.originals), "pins": dict(self.pins),
+                "waiting": list(self.waiting)}
 
     @staticmethod
     def from_json(j: Mapping) -> "Record":
         return Record(str(j["peer"]), str(j["epoch"]), float(j["started"]), int(j["version"]),
                       float(j.get("made_at", 0.0)), frozenset(map(str, j.get("hears", ()))),
                       {str(k): str(v) for k, v in dict(j.get("down", {})).items()}, dict(j.get("usage", {})),
-                      tuple(j.get("originals", ())), {str(k): int(v) for k, v in dict(j.get("pins", {})).items()})
+                      tuple(j.get("originals", ())), {str(k): int(v) for k, v in dict(j.get("pins", {})).items()},
+                      tuple(map(str, j.get("waiting", ()))))
 
 
 def records_to_json(records: Iterable[Record]) -> str:
@@ -113,14 +126,16 @@ class Membership:
     # ------------------------------------------------------------------ this peer's record
 
     def author(self, now: float, hears: Iterable[str], down: Mapping[str, str], usage: Mapping,
-               originals: Sequence[Mapping], pins: Mapping[str, int]) -> tuple[Record, bool]:
+               originals: Sequence[Mapping], pins: Mapping[str, int],
+               waiting: Iterable[str] = ()) -> tuple[Record, bool]:
         """This peer's record as it is now: a new version when anything in it changed.
         Returns it, and whether the change is urgent (``Record.urgent_change``)."""
         with self._lock:
             old = self.records.get(self.me)
-            content = (frozenset(hears), dict(down), dict(usage), tuple(originals), dict(pins))
+            content = (frozenset(hears), dict(down), dict(usage), tuple(originals), dict(pins),
+                       tuple(sorted(set(waiting))))
             if old is not None and content == (old.hears, dict(old.down), dict(old.usage), old.originals,
-                                               dict(old.pins)):
+                                               dict(old.pins), old.waiting):
                 return old, False
             new = Record(self.me, self.epoch, self.started, 0 if old is None else old.version + 1, now,
                          *content)
@@ -174,6 +189,13 @@ class Membership:
                 self._turn = sorted(allowed)
                 self._rng.shuffle(self._turn)
             return self._turn.pop() if self._turn else None
+
+    def waiters(self, stream: str, peers: Iterable[str]) -> list[str]:
+        """Of ``peers``, those a newly registered ``stream`` must be told of: whose record says
+        a subscription there waits for it, and those whose record is not known yet."""
+        with self._lock:
+            return sorted(p for p in set(peers) - {self.me}
+                          if (r := self.records.get(p)) is None or stream in r.waiting)
 
     def some(self, k: int, candidates: Iterable[str], exclude: Iterable[str] = ()) -> list[str]:
         """``k`` peers at random (pushes, indirect probes)."""

@@ -24,7 +24,7 @@ import grpc
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 from sharing.properties import InputStream
-from sharing.serialization import stream_to_json
+from sharing.serialization import stream_from_json, stream_to_json
 from sharing.stream_table import NetworkStream
 from wxquery.operators.count_alignment import Anchor
 
@@ -232,6 +232,13 @@ class GrpcPeerChannels:
         return self._call(peer, "AnnounceStream",
                           pb.AnnounceStreamRequest(stream_json=json.dumps(stream_to_json(stream))),
                           lambda r: waiting_from_wire(r.waiting_json), required=False)
+
+    def find_stream(self, peer: str, name: str) -> NetworkStream | None:
+        if peer == self.id:
+            return self.local.find_stream(name)
+        return self._call(peer, "FindStream", pb.FindStreamRequest(name=name),
+                          lambda r: stream_from_json(json.loads(r.stream_json)) if r.stream_json else None,
+                          required=False)
 
     def activate(self, peer: str, subscription: str) -> None:
         if peer == self.id:

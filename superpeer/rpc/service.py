@@ -15,7 +15,7 @@ import grpc
 from proto import streamglobe_pb2 as pb
 from proto import streamglobe_pb2_grpc as pb_grpc
 
-from sharing.serialization import stream_from_json
+from sharing.serialization import stream_from_json, stream_to_json
 from wxquery.operators.count_alignment import Anchor
 
 from ..data.backpressure import HELD_BACK, TICK_S
@@ -192,6 +192,12 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     def AnnounceStream(self, request, context, caller):
         stream = stream_from_json(json.loads(request.stream_json))
         return pb.AnnounceStreamReply(waiting_json=waiting_to_wire(self.node.announce(stream, caller)))
+
+    @_handled
+    @_peers_only
+    def FindStream(self, request, context, caller):
+        found = self.node.find_stream(request.name)
+        return pb.FindStreamReply(stream_json=json.dumps(stream_to_json(found)) if found is not None else "")
 
     @_handled
     @_peers_only

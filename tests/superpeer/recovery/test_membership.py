@@ -18,21 +18,27 @@ from superpeer.recovery.membership import (MAX_RECORDS, Membership, Record, dige
                                            records_to_json)
 
 
-def _author(m: Membership, now: float = 1.0, hears=(), down=None, usage=None, originals=(), pins=None):
-    return m.author(now, hears, down or {}, usage or {}, originals, pins or {})
+def _author(m: Membership, now: float = 1.0, hears=(), down=None, usage=None, originals=(), pins=None,
+            waiting=()):
+    return m.author(now, hears, down or {}, usage or {}, originals, pins or {}, waiting)
 
 
 def test_a_record_changes_version_only_when_its_content_does_and_urgently_only_for_failures() -> None:
     m = Membership("A", "e1", 10.0)
     first, urgent = _author(m, hears={"B"})
-    assert first.version == 0 and urgent
+    assert first.version == 0 and not urgent  # (a network starting up pushes nothing)
     same, urgent = _author(m, now=2.0, hears={"B"})
     assert same is first and not urgent
-    busier, urgent = _author(m, now=3.0, hears={"B"}, usage={"load": 0.5})
-    assert busier.version == 1 and not urgent  # (usage follows by anti-entropy)
-    cut, urgent = _author(m, now=4.0, hears=(), usage={"load": 0.5})
+    busier, urgent = _author(m, now=3.0, hears={"B", "C"}, usage={"load": 0.5})
+    assert busier.version == 1 and not urgent  # (usage, and a neighbour heard, follow by anti-entropy)
+    cut, urgent = _author(m, now=4.0, hears={"C"}, usage={"load": 0.5})
     assert cut.version == 2 and urgent
-    assert Record.from_json(cut.to_json()) == cut
+    declared, urgent = _author(m, now=5.0, hears={"C"}, down={"B": "b1"}, usage={"load": 0.5})
+    assert urgent and declared.concerns(cut) == {"A", "B", "C"}
+    waits, urgent = _author(m, now=6.0, hears={"C"}, down={"B": "b1"}, usage={"load": 0.5}, waiting={"alerts"})
+    assert urgent and Record.from_json(waits.to_json()) == waits
+    restarted = Record("A", "e2", 20.0, 0, 20.0)
+    assert restarted.urgent_change(waits)
 
 
 def test_merge_keeps_the_newer_record_and_a_later_process_wins_over_any_version() -> None:
@@ -130,3 +136,21 @@ def test_every_change_spreads_on_any_connected_backbone(n: int, seed: int) -> No
     rng = random.Random(seed)
     graph = nx.connected_watts_strogatz_graph(n, 4, 0.2, seed=seed)
     _gossip_rounds(graph, rng, changed=rng.randrange(n))
+
+
+def test_a_new_stream_is_told_to_the_peers_waiting_for_it_and_to_those_not_heard_of_yet() -> None:
+    m = Membership("O", "eO", 0.0)
+    m.merge([Record("P1", "e", 0.0, 0, 0.0, waiting=("photons",)), Record("P2", "e", 0.0, 0, 0.0)])
+    assert m.waiters("photons", ["O", "P1", "P2", "P3"]) == ["P1", "P3"]
+    assert m.waiters("alerts", ["O", "P1", "P2", "P3"]) == ["P3"]
+
+
+def test_every_peer_finds_the_same_homes_and_a_new_peer_takes_over_few_names() -> None:
+    from superpeer.control.announcements import homes
+    peers = [f"SP{i}" for i in range(36)]
+    names = [f"stream{i}" for i in range(500)]
+    before = {n: homes(n, peers) for n in names}
+    assert all(len(set(h)) == 3 and h == homes(n, list(reversed(peers))) for n, h in before.items())
+    after = {n: homes(n, [*peers, "SP36"]) for n in names}
+    moved = sum(before[n] != after[n] for n in names)
+    assert 0 < moved < 0.2 * len(names)  # (about 3 in 37 of the names)
