@@ -15,9 +15,10 @@ executor, plaintext) with no stream and no subscription, and once every super-pe
 - **failure detection**: the peer at the grid's centre killed with SIGKILL; the time until its
   neighbour declares the link down and until the opposite corner declares the peer down.
 
-The figures are what the control plane costs now — every super-peer hears every other each
-second, every registration asks every peer for its table — so that a change to it is measured
-against them in the same run (``--baseline DIR``: a checkout of another revision, ``git worktree
+A round of heartbeats asks each super-peer's neighbours and one other peer, and what they know
+of each other spreads as gossip (``superpeer.recovery.membership``); before, every super-peer
+asked every other each second, with its whole state in every answer. A change to the control
+plane is measured against the revision before it in the same run (``--baseline DIR``: a checkout of another revision, ``git worktree
 add DIR REV``, started the same way, sizes alternating). Prints a table, writes JSON and, with
 ``--plot``, a PNG of the three figures against N.
 """
