@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from network_harness import until
+from test_failure_detector import LINE
 
 from photons.generator import generate
 from sharing.scenarios import grid_backbone
@@ -67,27 +68,6 @@ def test_a_grid_learns_streams_and_crashes_by_gossip(tmp_path: Path) -> None:
     finally:
         for running in peers.values():
             running.stop(grace=0)
-
-
-LINE = """\
-[[superpeer]]
-id = "A"
-address = "127.0.0.1:{a}"
-[[superpeer]]
-id = "B"
-address = "127.0.0.1:{b}"
-[[superpeer]]
-id = "C"
-address = "127.0.0.1:{c}"
-[[link]]
-a = "A"
-b = "B"
-bandwidth = 1e8
-[[link]]
-a = "B"
-b = "C"
-bandwidth = 1e8
-"""
 
 
 def test_a_leaf_cut_off_from_its_only_neighbour_is_reached_through_another_peer(tmp_path: Path) -> None:
