@@ -1,17 +1,17 @@
-"""A newly registered stream told to the other super-peers, which answer with the
-subscriptions registered there that were waiting for it (``ControlPlane.register_stream``).
+"""A newly registered stream told to the other super-peers, which answer with the subscriptions
+registered there that were waiting for it (``ControlPlane.register_stream``).
 
 The peers told, in parallel, before the publisher's registration is answered, are the stream
-name's ``HOMES`` catalogue homes and those whose subscriptions may wait for it. The homes are the
-same for every super-peer (rendezvous hashing over the topology's peers): a super-peer asked for
-a stream it does not know yet — a subscription naming it, a plan reserving it — asks them
-(``find_original``), a constant number of calls whatever the network's size. As for waiting: each super-peer's record names the streams its waiting
-subscriptions wait for (``recovery.membership``: pushed by gossip the moment one begins to
-wait), and a peer whose record is not known yet is told too. The others learn the stream from
-its super-peer's record, by gossip: a registration no longer calls every super-peer. A
-subscription that began to wait while the stream was being registered, before its peer's record
-came, is activated by its own super-peer once gossip brings the stream
-(``ControlPlane.activate_late``)."""
+name's ``HOMES`` catalogue homes and those whose subscriptions may wait for it. The homes are
+the same for every super-peer (rendezvous hashing over the topology's peers): a super-peer asked
+for a stream it does not know yet — a subscription naming it, a plan reserving it — asks them
+(``find_original``), a constant number of calls whatever the network's size. As for waiting:
+each super-peer's record names the streams its waiting subscriptions wait for
+(``recovery.membership``: pushed by gossip the moment one begins to wait), and a peer whose
+record is not known yet is told too. The others learn the stream from its super-peer's record,
+by gossip: a registration no longer calls every super-peer. A subscription that began to wait
+while the stream was being registered, before its peer's record came, is activated by its own
+super-peer once gossip brings the stream (``ControlPlane.activate_late``)."""
 
 from __future__ import annotations
 
@@ -85,3 +85,11 @@ def find_original(state, link: PeerLink, name: str) -> NetworkStream | None:
                 state.heard_of.setdefault(name, time.time())
                 return state.known_originals.setdefault(name, found)
     return None
+
+
+def missing_streams(state, link: PeerLink, analysis) -> list[str]:
+    """The input streams of ``analysis`` that no super-peer has registered (those not known
+    here are asked of their homes first)."""
+    for name in state.missing_streams(analysis):
+        find_original(state, link, name)
+    return state.missing_streams(analysis)

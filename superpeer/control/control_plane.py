@@ -2,9 +2,9 @@
 §5). Plans are made here and installed by the two-phase coordinator (``two_phase``); what a
 peer does when a plan is installed on it is the ``participant``'s.
 
-* A publisher registers a stream here: the peers whose subscriptions may wait for it learn it
-  (``announce``; the others by gossip) and answer with the subscriptions that were waiting for it, which are then planned and installed in the order they
-  were registered — so later ones can reuse earlier ones' streams and all see the first item.
+* A publisher registers a stream here: its catalogue homes and the peers whose subscriptions wait
+  for it learn it (``announce``; the others by gossip) and answer with the waiting ones, installed
+  in the order they were registered — later ones reuse earlier ones' streams; all see the first item.
 * A subscription registered here is planned by the shared planner over a ``RemotePlanningView``
   fetched beforehand (whose usage counts what in-flight installations hold reserved), then
   installed in two phases (``two_phase.Coordinator``): reserve on every peer the new streams pass (and this one), then
@@ -58,7 +58,7 @@ from ..subscriptions.approximation import CONFIDENCE, beyond_bound, check_bounds
 from ..subscriptions.record import SubscriptionRecord, past_of, past_progress
 from ..subscriptions.results import ResultBuffer
 from ..subscriptions.runtime import SubscriptionRuntime
-from .announcements import announce_to, everyone_else, find_original, homes
+from .announcements import announce_to, everyone_else, homes, missing_streams
 from .participant import CONFLICT
 from .remote_view import RemotePlanningView, fetch_planning_view, remember_reach, settled_view
 from .two_phase import Coordinator, PlanAgain
@@ -104,8 +104,7 @@ class ControlPlane:
         self._installing = threading.Lock()  # one installation at a time from this peer
         self.announced: dict[str, float] = {}  # waiting subscriptions the stream's peer activates, when told
         self.replanned: Callable[[str], None] = lambda why: None  # what can change best plans here
-        self.waiters: Callable[[str], list[str]] = everyone_else(state)  # who a new stream is told of
-        self.waiting_changed: Callable[[], None] = lambda: None  # tell the others: one waits here now
+        self.waiters, self.waiting_changed = everyone_else(state), (lambda: None)  # (the Node wires gossip's)
 
     def new_stream_id(self) -> str:
         number = next(self._ids, None)
@@ -155,10 +154,8 @@ class ControlPlane:
             stream = self.state.add_original(OriginalState(
                 name, root, item, statistics=StreamStatistics(frequency=rate), rate=rate,
                 event_time=EventTime(event_time, event_time_rate) if event_time else None, publisher=publisher))
-        # Before the publisher gets the reply, the subscriptions waiting for it are planned and
-        # installed in the order they were registered (later ones reuse earlier ones' streams).
         told = {*self.waiters(name), *homes(name, self.state.backbone.peers)} - {here}
-        waiting = announce_to(self.link, sorted(told), stream)
+        waiting = announce_to(self.link, sorted(told), stream)  # (before the publisher gets the reply)
         waiting.extend((r.registered_at, here, r.runtime.id) for r in self.ready_waiting())
         for _, peer, sid in sorted(waiting):
             self.link.activate(peer, sid)
@@ -206,9 +203,7 @@ class ControlPlane:
         except ValueError:
             raise NodeError("INVALID_ARGUMENT", f"unknown strategy {strategy!r}") from None
         sid = f"{self.state.id}-{uuid.uuid4().hex[:8]}"
-        for name in self.state.missing_streams(analysis):
-            find_original(self.state, self.link, name)
-        missing = self.state.missing_streams(analysis)
+        missing = missing_streams(self.state, self.link, analysis)
         if missing and not wait_for_streams:
             raise NodeError("NOT_FOUND", f'unknown stream "{missing[0]}": no super-peer has it registered')
         runtime = SubscriptionRuntime(sid, analysis, self.retention, self.state.limits,

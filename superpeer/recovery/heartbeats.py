@@ -257,8 +257,8 @@ class Heartbeats:
         """``status`` → ``membership``: the records held (of how many peers), this peer's own
         version, the streams each peer's subscriptions wait for, and what a round asks (its
         neighbours and one gossip partner)."""
-        own = self.membership.own()
-        return {"records": len(self.membership.records), "peers": len(self.state.backbone.peers),
+        own, peers = self.membership.own(), len(self.state.backbone.peers)
+        return {"records": len(self.membership.records), "peers": peers,
                 "version": own.version if own is not None else None,
                 "waiting": {p: list(r.waiting) for p, r in sorted(self.membership.records.items()) if r.waiting},
-                "asks_per_round": len(self.detector.neighbours) + (len(self.state.backbone.peers) > 1 + len(self.detector.neighbours))}
+                "asks_per_round": len(self.detector.neighbours) + (peers > 1 + len(self.detector.neighbours))}

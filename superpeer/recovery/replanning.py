@@ -33,7 +33,7 @@ from sharing.backbone import TopologyError
 from sharing.estimates import with_sample
 from sharing.planner import Plan, Planner, RegistrationError
 
-from ..control.announcements import find_original
+from ..control.announcements import missing_streams
 from ..control.control_plane import ControlPlane
 from ..control.remote_view import fetch_planning_view
 from ..errors import as_node_error
@@ -165,9 +165,7 @@ class Recovery:
             if record.error or not record.recovering or sid not in control.subscriptions:
                 return False
             analysis = record.runtime.analysis
-            for name in state.missing_streams(analysis):  # (a restarted peer: asked of the homes)
-                find_original(state, control.link, name)
-            missing = state.missing_streams(analysis)
+            missing = missing_streams(state, control.link, analysis)  # (a restarted peer: the homes asked)
             if missing:
                 self._failed(record, f'waiting for stream "{missing[0]}" to be registered again')
                 return False
