@@ -106,7 +106,7 @@ class Heartbeats:
     def once(self) -> None:
         """One round: the neighbours and one gossip partner, then the jobs."""
         state, detector = self.state, self.detector
-        self._author()
+        self.changed()  # (what changed since the last round: hearing, declarations, usage)
         neighbours = sorted(detector.neighbours)
         partner = self.membership.partner(p for p in state.backbone.peers if p not in detector.neighbours)
         targets = neighbours + ([partner] if partner is not None else [])
@@ -120,18 +120,16 @@ class Heartbeats:
                     if peer in detector.neighbours:
                         detector.heard(peer, now, answer.hears, answer.incarnation)
                     news += self.membership.merge(records_from_json(answer.records))
-                elif peer in detector.neighbours:
-                    if answer.silent:
-                        detector.missed(peer, now, answer.reason)
-                    else:  # it answered, with an error: alive
-                        detector.heard(peer, now)
                 else:
                     self._sent.pop(peer, None)  # (it may have missed this peer's record)
+                    if peer in detector.neighbours and answer.silent:
+                        detector.missed(peer, now, answer.reason)
+                    elif peer in detector.neighbours:  # it answered, with an error: alive
+                        detector.heard(peer, now)
             urgent = self._take(news)
         self._push(urgent, exclude=set(answers))
         self._probe_indirectly()
-        if self._author():
-            self._push([self.membership.own()], exclude=())
+        self.changed()
         for name, job in self.jobs:
             try:
                 job()
@@ -159,9 +157,9 @@ class Heartbeats:
         return urgent
 
     def changed(self) -> None:
-        """Something in this peer's record changed that the others must hear of now, not at
-        the next round (a subscription begins to wait for a stream: the stream's super-peer
-        tells only the peers whose records say they wait for it)."""
+        """This peer's record made anew, pushed at once if what changed is urgent: in each
+        round, and when a subscription begins to wait for a stream (its super-peer tells only
+        the peers whose records say they wait for it)."""
         if self._author():
             self._push([self.membership.own()], exclude=())
 
