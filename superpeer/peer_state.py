@@ -86,7 +86,7 @@ class PeerState:
         # asked at once the next time, rather than found again wave by wave
         self.lookup_reach: dict[InputStream, frozenset[str]] = {}
         self.peer_pins: dict[str, dict[str, int]] = {}  # the first item of each stream their subscriptions need
-        self.round_heard: dict[str, float] = {}  # peer -> start of the last heartbeat round it answered
+        self.round_heard: dict[str, float] = {}  # peer -> when it made the record its pins came in
         # subscription -> (when its plan was committed here, the first item of each stream here it reads)
         self.commit_pins: dict[str, tuple[float, dict[str, int]]] = {}
         # the installations in flight here: reservations, leases, holders, replays held

@@ -51,6 +51,7 @@ T = TypeVar("T")
 log = logging.getLogger("streamglobe.superpeer")
 CALL_TIMEOUT_S = 10
 HEARTBEAT_TIMEOUT_S = 1.0
+SILENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})  # (else it answered)
 # A peer dialled before it listened (a network starting up) leaves its channel in gRPC's
 # reconnect backoff (1 s, growing), and calls in between fail at once. Until the peer has
 # answered once, and for this long after it was first dialled, a call found unreachable is
@@ -307,7 +308,7 @@ class GrpcPeerChannels:
     def heartbeat_round(self, requests: dict[str, Gossip], timeout: float | None = None) -> dict[str, Answer | Silence]:
         """Ask each peer at once (``recovery.heartbeats``); its answer, or why there was none.
         A round takes at most one heartbeat interval, however many peers are silent."""
-        timeout = timeout or min(HEARTBEAT_TIMEOUT_S, self.detector.settings.interval_s)
+        timeout = timeout or self._heartbeat_timeout()
         calls = {}
         for peer, gossip in requests.items():
             if peer == self.id or self._stop.is_set():
@@ -330,7 +331,7 @@ class GrpcPeerChannels:
 
     def gossip(self, requests: dict[str, Gossip], answered: Callable[[Answer], None]) -> None:
         """Send each heartbeat without waiting; ``answered`` gets each answer as it comes."""
-        timeout = min(HEARTBEAT_TIMEOUT_S, self.detector.settings.interval_s)
+        timeout = self._heartbeat_timeout()
         for peer, gossip in requests.items():
             if peer == self.id or self._stop.is_set():
                 continue
@@ -353,7 +354,7 @@ class GrpcPeerChannels:
 
     def relay_probe(self, relays, target: str) -> bool:
         """Whether any of ``relays`` reaches ``target`` (SWIM's indirect probe)."""
-        timeout = 1.5 * min(HEARTBEAT_TIMEOUT_S, self.detector.settings.interval_s)  # (theirs, and half of it)
+        timeout = 1.5 * self._heartbeat_timeout()  # (theirs, and half of it)
         answers = self.heartbeat_round({p: Gossip(self.id, relay_to=target) for p in relays}, timeout)
         return any(isinstance(a, Answer) and a.relayed for a in answers.values())
 
@@ -364,12 +365,16 @@ class GrpcPeerChannels:
             return target == self.id
         try:
             self.stub(target).Heartbeat(_heartbeat(Gossip(self.id)),
-                                        timeout=min(HEARTBEAT_TIMEOUT_S, self.detector.settings.interval_s) / 2)
+                                        timeout=self._heartbeat_timeout() / 2)
             return True
         except grpc.RpcError as exc:
-            return exc.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+            return exc.code() not in SILENT
         except ValueError:
             return False
+
+    def _heartbeat_timeout(self) -> float:
+        """A heartbeat's deadline: within a round, however many peers are silent."""
+        return min(HEARTBEAT_TIMEOUT_S, self.detector.settings.interval_s)
 
     def _answer(self, peer: str, reply) -> Answer:
         self.unreachable.pop(peer, None)
@@ -379,7 +384,7 @@ class GrpcPeerChannels:
     def _silence(self, peer: str, exc: grpc.RpcError) -> Silence:
         reason = f"{exc.code().name}: {exc.details()}"
         self.unreachable[peer] = reason
-        return Silence(reason, exc.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED))
+        return Silence(reason, exc.code() in SILENT)
 
     def status(self) -> dict:
         return {
