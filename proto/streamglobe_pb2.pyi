@@ -423,15 +423,17 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, sender: _Optional[str] = ..., digest_json: _Optional[str] = ..., records_json: _Optional[str] = ..., relay_to: _Optional[str] = ...) -> None: ...
 
 class HeartbeatReply(_message.Message):
-    __slots__ = ("superpeer", "hears", "incarnation", "records_json", "relayed")
+    __slots__ = ("superpeer", "hears", "incarnation", "records_json", "relayed", "digest_hash")
     SUPERPEER_FIELD_NUMBER: _ClassVar[int]
     HEARS_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     RECORDS_JSON_FIELD_NUMBER: _ClassVar[int]
     RELAYED_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_HASH_FIELD_NUMBER: _ClassVar[int]
     superpeer: str
     hears: _containers.RepeatedScalarFieldContainer[str]
     incarnation: str
     records_json: str
     relayed: bool
-    def __init__(self, superpeer: _Optional[str] = ..., hears: _Optional[_Iterable[str]] = ..., incarnation: _Optional[str] = ..., records_json: _Optional[str] = ..., relayed: _Optional[bool] = ...) -> None: ...
+    digest_hash: str
+    def __init__(self, superpeer: _Optional[str] = ..., hears: _Optional[_Iterable[str]] = ..., incarnation: _Optional[str] = ..., records_json: _Optional[str] = ..., relayed: _Optional[bool] = ..., digest_hash: _Optional[str] = ...) -> None: ...

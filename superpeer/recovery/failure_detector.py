@@ -9,6 +9,11 @@ others' help: a peer that another neighbour of it hears (its record says so), or
 indirect probe through other peers (``relayed``), is up — it is only the link to it (a cut) that
 is down. Peers further away are judged from the records of their own neighbours
 (``membership.Membership.verdict``): this peer learns their state without asking them.
+
+A super-peer that is itself slow — its rounds start late or take longer than they may, as on
+an overloaded machine — misses answers that were sent. It then asks for more misses in a row
+before declaring a neighbour down (``LocalHealth``: Lifeguard's local health multiplier), so
+that one slow process does not declare its healthy neighbours dead.
 """
 
 from __future__ import annotations
@@ -30,6 +35,25 @@ class HeartbeatSettings:
             raise ValueError(f"the heartbeat interval must be positive, not {self.interval_s}")
         if self.misses < 1:
             raise ValueError(f"a peer is declared down after at least 1 missed heartbeat, not {self.misses}")
+
+
+@dataclass
+class LocalHealth:
+    """How slow this super-peer itself is lately: up one for each heartbeat round that started
+    late or took too long (its own scheduling, not the peers'), down one for each on time, at
+    most ``most``. A neighbour is declared down after ``misses + score`` silences in a row."""
+
+    score: int = 0
+    most: int = 4
+    slow_rounds: int = 0
+
+    def observe(self, late_s: float, took_s: float, interval_s: float) -> bool:
+        """A round that began ``late_s`` after its time and whose questions took ``took_s``
+        (a round waits at most one interval for answers): whether it was slow."""
+        slow = late_s > interval_s / 2 or took_s > 1.5 * interval_s
+        self.score = min(self.most, self.score + 1) if slow else max(0, self.score - 1)
+        self.slow_rounds += slow
+        return slow
 
 
 @dataclass
@@ -56,6 +80,7 @@ class FailureDetector:
     neighbours: frozenset[str]
     settings: HeartbeatSettings = field(default_factory=HeartbeatSettings)
     peers: dict[str, PeerHealth] = field(default_factory=dict)
+    health: LocalHealth = field(default_factory=LocalHealth)
 
     def heard(self, peer: str, now: float, hears: frozenset[str] | None = None,
               incarnation: str = "") -> None:
@@ -112,7 +137,7 @@ class FailureDetector:
         h = self.peers.setdefault(peer, PeerHealth())
         h.misses += 1
         h.reason = reason
-        if h.misses >= self.settings.misses and h.up is not False:
+        if h.misses >= self.settings.misses + self.health.score and h.up is not False:
             h.up, h.since, h.downs = False, now, h.downs + 1
             log.warning("%s: %s declared down after %d missed heartbeats: %s", self.me, peer, h.misses, reason)
 
@@ -173,4 +198,6 @@ class FailureDetector:
                 links[f"{self.me}–{n}"] = {"state": "down", "since": _iso(h.since),
                                            "reason": f"{n} does not answer ({cause}): {h.reason}"}
         return {"interval_s": self.settings.interval_s, "misses": self.settings.misses,
+                "local_health": {"score": self.health.score, "slow_rounds": self.health.slow_rounds,
+                                 "misses_to_declare": self.settings.misses + self.health.score},
                 "peers": peers, "links": links}

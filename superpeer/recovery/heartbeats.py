@@ -32,8 +32,7 @@ from sharing.serialization import stream_from_json, stream_to_json
 
 from ..peer_state import PeerState
 from .failure_detector import FailureDetector
-from .membership import (Answer, Gossip, Membership, Record, Silence, digest_from_json, records_from_json,
-                         records_to_json)
+from .membership import SAME, Answer, Gossip, Membership, Record, Silence, records_from_json, records_to_json
 
 log = logging.getLogger("streamglobe.superpeer")
 
@@ -78,7 +77,9 @@ class Heartbeats:
         self.membership = Membership(state.id, transport.epoch, time.time())
         self._lock = threading.RLock()  # (the round and the answers to others both write the detector)
         self._sent: dict[str, tuple] = {}  # peer -> stamp of this peer's record last sent to it
+        self._theirs: dict[str, str] = {}  # peer -> the digest hash it answered with last
         self._since_relay: dict[str, int] = {}  # silent neighbour -> rounds since its indirect probe
+        self._late = 0.0  # how late the round running began (``LocalHealth``)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -95,7 +96,12 @@ class Heartbeats:
         self._stop.set()
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.detector.settings.interval_s):
+        interval = self.detector.settings.interval_s
+        while True:
+            slept = time.monotonic()
+            if self._stop.wait(interval):
+                return
+            self._late = time.monotonic() - slept - interval  # (this process's own delay)
             try:
                 self.once()
             except Exception:  # noqa: BLE001 - failure detection must go on, whatever failed
@@ -110,18 +116,27 @@ class Heartbeats:
         neighbours = sorted(detector.neighbours)
         partner = self.membership.partner(p for p in state.backbone.peers if p not in detector.neighbours)
         targets = neighbours + ([partner] if partner is not None else [])
-        digest = self.membership.digest_json()
-        answers = self.transport.heartbeat_round({p: self._gossip(p, digest) for p in targets})
+        digest, same = self.membership.digest_json(), SAME + self.membership.digest_hash()
+        asked = time.monotonic()
+        answers = self.transport.heartbeat_round({p: self._gossip(p, digest, same) for p in targets})
         now = time.time()
         news: list[tuple[Record, Record | None]] = []
         with self._lock:
+            late, self._late = self._late, 0.0
+            if detector.health.observe(late, time.monotonic() - asked, detector.settings.interval_s) \
+                    and detector.health.score == 1:  # (said when it begins to be slow)
+                log.info("%s: this super-peer is slow (round %.2f s late): %d missed heartbeats "
+                         "declare a neighbour down", state.id, late,
+                         detector.settings.misses + detector.health.score)
             for peer, answer in answers.items():
                 if isinstance(answer, Answer):
+                    self._theirs[peer] = answer.digest_hash
                     if peer in detector.neighbours:
                         detector.heard(peer, now, answer.hears, answer.incarnation)
                     news += self.membership.merge(records_from_json(answer.records))
                 else:
                     self._sent.pop(peer, None)  # (it may have missed this peer's record)
+                    self._theirs.pop(peer, None)
                     if peer in detector.neighbours and answer.silent:
                         detector.missed(peer, now, answer.reason)
                     elif peer in detector.neighbours:  # it answered, with an error: alive
@@ -136,9 +151,12 @@ class Heartbeats:
             except Exception:  # noqa: BLE001 - the next jobs must still run
                 log.exception("%s: %s failed after a heartbeat round", state.id, name)
 
-    def _gossip(self, peer: str, digest: str) -> Gossip:
-        """The question to ``peer``: this peer's digest, and its own record if ``peer`` has
-        not been sent this version yet."""
+    def _gossip(self, peer: str, digest: str, same: str) -> Gossip:
+        """The question to ``peer``: this peer's digest (``same``, its hash, when ``peer``
+        answered last with that hash: they hold the same records), and its own record if
+        ``peer`` has not been sent this version yet."""
+        if self._theirs.get(peer) == same[len(SAME):]:
+            digest = same
         own = self.membership.own()
         if own is None or self._sent.get(peer) == own.stamp:
             return Gossip(self.state.id, digest)
@@ -211,7 +229,14 @@ class Heartbeats:
                             state.heard_of[s.id] = time.time()
             if record.urgent_change(old):
                 urgent.append(record)
+            if record.peer in detector.neighbours and self.membership.refutes_mine(record, old):
+                detector.relay_result(record.peer, True)  # (alive, it says: the way here is cut)
         self._judge(concerned)
+        if self.membership.refute(r for r, _ in news):
+            log.warning("%s: declared down by %s while running: refuted", state.id,
+                        ", ".join(sorted(r.peer for r, _ in news if state.id in r.down)))
+            if self._author():
+                urgent.append(self.membership.own())
         return urgent
 
     def _judge(self, peers: Iterable[str]) -> None:
@@ -247,9 +272,10 @@ class Heartbeats:
             with self._lock:
                 urgent = self._take(self.membership.merge(records_from_json(request.records)))
             self._push(urgent, exclude={request.sender})
-        missing = self.membership.missing(digest_from_json(request.digest)) if request.digest else []
+        missing = self.membership.missing_for(request.digest) if request.digest else []
         return Answer(self.state.id, frozenset(self.detector.hearing()), self.transport.epoch,
-                      records_to_json(missing) if missing else "", relayed)
+                      records_to_json(missing) if missing else "", relayed,
+                      self.membership.digest_hash() if request.digest else "")
 
     def status(self) -> dict:
         """``status`` → ``membership``: the records held (of how many peers), this peer's own

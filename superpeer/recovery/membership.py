@@ -13,7 +13,8 @@ their links: items cross them) and one other peer taken in turn from a shuffled 
 probe target, so that news crosses the network in O(log N) rounds rather than its diameter).
 Each heartbeat carries the sender's **digest** (peer -> stamp of the record it holds) and the
 answer the records the digest lacks: push-pull anti-entropy, with nothing to send while nothing
-changes. A change that failure handling waits for (the process, whom it hears, whom it declared
+changes. Two peers whose digests agreed at their last exchange send each other only its hash:
+a message does not grow with the network while nothing changes. A change that failure handling waits for (the process, whom it hears, whom it declared
 down, its originals) is pushed at once to a few peers, and a peer that learns it from a push
 passes it on once (infection-style): it crosses the network in O(log N) hops.
 
@@ -21,12 +22,19 @@ A peer's state as seen from afar is the **verdict** of its records: down when a 
 watches it declared it down (no answer directly, nor through others: ``FailureDetector``) and
 no one hears it; up when its record is known and no one declared it down; unknown before.
 
+A declaration names the process and its **alive** count as the declarer knew them (SWIM's
+incarnation number). A peer that reads that it was declared down while it runs *refutes* it: it
+counts ``alive`` up in a new record, pushed at once, and a declaration of an older count no
+longer counts anywhere. A peer slow to answer (an overloaded machine) is so not taken for dead
+by peers that never watch it; a crashed one cannot refute, and stays down.
+
 Pure: no sockets and no threads of its own (one lock, because the heartbeat round and the
 answers to other peers' heartbeats merge at the same time).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import threading
@@ -34,8 +42,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 Stamp = tuple[float, str, int]  # (process start, epoch, version)
+Declared = tuple[str, int]  # (the process declared down, its alive count as the declarer knew it)
 
 MAX_RECORDS = 64  # records in one message at most (the rest go with the next ones)
+SAME = "="  # a digest sent as its hash: "=" and the hash (``Membership.digest_hash``)
 
 
 @dataclass(frozen=True)
@@ -46,11 +56,12 @@ class Record:
     version: int  # grows with every change the process makes to its record
     made_at: float  # when this version was made (the author's clock)
     hears: frozenset[str] = frozenset()  # neighbours answering its heartbeats
-    down: Mapping[str, str] = field(default_factory=dict)  # neighbour -> its epoch, declared down
+    down: Mapping[str, Declared] = field(default_factory=dict)  # neighbour declared down
     usage: Mapping = field(default_factory=dict)  # ``PeerState.usage_report``
     originals: tuple[Mapping, ...] = ()  # streams registered there (``stream_to_json``)
     pins: Mapping[str, int] = field(default_factory=dict)  # ``HistoryPins.own``
     waiting: tuple[str, ...] = ()  # streams its waiting subscriptions wait for (told when registered)
+    alive: int = 0  # declarations of this process it refuted (SWIM's incarnation number)
 
     @property
     def stamp(self) -> Stamp:
@@ -64,8 +75,14 @@ class Record:
         neighbours it begins to hear (else a network starting up would push every record to
         every peer, several times over)."""
         return older is not None and (self.epoch != older.epoch or bool(older.hears - self.hears)
-                                      or dict(self.down) != dict(older.down)
+                                      or dict(self.down) != dict(older.down) or self.alive != older.alive
                                       or bool(set(self.waiting) - set(older.waiting)))
+
+    def declares(self, peer: str, epoch: str, alive: int) -> bool:
+        """Whether this record declares ``peer``'s process ``epoch`` down at its count ``alive``
+        or later (a declaration of an earlier count was refuted since)."""
+        declared = self.down.get(peer)
+        return declared is not None and declared[0] in ("", epoch) and declared[1] >= alive
 
     def concerns(self, older: "Record | None") -> set[str]:
         """The peers whose verdict this record (replacing ``older``) may change."""
@@ -74,7 +91,8 @@ class Record:
 
     def to_json(self) -> dict:
         return {"peer": self.peer, "epoch": self.epoch, "started": self.started, "version": self.version,
-                "made_at": self.made_at, "hears": sorted(self.hears), "down": dict(self.down),
+                "made_at": self.made_at, "hears": sorted(self.hears),
+                "down": {p: list(d) for p, d in self.down.items()}, "alive": self.alive,
                 "usage": self.usage, "originals": list(self.originals), "pins": dict(self.pins),
                 "waiting": list(self.waiting)}
 
@@ -82,9 +100,17 @@ class Record:
     def from_json(j: Mapping) -> "Record":
         return Record(str(j["peer"]), str(j["epoch"]), float(j["started"]), int(j["version"]),
                       float(j.get("made_at", 0.0)), frozenset(map(str, j.get("hears", ()))),
-                      {str(k): str(v) for k, v in dict(j.get("down", {})).items()}, dict(j.get("usage", {})),
+                      {str(k): _declared(v) for k, v in dict(j.get("down", {})).items()}, dict(j.get("usage", {})),
                       tuple(j.get("originals", ())), {str(k): int(v) for k, v in dict(j.get("pins", {})).items()},
-                      tuple(map(str, j.get("waiting", ()))))
+                      tuple(map(str, j.get("waiting", ()))), int(j.get("alive", 0)))
+
+
+def _declared(value) -> Declared:
+    """A declaration as sent: [epoch, alive] (an epoch alone from a peer of before refutation)."""
+    if isinstance(value, str):
+        return (value, 0)
+    epoch, alive = value
+    return (str(epoch), int(alive))
 
 
 def records_to_json(records: Iterable[Record]) -> str:
@@ -118,10 +144,12 @@ class Membership:
 
     def __init__(self, me: str, epoch: str, started: float, rng: random.Random | None = None) -> None:
         self.me, self.epoch, self.started = me, epoch, started
+        self.alive = 0  # declarations of this process refuted so far (``refute``)
         self.records: dict[str, Record] = {}
         self._lock = threading.Lock()
         self._rng = rng or random.Random()
         self._turn: list[str] = []  # gossip partners still to ask, in a shuffled order
+        self._digest: tuple[str, str] | None = None  # (digest as sent, its hash): None once changed
 
     # ------------------------------------------------------------------ this peer's record
 
@@ -129,21 +157,44 @@ class Membership:
                originals: Sequence[Mapping], pins: Mapping[str, int],
                waiting: Iterable[str] = ()) -> tuple[Record, bool]:
         """This peer's record as it is now: a new version when anything in it changed.
-        Returns it, and whether the change is urgent (``Record.urgent_change``)."""
+        ``down``: the neighbours it declares down (-> the process last heard there), each
+        declared at the alive count of the newest record held of it. Returns the record, and
+        whether the change is urgent (``Record.urgent_change``)."""
         with self._lock:
             old = self.records.get(self.me)
-            content = (frozenset(hears), dict(down), dict(usage), tuple(originals), dict(pins),
-                       tuple(sorted(set(waiting))))
+            declared = {n: (e, r.alive if (r := self.records.get(n)) is not None and r.epoch == e else 0)
+                        for n, e in down.items()}
+            content = (frozenset(hears), declared, dict(usage), tuple(originals), dict(pins),
+                       tuple(sorted(set(waiting))), self.alive)
             if old is not None and content == (old.hears, dict(old.down), dict(old.usage), old.originals,
-                                               dict(old.pins), old.waiting):
+                                               dict(old.pins), old.waiting, old.alive):
                 return old, False
             new = Record(self.me, self.epoch, self.started, 0 if old is None else old.version + 1, now,
                          *content)
             self.records[self.me] = new
+            self._digest = None
             return new, new.urgent_change(old)
 
     def own(self) -> Record | None:
         return self.records.get(self.me)
+
+    def refutes_mine(self, record: Record, older: Record | None) -> bool:
+        """Whether ``record`` refutes this peer's declaration of its author: its process, at
+        a higher alive count than declared (or than ``older``'s, not declared yet)."""
+        own = self.records.get(self.me)
+        declared = own.down.get(record.peer) if own is not None else None
+        if declared is not None:
+            return declared[0] in ("", record.epoch) and record.alive > declared[1]
+        return record.alive > (older.alive if older is not None and older.epoch == record.epoch else 0)
+
+    def refute(self, records: Iterable[Record]) -> bool:
+        """Whether any of ``records`` declares this process down at its present alive count:
+        then the count goes up (the caller authors and pushes the new record at once)."""
+        with self._lock:
+            if any(r.declares(self.me, self.epoch, self.alive) for r in records):
+                self.alive += 1
+                return True
+            return False
 
     # ------------------------------------------------------------------ exchanging
 
@@ -152,7 +203,25 @@ class Membership:
             return {p: r.stamp for p, r in self.records.items()}
 
     def digest_json(self) -> str:
-        return json.dumps(self.digest())
+        """The digest as sent (made again only after the records changed)."""
+        with self._lock:
+            if self._digest is None:
+                text = json.dumps({p: self.records[p].stamp for p in sorted(self.records)})
+                self._digest = (text, hashlib.blake2b(text.encode(), digest_size=12).hexdigest())
+            return self._digest[0]
+
+    def digest_hash(self) -> str:
+        """A hash of the digest: two peers with equal hashes hold the same records."""
+        self.digest_json()
+        with self._lock:
+            return self._digest[1] if self._digest is not None else ""
+
+    def missing_for(self, digest_text: str) -> list[Record]:
+        """What a heartbeat's digest lacks: ``missing``, or nothing when it came as a hash equal
+        to this peer's (a hash that differs gets nothing now: the asker sends its digest next)."""
+        if digest_text.startswith(SAME):
+            return []
+        return self.missing(digest_from_json(digest_text))
 
     def missing(self, digest: Mapping[str, Stamp]) -> list[Record]:
         """The records newer than ``digest`` says the asker holds (at most ``MAX_RECORDS``: the
@@ -175,6 +244,7 @@ class Membership:
                 old = self.records.get(r.peer)
                 if old is None or r.stamp > old.stamp:
                     self.records[r.peer] = r
+                    self._digest = None
                     news.append((r, old))
         return news
 
@@ -209,8 +279,8 @@ class Membership:
         down (its current process, directly and through others) and none hears it."""
         with self._lock:
             own = self.records.get(peer)
-            declared = sorted(p for p, r in self.records.items()
-                              if p != peer and peer in r.down and (own is None or r.down[peer] in ("", own.epoch)))
+            declared = sorted(p for p, r in self.records.items() if p != peer and peer in r.down
+                              and (own is None or r.declares(peer, own.epoch, own.alive)))
             heard = [p for p, r in self.records.items() if p != peer and peer in r.hears]
         if declared and not heard:
             return Verdict(False, f"declared down by {', '.join(declared)}: no answer to heartbeats, "
@@ -242,6 +312,7 @@ class Answer:
     incarnation: str
     records: str = ""
     relayed: bool = False
+    digest_hash: str = ""  # of the answering peer's digest (what it holds)
 
 
 @dataclass(frozen=True)

@@ -379,7 +379,8 @@ class GrpcPeerChannels:
     def _answer(self, peer: str, reply) -> Answer:
         self.unreachable.pop(peer, None)
         self._answered.add(peer)
-        return Answer(peer, frozenset(reply.hears), reply.incarnation, reply.records_json, reply.relayed)
+        return Answer(peer, frozenset(reply.hears), reply.incarnation, reply.records_json, reply.relayed,
+                      reply.digest_hash)
 
     def _silence(self, peer: str, exc: grpc.RpcError) -> Silence:
         reason = f"{exc.code().name}: {exc.details()}"

@@ -306,7 +306,8 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
         answer = self.node.heartbeat_reply(Gossip(request.sender, request.digest_json, request.records_json,
                                                   request.relay_to))
         return pb.HeartbeatReply(superpeer=answer.peer, hears=sorted(answer.hears), incarnation=answer.incarnation,
-                                 records_json=answer.records, relayed=answer.relayed)
+                                 records_json=answer.records, relayed=answer.relayed,
+                                 digest_hash=answer.digest_hash)
 
 
 def _answer_by(context) -> float:

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from superpeer.recovery.membership import (MAX_RECORDS, Membership, Record, digest_from_json, records_from_json,
+from superpeer.recovery.failure_detector import FailureDetector, HeartbeatSettings
+from superpeer.recovery.membership import (MAX_RECORDS, SAME, Membership, Record, digest_from_json, records_from_json,
                                            records_to_json)
 
 
@@ -69,19 +70,69 @@ def test_a_digest_asks_for_what_is_missing_or_older() -> None:
         Record("C", "e", 0.0, 1, 0.0)]  # (a malformed record is skipped, the others taken)
 
 
+def test_peers_holding_the_same_records_exchange_only_a_hash() -> None:
+    a, b = Membership("A", "eA", 0.0), Membership("B", "eB", 0.0)
+    _author(a)
+    _author(b)
+    a.merge([b.own()])
+    b.merge([a.own()])
+    assert a.digest_hash() == b.digest_hash() and len(SAME + a.digest_hash()) < 30
+    assert b.missing_for(SAME + a.digest_hash()) == []
+    _author(b, now=2.0, hears={"A"})
+    assert a.digest_hash() != b.digest_hash()  # (A then sends its whole digest, and gets it)
+    assert [r.peer for r in b.missing_for(a.digest_json())] == ["B"]
+
+
 def test_the_verdict_on_a_peer_comes_from_its_watchers_records() -> None:
     m = Membership("R", "eR", 0.0)
     assert m.verdict("X").up is None
     m.merge([Record("X", "x1", 0.0, 0, 0.0), Record("Y", "y", 0.0, 0, 0.0, hears=frozenset({"X"})),
              Record("Z", "z", 0.0, 0, 0.0, hears=frozenset({"X"}))])
     assert m.verdict("X").up is True
-    m.merge([Record("Y", "y", 0.0, 1, 1.0, down={"X": "x1"})])
+    m.merge([Record("Y", "y", 0.0, 1, 1.0, down={"X": ("x1", 0)})])
     assert m.verdict("X").up is True  # Z still hears it: only the link Y–X is cut
     m.merge([Record("Z", "z", 0.0, 1, 1.0)])
     v = m.verdict("X")
     assert v.up is False and "declared down by Y" in v.reason
     m.merge([Record("X", "x2", 5.0, 0, 5.0)])  # a new process of X: the declaration was of the old one
     assert m.verdict("X").up is True
+
+
+def test_a_peer_declared_down_while_running_refutes_and_only_a_newer_declaration_counts() -> None:
+    x, y, far = (Membership(p, f"e{p}", 0.0) for p in ("X", "Y", "F"))
+    _author(x, hears={"Y"})
+    y.merge([x.own()])
+    _author(y, now=2.0, down={"X": "eX"})  # (Y's heartbeats to X go unanswered: X is slow, not dead)
+    assert y.own().down == {"X": ("eX", 0)}
+    far.merge([x.own(), y.own()])
+    assert far.verdict("X").up is False
+    assert not x.refute([Record("Y", "eY", 0.0, 0, 0.0, down={"X": ("old process", 0)})])
+    assert x.refute([y.own()])  # X reads it and refutes: a new record, pushed at once
+    refuted, urgent = _author(x, now=3.0, hears={"Y"})
+    assert refuted.alive == 1 and urgent and not x.refute([y.own()])
+    far.merge([refuted])
+    assert far.verdict("X").up is True  # Y's declaration was of alive 0: refuted
+    y.merge([refuted])
+    _author(y, now=4.0, down={})  # (Y learns X is alive: it withdraws, ``Heartbeats._take``)
+    _author(y, now=5.0, down={"X": "eX"})  # X silent again, to everyone: now at its count
+    far.merge([y.own()])
+    assert y.own().down == {"X": ("eX", 1)} and far.verdict("X").up is False
+    assert Record.from_json(y.own().to_json()) == y.own()
+    assert Record.from_json({**y.own().to_json(), "down": {"X": "eX"}}).down == {"X": ("eX", 0)}  # (an older peer's)
+
+
+def test_a_slow_super_peer_asks_for_more_misses_before_declaring_a_neighbour_down() -> None:
+    detector = FailureDetector("A", frozenset({"B"}), HeartbeatSettings(1.0, misses=3))
+    for _ in range(3):  # rounds that began late: this process is overloaded
+        assert detector.health.observe(late_s=0.8, took_s=1.0, interval_s=1.0)
+    for t in range(5):
+        detector.missed("B", float(t), "DEADLINE_EXCEEDED")
+    assert detector.peer_state("B") == "unknown"  # 5 misses: not enough while this peer is slow
+    detector.missed("B", 5.0, "DEADLINE_EXCEEDED")
+    assert detector.peer_state("B") == "down"
+    for _ in range(10):
+        assert not detector.health.observe(late_s=0.0, took_s=0.1, interval_s=1.0)
+    assert detector.health.score == 0 and detector.status(6.0)["local_health"]["misses_to_declare"] == 3
 
 
 def test_partners_are_taken_in_turn() -> None:
@@ -110,14 +161,17 @@ def _gossip_rounds(graph: nx.Graph, rng: random.Random, changed: int, max_rounds
     _author(ms[str(changed)], now=2.0, hears={"changed"})
     goal = ms[str(changed)].own().stamp
     neighbours = {str(n): [str(x) for x in graph.neighbors(n)] for n in graph.nodes}
-    most = 0
+    most, theirs = 0, {}  # (asker, asked) -> the digest hash the asked peer answered with last
     for rounds in range(1, max_rounds + 1):
         for n in nodes:
             partner = ms[n].partner(p for p in nodes if p not in neighbours[n])
             asked = neighbours[n] + ([partner] if partner else [])
             most = max(most, len(asked))
-            for p in asked:
-                ms[n].merge(records_from_json(records_to_json(ms[p].missing(ms[n].digest()))))
+            for p in asked:  # (as ``Heartbeats._gossip``: the hash alone when the digests agreed)
+                mine = ms[n].digest_hash()
+                digest = SAME + mine if theirs.get((n, p)) == mine else ms[n].digest_json()
+                ms[n].merge(records_from_json(records_to_json(ms[p].missing_for(digest))))
+                theirs[n, p] = ms[p].digest_hash()
         if all(m.records[str(changed)].stamp == goal for m in ms.values()):
             return rounds, most
     raise AssertionError(f"not spread after {max_rounds} rounds")

@@ -1,0 +1,41 @@
+"""A super-peer declared down while it runs refutes the declaration (SWIM's incarnation): real
+nodes as the daemon builds them, on the in-process transport, each heartbeat handed over as the
+wire would carry it."""
+
+from __future__ import annotations
+
+import time
+
+from superpeer_fakes import in_process_network
+
+from superpeer.recovery.membership import Gossip, Record, records_to_json
+
+
+def test_a_running_peer_refutes_its_declaration_and_its_neighbour_withdraws_its_own() -> None:
+    net = in_process_network()
+    try:
+        x, y = net.peers["SP1"], net.peers["SP5"]  # (neighbours on the paper's backbone)
+        assert "SP5" in x.transport.detector.neighbours
+        epoch = x.transport.epoch
+        # Y's record as it would be after X's answers stopped reaching it (an overloaded X)
+        declaring = Record("SP5", y.transport.epoch, 1.0, 7, time.time(), down={"SP1": (epoch, 0)})
+        x.heartbeats.reply(Gossip("SP5", records=records_to_json([declaring])))
+        refuted = x.heartbeats.membership.own()
+        assert refuted.alive == 1
+        x.heartbeats.reply(Gossip("SP5", records=records_to_json([declaring])))  # (news once only)
+        assert x.heartbeats.membership.own().alive == 1
+        # Y had declared X down; X's refutation reaches it: X is alive, only the way is cut
+        y.transport.detector.heard("SP1", 0.0, incarnation=epoch)
+        for t in range(1, 4):
+            y.transport.detector.missed("SP1", float(t), "DEADLINE_EXCEEDED")
+        assert y.transport.detector.declared() == {"SP1": epoch}
+        y.heartbeats.changed()
+        assert y.heartbeats.membership.own().down == {"SP1": (epoch, 0)}
+        y.heartbeats.reply(Gossip("SP1", records=records_to_json([refuted])))
+        assert y.transport.detector.peer_state("SP1") == "unreachable"
+        assert y.transport.detector.declared() == {}
+        y.heartbeats.changed()
+        assert y.heartbeats.membership.own().down == {}  # (withdrawn: pushed at once)
+    finally:
+        for node in net.peers.values():
+            node.stop()
