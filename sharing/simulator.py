@@ -243,7 +243,7 @@ class Simulation:
             }
             if r.subnets is not None:
                 out["strategies"][r.label]["subnets"] = {**r.subnets.summary(), "relays": sum(
-                    1 for s in r.state.streams.values() if is_relay(s))}
+                    1 for s in r.state.streams.values() if is_relay(s, r.subnets))}
         flat, split = out["strategies"].get("sharing"), out["strategies"].get("sharing-subnets")
         if flat and split:  # (what planning subnet by subnet costs against planning the whole network)
             out["subnets_against_flat"] = {

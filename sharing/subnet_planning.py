@@ -4,15 +4,19 @@ crosses subnets through gateways.
 A subscription is planned by SUBSCRIBE inside its super-peer's subnet only, over a view
 (``SubnetView``) that holds the subnet's peers and links and the streams flowing there, so a
 registration's cost is bounded by the subnet's size, not the network's. An original stream
-registered in another subnet is first brought to the subnet once, whole, as a *relay*: a copy
-from the nearest peer that already carries it (its own peer, or a relay of it on the way to
-another subnet) to the nearest gateway of the subnet. Inside the subnet, the relay stands for
-the original: the search starts at its gateway, and every subscription of the subnet derives
-its streams from it, sharing as the flat planner would.
+registered in another subnet enters the subnet whole, once, by a *relay*: a copy from the
+nearest peer that already carries it whole (its own peer, or a relay of it on the way to another
+subnet) to the nearest gateway of the subnet, installed with the first plan that needs it.
+Inside the subnet, the relay stands for the original: the search starts at its gateway, and
+every subscription of the subnet derives its streams from it, sharing as the flat planner
+would. The relay is then a stream like any other: its users are the subscriptions that read
+it, and it is removed along its route when the last of them ends.
 
-What the hierarchy costs against the flat optimum: a relay carries the whole original, where a
-flat plan could bring only a filtered stream across, and its route is chosen before the
-subscriptions it serves. ``streamglobe simulate random --peers N --subnets K`` measures that gap.
+The same planner serves the simulator (over its ``NetworkState``) and the super-peers (over a
+``RemotePlanningView``'s snapshot, when the topology declares ``[[subnet]]``s). What the
+hierarchy costs against the flat optimum: a relay carries the whole original, where a flat plan
+could bring only a filtered stream across, and its route is chosen before the subscriptions it
+serves. ``streamglobe simulate random --peers N --subnets K`` measures that gap.
 """
 
 from __future__ import annotations
@@ -22,29 +26,32 @@ from collections import deque
 from collections.abc import Mapping
 
 from .backbone import Backbone, TopologyError
-from .cost_model import Usage
-from .network_state import NetworkState
+from .estimates import with_sample
 from .planner import Plan, Planner, Strategy
+from .planning_view import PlanningView
+from .plans import PlanPart
 from .properties import InputProperties, InputStream, Properties
 from .statistics import StreamStatistics
 from .stream_table import NetworkStream
 from .subnets import Subnet, Subnets
 
-RELAY = "relay:"  # the user a relay is installed for: what keeps it flowing
 
-
-def is_relay(stream: NetworkStream) -> bool:
-    return any(u.startswith(RELAY) for u in stream.users)
+def is_relay(stream: NetworkStream, subnets: Subnets) -> bool:
+    """A copy of an original, whole, from one subnet into another."""
+    return not stream.original and not stream.operators and len({subnets.of.get(p) for p in stream.route}) > 1
 
 
 class SubnetView:
-    """A ``PlanningView`` of one subnet over the whole network's state: its backbone, the parts
-    of streams' routes inside it, and the stream each original enters it by."""
+    """A ``PlanningView`` of one subnet over the whole network's: its backbone, the parts of
+    streams' routes inside it, and the stream each original enters it by (``entries``: input ->
+    (stream, the peer where it enters)); an entry may be a relay not installed yet
+    (``relays``), seen as if it ran already."""
 
-    def __init__(self, state: NetworkState, subnet: Subnet, backbone: Backbone,
-                 entries: Mapping[InputStream, tuple[str, str]]) -> None:
-        self.state, self.subnet, self.backbone = state, subnet, backbone
-        self.entries = entries  # input -> (the stream it enters by, the peer where it enters)
+    def __init__(self, view: PlanningView, subnet: Subnet, backbone: Backbone,
+                 entries: Mapping[InputStream, tuple[str, str]],
+                 relays: Mapping[str, NetworkStream] | None = None) -> None:
+        self.state, self.subnet, self.backbone = view, subnet, backbone
+        self.entries, self.relays = entries, relays or {}
         self._clipped: dict[str, tuple[tuple[str, ...], NetworkStream]] = {}
 
     @property
@@ -69,16 +76,26 @@ class SubnetView:
             self.state.original(input_stream)  # (unknown: its reason)
             raise KeyError(f'stream "{input_stream.stream}" has not entered subnet {self.subnet.id}')
         sid, peer = entry
+        relay = self.relays.get(sid)
+        if relay is not None:
+            return dataclasses.replace(relay, origin=peer, route=(peer,))
         stream = self.state.streams[sid]
         route = stream.route[stream.route.index(peer):]
         return dataclasses.replace(self._clip(stream), origin=peer, route=self._inside(route))
 
     def groups_at(self, peer: str, input_stream: InputStream
                   ) -> dict[InputProperties, dict[str, NetworkStream]]:
+        """The streams at ``peer`` as the subnet sees them, and a relay not installed yet
+        where it enters (the search may then filter at the gateway, as on a relay running)."""
         if peer not in self.subnet.peers:
             return {}
-        return {props: {sid: self._clip(s) for sid, s in group.items()}
-                for props, group in self.state.groups_at(peer, input_stream).items()}
+        groups = {props: {sid: self._clip(s) for sid, s in group.items()}
+                  for props, group in self.state.groups_at(peer, input_stream).items()}
+        entry = self.entries.get(input_stream)
+        if entry is not None and entry[0] in self.relays and entry[1] == peer:
+            relay = self.original(input_stream)
+            groups.setdefault(relay.properties, {})[relay.id] = relay
+        return groups
 
     def new_stream_id(self) -> str:
         return self.state.new_stream_id()
@@ -107,61 +124,103 @@ class SubnetView:
         return route[start:end]
 
 
-class SubnetPlanner:
-    """SUBSCRIBE per subnet, and the relays that bring originals into subnets; installs into one
-    ``NetworkState`` (the simulator's), so traffic is measured over the whole network."""
+def whole_copies(view: PlanningView, original: NetworkStream) -> list[NetworkStream]:
+    """The original and the running streams that carry it whole (copies without operators:
+    relays, and data shipping's copies), in a fixed order."""
+    return sorted((s for s in view.streams.values()
+                   if s.input == original.input and s.properties == original.properties
+                   and s.kind == original.kind and not s.operators and not s.past),
+                  key=lambda s: (not s.original, s.id))
 
-    def __init__(self, state: NetworkState, subnets: Subnets) -> None:
-        self.state, self.subnets = state, subnets
-        self.whole = Planner(state)  # (prices the relays over the whole backbone; installs plans)
-        self.entries: dict[str, dict[InputStream, tuple[str, str]]] = {sid: {} for sid in subnets.by_id}
-        self.planners = {sid: Planner(SubnetView(state, subnets.by_id[sid], subnets.backbone_of(sid),
-                                                 self.entries[sid]))
-                         for sid in subnets.by_id}
-        self.relays: list[NetworkStream] = []
+
+class SubnetPlanner:
+    """SUBSCRIBE inside the subscriber's subnet, over the whole network's ``view``.
+
+    An input registered in another subnet enters by a stream already carrying it whole into the
+    subnet, if one does; else by a new **relay** from the nearest peer carrying it whole to the
+    nearest gateway, installed with the plan as the first of its part's new streams. The relay
+    is then a stream like any other: later subscriptions of the subnet derive from it, and it
+    is removed along its route when the last of them ends. The plan is priced over the whole
+    view (the relay's links included), so admission sees everything it takes."""
+
+    def __init__(self, view: PlanningView, subnets: Subnets, widening: bool = False) -> None:
+        self.view, self.subnets, self.widening = view, subnets, widening
+        self.whole = Planner(view)
 
     def subscribe(self, subscription: str, properties: Properties, target: str,
-                  strategy: Strategy = Strategy.SHARING) -> Plan:
-        subnet = self.subnets.of.get(target)
-        if subnet is None:
-            return self.whole.subscribe(subscription, properties, target, strategy)  # (its error)
+                  strategy: Strategy = Strategy.SHARING, approximate: bool = False, coarsest: int = 64) -> Plan:
+        sid = self.subnets.of.get(target)
+        if strategy is not Strategy.SHARING or sid is None:
+            return self.whole.subscribe(subscription, properties, target, strategy, approximate, coarsest)
+        relays: dict[str, NetworkStream] = {}
+        inside = self.inside(target, properties, relays)
+        plan = inside.subscribe(subscription, properties, target, strategy, approximate, coarsest)
+        parts = iter([_with_relay(p, relays) for p in plan.parts])  # (one per input, in order)
+        planned = properties if plan.sample == 1 else with_sample(properties, plan.sample)
+        priced = self.whole.plan(subscription, planned, target, strategy,
+                                 lambda inp, original, t: self.whole.finish(next(parts)))
+        priced.sample = plan.sample
+        return priced
+
+    def inside(self, target: str, properties: Properties,
+               relays: dict[str, NetworkStream] | None = None) -> Planner:
+        """SUBSCRIBE's planner over ``target``'s subnet: each input enters by a stream already
+        carrying it in, else by a new relay, added to ``relays`` (without ``relays``, none is
+        made: re-optimisation moves a running subscription onto what runs)."""
+        subnet = self.subnets.by_id[self.subnets.of[target]]
+        entries: dict[InputStream, tuple[str, str]] = {}
         for inp in properties.inputs:
-            if inp.input not in self.entries[subnet]:
-                try:
-                    self.enter(subnet, inp.input)
-                except KeyError:
-                    pass  # (unknown stream: SUBSCRIBE says so)
-        return self.planners[subnet].subscribe(subscription, properties, target, strategy)
+            try:
+                original = self.view.original(inp.input)
+            except KeyError:
+                continue  # (unknown: SUBSCRIBE says so)
+            entry = self.entry(subnet, original)
+            if entry is None and relays is not None:
+                relay = self.relay(subnet, original)
+                relays[relay.id] = relay
+                entry = (relay.id, relay.route[-1])
+            if entry is not None:
+                entries[inp.input] = entry
+        return Planner(SubnetView(self.view, subnet, self.subnets.backbone_of(subnet.id), entries, relays),
+                       widening=self.widening)
 
     def install(self, plan: Plan) -> None:
+        """Into the view itself (the simulator's ``NetworkState``; a super-peer installs in two phases)."""
         self.whole.install(plan)
 
-    def enter(self, subnet: str, input_stream: InputStream) -> None:
-        """Bring ``input_stream``'s original into ``subnet``: a relay from the nearest peer that
-        carries it whole to the nearest gateway (nothing, if it is registered there or a relay
-        already passes a gateway)."""
-        original = self.state.original(input_stream)
-        entries = self.entries[subnet]
-        if self.subnets.of[original.origin] == subnet:
-            entries[input_stream] = (original.id, original.origin)
-            return
-        carriers: dict[str, str] = {original.origin: original.id}  # peer -> a stream carrying it whole
-        for relay in self.relays:
-            if relay.input == input_stream:
-                for p in relay.route:
-                    carriers.setdefault(p, relay.id)
-        path = nearest(self.state.backbone, carriers, self.subnets.by_id[subnet].gateways)
-        source, gateway = path[0], path[-1]
-        if len(path) == 1:  # (a relay to another subnet passes this one's gateway)
-            entries[input_stream] = (carriers[source], gateway)
-            return
-        parent = self.state.streams[carriers[source]]
-        relay = self.whole.new_stream(parent.properties, "items", source, parent, (), tuple(path))
-        self.state.install(f"{RELAY}{input_stream.stream}>{subnet}", [relay], [parent.id], Usage())
-        self.relays.append(relay)
-        for other in (self.subnets.of[p] for p in relay.route):  # (every subnet it passes may start from it)
-            self.entries[other].setdefault(input_stream, (relay.id, next(
-                p for p in relay.route if self.subnets.of[p] == other)))
+    def replay_plan(self, *args, **kwargs) -> Plan:
+        """A replay copies each original from its own peer (``Planner.replay_plan``): across
+        subnets, as a recovery does."""
+        return self.whole.replay_plan(*args, **kwargs)
+
+    def entry(self, subnet: Subnet, original: NetworkStream) -> tuple[str, str] | None:
+        """(a stream carrying ``original`` whole into ``subnet``, the peer where it enters)."""
+        for s in whole_copies(self.view, original):
+            peer = next((p for p in s.route if p in subnet.peers), None)
+            if peer is not None:
+                return s.id, peer
+        return None
+
+    def relay(self, subnet: Subnet, original: NetworkStream) -> NetworkStream:
+        carriers: dict[str, NetworkStream] = {}
+        for s in whole_copies(self.view, original):
+            for p in s.route:
+                carriers.setdefault(p, s)
+        path = nearest(self.view.backbone, carriers, subnet.gateways)
+        parent = carriers[path[0]]
+        return self.whole.new_stream(parent.properties, parent.kind, path[0], parent, (), tuple(path))
+
+
+def _with_relay(part: PlanPart, relays: Mapping[str, NetworkStream]) -> PlanPart:
+    """``part`` with the relay it starts from (if it is one not installed yet) as its first
+    new stream: reused at the relay's parent, its route the relay's and then the part's."""
+    relay = relays.get(part.reused)
+    if relay is None:
+        return part
+    return dataclasses.replace(part, reused=relay.parent or "", reuse_peer=relay.origin,
+                               route=relay.route + part.route[1:], new_streams=[relay, *part.new_streams],
+                               result_stream=part.result_stream if part.new_streams else relay.id,
+                               usage=relay.usage.merge(part.usage))
 
 
 def nearest(backbone: Backbone, sources: Mapping[str, object], targets: frozenset[str]) -> list[str]:

@@ -83,12 +83,15 @@ def test_sharing_in_subnets_stays_inside_each_subnet_and_delivers_every_result()
     result = sim.run(Strategy.SHARING, subnets)
     assert result.label == "sharing-subnets" and result.mismatches == []
     assert result.verified == len(scenario.queries)  # (every subscription admitted, every result identical)
-    relays = {s.id for s in result.state.streams.values() if is_relay(s)}
+    relays = {s.id for s in result.state.streams.values() if is_relay(s, subnets)}
     assert relays, "originals registered in other subnets are relayed"
     for qid, plan in result.plans.items():
         home = subnets.of[plan.target]
         for part in plan.parts:
-            for stream in part.new_streams:  # (a plan never leaves its subscriber's subnet)
+            for stream in part.new_streams:  # (a plan never leaves its subscriber's subnet but by a relay)
+                if is_relay(stream, subnets):
+                    assert stream is part.new_streams[0] and stream.route[-1] in subnets.by_id[home].gateways
+                    continue
                 assert {subnets.of[p] for p in stream.route} == {home}, (qid, stream.describe())
     for sid in relays:  # (relays carry the original whole, from a peer that has it to a gateway)
         relay = result.state.streams[sid]
