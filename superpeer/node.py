@@ -154,6 +154,7 @@ class Node:
                                        background=settings.cut_routes_in_background)
         self.control = ControlPlane(self.state, self.transport, settings.retention, self.positions,
                                     self.transport.detector.incarnation)
+        self.control.subnets = topology.subnets
         self.recovery = Recovery(self.control, self.transport.detector)
         # (only where the readers of the narrow stream can be moved onto the wide one: else both flow)
         self.control.widening = (settings.widening and self.executor.synchronous

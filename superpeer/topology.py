@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sharing.backbone import Backbone, TopologyError
+from sharing.subnets import Subnets
 
 from .topology_schema import PEER_PORT_OFFSET, check_topology
 
@@ -25,6 +26,7 @@ class Topology:
     peer_addresses: dict[str, str] = field(default_factory=dict)  # for the other super-peers
     positions: dict[str, tuple[float, float]] = field(default_factory=dict)  # where a drawing puts them
     settings: dict[str, dict] = field(default_factory=dict)  # a super-peer's own serve settings
+    subnets: Subnets | None = None  # ``[[subnet]]``s: each planned on its own (``sharing.subnet_planning``)
 
     def to_mapping(self) -> dict:
         """The backbone in a topology file's shape (``Backbone.from_mapping`` reads it back):
@@ -34,7 +36,9 @@ class Topology:
                                **({"position": list(self.positions[p.id])} if p.id in self.positions else {})}
                               for p in self.backbone.peers.values()],
                 "link": [{"a": link.a, "b": link.b, "bandwidth": link.bandwidth}
-                         for link in self.backbone.links.values()]}
+                         for link in self.backbone.links.values()],
+                **({"subnet": [{"id": s.id, "peers": sorted(s.peers), "gateways": sorted(s.gateways)}
+                               for s in self.subnets.by_id.values()]} if self.subnets is not None else {})}
 
     def address(self, peer: str) -> str:
         try:
@@ -67,4 +71,9 @@ def load_topology(path: str | Path) -> Topology:
         raise TopologyError(f"{p}: not valid TOML: {exc}") from None
     checked = check_topology(p, text, data)
     backbone = Backbone.from_mapping(checked.mapping)
-    return Topology(backbone, checked.addresses, checked.peer_addresses, checked.positions, checked.settings)
+    try:
+        subnets = Subnets.from_mapping(backbone, checked.subnets) if checked.subnets else None
+    except TopologyError as exc:
+        raise TopologyError(f"{p}: [[subnet]]: {exc}") from None
+    return Topology(backbone, checked.addresses, checked.peer_addresses, checked.positions, checked.settings,
+                    subnets)

@@ -25,7 +25,8 @@ from streamglobe.units import UnitError, parse_bitrate
 PEER_PORT_OFFSET = 1000
 SUPERPEER_KEYS = ("id", "address", "peer_address", "load_capacity", "pindex", "position", "settings")
 LINK_KEYS = ("a", "b", "bandwidth")
-TABLES = {"superpeer": SUPERPEER_KEYS, "link": LINK_KEYS}
+SUBNET_KEYS = ("id", "peers", "gateways")
+TABLES = {"superpeer": SUPERPEER_KEYS, "link": LINK_KEYS, "subnet": SUBNET_KEYS}
 _HEADER = re.compile(r"\s*\[\[\s*([A-Za-z0-9_-]+)\s*\]\]\s*(?:#.*)?")
 _KEY = re.compile(r"\s*([A-Za-z0-9_-]+|\"[^\"]*\")\s*=")
 
@@ -79,6 +80,7 @@ class Checked:
     positions: dict[str, tuple[float, float]]
     # its own ``superpeer serve`` settings (``[superpeer.settings]``), checked by serve itself
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    subnets: list[dict[str, Any]] = field(default_factory=list)  # ``[[subnet]]``s (``sharing.subnets``)
 
 
 class Checker:
@@ -92,7 +94,8 @@ class Checker:
     def check(self, data: dict[str, Any]) -> Checked:
         for key in data:
             if key not in TABLES:
-                raise self.error(f"unknown key {key!r}{_hint(key, TABLES)} (known keys: superpeer, link)", key=key)
+                raise self.error(f"unknown key {key!r}{_hint(key, TABLES)} (known keys: {', '.join(TABLES)})",
+                                 key=key)
         tables = {name: self._tables(data, name) for name in TABLES}
         if not tables["superpeer"]:
             raise self.error("the topology has no [[superpeer]]")
@@ -108,7 +111,32 @@ class Checker:
                                  "link", index)
             seen[pair] = index
             checked.mapping["link"].append(link)
+        for index, entry in enumerate(tables["subnet"]):
+            checked.subnets.append(self._subnet(index, entry, checked))
         return checked
+
+    def _subnet(self, index: int, entry: dict[str, Any], checked: Checked) -> dict[str, Any]:
+        """A ``[[subnet]]``: its id, its super-peers and (optional) gateways, each a known
+        super-peer; how subnets fit the backbone is checked with it (``sharing.subnets``)."""
+        named = entry.get("id")
+        what = f"[[subnet]] {named if isinstance(named, str) and named else index + 1}"
+        self._known_keys("subnet", index, entry, what)
+        out: dict[str, Any] = {"id": self._string("subnet", index, entry, "id", what)}
+        for key in ("peers", "gateways"):
+            if key not in entry:
+                if key == "peers":
+                    raise self.error(f"{what}: missing key 'peers' (its super-peers' ids)", "subnet", index)
+                continue
+            value = entry[key]
+            if not isinstance(value, list) or not all(isinstance(p, str) for p in value) or not value:
+                raise self.error(f"{what}: {key} must be a list of super-peer ids, not {value!r}",
+                                 "subnet", index, key)
+            unknown = [p for p in value if p not in checked.addresses]
+            if unknown:
+                raise self.error(f"{what}: {key} names no super-peer of the topology: {unknown[0]!r}",
+                                 "subnet", index, key)
+            out[key] = list(value)
+        return out
 
     def _tables(self, data: dict[str, Any], name: str) -> list[dict[str, Any]]:
         tables = data.get(name, [])

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from sharing.analysis import analyze
 from sharing.estimates import samplable
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
+from sharing.subnets import Subnets
 from sharing.replay import replay_inputs
 from sharing.replay_plans import shared_replays
 from sharing.statistics import StreamStatistics
@@ -60,7 +61,7 @@ from ..subscriptions.results import ResultBuffer
 from ..subscriptions.runtime import SubscriptionRuntime
 from .announcements import announce_to, everyone_else, homes, missing_streams
 from .participant import CONFLICT
-from .remote_view import RemotePlanningView, fetch_planning_view, remember_reach, settled_view
+from .remote_view import RemotePlanningView, fetch_planning_view, planner_for, remember_reach, settled_view
 from .two_phase import Coordinator, PlanAgain
 
 REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
@@ -96,7 +97,8 @@ class ControlPlane:
         self.two_phase = Coordinator(state, link)  # installs plans: reserve, commit, release
         self.retention = retention
         self.widening = False  # offer to widen a running stream for a near miss (``serve --widening``)
-        self.make_planner = planner or (lambda view: Planner(view.snapshot, widening=self.widening))
+        self.subnets: Subnets | None = None  # the topology's: each planned on its own (``planner_for``)
+        self.make_planner = planner or (lambda view: planner_for(view, self.subnets, self.widening))
         self.incarnation = incarnation
         self.positions = positions
         self.subscriptions: dict[str, SubscriptionRecord] = {}

@@ -20,11 +20,14 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from sharing.backbone import Backbone
+from sharing.planner import Planner
 from sharing.planning_view import PlanningSnapshot
 from sharing.properties import InputStream, Properties
 from sharing.serialization import statistics_from_json
 from sharing.statistics import StreamEstimate
 from sharing.stream_table import NetworkStream, lineage
+from sharing.subnet_planning import SubnetPlanner
+from sharing.subnets import Subnets
 
 from ..errors import NodeError
 from ..peer_state import PeerState
@@ -230,3 +233,12 @@ def settled_view(state: PeerState, view: RemotePlanningView) -> RemotePlanningVi
     snapshot = dataclasses.replace(view.snapshot)
     snapshot.link_used, snapshot.peer_used = state.usage_view(reports)
     return dataclasses.replace(view, snapshot=snapshot, reports=reports)
+
+
+def planner_for(view: RemotePlanningView, subnets: Subnets | None, widening: bool = False) -> Planner | SubnetPlanner:
+    """SUBSCRIBE over the view: inside the subscriber's subnet when the topology declares
+    subnets (``sharing.subnet_planning``: an original of another subnet enters by a relay),
+    else over the whole backbone."""
+    if subnets is None:
+        return Planner(view.snapshot, widening=widening)
+    return SubnetPlanner(view.snapshot, subnets, widening)

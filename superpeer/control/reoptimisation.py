@@ -45,6 +45,7 @@ from sharing.planner import Plan, Planner, RegistrationError, Strategy
 from sharing.properties import Properties
 from sharing.reoptimisation import choose, follow_gain, own_streams, without
 from sharing.stream_table import lineage
+from sharing.subnet_planning import SubnetPlanner
 
 from ..errors import NodeError, as_node_error
 from ..recovery.replanning import Recovery
@@ -238,7 +239,9 @@ class Reoptimiser:
         streams = dict(view.snapshot.streams)  # (before its own streams are taken out)
         without(view.snapshot, {**own_streams(streams, sid), **around_failures(view.snapshot, self.recovery.detector)})
         new_id = f"{sid}~{secrets.token_hex(3)}"
-        planner = Planner(view.snapshot)  # (no widening: a running subscription only follows one)
+        subnets = self.control.subnets  # (inside its subnet, onto what runs: no new relay)
+        planner = (Planner(view.snapshot) if subnets is None  # (no widening: a running one only follows one)
+                   else SubnetPlanner(view.snapshot, subnets).inside(state.id, props))
         try:
             plan = planner.subscribe(new_id, props, state.id, Strategy.SHARING)
         except (RegistrationError, TopologyError, KeyError) as exc:
@@ -249,7 +252,7 @@ class Reoptimiser:
         # peer — SUBSCRIBE prices only the two copies of equal streams nearest the target,
         # and a copy of the raw stream the subscription itself brought near hides it)
         inp = props.inputs[0]
-        plan.parts[0].alternatives.append(planner.query_shipping_part(inp, view.snapshot.original(inp.input),
+        plan.parts[0].alternatives.append(planner.query_shipping_part(inp, planner.state.original(inp.input),
                                                                       state.id))
         move = choose(planner, plan.parts[0], old_stream, sid, self.settings.margin, streams, FOLLOW,
                       avoid=record.held_off())

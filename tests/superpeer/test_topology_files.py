@@ -90,7 +90,7 @@ def test_a_link_to_an_unknown_superpeer_is_an_error_with_its_line(tmp_path: Path
     (("load_capacity = 2.0", "load_capacity = 0"), "t.toml:5: [[superpeer]] A: load_capacity must be above zero, not 0"),
     (('"127.0.0.1:50101"', '"localhost"'), "t.toml:9: [[superpeer]] B: address must be \"host:port\""),
     (('id = "A"\n', ""), "t.toml:2: [[superpeer]] 1: missing key 'id'"),
-    (("# two super-peers", 'name = "x"'), "t.toml:1: unknown key 'name' (known keys: superpeer, link)"),
+    (("# two super-peers", 'name = "x"'), "t.toml:1: unknown key 'name' (known keys: superpeer, link, subnet)"),
     (('b = "B"', 'b = "A"'), "t.toml:14: [[link]] A–A connects a super-peer to itself"),
     (("bandwidth = 100e6  # bit/s", 'bandwidth = 1e6\nbandwith = 2e6'),
      "t.toml:16: [[link]] A–B: unknown key 'bandwith' (did you mean 'bandwidth'?)"),

@@ -111,7 +111,8 @@ def container_topology(data: dict, placements: dict[str, PeerPlacement]) -> str:
     """The topology as the containers read it: every address is the peer's fixed address."""
     peers = [{**p, "address": f"{placements[str(p['id'])].ip}:{PORT}",
               "peer_address": f"{placements[str(p['id'])].ip}:{PEER_PORT}"} for p in data.get("superpeer", [])]
-    return toml_tables({"superpeer": peers, "link": data.get("link", [])})
+    return toml_tables({"superpeer": peers, "link": data.get("link", []),
+                        **({"subnet": data["subnet"]} if data.get("subnet") else {})})
 
 
 def compose_file(deployment: Deployment, image: str, subnet: str, serve_args: list[str],
