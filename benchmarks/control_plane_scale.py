@@ -11,7 +11,10 @@ executor, plaintext) with no stream and no subscription, and once every super-pe
   as percent of one core: the whole network's, and per super-peer (median and max);
 - **registration latency**: a photon stream registered at SP0 (a corner, 1,000 photons for its
   statistics), then ``--registrations`` subscriptions at the opposite corner, each Subscribe
-  call timed end to end over a connected client (planning, two-phase reservation and commit);
+  call timed end to end over a connected client (planning, two-phase reservation and commit).
+  Its route is 2k - 2 hops long, so it grows with the grid; the same number of subscriptions
+  at SP(k+1), two hops from SP0 whatever k, shows what a registration costs at a fixed search
+  radius (``near``);
 - **failure detection**: the peer at the grid's centre killed with SIGKILL; the time until its
   neighbour declares the link down and until the opposite corner declares the peer down.
 
@@ -78,22 +81,31 @@ def registration(address: dict[str, str], k: int, count: int) -> dict:
     source.register_stream("photons", "photons", "photon", rate=100)
     source.publish("photons", [p.to_xml() for p in generate(1000, 1)])
     time.sleep(2.5)  # (two heartbeats: every peer has heard of the stream and its statistics)
-    far = SuperPeerClient(address[f"SP{k * k - 1}"])
-    grpc.channel_ready_future(far.channel).result(timeout=30)
+    far = subscribing(address[f"SP{k * k - 1}"], count)
+    near = subscribing(address[f"SP{k + 1}"], count, first=2.0)
+    source.close()
+    return {"median_ms": far["median_ms"], "p90_ms": far["p90_ms"], "times_ms": far["times_ms"],
+            "unsubscribe_median_ms": far["unsubscribe_median_ms"], "unsubscribe_ms": far["unsubscribe_ms"],
+            "near": near}
+
+
+def subscribing(address: str, count: int, first: float = 1.0) -> dict:
+    """``count`` subscriptions at the super-peer at ``address``, each timed, then unsubscribed."""
+    client = SuperPeerClient(address)
+    grpc.channel_ready_future(client.channel).result(timeout=30)
     times, ids = [], []
     for i in range(count):
-        query = (f'<r>{{ for $p in stream("photons")/photons/photon where $p/en >= {1 + i / 100:.2f} '
+        query = (f'<r>{{ for $p in stream("photons")/photons/photon where $p/en >= {first + i / 100:.2f} '
                  f'return $p/en }}</r>')
         start = time.perf_counter()
-        ids.append(far.subscribe(query).id)
+        ids.append(client.subscribe(query).id)
         times.append((time.perf_counter() - start) * 1000)
     ends = []
     for sid in reversed(ids):  # (the last first: nothing else reads its streams)
         start = time.perf_counter()
-        far.unsubscribe(sid)
+        client.unsubscribe(sid)
         ends.append((time.perf_counter() - start) * 1000)
-    far.close()
-    source.close()
+    client.close()
     return {"median_ms": round(statistics.median(times), 2), "p90_ms": round(percentile(times, 0.9), 2),
             "times_ms": [round(t, 2) for t in times],
             "unsubscribe_median_ms": round(statistics.median(ends), 2), "unsubscribe_ms": [round(t, 2) for t in ends]}
@@ -147,7 +159,9 @@ def plot(results: dict[str, list[dict]], path: Path) -> None:
     for tree, rows in results.items():
         n = [r["superpeers"] for r in rows]
         axes[0].plot(n, [r["idle_cpu"]["per_peer_median_percent"] for r in rows], "o-", label=tree)
-        axes[1].plot(n, [r["registration"]["median_ms"] for r in rows], "o-", label=tree)
+        axes[1].plot(n, [r["registration"]["median_ms"] for r in rows], "o-", label=f"{tree}: far corner")
+        if all("near" in r["registration"] for r in rows):
+            axes[1].plot(n, [r["registration"]["near"]["median_ms"] for r in rows], "s--", label=f"{tree}: 2 hops")
         axes[2].plot(n, [r["failure_detection"]["peer_down_at_far_corner_s"] or float("nan") for r in rows],
                      "o-", label=tree)
     for ax, title in zip(axes, ["idle CPU per super-peer (% of a core)", "registration, median (ms)",
@@ -174,7 +188,7 @@ def main() -> int:
     trees = {"this": None, **({"baseline": args.baseline} if args.baseline else {})}
     results: dict[str, list[dict]] = {tree: [] for tree in trees}
     print(f"{'tree':9} {'N':>4} {'idle CPU, network':>18} {'per peer (median/max)':>22} "
-          f"{'registration median':>20} {'unsubscribe':>12} {'link down':>10} {'peer down':>10}")
+          f"{'registration median':>20} {'at 2 hops':>10} {'unsubscribe':>12} {'link down':>10} {'peer down':>10}")
     for i, k in enumerate(args.sizes):
         for tree in (list(trees) if i % 2 == 0 else list(reversed(trees))):
             with code_of(trees[tree]):
@@ -183,7 +197,8 @@ def main() -> int:
             cpu, reg, fd = row["idle_cpu"], row["registration"], row["failure_detection"]
             print(f"{tree:9} {k * k:>4} {cpu['network_percent']:>17}% "
                   f"{cpu['per_peer_median_percent']:>14}% / {cpu['per_peer_max_percent']}% "
-                  f"{reg['median_ms']:>17} ms {reg.get('unsubscribe_median_ms', '-')!s:>9} ms "
+                  f"{reg['median_ms']:>17} ms {reg.get('near', {}).get('median_ms', '-')!s:>7} ms "
+                  f"{reg.get('unsubscribe_median_ms', '-')!s:>9} ms "
                   f"{fd['link_down_s']!s:>9}s {fd['peer_down_at_far_corner_s']!s:>9}s",
                   flush=True)
     report = {"benchmark": "control plane against the network's size", "seconds": args.seconds,
