@@ -80,6 +80,8 @@ class Heartbeats:
         self._theirs: dict[str, str] = {}  # peer -> the digest hash it answered with last
         self._since_relay: dict[str, int] = {}  # silent neighbour -> rounds since its indirect probe
         self._late = 0.0  # how late the round running began (``LocalHealth``)
+        self._declared: dict[str, tuple[str, int]] = {}  # neighbour declared down -> (epoch, alive) declared at
+        self._refuted: dict[str, int] = {}  # neighbour -> declarations of it refuted while still silent here
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -116,9 +118,9 @@ class Heartbeats:
         neighbours = sorted(detector.neighbours)
         partner = self.membership.partner(p for p in state.backbone.peers if p not in detector.neighbours)
         targets = neighbours + ([partner] if partner is not None else [])
-        digest, same = self.membership.digest_json(), SAME + self.membership.digest_hash()
+        digest, mine = self.membership.digest_and_hash()
         asked = time.monotonic()
-        answers = self.transport.heartbeat_round({p: self._gossip(p, digest, same) for p in targets})
+        answers = self.transport.heartbeat_round({p: self._gossip(p, digest, mine) for p in targets})
         now = time.time()
         news: list[tuple[Record, Record | None]] = []
         with self._lock:
@@ -151,12 +153,12 @@ class Heartbeats:
             except Exception:  # noqa: BLE001 - the next jobs must still run
                 log.exception("%s: %s failed after a heartbeat round", state.id, name)
 
-    def _gossip(self, peer: str, digest: str, same: str) -> Gossip:
-        """The question to ``peer``: this peer's digest (``same``, its hash, when ``peer``
+    def _gossip(self, peer: str, digest: str, mine: str) -> Gossip:
+        """The question to ``peer``: this peer's digest (its hash ``mine`` alone when ``peer``
         answered last with that hash: they hold the same records), and its own record if
         ``peer`` has not been sent this version yet."""
-        if self._theirs.get(peer) == same[len(SAME):]:
-            digest = same
+        if mine and self._theirs.get(peer) == mine:
+            digest = SAME + mine
         own = self.membership.own()
         if own is None or self._sent.get(peer) == own.stamp:
             return Gossip(self.state.id, digest)
@@ -170,7 +172,13 @@ class Heartbeats:
             originals = tuple(stream_to_json(s) for n in state.originals if (s := state.table.get(n)) is not None)
             pins = self.own_pins()
         with self._lock:
-            _, urgent = self.membership.author(time.time(), self.detector.hearing(), self.detector.declared(),
+            declared = self.detector.declared()
+            for n in set(self._declared) - set(declared):
+                del self._declared[n]
+            for n, epoch in declared.items():
+                if self._declared.get(n, ("",))[0] != epoch:  # (at the count held when declared)
+                    self._declared[n] = (epoch, self.membership.alive_of(n, epoch))
+            _, urgent = self.membership.author(time.time(), self.detector.hearing(), dict(self._declared),
                                                state.usage_report(), originals, pins, self.waited_for())
         return urgent
 
@@ -187,15 +195,21 @@ class Heartbeats:
 
     def _probe_indirectly(self) -> None:
         """Neighbours silent here that no one else is known to hear: asked through ``RELAYS``
-        other peers, right when declared down and every ``RELAY_EVERY`` rounds after."""
+        other peers, right when declared down and every ``RELAY_EVERY`` rounds after — twice
+        as long after each refutation of its declaration (a peer that can gossip but not
+        answer, as a one-way cut, is not declared and refuted every few rounds for ever). A
+        probe nobody answers declares it again, at the alive count of its newest record."""
         detector = self.detector
         for n in sorted(detector.neighbours):
             h = detector.peers.get(n)
+            if h is not None and h.up:
+                self._refuted.pop(n, None)
             if h is None or h.up is not False or detector.heard_by_others(n):
                 self._since_relay.pop(n, None)
                 continue
-            rounds = self._since_relay.get(n, RELAY_EVERY)
-            if rounds < RELAY_EVERY:
+            every = RELAY_EVERY * 2 ** min(self._refuted.get(n, 0), 4)
+            rounds = self._since_relay.get(n, every)
+            if rounds < every:
                 self._since_relay[n] = rounds + 1
                 continue
             self._since_relay[n] = 1
@@ -204,6 +218,9 @@ class Heartbeats:
             reached = bool(relays) and self.transport.relay_probe(relays, n)
             with self._lock:
                 detector.relay_result(n, reached)
+                if not reached and n in self._declared:
+                    epoch = self._declared[n][0]
+                    self._declared[n] = (epoch, self.membership.alive_of(n, epoch))
 
     # ------------------------------------------------------------------ what records tell
 
@@ -230,7 +247,9 @@ class Heartbeats:
             if record.urgent_change(old):
                 urgent.append(record)
             if record.peer in detector.neighbours and self.membership.refutes_mine(record, old):
-                detector.relay_result(record.peer, True)  # (alive, it says: the way here is cut)
+                # (it ran after the declaration, but may have crashed since: the next indirect
+                # probe decides, and declares it again at its new count if nobody reaches it)
+                self._refuted[record.peer] = self._refuted.get(record.peer, 0) + 1
         self._judge(concerned)
         if self.membership.refute(r for r, _ in news):
             log.warning("%s: declared down by %s while running: refuted", state.id,

@@ -92,7 +92,9 @@ class Record:
     def to_json(self) -> dict:
         return {"peer": self.peer, "epoch": self.epoch, "started": self.started, "version": self.version,
                 "made_at": self.made_at, "hears": sorted(self.hears),
-                "down": {p: list(d) for p, d in self.down.items()}, "alive": self.alive,
+                # (the epoch alone under "down", as peers of before refutation read it)
+                "down": {p: d[0] for p, d in self.down.items()},
+                "down_alive": {p: d[1] for p, d in self.down.items()}, "alive": self.alive,
                 "usage": self.usage, "originals": list(self.originals), "pins": dict(self.pins),
                 "waiting": list(self.waiting)}
 
@@ -100,17 +102,16 @@ class Record:
     def from_json(j: Mapping) -> "Record":
         return Record(str(j["peer"]), str(j["epoch"]), float(j["started"]), int(j["version"]),
                       float(j.get("made_at", 0.0)), frozenset(map(str, j.get("hears", ()))),
-                      {str(k): _declared(v) for k, v in dict(j.get("down", {})).items()}, dict(j.get("usage", {})),
+                      _declarations(j), dict(j.get("usage", {})),
                       tuple(j.get("originals", ())), {str(k): int(v) for k, v in dict(j.get("pins", {})).items()},
                       tuple(map(str, j.get("waiting", ()))), int(j.get("alive", 0)))
 
 
-def _declared(value) -> Declared:
-    """A declaration as sent: [epoch, alive] (an epoch alone from a peer of before refutation)."""
-    if isinstance(value, str):
-        return (value, 0)
-    epoch, alive = value
-    return (str(epoch), int(alive))
+def _declarations(j: Mapping) -> dict[str, Declared]:
+    """A record's declarations as sent: the epochs under "down", their alive counts under
+    "down_alive" (none from a peer of before refutation: 0)."""
+    alive = dict(j.get("down_alive", {}))
+    return {str(k): (str(v), int(alive.get(k, 0))) for k, v in dict(j.get("down", {})).items()}
 
 
 def records_to_json(records: Iterable[Record]) -> str:
@@ -153,18 +154,16 @@ class Membership:
 
     # ------------------------------------------------------------------ this peer's record
 
-    def author(self, now: float, hears: Iterable[str], down: Mapping[str, str], usage: Mapping,
+    def author(self, now: float, hears: Iterable[str], down: Mapping[str, Declared], usage: Mapping,
                originals: Sequence[Mapping], pins: Mapping[str, int],
                waiting: Iterable[str] = ()) -> tuple[Record, bool]:
         """This peer's record as it is now: a new version when anything in it changed.
-        ``down``: the neighbours it declares down (-> the process last heard there), each
-        declared at the alive count of the newest record held of it. Returns the record, and
-        whether the change is urgent (``Record.urgent_change``)."""
+        ``down``: the neighbours it declares down (-> the process last heard there and its
+        alive count, ``alive_of``). Returns the record, and whether the change is urgent
+        (``Record.urgent_change``)."""
         with self._lock:
             old = self.records.get(self.me)
-            declared = {n: (e, r.alive if (r := self.records.get(n)) is not None and r.epoch == e else 0)
-                        for n, e in down.items()}
-            content = (frozenset(hears), declared, dict(usage), tuple(originals), dict(pins),
+            content = (frozenset(hears), dict(down), dict(usage), tuple(originals), dict(pins),
                        tuple(sorted(set(waiting))), self.alive)
             if old is not None and content == (old.hears, dict(old.down), dict(old.usage), old.originals,
                                                dict(old.pins), old.waiting, old.alive):
@@ -177,6 +176,12 @@ class Membership:
 
     def own(self) -> Record | None:
         return self.records.get(self.me)
+
+    def alive_of(self, peer: str, epoch: str) -> int:
+        """The alive count of ``peer``'s process ``epoch`` in the newest record held of it."""
+        with self._lock:
+            r = self.records.get(peer)
+            return r.alive if r is not None and r.epoch == epoch else 0
 
     def refutes_mine(self, record: Record, older: Record | None) -> bool:
         """Whether ``record`` refutes this peer's declaration of its author: its process, at
@@ -202,19 +207,20 @@ class Membership:
         with self._lock:
             return {p: r.stamp for p, r in self.records.items()}
 
-    def digest_json(self) -> str:
-        """The digest as sent (made again only after the records changed)."""
+    def digest_and_hash(self) -> tuple[str, str]:
+        """The digest as sent, and its hash (two peers with equal hashes hold the same
+        records), of one moment; made again only after the records changed."""
         with self._lock:
             if self._digest is None:
                 text = json.dumps({p: self.records[p].stamp for p in sorted(self.records)})
                 self._digest = (text, hashlib.blake2b(text.encode(), digest_size=12).hexdigest())
-            return self._digest[0]
+            return self._digest
+
+    def digest_json(self) -> str:
+        return self.digest_and_hash()[0]
 
     def digest_hash(self) -> str:
-        """A hash of the digest: two peers with equal hashes hold the same records."""
-        self.digest_json()
-        with self._lock:
-            return self._digest[1] if self._digest is not None else ""
+        return self.digest_and_hash()[1]
 
     def missing_for(self, digest_text: str) -> list[Record]:
         """What a heartbeat's digest lacks: ``missing``, or nothing when it came as a hash equal

@@ -34,9 +34,9 @@ def test_a_record_changes_version_only_when_its_content_does_and_urgently_only_f
     assert busier.version == 1 and not urgent  # (usage, and a neighbour heard, follow by anti-entropy)
     cut, urgent = _author(m, now=4.0, hears={"C"}, usage={"load": 0.5})
     assert cut.version == 2 and urgent
-    declared, urgent = _author(m, now=5.0, hears={"C"}, down={"B": "b1"}, usage={"load": 0.5})
+    declared, urgent = _author(m, now=5.0, hears={"C"}, down={"B": ("b1", 0)}, usage={"load": 0.5})
     assert urgent and declared.concerns(cut) == {"A", "B", "C"}
-    waits, urgent = _author(m, now=6.0, hears={"C"}, down={"B": "b1"}, usage={"load": 0.5}, waiting={"alerts"})
+    waits, urgent = _author(m, now=6.0, hears={"C"}, down={"B": ("b1", 0)}, usage={"load": 0.5}, waiting={"alerts"})
     assert urgent and Record.from_json(waits.to_json()) == waits
     restarted = Record("A", "e2", 20.0, 0, 20.0)
     assert restarted.urgent_change(waits)
@@ -102,7 +102,7 @@ def test_a_peer_declared_down_while_running_refutes_and_only_a_newer_declaration
     x, y, far = (Membership(p, f"e{p}", 0.0) for p in ("X", "Y", "F"))
     _author(x, hears={"Y"})
     y.merge([x.own()])
-    _author(y, now=2.0, down={"X": "eX"})  # (Y's heartbeats to X go unanswered: X is slow, not dead)
+    _author(y, now=2.0, down={"X": ("eX", y.alive_of("X", "eX"))})  # (Y's heartbeats to X go unanswered: slow)
     assert y.own().down == {"X": ("eX", 0)}
     far.merge([x.own(), y.own()])
     assert far.verdict("X").up is False
@@ -113,12 +113,13 @@ def test_a_peer_declared_down_while_running_refutes_and_only_a_newer_declaration
     far.merge([refuted])
     assert far.verdict("X").up is True  # Y's declaration was of alive 0: refuted
     y.merge([refuted])
-    _author(y, now=4.0, down={})  # (Y learns X is alive: it withdraws, ``Heartbeats._take``)
-    _author(y, now=5.0, down={"X": "eX"})  # X silent again, to everyone: now at its count
+    assert y.refutes_mine(refuted, None)
+    _author(y, now=5.0, down={"X": ("eX", y.alive_of("X", "eX"))})  # nobody reaches X still: at its count
     far.merge([y.own()])
     assert y.own().down == {"X": ("eX", 1)} and far.verdict("X").up is False
     assert Record.from_json(y.own().to_json()) == y.own()
-    assert Record.from_json({**y.own().to_json(), "down": {"X": "eX"}}).down == {"X": ("eX", 0)}  # (an older peer's)
+    old_peer = {**y.own().to_json(), "down_alive": {}}  # (a peer of before refutation: epochs alone)
+    assert Record.from_json(old_peer).down == {"X": ("eX", 0)}
 
 
 def test_a_slow_super_peer_asks_for_more_misses_before_declaring_a_neighbour_down() -> None:
