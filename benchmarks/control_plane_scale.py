@@ -164,6 +164,7 @@ def plot(results: dict[str, list[dict]], path: Path) -> None:
             axes[1].plot(n, [r["registration"]["near"]["median_ms"] for r in rows], "s--", label=f"{tree}: 2 hops")
         axes[2].plot(n, [r["failure_detection"]["peer_down_at_far_corner_s"] or float("nan") for r in rows],
                      "o-", label=tree)
+    axes[1].set_yscale("log")  # (a baseline that collapses would flatten the others)
     for ax, title in zip(axes, ["idle CPU per super-peer (% of a core)", "registration, median (ms)",
                                 "crash detected at the far corner (s)"]):
         ax.set_title(title)

@@ -126,10 +126,12 @@ class SubnetView:
 
 def whole_copies(view: PlanningView, original: NetworkStream) -> list[NetworkStream]:
     """The original and the running streams that carry it whole (copies without operators:
-    relays, and data shipping's copies), in a fixed order."""
+    relays, and data shipping's copies) that the view offers for reuse — not those a planner
+    set aside (a subscription's own, planning its move) — in a fixed order."""
     return sorted((s for s in view.streams.values()
                    if s.input == original.input and s.properties == original.properties
-                   and s.kind == original.kind and not s.operators and not s.past),
+                   and s.kind == original.kind and not s.operators and not s.past
+                   and (s.original or any(s.id in g for g in view.groups_at(s.origin, s.input).values()))),
                   key=lambda s: (not s.original, s.id))
 
 
@@ -143,8 +145,8 @@ class SubnetPlanner:
     is removed along its route when the last of them ends. The plan is priced over the whole
     view (the relay's links included), so admission sees everything it takes."""
 
-    def __init__(self, view: PlanningView, subnets: Subnets, widening: bool = False) -> None:
-        self.view, self.subnets, self.widening = view, subnets, widening
+    def __init__(self, view: PlanningView, subnets: Subnets) -> None:
+        self.view, self.subnets = view, subnets
         self.whole = Planner(view)
 
     def subscribe(self, subscription: str, properties: Properties, target: str,
@@ -155,6 +157,10 @@ class SubnetPlanner:
         relays: dict[str, NetworkStream] = {}
         inside = self.inside(target, properties, relays)
         plan = inside.subscribe(subscription, properties, target, strategy, approximate, coarsest)
+        if len([p for p in plan.parts if p.reused in relays]) > len(relays):
+            # (a join of a stream with itself, both inputs from a new relay: one plan cannot
+            # install a stream twice — planned over the whole network, as without subnets)
+            return self.whole.subscribe(subscription, properties, target, strategy, approximate, coarsest)
         parts = iter([_with_relay(p, relays) for p in plan.parts])  # (one per input, in order)
         planned = properties if plan.sample == 1 else with_sample(properties, plan.sample)
         priced = self.whole.plan(subscription, planned, target, strategy,
@@ -166,10 +172,13 @@ class SubnetPlanner:
                relays: dict[str, NetworkStream] | None = None) -> Planner:
         """SUBSCRIBE's planner over ``target``'s subnet: each input enters by a stream already
         carrying it in, else by a new relay, added to ``relays`` (without ``relays``, none is
-        made: re-optimisation moves a running subscription onto what runs)."""
+        made: re-optimisation moves a running subscription onto what runs). No widening: a
+        stream that enters from outside is seen clipped, and could not be widened whole."""
         subnet = self.subnets.by_id[self.subnets.of[target]]
         entries: dict[InputStream, tuple[str, str]] = {}
         for inp in properties.inputs:
+            if inp.input in entries:
+                continue  # (a stream joined with itself enters once)
             try:
                 original = self.view.original(inp.input)
             except KeyError:
@@ -181,8 +190,17 @@ class SubnetPlanner:
                 entry = (relay.id, relay.route[-1])
             if entry is not None:
                 entries[inp.input] = entry
-        return Planner(SubnetView(self.view, subnet, self.subnets.backbone_of(subnet.id), entries, relays),
-                       widening=self.widening)
+        return Planner(SubnetView(self.view, subnet, self._backbone(subnet), entries, relays))
+
+    def _backbone(self, subnet: Subnet) -> Backbone:
+        """The subnet's peers and links, routed around what the view's backbone routes around
+        (a re-optimisation while peers or links are down)."""
+        inside, whole = self.subnets.backbone_of(subnet.id), self.view.backbone
+        if whole is self.subnets.backbone:
+            return inside
+        down = [p for p in subnet.peers if p not in whole.graph]
+        cut = [k for k in inside.links if not whole.graph.has_edge(*k)]
+        return inside.routing_around(down, cut) if down or cut else inside
 
     def install(self, plan: Plan) -> None:
         """Into the view itself (the simulator's ``NetworkState``; a super-peer installs in two phases)."""

@@ -15,6 +15,7 @@ from sharing.backbone import Backbone
 from sharing.properties import InputStream
 from sharing.scenarios import paper_example_backbone
 from sharing.stream_table import NetworkStream
+from sharing.subnets import Subnets
 from wxquery.operators.count_alignment import Anchor
 from superpeer.control.peer_link import STATISTICS, Aligned, Committed, Reserved, Waiting, copy_stream
 from superpeer.errors import NodeError
@@ -201,12 +202,13 @@ class DirectSender:
         self.network.peers[self.neighbour].data.transfer(stream, [], False, self.sender, watermark=(path, value))
 
 
-def in_process_peer(peer: str, network: FakeNetwork, retention: int = 100_000) -> Node:
+def in_process_peer(peer: str, network: FakeNetwork, retention: int = 100_000,
+                    subnets: Subnets | None = None) -> Node:
     """A peer as the daemon builds it, on the fake transport, started; routes are cut before a
     removal returns, and subscriptions are re-optimised only when a test runs a round
     (``node.reoptimiser.round``): deterministic tests."""
     addresses = {p: f"in-process:{p}" for p in network.backbone.peers}  # (no socket: for status only)
-    node = Node(peer, Topology(network.backbone, addresses),
+    node = Node(peer, Topology(network.backbone, addresses, subnets=subnets),
                 NodeSettings(retention=retention, cut_routes_in_background=False,
                              reoptimisation=ReoptimisationSettings(enabled=False, adaptive=False)),
                 transport=FakeTransport(peer, network))
@@ -215,10 +217,12 @@ def in_process_peer(peer: str, network: FakeNetwork, retention: int = 100_000) -
     return node
 
 
-def in_process_network(backbone: Backbone | None = None) -> FakeNetwork:
+def in_process_network(backbone: Backbone | None = None, subnets: list[dict] | None = None) -> FakeNetwork:
+    """``subnets``: as a topology file's ``[[subnet]]`` tables."""
     network = FakeNetwork(backbone or paper_example_backbone())
+    declared = Subnets.from_mapping(network.backbone, subnets) if subnets else None
     for peer in network.backbone.peers:
-        network.peers[peer] = in_process_peer(peer, network)
+        network.peers[peer] = in_process_peer(peer, network, subnets=declared)
     return network
 
 

@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Callable
 
 from sharing.analysis import analyze
+from sharing.backbone import TopologyError
 from sharing.estimates import samplable
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
 from sharing.subnets import Subnets
@@ -386,10 +387,10 @@ class ControlPlane:
                     if record.from_start else
                     planner.subscribe(sid, properties, self.state.id, record.strategy,
                                       approximate=record.approximate, coarsest=record.min_rate))
-        except RegistrationError as exc:
-            raise NodeError("NOT_FOUND", str(exc)) from None
-        except KeyError as exc:
-            raise NodeError("NOT_FOUND", str(exc).strip("'\"")) from None
+        except (RegistrationError, KeyError) as exc:  # (a KeyError's str() quotes its message)
+            raise NodeError("NOT_FOUND", str(exc.args[0]) if exc.args else str(exc)) from None
+        except TopologyError as exc:  # (no way into its subnet from where the stream flows)
+            raise NodeError("UNAVAILABLE", str(exc)) from None
 
     def take_inputs(self, record: SubscriptionRecord, plan: Plan) -> dict[str, int]:
         """Deliver the plan's result streams to the subscription here, before anything is

@@ -237,8 +237,8 @@ def settled_view(state: PeerState, view: RemotePlanningView) -> RemotePlanningVi
 
 def planner_for(view: RemotePlanningView, subnets: Subnets | None, widening: bool = False) -> Planner | SubnetPlanner:
     """SUBSCRIBE over the view: inside the subscriber's subnet when the topology declares
-    subnets (``sharing.subnet_planning``: an original of another subnet enters by a relay),
-    else over the whole backbone."""
+    subnets (``sharing.subnet_planning``: an original of another subnet enters by a relay; no
+    widening there), else over the whole backbone."""
     if subnets is None:
         return Planner(view.snapshot, widening=widening)
-    return SubnetPlanner(view.snapshot, subnets, widening)
+    return SubnetPlanner(view.snapshot, subnets)

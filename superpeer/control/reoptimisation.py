@@ -239,11 +239,11 @@ class Reoptimiser:
         streams = dict(view.snapshot.streams)  # (before its own streams are taken out)
         without(view.snapshot, {**own_streams(streams, sid), **around_failures(view.snapshot, self.recovery.detector)})
         new_id = f"{sid}~{secrets.token_hex(3)}"
-        subnets = self.control.subnets  # (inside its subnet, onto what runs: no new relay)
-        planner = (Planner(view.snapshot) if subnets is None  # (no widening: a running one only follows one)
-                   else SubnetPlanner(view.snapshot, subnets).inside(state.id, props))
+        planner = Planner(view.snapshot)  # (no widening: a running subscription only follows one)
+        subnets = self.control.subnets  # (candidates inside its subnet, onto what runs: no new relay)
+        inside = planner if subnets is None else SubnetPlanner(view.snapshot, subnets).inside(state.id, props)
         try:
-            plan = planner.subscribe(new_id, props, state.id, Strategy.SHARING)
+            plan = inside.subscribe(new_id, props, state.id, Strategy.SHARING)
         except (RegistrationError, TopologyError, KeyError) as exc:
             record.reoptimisation = f"no plan now: {exc}"
             return None
@@ -252,8 +252,8 @@ class Reoptimiser:
         # peer — SUBSCRIBE prices only the two copies of equal streams nearest the target,
         # and a copy of the raw stream the subscription itself brought near hides it)
         inp = props.inputs[0]
-        plan.parts[0].alternatives.append(planner.query_shipping_part(inp, planner.state.original(inp.input),
-                                                                      state.id))
+        plan.parts[0].alternatives.append(inside.query_shipping_part(inp, inside.state.original(inp.input),
+                                                                     state.id))
         move = choose(planner, plan.parts[0], old_stream, sid, self.settings.margin, streams, FOLLOW,
                       avoid=record.held_off())
         part, old_cost, new_cost = move.part, move.running.marginal, move.best.marginal

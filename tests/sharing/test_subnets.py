@@ -122,3 +122,72 @@ def test_cli_reports_subnets_against_the_flat_plans(tmp_path):
     assert report["subnets_against_flat"]["traffic"] > 0
     bad = subprocess.run(cmd[:-4] + ["--subnets", "0"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert bad.returncode != 0 and "cannot cut 60 super-peers into 0 subnets" in bad.stderr
+
+
+SELF_JOIN = """<pairs>{ for $p in stream("photons")/photons/photon
+    for $q in stream("photons")/photons/photon
+    where $q/det_time > $p/det_time + 0 and $q/det_time <= $p/det_time + 0.3 and $p/en > 1.5 and $q/en > 1.5
+    return <pair>{ $p/det_time }{ $q/det_time }</pair> }</pairs>"""
+
+
+def _line_network():
+    from sharing.analysis import analyze
+    from sharing.network_state import NetworkState
+    from sharing.properties import InputStream
+    from sharing.matching import raw_properties
+    from sharing.statistics import StreamStatistics
+    from sharing.subnet_planning import SubnetPlanner
+
+    backbone = line(4)
+    state = NetworkState(backbone)
+    inp = InputStream("photons", ("photons", "photon"))
+    state.register_original(inp, "SP0", raw_properties(inp), StreamStatistics(frequency=100))
+    subnets = Subnets.from_mapping(backbone, [{"id": "west", "peers": ["SP0", "SP1"]},
+                                              {"id": "east", "peers": ["SP2", "SP3"]}])
+    return state, subnets, SubnetPlanner(state, subnets), analyze
+
+
+def test_a_self_join_from_another_subnet_installs_each_stream_once_and_leaves_nothing_behind():
+    state, subnets, planner, analyze = _line_network()
+    plan = planner.subscribe("j", analyze(SELF_JOIN).properties, "SP3")
+    assert plan.admitted
+    ids = [s.id for p in plan.parts for s in p.new_streams]
+    assert len(ids) == len(set(ids))  # (one relay installed twice would count its links twice)
+    planner.install(plan)
+    planner.whole.unsubscribe("j")
+    assert not any(state.link_used.values()), state.link_used
+
+
+def test_a_relay_set_aside_by_the_view_is_not_an_entry():
+    state, subnets, planner, analyze = _line_network()
+    first = planner.subscribe("a", analyze(
+        '<r>{ for $p in stream("photons")/photons/photon where $p/en >= 2 return $p/en }</r>').properties, "SP3")
+    planner.install(first)
+    relay = first.parts[0].new_streams[0]
+    assert is_relay(relay, subnets)
+    east = subnets.by_id["east"]
+    assert planner.entry(east, state.original(relay.input)) == (relay.id, "SP2")
+    for key in list(state._tables):  # (as re-optimisation plans a move: its own streams left out)
+        state._tables[key] = {props: {sid: s for sid, s in group.items() if sid != relay.id}
+                              for props, group in state._tables[key].items()}
+    assert planner.entry(east, state.original(relay.input)) is None
+
+
+def test_inside_a_subnet_routes_avoid_what_the_view_routes_around():
+    from sharing.analysis import analyze
+    from sharing.matching import raw_properties
+    from sharing.network_state import NetworkState
+    from sharing.properties import InputStream
+    from sharing.statistics import StreamStatistics
+    from sharing.subnet_planning import SubnetPlanner
+
+    backbone = grid_backbone(3)  # SP0 … SP8, SP4 the centre
+    state = NetworkState(backbone)
+    inp = InputStream("photons", ("photons", "photon"))
+    state.register_original(inp, "SP1", raw_properties(inp), StreamStatistics(frequency=100))
+    subnets = Subnets.from_mapping(backbone, [{"id": "all", "peers": sorted(backbone.peers)}])
+    props = analyze('<r>{ for $p in stream("photons")/photons/photon where $p/en >= 2 return $p/en }</r>').properties
+    assert "SP4" in SubnetPlanner(state, subnets).subscribe("a", props, "SP7").parts[0].route
+    state.backbone = backbone.routing_around(["SP4"])  # (as re-optimisation plans while SP4 is down)
+    part = SubnetPlanner(state, subnets).inside("SP7", props).subscribe("b", props, "SP7").parts[0]
+    assert "SP4" not in part.route and part.route[-1] == "SP7", part.route

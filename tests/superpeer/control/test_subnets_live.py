@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from superpeer_fakes import buffered_results, in_process_network
 
 from photons.generator import generate
-from sharing.backbone import TopologyError
+from sharing.backbone import Backbone, Link, Peer, TopologyError
 from superpeer.recovery.failure_detector import HeartbeatSettings
 from superpeer.rpc.server import start_superpeer
 from superpeer.topology import load_topology
@@ -118,3 +119,28 @@ def test_a_bad_subnet_is_refused_with_the_file_and_line(tmp_path: Path, subnets:
     with pytest.raises(TopologyError) as refused:
         load_topology(path)
     assert words in str(refused.value) and str(path) in str(refused.value)
+
+
+def test_re_optimisation_keeps_a_subscription_inside_its_subnet(tmp_path: Path) -> None:
+    line = Backbone([Peer(f"SP{i}") for i in range(4)], [Link(f"SP{i}", f"SP{i + 1}", 1e8) for i in range(3)])
+    net = in_process_network(line, [{"id": "west", "peers": ["SP0", "SP1"]},
+                                       {"id": "east", "peers": ["SP2", "SP3"]}])
+    try:
+        net.peers["SP0"].control.register_stream("photons", "photons", "photon", rate=100)
+        photons = list(generate(200, seed=5))
+        net.peers["SP0"].data.publish("photons", [p.to_xml() for p in photons[:100]])
+        sp3 = net.peers["SP3"]
+        wide = sp3.control.subscribe(QUERY.format(1))
+        narrow = sp3.control.subscribe(QUERY.format(2))
+        sp3.reoptimiser.round("test")  # priced over the whole view, candidates inside the subnet
+        for record in (wide, narrow):
+            assert record.reoptimisation.startswith(("kept", "re-planned")), record.reoptimisation
+            for part in record.plan.parts:
+                assert not {"SP0", "SP1"} & {p for s in part.new_streams[1:] for p in s.route}
+        net.peers["SP0"].data.publish("photons", [p.to_xml() for p in photons[100:]])
+        net.peers["SP0"].data.close_stream("photons")
+        got = [float(x.split(">")[1].split("<")[0]) for x in buffered_results(narrow)]
+        assert got == [round(p.en, 4) for p in photons[100:] if round(p.en, 4) >= 2]
+    finally:
+        for node in net.peers.values():
+            node.stop()
