@@ -48,6 +48,13 @@ def test_the_shipped_topologies_load(name: str) -> None:
     assert load_topology(str(shipped_topology(name))).backbone.links
 
 
+def test_the_shipped_grid_in_subnets_has_two_halves_joined_by_their_border() -> None:
+    subnets = load_topology(str(shipped_topology("grid-4x4-subnets"))).subnets
+    assert subnets is not None and sorted(subnets.by_id) == ["east", "west"]
+    assert subnets.by_id["west"].gateways == {"SP1", "SP5", "SP9", "SP13"}
+    assert subnets.summary()["links_between_subnets"] == 4
+
+
 def test_a_good_file_loads_with_its_values(tmp_path: Path) -> None:
     topology = load_topology(write(tmp_path, GOOD))
     assert topology.backbone.peers["A"].load_capacity == 2.0 and topology.backbone.peers["B"].pindex == 1.5
