@@ -73,6 +73,7 @@ class PlanPart:
     reason: str = ""
     alternatives: list["PlanPart"] = field(default_factory=list, repr=False)  # priced, not chosen
     widened: str = ""  # the running stream this part widens (``widening``): its consumers follow
+    relayed: str = ""  # the subnet its first new stream brings the original into (``subnet_planning``)
 
     def summary(self) -> dict:
         """What a person comparing plans needs: where, which route, what it costs, why not."""
@@ -94,6 +95,7 @@ class PlanPart:
             "delivered_stream": self.result_stream,
             "match": self.reason,
             "widened": self.widened,
+            "relayed": self.relayed,
             "cost": round(self.cost, 6),
             "alternatives": [a.summary() for a in sorted(self.alternatives, key=lambda a: a.cost)[:MAX_ALTERNATIVES]],
         }
@@ -107,6 +109,10 @@ class PlanPart:
         elif self.widened:
             source = (f"widened {self.widened} (as {self.new_streams[0].id}, from {self.reused} at "
                       f"{self.reuse_peer}; its consumers move onto it)")
+        elif self.relayed:
+            relay = self.new_streams[0]
+            source = (f"reuse stream {self.reused} at {self.reuse_peer}, relayed whole into subnet "
+                      f"{self.relayed} at {relay.route[-1]} (as {relay.id})")
         else:
             source = f"reuse stream {self.reused} at {self.reuse_peer}"
         return f"{name}: {source}; {ops} at {self.operator_peer}; route {'→'.join(self.route)}"

@@ -161,7 +161,7 @@ class SubnetPlanner:
             # (a join of a stream with itself, both inputs from a new relay: one plan cannot
             # install a stream twice — planned over the whole network, as without subnets)
             return self.whole.subscribe(subscription, properties, target, strategy, approximate, coarsest)
-        parts = iter([_with_relay(p, relays) for p in plan.parts])  # (one per input, in order)
+        parts = iter([_with_relay(p, relays, sid) for p in plan.parts])  # (one per input, in order)
         planned = properties if plan.sample == 1 else with_sample(properties, plan.sample)
         priced = self.whole.plan(subscription, planned, target, strategy,
                                  lambda inp, original, t: self.whole.finish(next(parts)))
@@ -229,7 +229,7 @@ class SubnetPlanner:
         return self.whole.new_stream(parent.properties, parent.kind, path[0], parent, (), tuple(path))
 
 
-def _with_relay(part: PlanPart, relays: Mapping[str, NetworkStream]) -> PlanPart:
+def _with_relay(part: PlanPart, relays: Mapping[str, NetworkStream], subnet: str) -> PlanPart:
     """``part`` with the relay it starts from (if it is one not installed yet) as its first
     new stream: reused at the relay's parent, its route the relay's and then the part's."""
     relay = relays.get(part.reused)
@@ -238,7 +238,7 @@ def _with_relay(part: PlanPart, relays: Mapping[str, NetworkStream]) -> PlanPart
     return dataclasses.replace(part, reused=relay.parent or "", reuse_peer=relay.origin,
                                route=relay.route + part.route[1:], new_streams=[relay, *part.new_streams],
                                result_stream=part.result_stream if part.new_streams else relay.id,
-                               usage=relay.usage.merge(part.usage))
+                               usage=relay.usage.merge(part.usage), relayed=subnet)
 
 
 def nearest(backbone: Backbone, sources: Mapping[str, object], targets: frozenset[str]) -> list[str]:

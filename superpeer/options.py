@@ -10,7 +10,7 @@ import argparse
 
 from streamglobe.units import parse_duration, parse_item_rate, parse_milliseconds, parse_size
 
-TOPOLOGY_HELP = "a topology TOML file, or a shipped one by name (paper-example, grid-4x4)"
+TOPOLOGY_HELP = "a topology TOML file, or a shipped one by name (paper-example, grid-4x4, grid-4x4-subnets)"
 # spark_options' keys as ``superpeer serve`` flags (``warm`` False: --spark-cold-start)
 SERVE_FLAGS = {"master": "--spark-master", "trigger_ms": "--trigger-ms", "lateness": "--lateness",
                "feed_host": "--spark-feed-host", "cores": "--spark-cores", "backlog": "--spark-backlog"}

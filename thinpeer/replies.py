@@ -107,13 +107,15 @@ class PlanPart:
     delivered_stream: str
     match: str
     cost: float
+    relayed: str = ""  # the subnet its first new stream brings the original into (a relay), if any
 
     @classmethod
     def from_json(cls, part: dict) -> PlanPart:
         return cls(part.get("input", ""), part.get("reused_stream", ""), part.get("reuse_peer", ""),
                    part.get("operator_peer", ""), tuple(part.get("operators", ())),
                    tuple(part.get("route", ())), tuple(part.get("new_streams", ())),
-                   part.get("delivered_stream", ""), part.get("match", ""), float(part.get("cost", 0.0)))
+                   part.get("delivered_stream", ""), part.get("match", ""), float(part.get("cost", 0.0)),
+                   part.get("relayed", ""))
 
 
 @dataclass(frozen=True)

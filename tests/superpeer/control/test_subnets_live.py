@@ -72,9 +72,10 @@ def test_subscriptions_are_planned_in_their_subnet_and_share_one_relay(tmp_path:
         part = first.plan.parts[0]  # the original relayed whole to the gateway, filtered inside the subnet
         assert part.reused_stream == "photons" and part.route[:3] == ("SP0", "SP1", "SP2"), part
         assert part.operator_peer in {"SP2", "SP3"} and len(part.new_streams) >= 2, part
+        assert part.relayed == "east" and "relayed whole into subnet east at SP2" in first.description
         second = clients["SP2"].subscribe(QUERY.format(3))
         other = second.plan.parts[0]  # (it derives from the relay, inside its subnet)
-        assert second.plan.admitted and other.reused_stream in part.new_streams, other
+        assert second.plan.admitted and other.reused_stream in part.new_streams and not other.relayed, other
         assert set(other.route) <= {"SP2", "SP3"} and other.reuse_peer in {"SP2", "SP3"}, other
         tail = photons[100:]
         clients["SP0"].publish("photons", [p.to_xml() for p in tail])
