@@ -137,7 +137,8 @@ def up(topology_path: str | Path, executor: str = "inline", state_dir: str | Pat
             if healthy(a, 0.2) or healthy(a, 0.2, credentials)]
     if busy:
         raise NetworkError(f"super-peers already answer at {', '.join(topology.addresses[p] for p in busy)}; "
-                           "stop them first (streamglobe network down)")
+                           "stop them first (streamglobe network down, with the --state-dir that "
+                           "network was started with, if any)")
     extra = serve_flags(spark)
     processes, commands = {}, {}
     for peer in topology.backbone.peers:
