@@ -298,10 +298,14 @@ class Heartbeats:
 
     def status(self) -> dict:
         """``status`` → ``membership``: the records held (of how many peers), this peer's own
-        version, the streams each peer's subscriptions wait for, and what a round asks (its
-        neighbours and one gossip partner)."""
+        version and alive count, the neighbours it declares down (at which count, and how often
+        they refuted), the streams each peer's subscriptions wait for, and what a round asks
+        (its neighbours and one gossip partner)."""
         own, peers = self.membership.own(), len(self.state.backbone.peers)
         return {"records": len(self.membership.records), "peers": peers,
                 "version": own.version if own is not None else None,
+                "alive": self.membership.alive,  # (declarations of this process it refuted)
+                "declared": {n: {"epoch": e, "alive": a, "refuted": self._refuted.get(n, 0)}
+                             for n, (e, a) in sorted(self._declared.items())},
                 "waiting": {p: list(r.waiting) for p, r in sorted(self.membership.records.items()) if r.waiting},
                 "asks_per_round": len(self.detector.neighbours) + (peers > 1 + len(self.detector.neighbours))}

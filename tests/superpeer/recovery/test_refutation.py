@@ -38,6 +38,8 @@ def test_a_running_peer_refutes_its_declaration_and_its_neighbour_withdraws_its_
         # again at its new count, which counts
         y.heartbeats.once()
         assert y.heartbeats.membership.own().down == {"SP1": (epoch, 1)}
+        assert y.heartbeats.status()["declared"] == {"SP1": {"epoch": epoch, "alive": 1, "refuted": 1}}
+        assert x.heartbeats.status()["alive"] == 1
         far.merge([y.heartbeats.membership.own()])
         assert far.verdict("SP1").up is False
     finally:
