@@ -32,7 +32,8 @@ from sharing.serialization import stream_from_json, stream_to_json
 
 from ..peer_state import PeerState
 from .failure_detector import FailureDetector
-from .membership import SAME, Answer, Gossip, Membership, Record, Silence, records_from_json, records_to_json
+from .membership import (SAME, Answer, Gossip, Membership, Record, Silence, records_from_json, records_to_json,
+                         settled_usage)
 
 log = logging.getLogger("streamglobe.superpeer")
 
@@ -179,7 +180,8 @@ class Heartbeats:
                 if self._declared.get(n, ("",))[0] != epoch:  # (at the count held when declared)
                     self._declared[n] = (epoch, self.membership.alive_of(n, epoch))
             _, urgent = self.membership.author(time.time(), self.detector.hearing(), dict(self._declared),
-                                               state.usage_report(), originals, pins, self.waited_for())
+                                               settled_usage(state.usage_report()), originals, pins,
+                                               self.waited_for())
         return urgent
 
     def changed(self) -> None:

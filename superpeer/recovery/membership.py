@@ -114,6 +114,28 @@ def _declarations(j: Mapping) -> dict[str, Declared]:
     return {str(k): (str(v), int(alive.get(k, 0))) for k, v in dict(j.get("down", {})).items()}
 
 
+MEASURED = ("measured_links", "measured_load")  # a usage report's measured rates: noisy
+FIGURES = 2  # significant figures of a measured rate in a record
+
+
+def settled_usage(usage: Mapping) -> dict:
+    """A usage report as a record carries it: the measured rates to ``FIGURES`` significant
+    figures. They move a little every round on a busy peer; at full precision every record
+    would change every round, and every digest with it (anti-entropy then sends whole digests,
+    O(N), all the time). A planner that needs a peer's exact usage asks the peer (its lookup
+    answers with its report as it is)."""
+    out = dict(usage)
+    if isinstance(out.get("measured_load"), (int, float)):
+        out["measured_load"] = _figures(out["measured_load"])
+    if isinstance(out.get("measured_links"), Mapping):
+        out["measured_links"] = {n: _figures(b) for n, b in out["measured_links"].items()}
+    return out
+
+
+def _figures(x: float) -> float:
+    return float(f"{x:.{FIGURES}g}")
+
+
 def records_to_json(records: Iterable[Record]) -> str:
     return json.dumps([r.to_json() for r in records])
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from superpeer.recovery.failure_detector import FailureDetector, HeartbeatSettings
-from superpeer.recovery.membership import (MAX_RECORDS, SAME, Membership, Record, digest_from_json, records_from_json,
+from superpeer.recovery.membership import (MAX_RECORDS, SAME, settled_usage, Membership, Record, digest_from_json, records_from_json,
                                            records_to_json)
 
 
@@ -209,3 +209,15 @@ def test_every_peer_finds_the_same_homes_and_a_new_peer_takes_over_few_names() -
     after = {n: homes(n, [*peers, "SP36"]) for n in names}
     moved = sum(before[n] != after[n] for n in names)
     assert 0 < moved < 0.2 * len(names)  # (about 3 in 37 of the names)
+
+
+def test_measured_rates_that_wobble_do_not_make_a_new_record_each_round() -> None:
+    m = Membership("A", "eA", 0.0)
+    busy = {"version": 3, "measured_links": {"B": 812_345.6}, "measured_load": 0.123456}
+    first, _ = _author(m, usage=settled_usage(busy))
+    assert first.usage["measured_links"] == {"B": 810_000.0} and first.usage["measured_load"] == 0.12
+    wobble = {**busy, "measured_links": {"B": 809_871.2}, "measured_load": 0.12111}
+    assert _author(m, now=2.0, usage=settled_usage(wobble))[0] is first  # (the digest stays: a hash goes)
+    doubled = {**busy, "measured_links": {"B": 1_624_000.0}}
+    assert _author(m, now=3.0, usage=settled_usage(doubled))[0].version == 1
+    assert settled_usage({"version": 4}) == {"version": 4}
