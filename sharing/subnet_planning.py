@@ -124,6 +124,12 @@ class SubnetView:
         return route[start:end]
 
 
+def planner_within(view: PlanningView, subnets: Subnets | None, target: str, properties: Properties) -> Planner:
+    """The planner that offers a running subscription at ``target`` its candidate moves: over
+    the whole view, or inside its subnet onto what runs there (it makes no relay)."""
+    return Planner(view) if subnets is None else SubnetPlanner(view, subnets).inside(target, properties)
+
+
 def whole_copies(view: PlanningView, original: NetworkStream) -> list[NetworkStream]:
     """The original and the running streams that carry it whole (copies without operators:
     relays, and data shipping's copies) that the view offers for reuse — not those a planner

@@ -43,9 +43,9 @@ from itertools import pairwise
 from sharing.backbone import TopologyError
 from sharing.estimates import samplable, with_sample
 from sharing.matching import match_properties
-from sharing.planner import Planner, RegistrationError
+from sharing.planner import RegistrationError
 from sharing.reoptimisation import base, own_streams, without
-from sharing.subnet_planning import SubnetPlanner
+from sharing.subnet_planning import planner_within
 
 from ..subscriptions.record import SubscriptionRecord
 from .remote_view import fetch_planning_view
@@ -177,9 +177,7 @@ class AdaptiveSampling:
         view = fetch_planning_view(state, self.control.link, props, self.control.new_stream_id, scoped=True)
         without(view.snapshot, own_streams(dict(view.snapshot.streams), sid))
         try:
-            subnets = self.control.subnets  # (inside its subnet, onto what runs: as a re-optimisation)
-            planner = Planner(view.snapshot) if subnets is None else SubnetPlanner(view.snapshot, subnets).inside(
-                state.id, props)
+            planner = planner_within(view.snapshot, self.control.subnets, state.id, props)  # (as a re-optimisation)
             plan = planner.subscribe(f"{sid}~{secrets.token_hex(3)}", props, state.id)
         except (RegistrationError, TopologyError, KeyError) as exc:
             record.reoptimisation = f"no plan on a 1/{rate} sample now: {exc}"

@@ -58,7 +58,7 @@ from ..recovery.route_health import data_paths
 from .peer_link import PeerLink, Reserved, Waiting
 from ..subscriptions.approximation import CONFIDENCE, beyond_bound, check_bounds
 from ..subscriptions.record import SubscriptionRecord, past_of, past_progress
-from ..subscriptions.results import ResultBuffer
+from ..subscriptions.results import ResultBuffer, subscription_buffer
 from ..subscriptions.runtime import SubscriptionRuntime
 from .announcements import announce_to, everyone_else, homes, missing_streams
 from .participant import CONFLICT
@@ -239,12 +239,7 @@ class ControlPlane:
         return record
 
     def result_buffer(self, sid: str, analysis) -> ResultBuffer:
-        """A subscription's results, stored as they come when this peer is durable."""
-        buffer = ResultBuffer(self.retention, analysis.query.root_name or "results",
-                              self.state.limits.max_read_bytes)
-        if self.state.store.durable:
-            buffer.store, buffer.sid = self.state.store, sid
-        return buffer
+        return subscription_buffer(self.retention, analysis, self.state.limits.max_read_bytes, self.state.store, sid)
 
     def ready_waiting(self, older_than: float | None = None) -> list[SubscriptionRecord]:
         """Waiting subscriptions whose streams are now all registered, oldest first."""

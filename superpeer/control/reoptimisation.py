@@ -45,7 +45,7 @@ from sharing.planner import Plan, Planner, RegistrationError, Strategy
 from sharing.properties import Properties
 from sharing.reoptimisation import choose, follow_gain, own_streams, without
 from sharing.stream_table import lineage
-from sharing.subnet_planning import SubnetPlanner
+from sharing.subnet_planning import planner_within
 
 from ..errors import NodeError, as_node_error
 from ..recovery.replanning import Recovery
@@ -239,9 +239,8 @@ class Reoptimiser:
         streams = dict(view.snapshot.streams)  # (before its own streams are taken out)
         without(view.snapshot, {**own_streams(streams, sid), **around_failures(view.snapshot, self.recovery.detector)})
         new_id = f"{sid}~{secrets.token_hex(3)}"
-        planner = Planner(view.snapshot)  # (no widening: a running subscription only follows one)
-        subnets = self.control.subnets  # (candidates inside its subnet, onto what runs: no new relay)
-        inside = planner if subnets is None else SubnetPlanner(view.snapshot, subnets).inside(state.id, props)
+        planner, subnets = Planner(view.snapshot), self.control.subnets  # (no widening: it only follows one)
+        inside = planner if subnets is None else planner_within(view.snapshot, subnets, state.id, props)  # (candidates)
         try:
             plan = inside.subscribe(new_id, props, state.id, Strategy.SHARING)
         except (RegistrationError, TopologyError, KeyError) as exc:

@@ -267,3 +267,12 @@ class _Releases:
 
 
 RELEASES = _Releases()
+
+
+def subscription_buffer(retention: int, analysis, max_read_bytes: int, store, sid: str) -> ResultBuffer:
+    """A subscription's results (under its query's root element), stored as they come in
+    ``store`` when that is durable."""
+    buffer = ResultBuffer(retention, analysis.query.root_name or "results", max_read_bytes)
+    if store.durable:
+        buffer.store, buffer.sid = store, sid
+    return buffer
