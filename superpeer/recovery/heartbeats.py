@@ -303,6 +303,10 @@ class Heartbeats:
         version and alive count, the neighbours it declares down (at which count, and how often
         they refuted), the streams each peer's subscriptions wait for, and what a round asks
         (its neighbours and one gossip partner)."""
+        with self._lock:  # (the round and the answers to others change what it reads)
+            return self._status()
+
+    def _status(self) -> dict:
         own, peers = self.membership.own(), len(self.state.backbone.peers)
         return {"records": len(self.membership.records), "peers": peers,
                 "version": own.version if own is not None else None,
