@@ -124,10 +124,19 @@ class SubnetView:
         return route[start:end]
 
 
-def planner_within(view: PlanningView, subnets: Subnets | None, target: str, properties: Properties) -> Planner:
-    """The planner that offers a running subscription at ``target`` its candidate moves: over
-    the whole view, or inside its subnet onto what runs there (it makes no relay)."""
-    return Planner(view) if subnets is None else SubnetPlanner(view, subnets).inside(target, properties)
+def planner_within(view: PlanningView, subnets: Subnets | None, target: str, properties: Properties,
+                   or_whole: bool = False) -> Planner:
+    """The planner that offers a running subscription at ``target`` its candidate moves: inside
+    its subnet onto what runs there (it makes no relay), or over the whole view without subnets.
+    ``or_whole``: over the whole view too when an input does not enter the subnet by a stream
+    it may move onto — the only reader of a relay, which the view sets aside as its own (a
+    sample that must change under pressure; a re-optimisation keeps such a plan instead)."""
+    if subnets is not None:
+        inside = SubnetPlanner(view, subnets).inside(target, properties)
+        if not or_whole or all(inp.input in inside.state.entries  # type: ignore[attr-defined]
+                               for inp in properties.inputs):
+            return inside
+    return Planner(view)
 
 
 def whole_copies(view: PlanningView, original: NetworkStream) -> list[NetworkStream]:
@@ -167,7 +176,7 @@ class SubnetPlanner:
             # (a join of a stream with itself, both inputs from a new relay: one plan cannot
             # install a stream twice — planned over the whole network, as without subnets)
             return self.whole.subscribe(subscription, properties, target, strategy, approximate, coarsest)
-        parts = iter([_with_relay(p, relays, sid) for p in plan.parts])  # (one per input, in order)
+        parts = iter([self._relayed(p, relays, sid) for p in plan.parts])  # (one per input, in order)
         planned = properties if plan.sample == 1 else with_sample(properties, plan.sample)
         priced = self.whole.plan(subscription, planned, target, strategy,
                                  lambda inp, original, t: self.whole.finish(next(parts)))
@@ -207,6 +216,12 @@ class SubnetPlanner:
         down = [p for p in subnet.peers if p not in whole.graph]
         cut = [k for k in inside.links if not whole.graph.has_edge(*k)]
         return inside.routing_around(down, cut) if down or cut else inside
+
+    def _relayed(self, part: PlanPart, relays: Mapping[str, NetworkStream], subnet: str) -> PlanPart:
+        """``part`` and the alternatives it priced, each with the relay it starts from (if not
+        installed yet), priced over the whole view."""
+        alternatives = [self.whole.finish(_with_relay(a, relays, subnet)) for a in part.alternatives]
+        return dataclasses.replace(_with_relay(part, relays, subnet), alternatives=alternatives)
 
     def install(self, plan: Plan) -> None:
         """Into the view itself (the simulator's ``NetworkState``; a super-peer installs in two phases)."""

@@ -177,7 +177,7 @@ class AdaptiveSampling:
         view = fetch_planning_view(state, self.control.link, props, self.control.new_stream_id, scoped=True)
         without(view.snapshot, own_streams(dict(view.snapshot.streams), sid))
         try:
-            planner = planner_within(view.snapshot, self.control.subnets, state.id, props)  # (as a re-optimisation)
+            planner = planner_within(view.snapshot, self.control.subnets, state.id, props, or_whole=True)
             plan = planner.subscribe(f"{sid}~{secrets.token_hex(3)}", props, state.id)
         except (RegistrationError, TopologyError, KeyError) as exc:
             record.reoptimisation = f"no plan on a 1/{rate} sample now: {exc}"

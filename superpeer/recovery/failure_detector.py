@@ -100,6 +100,8 @@ class FailureDetector:
             if h.incarnation:
                 h.restarts += 1
                 log.warning("%s: %s has restarted", self.me, peer)
+                if h.up is False and peer in self.neighbours:  # (a new process: judged afresh,
+                    h.up, h.misses, h.relayed = None, 0, False  # not declared down unasked)
             h.incarnation = incarnation
 
     def reported(self, peer: str, hears: frozenset[str], incarnation: str) -> None:

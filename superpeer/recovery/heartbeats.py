@@ -205,7 +205,8 @@ class Heartbeats:
         for n in sorted(detector.neighbours):
             h = detector.peers.get(n)
             if h is not None and h.up:
-                self._refuted.pop(n, None)
+                with self._lock:
+                    self._refuted.pop(n, None)
             if h is None or h.up is not False or detector.heard_by_others(n):
                 self._since_relay.pop(n, None)
                 continue
@@ -248,6 +249,9 @@ class Heartbeats:
                             state.heard_of[s.id] = time.time()
             if record.urgent_change(old):
                 urgent.append(record)
+            if old is not None and record.epoch != old.epoch:  # (a new process: its own count)
+                self._refuted.pop(record.peer, None)
+                self._since_relay.pop(record.peer, None)
             if record.peer in detector.neighbours and self.membership.refutes_mine(record, old):
                 # (it ran after the declaration, but may have crashed since: the next indirect
                 # probe decides, and declares it again at its new count if nobody reaches it)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import random
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -114,13 +115,12 @@ def _declarations(j: Mapping) -> dict[str, Declared]:
     return {str(k): (str(v), int(alive.get(k, 0))) for k, v in dict(j.get("down", {})).items()}
 
 
-MEASURED = ("measured_links", "measured_load")  # a usage report's measured rates: noisy
-FIGURES = 2  # significant figures of a measured rate in a record
+FIGURES = 2  # significant figures of a measured rate in a record (rounded up)
 
 
 def settled_usage(usage: Mapping) -> dict:
-    """A usage report as a record carries it: the measured rates to ``FIGURES`` significant
-    figures. They move a little every round on a busy peer; at full precision every record
+    """A usage report as a record carries it: the measured rates rounded up to ``FIGURES``
+    significant figures. They move a little every round on a busy peer; at full precision every record
     would change every round, and every digest with it (anti-entropy then sends whole digests,
     O(N), all the time). A planner that needs a peer's exact usage asks the peer (its lookup
     answers with its report as it is)."""
@@ -133,7 +133,12 @@ def settled_usage(usage: Mapping) -> dict:
 
 
 def _figures(x: float) -> float:
-    return float(f"{x:.{FIGURES}g}")
+    """``x`` rounded up to ``FIGURES`` significant figures (a rate read from a record is never
+    below the one measured: admission holds a link to it)."""
+    if not x > 0 or not math.isfinite(x):
+        return x
+    step = 10 ** (math.floor(math.log10(x)) - FIGURES + 1)
+    return float(f"{math.ceil(x / step - 1e-9) * step:.{FIGURES + 1}g}")
 
 
 def records_to_json(records: Iterable[Record]) -> str:
@@ -210,9 +215,10 @@ class Membership:
         a higher alive count than declared (or than ``older``'s, not declared yet)."""
         own = self.records.get(self.me)
         declared = own.down.get(record.peer) if own is not None else None
-        if declared is not None:
-            return declared[0] in ("", record.epoch) and record.alive > declared[1]
-        return record.alive > (older.alive if older is not None and older.epoch == record.epoch else 0)
+        rose = record.alive > (older.alive if older is not None and older.epoch == record.epoch else 0)
+        if declared is not None:  # (a rise past the count declared: not each later version of it)
+            return rose and declared[0] in ("", record.epoch) and record.alive > declared[1]
+        return rose
 
     def refute(self, records: Iterable[Record]) -> bool:
         """Whether any of ``records`` declares this process down at its present alive count:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sharing.backbone import Backbone, Link, Peer, TopologyError
-from sharing.planner import Strategy
+from sharing.planner import RegistrationError, Strategy
 from sharing.scenarios import SCENARIOS, grid_backbone, random_backbone
 from sharing.simulator import Simulation, simulate
 from sharing.subnet_planning import is_relay
@@ -191,3 +191,20 @@ def test_inside_a_subnet_routes_avoid_what_the_view_routes_around():
     state.backbone = backbone.routing_around(["SP4"])  # (as re-optimisation plans while SP4 is down)
     part = SubnetPlanner(state, subnets).inside("SP7", props).subscribe("b", props, "SP7").parts[0]
     assert "SP4" not in part.route and part.route[-1] == "SP7", part.route
+
+
+def test_the_only_reader_of_a_relay_may_change_its_sample_over_the_whole_network():
+    from sharing.estimates import with_sample
+    from sharing.reoptimisation import own_streams
+    from sharing.subnet_planning import planner_within
+
+    state, subnets, planner, analyze = _line_network()
+    props = analyze('<r>{ for $p in stream("photons")/photons/photon where $p/en >= 2 return $p/en }</r>').properties
+    planner.install(planner.subscribe("a", props, "SP3"))
+    mine = own_streams(state.streams, "a")  # (the relay among them: set aside, as a move plans)
+    for key in list(state._tables):
+        state._tables[key] = {p: {sid: s for sid, s in g.items() if sid not in mine} for p, g in state._tables[key].items()}
+    with pytest.raises(RegistrationError, match="has not entered subnet east"):
+        planner_within(state, subnets, "SP3", props).subscribe("a~1", props, "SP3")  # (a move: kept)
+    sampled = with_sample(props, 2)
+    assert planner_within(state, subnets, "SP3", sampled, or_whole=True).subscribe("a~2", sampled, "SP3").admitted

@@ -215,8 +215,8 @@ def test_measured_rates_that_wobble_do_not_make_a_new_record_each_round() -> Non
     m = Membership("A", "eA", 0.0)
     busy = {"version": 3, "measured_links": {"B": 812_345.6}, "measured_load": 0.123456}
     first, _ = _author(m, usage=settled_usage(busy))
-    assert first.usage["measured_links"] == {"B": 810_000.0} and first.usage["measured_load"] == 0.12
-    wobble = {**busy, "measured_links": {"B": 809_871.2}, "measured_load": 0.12111}
+    assert first.usage["measured_links"] == {"B": 820_000.0} and first.usage["measured_load"] == 0.13  # (up)
+    wobble = {**busy, "measured_links": {"B": 815_871.2}, "measured_load": 0.12111}
     assert _author(m, now=2.0, usage=settled_usage(wobble))[0] is first  # (the digest stays: a hash goes)
     doubled = {**busy, "measured_links": {"B": 1_624_000.0}}
     assert _author(m, now=3.0, usage=settled_usage(doubled))[0].version == 1

@@ -4,6 +4,7 @@ wire would carry it."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from superpeer_fakes import in_process_network
@@ -31,6 +32,9 @@ def test_a_running_peer_refutes_its_declaration_and_its_neighbour_withdraws_its_
         y.heartbeats.changed()
         assert y.heartbeats.membership.own().down == {"SP1": (epoch, 0)}
         y.heartbeats.reply(Gossip("SP1", records=records_to_json([refuted])))
+        later = dataclasses.replace(refuted, version=refuted.version + 1, usage={"version": 9})
+        y.heartbeats.reply(Gossip("SP1", records=records_to_json([later])))  # (no new refutation)
+        refuted = later
         far = Membership("F", "eF", 0.0)
         far.merge([refuted, y.heartbeats.membership.own()])
         assert far.verdict("SP1").up is True
@@ -42,6 +46,25 @@ def test_a_running_peer_refutes_its_declaration_and_its_neighbour_withdraws_its_
         assert x.heartbeats.status()["alive"] == 1
         far.merge([y.heartbeats.membership.own()])
         assert far.verdict("SP1").up is False
+    finally:
+        for node in net.peers.values():
+            node.stop()
+
+
+def test_a_neighbour_declared_down_that_restarts_is_judged_afresh() -> None:
+    net = in_process_network()
+    try:
+        y = net.peers["SP5"]
+        detector = y.transport.detector
+        detector.heard("SP1", 0.0, incarnation="old process")
+        for t in range(1, 4):
+            detector.missed("SP1", float(t), "UNAVAILABLE")
+        y.heartbeats.changed()
+        assert y.heartbeats.membership.own().down == {"SP1": ("old process", 0)}
+        # the new process's record comes (its own heartbeat to SP5, before SP5 asked it)
+        y.heartbeats.reply(Gossip("SP1", records=records_to_json([Record("SP1", "new process", 9.0, 0, 9.0)])))
+        y.heartbeats.changed()
+        assert detector.peer_state("SP1") == "unknown" and y.heartbeats.membership.own().down == {}
     finally:
         for node in net.peers.values():
             node.stop()
