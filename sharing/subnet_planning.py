@@ -198,9 +198,10 @@ class SubnetPlanner:
                 original = self.view.original(inp.input)
             except KeyError:
                 continue  # (unknown: SUBSCRIBE says so)
-            entry = self.entry(subnet, original)
+            copies = whole_copies(self.view, original)
+            entry = self.entry(subnet, original, copies)
             if entry is None and relays is not None:
-                relay = self.relay(subnet, original)
+                relay = self.relay(subnet, original, copies)
                 relays[relay.id] = relay
                 entry = (relay.id, relay.route[-1])
             if entry is not None:
@@ -232,17 +233,22 @@ class SubnetPlanner:
         subnets, as a recovery does."""
         return self.whole.replay_plan(*args, **kwargs)
 
-    def entry(self, subnet: Subnet, original: NetworkStream) -> tuple[str, str] | None:
-        """(a stream carrying ``original`` whole into ``subnet``, the peer where it enters)."""
-        for s in whole_copies(self.view, original):
+    def entry(self, subnet: Subnet, original: NetworkStream,
+              copies: list[NetworkStream] | None = None) -> tuple[str, str] | None:
+        """(a stream carrying ``original`` whole into ``subnet``, the peer where it enters).
+        ``copies``: its ``whole_copies``, if the caller has them."""
+        for s in whole_copies(self.view, original) if copies is None else copies:
             peer = next((p for p in s.route if p in subnet.peers), None)
             if peer is not None:
                 return s.id, peer
         return None
 
-    def relay(self, subnet: Subnet, original: NetworkStream) -> NetworkStream:
+    def relay(self, subnet: Subnet, original: NetworkStream,
+              copies: list[NetworkStream] | None = None) -> NetworkStream:
+        """A new relay of ``original`` from the nearest peer carrying it whole (of ``copies``,
+        its ``whole_copies``) to the nearest gateway of ``subnet``."""
         carriers: dict[str, NetworkStream] = {}
-        for s in whole_copies(self.view, original):
+        for s in whole_copies(self.view, original) if copies is None else copies:
             for p in s.route:
                 carriers.setdefault(p, s)
         path = nearest(self.view.backbone, carriers, subnet.gateways)

@@ -14,9 +14,10 @@ probe target, so that news crosses the network in O(log N) rounds rather than it
 Each heartbeat carries the sender's **digest** (peer -> stamp of the record it holds) and the
 answer the records the digest lacks: push-pull anti-entropy, with nothing to send while nothing
 changes. Two peers whose digests agreed at their last exchange send each other only its hash:
-a message does not grow with the network while nothing changes. A change that failure handling waits for (the process, whom it hears, whom it declared
-down, its originals) is pushed at once to a few peers, and a peer that learns it from a push
-passes it on once (infection-style): it crosses the network in O(log N) hops.
+a message does not grow with the network while nothing changes. A change that failure
+handling waits for (the process, whom it hears, whom it declared down, its originals) is
+pushed at once to a few peers, and a peer that learns it from a push passes it on once
+(infection-style): it crosses the network in O(log N) hops.
 
 A peer's state as seen from afar is the **verdict** of its records: down when a peer that
 watches it declared it down (no answer directly, nor through others: ``FailureDetector``) and
