@@ -151,7 +151,8 @@ class Reoptimiser:
             records = sorted(self.control.subscriptions.values(), key=lambda r: r.registered_at)
             for gone in self.planned.keys() - self.control.subscriptions.keys():
                 del self.planned[gone]
-        self.control.state.staying = staying_here(self.control.state.id, records, True, self.synchronous)
+        self.control.state.staying = staying_here(self.control.state.id, records, True, self.synchronous,
+                                                  self.settings.cooldown_s)
         for record in records:
             if self._stopped:
                 return

@@ -31,14 +31,29 @@ def stays(record: SubscriptionRecord, synchronous: bool) -> str:
     return ""
 
 
-def staying_here(peer: str, records: Iterable[SubscriptionRecord], moves: bool, synchronous: bool) -> frozenset[str]:
+def staying_here(peer: str, records: Iterable[SubscriptionRecord], moves: bool, synchronous: bool,
+                 cooldown_s: float | None = None, now: float | None = None) -> frozenset[str]:
     """What a peer tells the others stays: its id if nothing moves there (``moves``: its
     re-optimisation is on), else the subscriptions that stay — for now, those over the past
-    not seen caught up yet too (``replaying_its_past``: they cannot follow a move yet)."""
+    not seen caught up yet too (``replaying_its_past``: they cannot follow a move yet), and
+    those that damping holds for more than a cool-down yet (``held_back``)."""
     if not (moves and synchronous):
         return frozenset({peer})
+    now = time.time() if now is None else now
     return frozenset(r.runtime.id for r in records
-                     if stays(r, synchronous) or (r.from_start and not r.caught_up))
+                     if stays(r, synchronous) or (r.from_start and not r.caught_up)
+                     or (cooldown_s is not None and held_back(r, cooldown_s, now)))
+
+
+def held_back(record: SubscriptionRecord, cooldown_s: float, now: float) -> bool:
+    """Whether damping keeps this subscription from moving for more than one more cool-down.
+    Another peer's look-ahead credits a move with what the followers save by moving next; a
+    follower that moved often lately waits up to 16 cool-downs, so the credited move happened
+    and the saving did not (the misses of ``benchmarks/sharing_over_time.py``: a subscription
+    took a stream of its own for its followers' sake, and they stayed). Reported as staying,
+    it is credited with nothing until its wait is nearly over."""
+    wait, _ = cool_down(record, cooldown_s, now)
+    return wait > cooldown_s and record.last_replan + wait - now > cooldown_s
 
 
 def replaying_its_past(record: SubscriptionRecord, reached: Mapping[str, int]) -> str:

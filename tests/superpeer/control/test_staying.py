@@ -83,3 +83,20 @@ def test_a_peer_whose_re_optimisation_is_off_moves_nothing_and_says_so():
         assert node.state.usage_report()["staying"] == ["SP3"]
     finally:
         node.stop()
+
+
+def test_a_subscription_damping_holds_back_is_reported_as_staying_until_its_wait_nearly_ends(net):
+    """A follower that moved often lately waits several cool-downs: another peer's look-ahead
+    must not credit a move with what it would save by following (it would not follow)."""
+    from superpeer.control.staying import held_back, staying_here
+
+    sp7 = net.peers["SP7"]
+    record = sp7.control.subscribe(NARROW[0])
+    cooldown, now = 10.0, 1_000.0
+    ids = lambda: staying_here("SP7", [record], True, True, cooldown, now)  # noqa: E731
+    record.moves, record.last_replan = [now - 1], now - 1  # (moved once: one cool-down, as before)
+    assert not held_back(record, cooldown, now) and ids() == frozenset()
+    record.moves = [now - 60, now - 30, now - 1]  # (three moves: the wait doubled twice, 40 s)
+    assert held_back(record, cooldown, now) and ids() == {record.runtime.id}
+    assert not held_back(record, cooldown, now + 30)  # (its last cool-down: it may follow soon)
+    assert staying_here("SP7", [record], True, True) == frozenset()  # (no cool-down given: not looked at)
