@@ -8,9 +8,12 @@ The paper example in containers (``deploy up --insecure``), SP4–SP5 shaped to 
 stream published at SP4 with rates stepping 0.3, 0.6, 1, 1.5, 2, 3, 2, 1.5, 1, 0.6, 0.3 × the
 link's rate (in photons per second), ``--step-s`` each, then 0.3 × for ``--tail-s`` (the samples
 come back up); an exact subscription to the whole
-stream at SP1 (its route crosses SP4→SP5) and the paper's Query 1 at SP7, and two approximate
-subscriptions at SP1 (``--min-rate 1/8``): the photons' energies item by item, and counts per
-20 s window with their intervals. Sampled every half second: the rate the publisher offered and
+stream at SP1 (its route crosses SP4→SP5) and the paper's Query 1 at SP7. A second stream,
+``survey``, is published at SP4 beside it at a steady ``SURVEY`` × the link's rate; two
+approximate subscriptions at SP1 (``--min-rate 1/8``) read it: its bright photons item by item
+(a stream of their own over the link: lowering their sample relieves it), and counts per 20 s
+window with their intervals (computed at SP4, only their records cross the link: a coarser
+sample would relieve nothing, so they stay whole). Sampled every half second: the rate the publisher offered and
 the rate it got, the bytes SP4 holds for SP5, SP4's resident memory, whether it holds the
 publisher back, the approximate subscriptions' sample rates and the width of the last window's
 count interval. At the end the exact subscriptions' results are compared with the reference
@@ -42,7 +45,8 @@ CLI = [sys.executable, "-m", "thinpeer.cli"]
 PROJECT = "sgoverload"
 RAMP = (0.3, 0.6, 1.0, 1.5, 2.0, 3.0, 2.0, 1.5, 1.0, 0.6, 0.3)
 WHOLE = '<all>{ for $p in stream("%s")/photons/photon return $p }</all>'
-ENERGIES = '<e>{ for $p in stream("%s")/photons/photon return <en>{ $p/en }</en> }</e>'
+BRIGHT = '<b>{ for $p in stream("%s")/photons/photon where $p/en >= 0.3 return $p }</b>'
+SURVEY = 0.4  # the survey stream's rate, a share of the link's
 COUNTS = """<c>{ for $w in stream("%s")/photons/photon |det_time diff 20 step 20|
     return <n>{ count($w/en) }</n> }</c>"""
 UNBOUNDED = "1GiB"  # the link buffer of the baseline: nothing ever waits (the old behaviour)
@@ -81,13 +85,20 @@ def run(addresses: dict[str, str], link_bits: float, step_s: float, tail_s: floa
     photons = [p.to_xml() for p in generate(total, seed=17)]
     sp4.register_stream(stream, "photons", "photon", rate=capacity)
     sp4.publish(stream, photons[:200])
+    sp4.register_stream("survey", "photons", "photon", rate=SURVEY * capacity)
+    survey = [p.to_xml() for p in generate(int(SURVEY * capacity * 10), seed=18)]
+    sp4.publish("survey", survey[:200])
     exact = sp1.subscribe(WHOLE % stream).id
     vela = sp7.subscribe(example_query("q1").replace('"photons"', f'"{stream}"')).id
-    approximate = {name: sp1.subscribe(query % stream, approximate=True, min_rate=8).id
-                   for name, query in (("energies", ENERGIES), ("counts", COUNTS))}
+    approximate = {name: sp1.subscribe(query % "survey", approximate=True, min_rate=8).id
+                   for name, query in (("bright", BRIGHT), ("counts", COUNTS))}
     samples: list[dict] = []
     offered = {"rate": 0.0}
     stop = threading.Event()
+
+    def steady() -> None:  # (the survey, beside the ramp: held back with it when the link is full)
+        while not stop.is_set():
+            sp4.publish("survey", survey, rate=SURVEY * capacity)
 
     def sample() -> None:
         start = time.monotonic()
@@ -109,6 +120,8 @@ def run(addresses: dict[str, str], link_bits: float, step_s: float, tail_s: floa
 
     watcher = threading.Thread(target=sample, daemon=True)
     watcher.start()
+    surveyor = threading.Thread(target=steady, daemon=True)
+    surveyor.start()
     at, held_back_s, peak_over = 200, 0.0, 0.0
     for k, factor in enumerate(RAMP):
         if k and RAMP[k - 1] == max(RAMP):
@@ -124,11 +137,13 @@ def run(addresses: dict[str, str], link_bits: float, step_s: float, tail_s: floa
     got_vela = [item for _, item, _ in sp7.results(vela, idle_timeout=300)]
     stop.set()
     watcher.join()
+    surveyor.join(120)
     expected_vela = reference_results(example_query("q1"), photons[200:at])
     lowest = {n: max(s["samples"][n] for s in samples) for n in approximate}
     back = {n: next((s["t"] - peak_over for s in samples if s["t"] >= peak_over and s["samples"][n] == 1), None)
             for n in approximate}
     link = sp4.status()["links"]["SP4->SP5"]
+    subs_now = sp1.status()["subscriptions"]
     health = sp1.status()["subscriptions"][exact]["health"]
     return {"mode": label, "replans": health.get("replans", 0), "last_failure": health.get("last_failure"), "link_bits_per_s": link_bits, "photons": at - 200, "capacity_items_per_s": capacity,
             "exact_lost_or_extra": abs(len(got) - (at - 200)) + sum(a != b for a, b in zip(got, photons[200:at])),
@@ -136,6 +151,8 @@ def run(addresses: dict[str, str], link_bits: float, step_s: float, tail_s: floa
             "dropped": link["dropped"], "held_back_s": round(held_back_s, 2),
             "peak_rss_bytes": max((s["rss_bytes"] or 0) for s in samples) if samples else None,
             "coarsest_sample": lowest, "whole_again_after_peak_s": back,
+            "kept_whole_why": {n: (subs_now[sid].get("approximate") or {}).get("sampling", "")
+                               for n, sid in approximate.items()},
             "samples": samples}
 
 
@@ -158,7 +175,7 @@ def plot(results: list[dict], path: Path) -> None:
                 axes[3].step(t, [1 / s["samples"][name] for s in r["samples"]], where="post",
                              label=f"{r['mode']}: {name} (sample kept)")
             axes[4].step(t, [s["count_interval_width"] for s in r["samples"]], where="post",
-                         label=f"{r['mode']}: counts, the last window estimated on a sample")
+                         label=f"{r['mode']}: counts, the last window estimated on a sample (0: exact)")
     first = results[0]
     axes[0].plot([s["t"] for s in first["samples"]], [s["offered_items_per_s"] for s in first["samples"]],
                  "k:", label="offered")

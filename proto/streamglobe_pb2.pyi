@@ -370,6 +370,24 @@ class AlignCountReply(_message.Message):
     reason: str
     def __init__(self, aligned: _Optional[bool] = ..., later: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class ClaimLoweringRequest(_message.Message):
+    __slots__ = ("neighbour", "subscription", "priority")
+    NEIGHBOUR_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    neighbour: str
+    subscription: str
+    priority: float
+    def __init__(self, neighbour: _Optional[str] = ..., subscription: _Optional[str] = ..., priority: _Optional[float] = ...) -> None: ...
+
+class ClaimLoweringReply(_message.Message):
+    __slots__ = ("granted", "reason")
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    granted: bool
+    reason: str
+    def __init__(self, granted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
+
 class TransferRequest(_message.Message):
     __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender", "sender_epoch", "watermark_path", "origins", "numbered_by_origin", "payload", "lengths")
     STREAM_FIELD_NUMBER: _ClassVar[int]

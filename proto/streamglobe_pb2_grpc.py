@@ -479,6 +479,11 @@ class SuperPeerStub:
                 request_serializer=proto_dot_streamglobe__pb2.AlignCountRequest.SerializeToString,
                 response_deserializer=proto_dot_streamglobe__pb2.AlignCountReply.FromString,
                 _registered_method=True)
+        self.ClaimLowering = channel.unary_unary(
+                '/streamglobe.v1.SuperPeer/ClaimLowering',
+                request_serializer=proto_dot_streamglobe__pb2.ClaimLoweringRequest.SerializeToString,
+                response_deserializer=proto_dot_streamglobe__pb2.ClaimLoweringReply.FromString,
+                _registered_method=True)
         self.Transfer = channel.unary_unary(
                 '/streamglobe.v1.SuperPeer/Transfer',
                 request_serializer=proto_dot_streamglobe__pb2.TransferRequest.SerializeToString,
@@ -581,6 +586,14 @@ class SuperPeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ClaimLowering(self, request, context):
+        """Approximate subscriptions: may this one lower its sample for the link the callee sends on
+        to ``neighbour`` (``control.lowering_claims``)?
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Transfer(self, request, context):
         """Data plane: item batches along a stream's route, acknowledged.
         """
@@ -664,6 +677,11 @@ def add_SuperPeerServicer_to_server(servicer, server):
                     servicer.AlignCount,
                     request_deserializer=proto_dot_streamglobe__pb2.AlignCountRequest.FromString,
                     response_serializer=proto_dot_streamglobe__pb2.AlignCountReply.SerializeToString,
+            ),
+            'ClaimLowering': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClaimLowering,
+                    request_deserializer=proto_dot_streamglobe__pb2.ClaimLoweringRequest.FromString,
+                    response_serializer=proto_dot_streamglobe__pb2.ClaimLoweringReply.SerializeToString,
             ),
             'Transfer': grpc.unary_unary_rpc_method_handler(
                     servicer.Transfer,
@@ -1007,6 +1025,33 @@ class SuperPeer:
             '/streamglobe.v1.SuperPeer/AlignCount',
             proto_dot_streamglobe__pb2.AlignCountRequest.SerializeToString,
             proto_dot_streamglobe__pb2.AlignCountReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClaimLowering(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/streamglobe.v1.SuperPeer/ClaimLowering',
+            proto_dot_streamglobe__pb2.ClaimLoweringRequest.SerializeToString,
+            proto_dot_streamglobe__pb2.ClaimLoweringReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -40,6 +40,7 @@ from .control.adaptive_sampling import AdaptiveSampling
 from .control.announcements import waited_for
 from .control.control_plane import ControlPlane
 from .control.count_handover import align_here, anchor_here
+from .control.lowering_claims import Grant, LoweringClaims
 from .control.reoptimisation import Reoptimiser
 from .control.reoptimisation_settings import ReoptimisationSettings
 from .data.origins import Origins
@@ -162,6 +163,7 @@ class Node:
         self._drift_woken = 0.0
         self.reoptimiser = Reoptimiser(self.control, self.recovery, settings.reoptimisation,
                                        synchronous=self.executor.synchronous)
+        self.lowering = LoweringClaims(self.state.id)  # (the links sent on from here: who lowers first)
         self.adaptive = AdaptiveSampling(self.reoptimiser)
         self.reoptimiser.adapt = self.adaptive.round
         self.control.replanned = self.reoptimiser.wake  # (events that can change the best plans)
@@ -291,7 +293,8 @@ class Node:
     def status(self) -> dict:
         return {**report(self.state, self.topology, self.executor, self.control, self.data, self.retention,
                          self.transport, self.archiver),
-                "reoptimisation": {**self.reoptimiser.status(), "adaptive_sampling": self.adaptive.status()},
+                "reoptimisation": {**self.reoptimiser.status(), "adaptive_sampling": {
+                    **self.adaptive.status(), "lowering_claims": self.lowering.status()}},
                 "backpressure": self.pressure.status(), "membership": self.heartbeats.status()}
 
     # ------------------------------------------------------------------ super-peers (``PeerHandler``)
@@ -336,6 +339,15 @@ class Node:
     def align_count(self, stream: str, anchor: Anchor, caller: str | None = None) -> Aligned:
         peer_access.check_align(caller, stream)
         return align_here(self.state, self.executor, stream, anchor)
+
+    def claim_lowering(self, neighbour: str, subscription: str, priority: float,
+                       caller: str | None = None) -> Grant:
+        """May ``subscription`` lower its sample for the link from here to ``neighbour``?"""
+        peer_access.check_claim(caller, subscription)
+        if neighbour not in self.state.backbone.graph[self.state.id]:
+            raise NodeError("INVALID_ARGUMENT", f"{self.state.id} has no link to {neighbour!r}")
+        with self.state.lock:
+            return self.lowering.claim(neighbour, subscription, priority)
 
     def abort(self, txn: str, caller: str | None = None) -> bool:
         """Whether a replay ``txn`` held here had been let go before (``Participant.abort``)."""

@@ -182,6 +182,10 @@ class FakeTransport:
         h = self._handler("align_count", peer, stream, anchor)
         return None if h is None else h.align_count(stream, anchor)
 
+    def claim_lowering(self, peer: str, neighbour: str, subscription: str, priority: float):
+        h = self._handler("claim_lowering", peer, neighbour, subscription)
+        return None if h is None else h.claim_lowering(neighbour, subscription, priority)
+
 
 class DirectSender:
     """A forwarder that hands the batch to the neighbour's data plane at once (in order)."""

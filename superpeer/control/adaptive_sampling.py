@@ -23,14 +23,17 @@ super-peer keeps adapting R while it runs:
 * under pressure, at most one subscription of this super-peer is lowered per ``SETTLE_S`` (the
   measured rates need that long to show the change); once it is gone, every quiet one is raised,
   each at most every ``RAISE_EVERY_S``;
-* **fairly by weight**: under pressure the subscription keeping the largest share of its items
-  for its weight (1/R ÷ weight) is lowered first; when calm, the one keeping the smallest is
-  raised first.
+* **only where it relieves**: a lowering is taken only if its plan carries less over a pressured
+  link than the plan at the rate now, both priced on one view (``relieved``): window records
+  computed before the link, or a stream others read too, stay the same whatever the sample;
+* **fairly by weight, across super-peers**: the subscription keeping the largest share of its
+  items for its weight (1/R ÷ weight) is lowered first — here, and on the link: before lowering,
+  its super-peer claims the link from the peer that sends on it (``lowering_claims``), which
+  gives the turns to the highest claim; when calm, the one keeping the smallest is raised first.
 
 Every change is a plan-history entry (``sample``: "1/2 → 1/4", and the window or item it
 switched at). Back-pressure (``data.backpressure``) still holds publishers the moment a link is
-full; lowering the samples is what lets it let go, within seconds. What this does not do yet:
-coordinate between super-peers (each adapts its own subscriptions from the same measurements).
+full; lowering the samples is what lets it let go, within seconds.
 """
 
 from __future__ import annotations
@@ -38,12 +41,14 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+from dataclasses import dataclass
 from itertools import pairwise
 
 from sharing.backbone import TopologyError
 from sharing.estimates import samplable, with_sample
 from sharing.matching import match_properties
 from sharing.planner import RegistrationError
+from sharing.plans import PlanPart
 from sharing.reoptimisation import base, own_streams, without
 from sharing.subnet_planning import planner_within
 
@@ -59,6 +64,26 @@ CALM = 0.5  # … and at most this share on every link of its paths: a sample ma
 SETTLE_S = 4.0  # between two lowerings here (the measured rates are smoothed over rounds)
 RAISE_EVERY_S = 3.0  # between two raisings of one subscription
 QUIET_S = 5.0  # no pressure on its paths for this long before a sample is raised
+TRIES = 3  # subscriptions tried for one lowering in a round
+RELIEF = 0.9  # a lowering relieves a link if its plan carries at most this share of the plan now there
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """Why a subscription is lowered: its pressured links (``"A–B"``, the hottest first), and
+    its priority among the claims on them (``lowering_claims``)."""
+    links: tuple[str, ...]
+    priority: float
+
+
+def relieved(links: tuple[str, ...], now: PlanPart, lowered: PlanPart) -> list[str]:
+    """The links (of ``links``) a lowered plan carries less on than the plan at the rate now,
+    both priced alike on one view: a subscription whose window aggregates are computed before a
+    link sends the same records over it on any sample, and one that reads a stream others read
+    leaves it flowing — lowering either would cost precision and relieve nothing."""
+    def bits(part: PlanPart, link: str) -> float:
+        return part.usage.links.get(frozenset(link.split("–")), 0.0)
+    return [link for link in links if bits(lowered, link) < RELIEF * bits(now, link)]
 
 
 class AdaptiveSampling:
@@ -116,15 +141,19 @@ class AdaptiveSampling:
                 self.pressed_at[r.runtime.id] = now
             quiet = now - self.pressed_at.get(r.runtime.id, 0.0) >= QUIET_S
             if hot and r.sample * 2 <= r.min_rate:
+                hot.sort(key=lambda link: -used[link])
                 why = f"pressure on link {hot[0]} ({used[hot[0]]:.0%} of its bandwidth)"
-                lower.append((1 / (r.sample * r.weight), r, why))
+                lower.append((1 / (r.sample * r.weight), r, why, hot))
             elif r.sample > 1 and used and max(used.values()) <= CALM and quiet and not backing_off:
                 why = f"calm: its links at most {max(used.values()):.0%} of their bandwidth"
                 higher.append((1 / (r.sample * r.weight), r, why))
         if lower and now - self.last_change >= SETTLE_S:
-            _, record, why = max(lower, key=lambda c: c[0])
-            self._change(record, self.lowered_rate(record), why)
-            self.last_change = now
+            # (the largest share for its weight first; one that would relieve no pressured link,
+            # or whose link's sender gives another the turn, lets the next one try)
+            for priority, record, why, hot in sorted(lower, key=lambda c: (c[0], c[1].runtime.id), reverse=True)[:TRIES]:
+                if self._change(record, self.lowered_rate(record), why, Pressure(tuple(hot), priority)):
+                    self.last_change = now
+                    break
         elif not lower:
             for _, record, why in sorted(higher, key=lambda c: c[0]):  # (the pressure is gone: each goes up)
                 self._change(record, record.sample // 2, why)
@@ -151,27 +180,33 @@ class AdaptiveSampling:
                     return rate
         return steps[0]
 
-    def _change(self, record: SubscriptionRecord, rate: int, why: str) -> None:
+    def _change(self, record: SubscriptionRecord, rate: int, why: str, pressure: Pressure | None = None) -> bool:
+        """Move it onto a 1/``rate`` sample (lowered under ``pressure``, else raised); whether it moved."""
         record.resampled_at = time.monotonic()
         old = record.sample
         try:
             moved = False
             if rate > 2 * old:  # (onto a sample that flows: taken only if the plan reuses it)
-                moved = self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate} (shared)", shared=True)
+                moved = self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate} (shared)", shared=True,
+                                      pressure=pressure)
                 rate = rate if moved else 2 * old
-            moved = moved or self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate}")
+            moved = moved or self.resample(record, rate, f"{why}: sample 1/{old} → 1/{rate}", pressure=pressure)
         except Exception as exc:  # noqa: BLE001 - the others are still looked at
-            record.reoptimisation = f"not moved onto a 1/{rate} sample: {exc}"
+            record.sampling = f"not moved onto a 1/{rate} sample: {exc}"
             log.exception("moving %s onto a 1/%d sample failed", record.runtime.id, rate)
-            return
+            return False
         if moved:
             self.changes += 1
             log.warning("subscription %s moves from a 1/%d to a 1/%d sample (%s)", record.runtime.id, old, rate, why)
+        return moved
 
-    def resample(self, record: SubscriptionRecord, rate: int, why: str, shared: bool = False) -> bool:
+    def resample(self, record: SubscriptionRecord, rate: int, why: str, shared: bool = False,
+                 pressure: Pressure | None = None) -> bool:
         """Move the subscription onto a plan over a 1/``rate`` sample of its input, live like any
         move; False (``record.reoptimisation`` says why) if no such plan is admitted now — or,
-        ``shared``, if the plan does not reuse a running stream of that sample."""
+        ``shared``, if the plan does not reuse a running stream of that sample; or, lowered under
+        ``pressure``, if it would carry no less on any pressured link (``relieved``), or the link's
+        sender gives another subscription the turn (``lowering_claims``)."""
         reoptimiser, state, sid = self.reoptimiser, self.control.state, record.runtime.id
         props = with_sample(record.runtime.analysis.properties, rate)
         view = fetch_planning_view(state, self.control.link, props, self.control.new_stream_id, scoped=True)
@@ -180,7 +215,7 @@ class AdaptiveSampling:
             planner = planner_within(view.snapshot, self.control.subnets, state.id, props, or_whole=True)
             plan = planner.subscribe(f"{sid}~{secrets.token_hex(3)}", props, state.id)
         except (RegistrationError, TopologyError, KeyError) as exc:
-            record.reoptimisation = f"no plan on a 1/{rate} sample now: {exc}"
+            record.sampling = f"no plan on a 1/{rate} sample now: {exc}"
             return False
         variable, old_stream = next(iter(record.inputs.items()))
         old, part = state.table.get(old_stream), plan.parts[0]
@@ -190,10 +225,23 @@ class AdaptiveSampling:
         # admission holds the links to includes: lowering is taken over a link already full)
         if (not (plan.admitted or rate > record.sample) or old is None or entry is None
                 or entry.kind != old.kind or part.result_stream == old_stream):
-            record.reoptimisation = f"kept on a 1/{record.sample} sample: {plan.reason or 'no other plan'}"
+            record.sampling = f"kept on a 1/{record.sample} sample: {plan.reason or 'no other plan'}"
             return False
         if shared and not any(s.properties.sample == rate for s in view.lineage(part.reused)):
             return False
+        if pressure is not None:
+            now = planner.subscribe(f"{sid}~{secrets.token_hex(3)}", with_sample(record.runtime.analysis.properties,
+                                                                                 record.sample), state.id)
+            links = relieved(pressure.links, now.parts[0], part)
+            if not links:
+                record.sampling = (f"kept on a 1/{record.sample} sample: a 1/{rate} one would carry no less on "
+                                         f"link {pressure.links[0]} (only what it computes before the link is sampled)")
+                return False
+            a, b = links[0].split("–")
+            grant = self.control.link.claim_lowering(a, b, sid, pressure.priority)
+            if grant is not None and not grant.granted:
+                record.sampling = f"waits to lower its sample: {grant.reason}"
+                return False
         with self.control._installing:
             if reoptimiser.why_not(record, cooled=False, backoff=False) or record.inputs.get(variable) != old_stream:
                 return False

@@ -17,6 +17,8 @@ from sharing.serialization import stream_from_json, stream_to_json
 from sharing.stream_table import NetworkStream
 from wxquery.operators.count_alignment import Anchor
 
+from .lowering_claims import Grant
+
 
 @dataclass
 class Waiting:
@@ -107,6 +109,8 @@ class PeerHandler(Protocol):
 
     def align_count(self, stream: str, anchor: Anchor) -> Aligned: ...
 
+    def claim_lowering(self, neighbour: str, subscription: str, priority: float) -> Grant: ...
+
 
 STATISTICS = "statistics"  # (a lookup answer's usage: the original's statistics, when asked for)
 
@@ -161,6 +165,10 @@ class PeerLink(Protocol):
     def align_count(self, peer: str, stream: str, anchor: Anchor) -> Aligned | None:
         """The held count window computing ``stream`` at ``peer`` aligned (None: unreachable; a
         refusal, such as a peer that did not plan it asking, raises ``NodeError``)."""
+
+    def claim_lowering(self, peer: str, neighbour: str, subscription: str, priority: float) -> Grant | None:
+        """May ``subscription`` lower its sample for the link ``peer`` sends on to ``neighbour``
+        (``lowering_claims``; None: ``peer`` did not answer)?"""
 
 
 def copy_stream(s: NetworkStream) -> NetworkStream:

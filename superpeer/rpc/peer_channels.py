@@ -28,6 +28,7 @@ from sharing.serialization import stream_from_json, stream_to_json
 from sharing.stream_table import NetworkStream
 from wxquery.operators.count_alignment import Anchor
 
+from ..control.lowering_claims import Grant
 from ..control.peer_link import (
     Aligned,
     Committed,
@@ -302,6 +303,12 @@ class GrpcPeerChannels:
         request = pb.AlignCountRequest(stream=stream, origin=anchor.origin, ordinal=anchor.ordinal)
         return self._call(peer, "AlignCount", request, lambda r: Aligned(r.aligned, r.later, r.reason),
                           required=False, refusals=True)  # (a refusal fails the move: asking again would not help)
+
+    def claim_lowering(self, peer: str, neighbour: str, subscription: str, priority: float) -> Grant | None:
+        if peer == self.id:
+            return self.local.claim_lowering(neighbour, subscription, priority)
+        request = pb.ClaimLoweringRequest(neighbour=neighbour, subscription=subscription, priority=priority)
+        return self._call(peer, "ClaimLowering", request, lambda r: Grant(r.granted, r.reason), required=False)
 
     # ------------------------------------------------------------------ heartbeats
 

@@ -252,6 +252,12 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
 
     @_handled
     @_peers_only
+    def ClaimLowering(self, request, context, caller):
+        got = self.node.claim_lowering(request.neighbour, request.subscription, request.priority, caller)
+        return pb.ClaimLoweringReply(granted=got.granted, reason=got.reason)
+
+    @_handled
+    @_peers_only
     def Transfer(self, request, context, caller):
         held = self.node.room_for(request.stream, _answer_by(context))
         if held:

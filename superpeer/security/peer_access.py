@@ -95,6 +95,13 @@ def check_align(caller: str | None, stream: str) -> None:
                                                    f"streams ({caller}.…)")
 
 
+def check_claim(caller: str | None, subscription: str) -> None:
+    """A peer claims a link's lowering only for its own subscriptions (``control.lowering_claims``)."""
+    if caller is not None and owner_of(subscription) != caller:
+        raise deny(caller, f"ClaimLowering {subscription}", f"{caller} may claim only for its own "
+                                                            f"subscriptions ({caller}-…)")
+
+
 def check_truncate(caller: str | None, stream: str, route: tuple[str, ...] | None, last: str) -> None:
     """A peer cuts a stream's route only back to the peer before it (``route``: the stream's as
     this peer has it, None if it has none)."""

@@ -73,6 +73,7 @@ class SubscriptionRecord:
     left_hold_until: float = 0.0
     left_again: int = 0  # how many times in a row it left the same streams so
     reoptimisation: str = ""
+    sampling: str = ""  # what adaptive sampling last decided for it, if approximate (``adaptive_sampling``)
 
     def leave_for_followers(self, streams: frozenset[str], seconds: float) -> None:
         """Its move left ``streams`` for what the others save by following: it does not take
@@ -145,7 +146,8 @@ class SubscriptionRecord:
                 "plan_history": self.plan_history, "reoptimisation": self.reoptimisation,
                 "intervals": self.runtime.estimates.status() if self.runtime.estimates else None,
                 **({"joins": [j.status() for j in self.runtime.joins]} if self.runtime.joins else {}),
-                **({"approximate": {"min_rate": self.min_rate, "weight": self.weight}} if self.approximate else {}),
+                **({"approximate": {"min_rate": self.min_rate, "weight": self.weight, "sampling": self.sampling}}
+                   if self.approximate else {}),
                 **self.runtime.buffer.status()}
 
 

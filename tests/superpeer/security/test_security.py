@@ -153,6 +153,12 @@ def test_the_whole_attack_list_is_refused_and_the_genuine_subscription_still_ser
             grpc.StatusCode.PERMISSION_DENIED, "its own")
     refused(lambda: net.backbone("SP1", wrong).Truncate(pb.TruncateRequest(stream=stream.id, peer=stream.route[0])),
             grpc.StatusCode.PERMISSION_DENIED, "not on the route")
+    neighbour = next(iter(net.topology.backbone.graph["SP1"]))
+    refused(lambda: net.backbone("SP1", wrong).ClaimLowering(pb.ClaimLoweringRequest(  # (another's subscription)
+        neighbour=neighbour, subscription=sid, priority=1e9), timeout=5), grpc.StatusCode.PERMISSION_DENIED, "its own")
+    refused(lambda: net.backbone("SP1", wrong).ClaimLowering(pb.ClaimLoweringRequest(
+        neighbour="nowhere", subscription=f"{wrong}-feedbeef", priority=1.0), timeout=5),
+        grpc.StatusCode.INVALID_ARGUMENT, "no link")
 
     # -- plans: loop-free routes on links, no forged originals, leases
     part = {"subscription": "SP7-feedbeef", "target": "SP7", "version": None}
