@@ -11,9 +11,9 @@ come back up); an exact subscription to the whole
 stream at SP1 (its route crosses SP4→SP5) and the paper's Query 1 at SP7. A second stream,
 ``survey``, is published at SP4 beside it at a steady ``SURVEY`` × the link's rate; two
 approximate subscriptions at SP1 (``--min-rate 1/8``) read it: its bright photons item by item
-(a stream of their own over the link: lowering their sample relieves it), and counts per 20 s
-window with their intervals (computed at SP4, only their records cross the link: a coarser
-sample would relieve nothing, so they stay whole). Sampled every half second: the rate the publisher offered and
+(a stream of their own over the link), and their counts per 20 s window with intervals, computed
+at SP1 from that stream. Lowering either alone would relieve nothing (the stream flows for the
+other): the first goes onto a sample of its own before the link, the second joins it. Sampled every half second: the rate the publisher offered and
 the rate it got, the bytes SP4 holds for SP5, SP4's resident memory, whether it holds the
 publisher back, the approximate subscriptions' sample rates and the width of the last window's
 count interval. At the end the exact subscriptions' results are compared with the reference
@@ -47,7 +47,7 @@ RAMP = (0.3, 0.6, 1.0, 1.5, 2.0, 3.0, 2.0, 1.5, 1.0, 0.6, 0.3)
 WHOLE = '<all>{ for $p in stream("%s")/photons/photon return $p }</all>'
 BRIGHT = '<b>{ for $p in stream("%s")/photons/photon where $p/en >= 0.3 return $p }</b>'
 SURVEY = 0.4  # the survey stream's rate, a share of the link's
-COUNTS = """<c>{ for $w in stream("%s")/photons/photon |det_time diff 20 step 20|
+COUNTS = """<c>{ for $w in stream("%s")/photons/photon[en >= 0.3] |det_time diff 20 step 20|
     return <n>{ count($w/en) }</n> }</c>"""
 UNBOUNDED = "1GiB"  # the link buffer of the baseline: nothing ever waits (the old behaviour)
 
@@ -86,7 +86,8 @@ def run(addresses: dict[str, str], link_bits: float, step_s: float, tail_s: floa
     sp4.register_stream(stream, "photons", "photon", rate=capacity)
     sp4.publish(stream, photons[:200])
     sp4.register_stream("survey", "photons", "photon", rate=SURVEY * capacity)
-    survey = [p.to_xml() for p in generate(int(SURVEY * capacity * 10), seed=18)]
+    seconds = sum(RAMP) * step_s + RAMP[-1] * tail_s + 120  # (and its drain: one stream, in event-time order)
+    survey = [p.to_xml() for p in generate(int(SURVEY * capacity * seconds), seed=18)]
     sp4.publish("survey", survey[:200])
     exact = sp1.subscribe(WHOLE % stream).id
     vela = sp7.subscribe(example_query("q1").replace('"photons"', f'"{stream}"')).id
@@ -97,8 +98,11 @@ def run(addresses: dict[str, str], link_bits: float, step_s: float, tail_s: floa
     stop = threading.Event()
 
     def steady() -> None:  # (the survey, beside the ramp: held back with it when the link is full)
-        while not stop.is_set():
-            sp4.publish("survey", survey, rate=SURVEY * capacity)
+        step = max(int(SURVEY * capacity), 1)
+        for k in range(200, len(survey), step):
+            if stop.is_set():
+                return
+            sp4.publish("survey", survey[k:k + step], rate=SURVEY * capacity)
 
     def sample() -> None:
         start = time.monotonic()

@@ -294,7 +294,7 @@ class Node:
         return {**report(self.state, self.topology, self.executor, self.control, self.data, self.retention,
                          self.transport, self.archiver),
                 "reoptimisation": {**self.reoptimiser.status(), "adaptive_sampling": {
-                    **self.adaptive.status(), "lowering_claims": self.lowering.status()}},
+                    **self.adaptive.status(), "lowering_claims": self._claims_status()}},
                 "backpressure": self.pressure.status(), "membership": self.heartbeats.status()}
 
     # ------------------------------------------------------------------ super-peers (``PeerHandler``)
@@ -340,14 +340,21 @@ class Node:
         peer_access.check_align(caller, stream)
         return align_here(self.state, self.executor, stream, anchor)
 
+    def _claims_status(self) -> dict:
+        with self.state.lock:  # (claims come in on the gRPC threads)
+            return self.lowering.status()
+
     def claim_lowering(self, neighbour: str, subscription: str, priority: float,
                        caller: str | None = None) -> Grant:
         """May ``subscription`` lower its sample for the link from here to ``neighbour``?"""
         peer_access.check_claim(caller, subscription)
         if neighbour not in self.state.backbone.graph[self.state.id]:
             raise NodeError("INVALID_ARGUMENT", f"{self.state.id} has no link to {neighbour!r}")
-        with self.state.lock:
-            return self.lowering.claim(neighbour, subscription, priority)
+        try:
+            with self.state.lock:
+                return self.lowering.claim(neighbour, subscription, priority)
+        except ValueError as exc:
+            raise NodeError("INVALID_ARGUMENT", str(exc)) from None
 
     def abort(self, txn: str, caller: str | None = None) -> bool:
         """Whether a replay ``txn`` held here had been let go before (``Participant.abort``)."""

@@ -25,7 +25,9 @@ super-peer keeps adapting R while it runs:
   each at most every ``RAISE_EVERY_S``;
 * **only where it relieves**: a lowering is taken only if its plan carries less over a pressured
   link than the plan at the rate now, both priced on one view (``relieved``): window records
-  computed before the link, or a stream others read too, stay the same whatever the sample;
+  computed before the link, or a stream others read too, stay the same whatever the sample —
+  unless those others are approximate subscriptions here too (``mates``): then they go down
+  together onto one sample;
 * **fairly by weight, across super-peers**: the subscription keeping the largest share of its
   items for its weight (1/R ÷ weight) is lowered first — here, and on the link: before lowering,
   its super-peer claims the link from the peer that sends on it (``lowering_claims``), which
@@ -49,7 +51,8 @@ from sharing.estimates import samplable, with_sample
 from sharing.matching import match_properties
 from sharing.planner import RegistrationError
 from sharing.plans import PlanPart
-from sharing.reoptimisation import base, own_streams, without
+from sharing.reoptimisation import base, without
+from sharing.stream_table import lineage
 from sharing.subnet_planning import planner_within
 
 from ..subscriptions.record import SubscriptionRecord
@@ -65,6 +68,7 @@ SETTLE_S = 4.0  # between two lowerings here (the measured rates are smoothed ov
 RAISE_EVERY_S = 3.0  # between two raisings of one subscription
 QUIET_S = 5.0  # no pressure on its paths for this long before a sample is raised
 TRIES = 3  # subscriptions tried for one lowering in a round
+RECHECK_S = 15.0  # one whose lowering would relieve nothing is not planned again for that long
 RELIEF = 0.9  # a lowering relieves a link if its plan carries at most this share of the plan now there
 
 
@@ -93,6 +97,7 @@ class AdaptiveSampling:
         self.changes = 0
         self.last_change = self.looked_at = 0.0
         self.pressed_at: dict[str, float] = {}  # subscription -> when its paths were last under pressure
+        self.no_relief: dict[str, float] = {}  # subscription -> until when a lowering would relieve nothing
 
     def utilisation(self, record: SubscriptionRecord) -> dict[str, float]:
         """The measured share of its bandwidth each link on the subscription's paths carries —
@@ -127,6 +132,7 @@ class AdaptiveSampling:
         if now - self.looked_at < 1.0:
             return
         self.looked_at = now
+        self.no_relief = {sid: until for sid, until in self.no_relief.items() if until > now}
         with self.control.state.lock:
             records = [r for r in self.control.subscriptions.values()
                        if r.approximate and r.plan is not None and samplable(r.runtime.analysis.properties)]
@@ -140,7 +146,7 @@ class AdaptiveSampling:
             if hot:
                 self.pressed_at[r.runtime.id] = now
             quiet = now - self.pressed_at.get(r.runtime.id, 0.0) >= QUIET_S
-            if hot and r.sample * 2 <= r.min_rate:
+            if hot and r.sample * 2 <= r.min_rate and now >= self.no_relief.get(r.runtime.id, 0.0):
                 hot.sort(key=lambda link: -used[link])
                 why = f"pressure on link {hot[0]} ({used[hot[0]]:.0%} of its bandwidth)"
                 lower.append((1 / (r.sample * r.weight), r, why, hot))
@@ -180,6 +186,20 @@ class AdaptiveSampling:
                     return rate
         return steps[0]
 
+    def mates(self, record: SubscriptionRecord, streams) -> set[str]:
+        """The approximate subscriptions registered here that read a stream of this one's chain
+        and may be lowered too: planned as if the streams only they and this one read were gone.
+        Alone, none of them relieves a link that stream crosses (it flows for the others); so the
+        first moves onto a sample of its own before the link, and the others join that sample
+        on their turns (``lowered_rate``), after which the whole stream goes — one sample that
+        many subscriptions share, instead of none lowered at all."""
+        chain = [s for stream in record.inputs.values() for s in lineage(streams, stream) if not s.original]
+        readers = {base(u) for s in chain for u in s.users} - {record.runtime.id}
+        with self.control.state.lock:
+            here = {sid: self.control.subscriptions.get(sid) for sid in readers}
+        return {sid for sid, r in here.items() if r is not None and r.approximate and r.sample == record.sample
+                and r.sample * 2 <= r.min_rate and samplable(r.runtime.analysis.properties)}
+
     def _change(self, record: SubscriptionRecord, rate: int, why: str, pressure: Pressure | None = None) -> bool:
         """Move it onto a 1/``rate`` sample (lowered under ``pressure``, else raised); whether it moved."""
         record.resampled_at = time.monotonic()
@@ -203,14 +223,16 @@ class AdaptiveSampling:
     def resample(self, record: SubscriptionRecord, rate: int, why: str, shared: bool = False,
                  pressure: Pressure | None = None) -> bool:
         """Move the subscription onto a plan over a 1/``rate`` sample of its input, live like any
-        move; False (``record.reoptimisation`` says why) if no such plan is admitted now — or,
+        move; False (``record.sampling`` says why) if no such plan is admitted now — or,
         ``shared``, if the plan does not reuse a running stream of that sample; or, lowered under
         ``pressure``, if it would carry no less on any pressured link (``relieved``), or the link's
         sender gives another subscription the turn (``lowering_claims``)."""
         reoptimiser, state, sid = self.reoptimiser, self.control.state, record.runtime.id
         props = with_sample(record.runtime.analysis.properties, rate)
         view = fetch_planning_view(state, self.control.link, props, self.control.new_stream_id, scoped=True)
-        without(view.snapshot, own_streams(dict(view.snapshot.streams), sid))
+        group = {sid} | (self.mates(record, view.snapshot.streams) if pressure is not None else set())
+        without(view.snapshot, {k: s for k, s in view.snapshot.streams.items()
+                                if not s.original and s.users and all(base(u) in group for u in s.users)})
         try:
             planner = planner_within(view.snapshot, self.control.subnets, state.id, props, or_whole=True)
             plan = planner.subscribe(f"{sid}~{secrets.token_hex(3)}", props, state.id)
@@ -230,12 +252,17 @@ class AdaptiveSampling:
         if shared and not any(s.properties.sample == rate for s in view.lineage(part.reused)):
             return False
         if pressure is not None:
-            now = planner.subscribe(f"{sid}~{secrets.token_hex(3)}", with_sample(record.runtime.analysis.properties,
-                                                                                 record.sample), state.id)
+            try:
+                now = planner.subscribe(f"{sid}~{secrets.token_hex(3)}",
+                                        with_sample(record.runtime.analysis.properties, record.sample), state.id)
+            except (RegistrationError, TopologyError, KeyError) as exc:
+                record.sampling = f"no plan on its 1/{record.sample} sample to compare with: {exc}"
+                return False
             links = relieved(pressure.links, now.parts[0], part)
             if not links:
                 record.sampling = (f"kept on a 1/{record.sample} sample: a 1/{rate} one would carry no less on "
-                                         f"link {pressure.links[0]} (only what it computes before the link is sampled)")
+                                   f"link {pressure.links[0]} (only what it computes before the link is sampled)")
+                self.no_relief[sid] = time.monotonic() + RECHECK_S
                 return False
             a, b = links[0].split("–")
             grant = self.control.link.claim_lowering(a, b, sid, pressure.priority)
@@ -245,8 +272,11 @@ class AdaptiveSampling:
         with self.control._installing:
             if reoptimiser.why_not(record, cooled=False, backoff=False) or record.inputs.get(variable) != old_stream:
                 return False
-            return reoptimiser.migrate(record, plan, view, why, (float("nan"), plan.cost, float("nan")),
-                                       variable, old_stream, None, sample=rate)
+            moved = reoptimiser.migrate(record, plan, view, why, (float("nan"), plan.cost, float("nan")),
+                                        variable, old_stream, None, sample=rate)
+        if moved:
+            record.sampling = f"moving onto a 1/{rate} sample ({why})"
+        return moved
 
     def status(self) -> dict:
         return {"changes": self.changes, "pressure": PRESSURE, "calm": CALM, "settle_s": SETTLE_S,

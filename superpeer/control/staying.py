@@ -46,14 +46,15 @@ def staying_here(peer: str, records: Iterable[SubscriptionRecord], moves: bool, 
 
 
 def held_back(record: SubscriptionRecord, cooldown_s: float, now: float) -> bool:
-    """Whether damping keeps this subscription from moving for more than one more cool-down.
+    """Whether damping (or the back-off after cancelled moves) keeps this subscription from
+    moving for more than one more cool-down.
     Another peer's look-ahead credits a move with what the followers save by moving next; a
     follower that moved often lately waits up to 16 cool-downs, so the credited move happened
     and the saving did not (the misses of ``benchmarks/sharing_over_time.py``: a subscription
     took a stream of its own for its followers' sake, and they stayed). Reported as staying,
     it is credited with nothing until its wait is nearly over."""
     wait, _ = cool_down(record, cooldown_s, now)
-    return wait > cooldown_s and record.last_replan + wait - now > cooldown_s
+    return record.last_replan + wait - now > cooldown_s  # (``last_replan`` lies ahead after cancelled moves)
 
 
 def replaying_its_past(record: SubscriptionRecord, reached: Mapping[str, int]) -> str:

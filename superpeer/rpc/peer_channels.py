@@ -52,6 +52,7 @@ T = TypeVar("T")
 log = logging.getLogger("streamglobe.superpeer")
 CALL_TIMEOUT_S = 10
 HEARTBEAT_TIMEOUT_S = 1.0
+CLAIM_TIMEOUT_S = 2.0  # ``claim_lowering``: a sender that does not answer in time is not waited for
 SILENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})  # (else it answered)
 # A peer dialled before it listened (a network starting up) leaves its channel in gRPC's
 # reconnect backoff (1 s, growing), and calls in between fail at once. Until the peer has
@@ -172,14 +173,16 @@ class GrpcPeerChannels:
             ch.close()
 
     def _call(self, peer: str, method: str, request, handle: Callable[[object], T],
-              required: bool, refusals: bool = False) -> T | None:
+              required: bool, refusals: bool = False, timeout: float = CALL_TIMEOUT_S) -> T | None:
         """One RPC; an unreachable peer is recorded, then raises (``required``) or gives None.
-        A refusal (the peer answered no: ``REFUSALS``) raises if ``required`` or ``refusals``."""
+        A refusal (the peer answered no: ``REFUSALS``) raises if ``required`` or ``refusals``.
+        A peer of an earlier version that does not know the call (``UNIMPLEMENTED``) answered: a
+        call not ``required`` gives None without taking it for unreachable."""
         try:
             if self._stop.is_set():
                 raise _Stopped()
             try:
-                reply = getattr(self.stub(peer), method)(request, timeout=CALL_TIMEOUT_S)
+                reply = getattr(self.stub(peer), method)(request, timeout=timeout)
             except grpc.RpcError as exc:
                 if not self._first_contact(peer, exc):
                     raise
@@ -193,6 +196,8 @@ class GrpcPeerChannels:
             code = exc.code() if isinstance(exc, grpc.RpcError) else None
             if (required or refusals) and code in REFUSALS:  # (it answered: not unreachable, its reason as it is)
                 raise NodeError(code.name, f"super-peer {peer} refused: {exc.details()}") from None  # type: ignore[union-attr]
+            if code == grpc.StatusCode.UNIMPLEMENTED and not required:
+                return None
             self.unreachable[peer] = (f"{code.name}: {exc.details()}" if code is not None  # type: ignore[union-attr]
                                       else "this super-peer is stopping")
             if required:
@@ -308,7 +313,11 @@ class GrpcPeerChannels:
         if peer == self.id:
             return self.local.claim_lowering(neighbour, subscription, priority)
         request = pb.ClaimLoweringRequest(neighbour=neighbour, subscription=subscription, priority=priority)
-        return self._call(peer, "ClaimLowering", request, lambda r: Grant(r.granted, r.reason), required=False)
+        try:  # (briefly: a silent sender is not waited for, the re-optimisation thread has switches to finish)
+            return self._call(peer, "ClaimLowering", request, lambda r: Grant(r.granted, r.reason), required=False,
+                              refusals=True, timeout=CLAIM_TIMEOUT_S)
+        except NodeError as exc:  # (it answered no)
+            return Grant(False, exc.message)
 
     # ------------------------------------------------------------------ heartbeats
 

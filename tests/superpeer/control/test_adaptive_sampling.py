@@ -6,6 +6,7 @@ loopback: a link's bandwidth in the topology is what "under pressure" measures a
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -198,6 +199,58 @@ def test_subscriptions_of_two_super_peers_on_one_pressured_link_lower_in_turn_by
         assert first_high["sample"] == "1/1 → 1/2" and "pressure on link A–B" in first_high["why"]
         granted = a.status()["reoptimisation"]["adaptive_sampling"]["lowering_claims"]
         assert granted["grants"] >= 3, granted
+        stop.set()
+        worker.join(60)
+        assert not errors, errors
+    finally:
+        stop.set()
+        for peer in peers.values():
+            peer.stop(grace=0)
+
+
+BRIGHT = ('<all>{ for $p in stream("photons")/photons/photon where $p/en >= 0.3 '
+          'return <e>{ $p/en }{ $p/det_time }</e> }</all>')
+BRIGHT_COUNTS = """<c>{ for $w in stream("photons")/photons/photon[en >= 0.3] |det_time diff 20 step 20|
+    return <n>{ count($w/en) }</n> }</c>"""
+
+
+def test_two_approximate_subscriptions_reading_one_stream_over_the_link_go_down_onto_one_sample(
+        tmp_path: Path) -> None:
+    """The window subscription reads the item subscription's stream, which crosses the pressured
+    link: lowering either alone relieves nothing (the stream flows for the other). So the first
+    goes onto a sample of its own before the link, the second joins that sample on its turn,
+    and the whole stream goes: one sample that both share."""
+    topology, peers = start_own_topology(tmp_path, LINE)
+    stop, errors = threading.Event(), []
+    try:
+        a, b = SuperPeerClient(topology.address("A")), SuperPeerClient(topology.address("B"))
+        a.register_stream("photons", "photons", "photon", rate=100)
+        photons = [p.to_xml() for p in generate(400_000, seed=8)]
+        a.publish("photons", photons[:2000], position=0)
+        items = b.subscribe(BRIGHT, approximate=True, min_rate=2)
+        counts = b.subscribe(BRIGHT_COUNTS, approximate=True, min_rate=2)
+        assert f"reuse stream {json.loads(items.plan_json)['parts'][0]['delivered_stream']} at B" in counts.description, \
+            counts.description
+
+        def publish() -> None:  # ~3x what the 2 Mbit/s link carries: held back by A
+            try:
+                for k in range(2000, len(photons), 2000):
+                    if stop.is_set():
+                        return
+                    a.publish("photons", photons[k:k + 2000], rate=12_000, position=k)
+            except ThinPeerError as exc:
+                if not stop.is_set():
+                    errors.append(exc)
+
+        worker = threading.Thread(target=publish, daemon=True)
+        worker.start()
+        of = lambda sub: b.status()["subscriptions"][sub.subscription]  # noqa: E731
+        until(lambda: of(items)["sample"] == of(counts)["sample"] == 2, 120,
+              what=lambda: f"{of(items)['approximate']} {of(counts)['approximate']}")
+        shared = of(items)["plan"]["parts"][0]["delivered_stream"]
+        assert shared in str(of(counts)["plan"]), (of(items)["plan"], of(counts)["plan"])
+        assert "(shared)" in of(counts)["plan_history"][-1]["why"] or \
+            of(counts)["plan_history"][-1]["reused"] == [shared], of(counts)["plan_history"][-1]
         stop.set()
         worker.join(60)
         assert not errors, errors

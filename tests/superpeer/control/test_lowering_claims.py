@@ -4,6 +4,8 @@ largest share of its items for its weight — one at a time, with time for the r
 
 from __future__ import annotations
 
+import pytest
+
 from superpeer.control.lowering_claims import FORGET_S, GATHER_S, SETTLE_S, LoweringClaims
 
 
@@ -29,10 +31,37 @@ def test_the_claims_are_gathered_then_the_highest_priority_goes_first_and_alone(
     clock.now += 1.0
     waits = claims.claim("B", "C-1", 0.5)  # (the link settles before the next grant)
     assert not waits.granted and "D-1 lowered for link A–B" in waits.reason
+    assert claims.claim("B", "D-1", 1.0).granted  # (its move failed: it may try again within the settle)
     clock.now += SETTLE_S
-    assert claims.claim("B", "C-1", 0.5).granted  # (D-1 lowered: its claim went with the grant)
+    assert "gathered" in claims.claim("B", "C-1", 0.5).reason  # (every claimant says its priority now)
+    clock.now += GATHER_S
+    lost = claims.claim("B", "C-1", 0.5)  # (D-1 has not claimed since: half its 1.0, and "D-1" > "C-1")
+    assert not lost.granted and "D-1 goes first" in lost.reason
+    claims.claim("B", "D-1", 0.4)  # (lowered, with its weight: it keeps 0.4 per weight now)
+    assert claims.claim("B", "C-1", 0.5).granted
     assert claims.grants == 2
 
+
+def test_the_highest_claim_keeps_its_turn_after_a_settle_whoever_asks_first():
+    clock = Clock()
+    claims = LoweringClaims("A", clock)
+    claims.claim("B", "B-1", 1.0)
+    claims.claim("B", "C-1", 0.25)
+    clock.now += GATHER_S
+    assert claims.claim("B", "B-1", 1.0).granted
+    clock.now += SETTLE_S + 0.1
+    assert not claims.claim("B", "C-1", 0.25).granted  # (asked first after the settle: gathered)
+    clock.now += GATHER_S
+    assert not claims.claim("B", "C-1", 0.25).granted  # (B-1 at 1/2 still keeps 0.5 per weight)
+    assert claims.claim("B", "B-1", 0.5).granted
+
+
+def test_a_priority_that_is_no_share_is_refused():
+    claims = LoweringClaims("A", Clock())
+    for bad in (float("nan"), float("inf"), 0.0, -1.0):
+        with pytest.raises(ValueError, match="priority"):
+            claims.claim("B", "C-1", bad)
+    assert claims.claims.get("B", {}) == {}
 
 def test_equal_priorities_go_by_the_subscriptions_id_as_every_peer_would():
     clock = Clock()

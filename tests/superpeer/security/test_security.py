@@ -159,6 +159,12 @@ def test_the_whole_attack_list_is_refused_and_the_genuine_subscription_still_ser
     refused(lambda: net.backbone("SP1", wrong).ClaimLowering(pb.ClaimLoweringRequest(
         neighbour="nowhere", subscription=f"{wrong}-feedbeef", priority=1.0), timeout=5),
         grpc.StatusCode.INVALID_ARGUMENT, "no link")
+    transport = net.peers[wrong].node.transport  # (the claim as a super-peer makes it: refusals are answers)
+    said = transport.claim_lowering("SP1", "nowhere", f"{wrong}-feedbeef", 1.0)
+    assert not said.granted and "no link" in said.reason and "SP1" not in transport.unreachable
+    said = transport.claim_lowering("SP1", neighbour, f"{wrong}-feedbeef", float("nan"))
+    assert not said.granted and "priority" in said.reason
+    assert "gathered" in transport.claim_lowering("SP1", neighbour, f"{wrong}-feedbeef", 1.0).reason
 
     # -- plans: loop-free routes on links, no forged originals, leases
     part = {"subscription": "SP7-feedbeef", "target": "SP7", "version": None}
