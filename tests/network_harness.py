@@ -118,6 +118,18 @@ def reference_results(query: str, items: list[str], root: str = "photons") -> li
     return list(evaluate(analyze(query).checked, doc).serialized_items())
 
 
+def photon_windows(photons: list[str], span: float = 20.0) -> dict[int, dict[str, float]]:
+    """The true count and sum of energies per time window k, det_time in [k·span, k·span + span):
+    what approximate windows' intervals are checked against."""
+    truth: dict[int, dict[str, float]] = {}
+    for text in photons:
+        el = etree.fromstring(text)
+        w = truth.setdefault(math.floor(float(el.findtext("det_time")) / span), {"count": 0.0, "sum": 0.0})
+        w["count"] += 1
+        w["sum"] += float(el.findtext("en"))
+    return truth
+
+
 def until(condition, seconds: float = 30.0, pause: float = 0.05, what=None):
     """Poll ``condition`` until it gives something true (returned), failing after ``seconds``
     (saying ``what()`` was seen last): tests wait on conditions with deadlines, not fixed sleeps."""

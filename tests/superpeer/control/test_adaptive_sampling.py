@@ -161,6 +161,23 @@ HIGH = ('<all>{ for $p in stream("photons")/photons/photon where $p/en >= 0.4 '
         'return <e>{ $p/en }{ $p/det_time }</e> }</all>')
 
 
+def flooding(a: SuperPeerClient, photons: list[str], start: int, stop: threading.Event, errors: list) -> threading.Thread:
+    """Photons published at A from ``start`` at ~3x what the 2 Mbit/s link carries (held back by
+    A), in a thread, until ``stop``."""
+    def publish() -> None:
+        try:
+            for k in range(start, len(photons), 2000):
+                if stop.is_set():
+                    return
+                a.publish("photons", photons[k:k + 2000], rate=12_000, position=k)
+        except ThinPeerError as exc:
+            if not stop.is_set():
+                errors.append(exc)
+
+    worker = threading.Thread(target=publish, daemon=True)
+    worker.start()
+    return worker
+
 def test_subscriptions_of_two_super_peers_on_one_pressured_link_lower_in_turn_by_weight(tmp_path: Path) -> None:
     """B's subscription (weight 1) and C's (weight 4) each have a stream of their own over the
     pressured link A–B. Each super-peer adapts its own, but A, which sends on the link, gives
@@ -177,18 +194,7 @@ def test_subscriptions_of_two_super_peers_on_one_pressured_link_lower_in_turn_by
         high = c.subscribe(HIGH, approximate=True, min_rate=4, weight=4)
         assert low.sample == high.sample == 1 and "route A→B→C" in high.description, high.description
 
-        def publish() -> None:  # ~3x what the 2 Mbit/s link carries: held back by A
-            try:
-                for k in range(0, len(photons), 2000):
-                    if stop.is_set():
-                        return
-                    a.publish("photons", photons[k:k + 2000], rate=12_000, position=k)
-            except ThinPeerError as exc:
-                if not stop.is_set():
-                    errors.append(exc)
-
-        worker = threading.Thread(target=publish, daemon=True)
-        worker.start()
+        worker = flooding(a, photons, 0, stop, errors)
         of = lambda client, sub: client.status()["subscriptions"][sub.subscription]  # noqa: E731
         changes = lambda client, sub: [e for e in of(client, sub)["plan_history"] if "sample" in e]  # noqa: E731
         until(lambda: changes(c, high), 120, what=lambda: f"{of(b, low)['approximate']} {of(c, high)['approximate']}")
@@ -232,18 +238,7 @@ def test_two_approximate_subscriptions_reading_one_stream_over_the_link_go_down_
         assert f"reuse stream {json.loads(items.plan_json)['parts'][0]['delivered_stream']} at B" in counts.description, \
             counts.description
 
-        def publish() -> None:  # ~3x what the 2 Mbit/s link carries: held back by A
-            try:
-                for k in range(2000, len(photons), 2000):
-                    if stop.is_set():
-                        return
-                    a.publish("photons", photons[k:k + 2000], rate=12_000, position=k)
-            except ThinPeerError as exc:
-                if not stop.is_set():
-                    errors.append(exc)
-
-        worker = threading.Thread(target=publish, daemon=True)
-        worker.start()
+        worker = flooding(a, photons, 2000, stop, errors)
         of = lambda sub: b.status()["subscriptions"][sub.subscription]  # noqa: E731
         until(lambda: of(items)["sample"] == of(counts)["sample"] == 2, 120,
               what=lambda: f"{of(items)['approximate']} {of(counts)['approximate']}")

@@ -12,7 +12,7 @@ from statistics import NormalDist
 import pytest
 from approximate_cases import WINDOWS, scaled
 from lxml import etree
-from network_harness import reference_results, running_network, same
+from network_harness import photon_windows, reference_results, running_network, same
 
 from photons.generator import generate
 from sharing.analysis import analyze
@@ -95,12 +95,7 @@ def test_an_approximate_subscription_reads_its_windows_intervals_with_its_result
         windows = whole.findall("sg:window", ns)
         ks = [int(w.get("k")) for w in windows]
         assert ks == sorted(set(ks)) and len(ks) == len(got)  # every window once, in order
-        truth: dict[int, dict[str, float]] = {}  # window k covers det_time [20k, 20k + 20)
-        for text in photons:
-            el = etree.fromstring(text)
-            w = truth.setdefault(math.floor(float(el.findtext("det_time")) / 20), {"count": 0.0, "sum": 0.0})
-            w["count"] += 1
-            w["sum"] += float(el.findtext("en"))
+        truth = photon_windows(photons)  # (window k covers det_time [20k, 20k + 20))
         held = {"count": 0, "sum": 0, "avg": 0}
         seen = {"count": 0, "sum": 0, "avg": 0}
         for w in windows:

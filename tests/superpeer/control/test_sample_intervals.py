@@ -7,10 +7,9 @@ the fake transport; the moves are run by the test (what pressure would do: see
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from lxml import etree
+from network_harness import photon_windows
 from superpeer_fakes import buffered_results, in_process_network
 
 from photons.generator import generate
@@ -49,12 +48,7 @@ def test_windows_across_sample_changes_are_scaled_at_their_own_rate_and_their_in
     finally:
         for p in net.peers.values():
             p.stop()
-    truth: dict[int, dict[str, float]] = {}  # window k covers det_time [20k, 20k + 20)
-    for text in photons:
-        el = etree.fromstring(text)
-        w = truth.setdefault(math.floor(float(el.findtext("det_time")) / 20), {"count": 0.0, "sum": 0.0})
-        w["count"] += 1
-        w["sum"] += float(el.findtext("en"))
+    truth = photon_windows(photons)  # (window k covers det_time [20k, 20k + 20))
     assert len(got) == len(truth) == max(truth) + 1  # (a result per window, in window order)
     assert {w.get("sample") for w in windows} == {"1/2", "1/4"}
     held, seen = {"count": 0, "sum": 0}, {"count": 0, "sum": 0}
