@@ -28,7 +28,7 @@ streams (``without``): the chosen one and the alternatives it priced.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 
 from .cost_model import Usage
@@ -42,10 +42,12 @@ def base(plan_id: str) -> str:
     return plan_id.split("~", 1)[0]
 
 
-def own_streams(streams: Mapping[str, NetworkStream], sid: str) -> dict[str, NetworkStream]:
-    """The streams only this subscription's plans use: what its running plan costs at the margin."""
+def own_streams(streams: Mapping[str, NetworkStream], sid: str | Collection[str]) -> dict[str, NetworkStream]:
+    """The streams only this subscription's plans use: what its running plan costs at the margin
+    (or only the plans of these subscriptions, a group, use)."""
+    group = {sid} if isinstance(sid, str) else set(sid)
     return {s.id: s for s in streams.values()
-            if not s.original and s.users and all(base(u) == sid for u in s.users)}
+            if not s.original and s.users and all(base(u) in group for u in s.users)}
 
 
 def users_besides(stream: NetworkStream, sid: str) -> int:
@@ -221,10 +223,8 @@ def follow_gain(planner_for: Callable[[PlanningSnapshot], PlanBuilder],
     that keeps its plan whatever is cheaper, or whose peer moves none (``snapshot.staying``),
     saves nothing, and makes its group save nothing."""
     def gain(snapshot: PlanningSnapshot, ts: tuple[str, ...], margin: float) -> float:
-        group = set(ts)
-        own = {s.id: s for s in snapshot.streams.values()
-               if not s.original and s.users and all(base(u) in group for u in s.users)}
-        if not own or len(group) > GROUP_AT_MOST:
+        own = own_streams(snapshot.streams, ts)
+        if not own or len(set(ts)) > GROUP_AT_MOST:
             return 0.0
         needs = {}
         deepest_of = {}

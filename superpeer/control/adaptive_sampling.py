@@ -51,7 +51,7 @@ from sharing.estimates import samplable, with_sample
 from sharing.matching import match_properties
 from sharing.planner import RegistrationError
 from sharing.plans import PlanPart
-from sharing.reoptimisation import base, without
+from sharing.reoptimisation import base, own_streams, without
 from sharing.stream_table import lineage
 from sharing.subnet_planning import planner_within
 
@@ -231,8 +231,7 @@ class AdaptiveSampling:
         props = with_sample(record.runtime.analysis.properties, rate)
         view = fetch_planning_view(state, self.control.link, props, self.control.new_stream_id, scoped=True)
         group = {sid} | (self.mates(record, view.snapshot.streams) if pressure is not None else set())
-        without(view.snapshot, {k: s for k, s in view.snapshot.streams.items()
-                                if not s.original and s.users and all(base(u) in group for u in s.users)})
+        without(view.snapshot, own_streams(view.snapshot.streams, group))
         try:
             planner = planner_within(view.snapshot, self.control.subnets, state.id, props, or_whole=True)
             plan = planner.subscribe(f"{sid}~{secrets.token_hex(3)}", props, state.id)
