@@ -79,7 +79,9 @@ class LoweringClaims:
             return Grant(False, f"{last[0]} lowered for link {name} {now - last[1]:.1f} s ago")
         # (claims gathered on a newly pressured link, and again after each settle: each claimant
         # says its priority now — the one just lowered keeps half its own until it does)
-        since = min(c.first for c in link.values()) if last is None else last[1] + SETTLE_S
+        since = min(c.first for c in link.values())  # (a new episode: its first claim)
+        if last is not None:
+            since = max(since, last[1] + SETTLE_S)
         if now - since < GATHER_S:
             return Grant(False, f"the claims on link {name} are being gathered")
         best = max(link.values(), key=lambda c: (self._priority(c, last), c.subscription))

@@ -87,3 +87,18 @@ def test_links_are_judged_apart_and_claims_not_renewed_are_forgotten():
     assert got.granted
     status = claims.status()
     assert status["grants"] == 2 and status["last_granted"]["A–E"]["subscription"] == "D-1"
+
+
+
+def test_a_new_episode_of_pressure_is_gathered_again_long_after_the_last_grant():
+    clock = Clock()
+    claims = LoweringClaims("A", clock)
+    claims.claim("B", "C-1", 0.5)
+    clock.now += GATHER_S
+    assert claims.claim("B", "C-1", 0.5).granted
+    clock.now += 3600  # (the pressure went, and came back an hour later)
+    assert "gathered" in claims.claim("B", "D-1", 0.25).reason  # (not granted to the first who asks)
+    claims.claim("B", "E-1", 1.0)
+    clock.now += GATHER_S
+    assert not claims.claim("B", "D-1", 0.25).granted
+    assert claims.claim("B", "E-1", 1.0).granted
