@@ -18,8 +18,7 @@ out (what they cost is what the new plan must beat; they must not be reused by i
   along their routes. A switch not done in ``SWITCH_DEADLINE_S`` (the new plan delivered
   nothing, or the old one did not reach the switch item), or whose old route broke, is
   cancelled: the old plan, which fed everything so far, goes on alone, the new one is removed;
-* every re-plan is recorded in the subscription's plan history (when, why, old and new cost,
-  the streams reused) — the failures' too (``recovery.replanning``).
+* every re-plan (a failure's too) is in the plan history: when, why, the costs, the streams reused.
 
 What moves this way: a subscription reading one input, of per-item operators (selection,
 projection, its restructuring here) or windows aggregated in the network — time windows switched
@@ -151,8 +150,8 @@ class Reoptimiser:
             records = sorted(self.control.subscriptions.values(), key=lambda r: r.registered_at)
             for gone in self.planned.keys() - self.control.subscriptions.keys():
                 del self.planned[gone]
-        self.control.state.staying = staying_here(self.control.state.id, records, True, self.synchronous,
-                                                  self.settings.cooldown_s)
+        state = self.control.state
+        state.staying = staying_here(state.id, records, True, self.synchronous, self.settings.cooldown_s)
         for record in records:
             if self._stopped:
                 return
