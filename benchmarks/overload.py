@@ -50,6 +50,7 @@ SURVEY = 0.4  # the survey stream's rate, a share of the link's
 COUNTS = """<c>{ for $w in stream("%s")/photons/photon[en >= 0.3] |det_time diff 20 step 20|
     return <n>{ count($w/en) }</n> }</c>"""
 UNBOUNDED = "1GiB"  # the link buffer of the baseline: nothing ever waits (the old behaviour)
+UNBOUNDED_ITEMS = 1 << 30
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from network_harness import reference_results  # noqa: E402
@@ -60,7 +61,10 @@ def containers(state: Path, link_buffer: str | None, link: str):
     config = state / "settings.toml"
     # (plans stay as registered: re-optimisation would route the stream around the saturated
     # link, which is what it is for, but not what is measured here)
-    config.write_text("no_reoptimise = true\n" + (f'link_buffer = "{link_buffer}"\n' if link_buffer else ""))
+    # (the baseline's buffer unbounded in items too: half of the default 200,000 items held counts
+    # as held back, a pressure signal the old behaviour did not have)
+    config.write_text("no_reoptimise = true\n" + (f'link_buffer = "{link_buffer}"\nlink_buffer_items = {UNBOUNDED_ITEMS}\n'
+                                                 if link_buffer else ""))
     up = subprocess.run([*CLI, "deploy", "up", "--topology", "paper-example", "--project", PROJECT, "--insecure",
                          "--state-dir", str(state), "--config", str(config)], capture_output=True, text=True)
     try:
