@@ -15,7 +15,6 @@ It implements ``PlanningView`` directly, in process.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
 
 from .backbone import Backbone
 from .cost_model import Usage
@@ -38,9 +37,8 @@ class NetworkState:
         self.subscription_usage: dict[str, Usage] = {}
         self.subscription_streams: dict[str, set[str]] = {}
         self._ids = itertools.count(1)
-        # the stream property tables: input -> peer -> properties -> streams available there (by
-        # input first: a search follows one input over hundreds of peers, and looks it up once)
-        self._tables: dict[InputStream, dict[str, dict[InputProperties, dict[str, NetworkStream]]]] = {}
+        # the stream property tables: (peer, input) -> properties -> streams available there
+        self._tables: dict[tuple[str, InputStream], dict[InputProperties, dict[str, NetworkStream]]] = {}
         self._interned: dict[InputProperties, InputProperties] = {}
         self._originals: dict[InputStream, NetworkStream] = {}
         self.deliveries: dict[str, list[tuple[str, str]]] = {}
@@ -53,18 +51,14 @@ class NetworkState:
     # ------------------------------------------------------------------ table interface
 
     def streams_at(self, peer: str, input_stream: InputStream) -> list[NetworkStream]:
-        return [s for group in self.groups_at(peer, input_stream).values() for s in group.values()]
+        return [s for group in self._tables.get((peer, input_stream), {}).values()
+                for s in group.values()]
 
     def groups_at(self, peer: str, input_stream: InputStream
                   ) -> dict[InputProperties, dict[str, NetworkStream]]:
         """The table grouped by properties: streams of equal properties carry equal content,
         so one match decides for the whole group."""
-        return self._tables.get(input_stream, {}).get(peer, {})
-
-    def groups_of(self, input_stream: InputStream
-                  ) -> Callable[[str], Mapping[InputProperties, Mapping[str, NetworkStream]] | None]:
-        """``groups_at`` for one input as a function of the peer (None: nothing there)."""
-        return self._tables.get(input_stream, {}).get
+        return self._tables.get((peer, input_stream), {})
 
     def original(self, input_stream: InputStream) -> NetworkStream:
         try:
@@ -78,18 +72,17 @@ class NetworkState:
         self._index_routes(s)
 
     def _index_routes(self, s: NetworkStream) -> None:
-        tables = self._tables.setdefault(s.input, {})
         for peer in s.route:
-            tables.setdefault(peer, {}).setdefault(s.properties, {})[s.id] = s
+            table = self._tables.setdefault((peer, s.input), {})
+            table.setdefault(s.properties, {})[s.id] = s
 
     def _unindex(self, s: NetworkStream) -> None:
         self.table.discard(s.id)
         self._unindex_routes(s)
 
     def _unindex_routes(self, s: NetworkStream) -> None:
-        tables = self._tables.get(s.input, {})
         for peer in s.route:
-            table = tables.get(peer, {})
+            table = self._tables.get((peer, s.input), {})
             group = table.get(s.properties, {})
             group.pop(s.id, None)
             if not group:

@@ -41,8 +41,6 @@ from .widening import hull
 # the same object — properties asked for again by later subscriptions (templates) are that object.
 _INPUTS: weakref.WeakValueDictionary[InputProperties, InputProperties] = weakref.WeakValueDictionary()
 
-_UNSEEN = object()  # (a group not met yet: None says it was met and does not serve)
-
 __all__ = ["Plan", "PlanPart", "Planner", "RegistrationError", "Strategy", "live_at", "where"]
 
 
@@ -140,12 +138,55 @@ class Planner(PlanBuilder):
     def _subscribe_input(self, inp: InputProperties, original: NetworkStream, target: str) -> PlanPart:
         """Algorithm 1 for one input: BFS from the original's peer, pruned by matching."""
         inp = _INPUTS.setdefault(inp, inp)  # (so that remembered matches find it by identity)
+        repetition = self._repetition(inp)
         best = self._data_shipping(inp, original, target)
         best_admissible = best if not best.overloads else None
         priced = [best]  # every plan priced: the chosen one's alternatives
-        found, near = self._search(inp, original)
+        queue = deque([original.origin])
+        queued = {original.origin}
+        # per group (by properties: equal properties, equal content), its match and, if it
+        # serves the input, the streams of it reached
+        seen: dict[int, tuple[Match, dict[str, NetworkStream] | None]] = {}
+        near: dict[str, NetworkStream] = {}  # streams that do not serve it: widened, perhaps
         distance = self.state.backbone.distances_to(target)
-        for match, streams in found:
+        tails: dict[str, int] = {}  # live stream -> where in its route the part already queued begins
+        while queue:
+            v = queue.popleft()
+            # (streams filled from the past only where their replayed items have all passed:
+            # ``usable``; a group is matched once, and its streams looked at only if it matches)
+            for props, group in self.state.groups_at(v, inp.input).items():
+                known = seen.get(id(props))
+                if known is None:
+                    match = match_properties(props, inp, repetition)
+                    known = seen[id(props)] = (match, {} if match.shareable else None)
+                reached = known[1]
+                if reached is None:
+                    if self.widening:
+                        near.update((s.id, s) for s in group.values() if self._usable(v, s))
+                    continue
+                for stream in group.values():
+                    if stream.past:  # (hop by hop: it is usable only where its past has passed)
+                        if not self._usable(v, stream):
+                            continue
+                        reached[stream.id] = stream
+                        hops = stream.next_hops(v)
+                    else:  # (a live stream is followed to its route's end, each part once)
+                        j = tails.get(stream.id)
+                        if j == 0:
+                            continue  # (met where it starts: all of its route is queued)
+                        route = stream.route
+                        i = route.index(v)
+                        if j is not None and i >= j:
+                            continue
+                        j = len(route) if j is None else j
+                        reached[stream.id] = stream
+                        tails[stream.id] = i
+                        hops = route[i + 1:j]
+                    for n in hops:
+                        if n not in queued:
+                            queued.add(n)
+                            queue.append(n)
+        for match, streams in seen.values():
             if not streams:
                 continue
             # Reusing a stream nearer the target costs the same operators and fewer hops, and
@@ -174,70 +215,6 @@ class Planner(PlanBuilder):
         seen = {where(chosen)}  # the same plan may be priced twice (data shipping is a candidate too)
         chosen.alternatives = [c for c in priced if where(c) not in seen and not seen.add(where(c))]
         return chosen
-
-    def _search(self, inp: InputProperties, original: NetworkStream
-                ) -> tuple[list[tuple[Match, dict[str, NetworkStream]]], dict[str, NetworkStream]]:
-        """The breadth-first search itself: per group of streams that serves ``inp`` (equal
-        properties, equal content), its match and the streams of it reached, in the order the
-        groups were first met (the order plans are priced, and new stream ids drawn, in); and
-        the usable streams met that do not serve it (widened, perhaps).
-
-        It visits every group at every peer it reaches (hundreds of peers at scale), so the
-        loop is kept lean: names bound once, a group's verdict one look-up by identity."""
-        repetition = self._repetition(inp)
-        groups_of, widening = self.state.groups_of(inp.input), self.widening
-        queue = deque([original.origin])
-        queued = {original.origin}
-        # per group met (by identity: the network keeps one properties object per value), the
-        # streams of it reached, or None if it does not serve the input
-        seen: dict[int, dict[str, NetworkStream] | None] = {}
-        found: list[tuple[Match, dict[str, NetworkStream]]] = []
-        near: dict[str, NetworkStream] = {}
-        tails: dict[str, int] = {}  # live stream -> where in its route the part already queued begins
-        seen_get, tails_get, popleft, push = seen.get, tails.get, queue.popleft, queue.append
-        while queue:
-            v = popleft()
-            # (streams filled from the past only where their replayed items have all passed:
-            # ``usable``; a group is matched once, and its streams looked at only if it matches)
-            groups = groups_of(v)
-            if not groups:
-                continue
-            for props, group in groups.items():
-                reached = seen_get(id(props), _UNSEEN)
-                if reached is _UNSEEN:
-                    match = match_properties(props, inp, repetition)
-                    reached = seen[id(props)] = {} if match.shareable else None
-                    if reached is not None:
-                        found.append((match, reached))
-                if reached is None:
-                    if widening:
-                        near.update((s.id, s) for s in group.values() if self._usable(v, s))
-                    continue
-                for stream in group.values():
-                    if stream.past:  # (hop by hop: it is usable only where its past has passed)
-                        if not self._usable(v, stream):
-                            continue
-                        reached[stream.id] = stream
-                        hops = stream.next_hops(v)
-                    else:  # (a live stream is followed to its route's end, each part once)
-                        sid = stream.id
-                        j = tails_get(sid)
-                        if j == 0:
-                            continue  # (met where it starts: all of its route is queued)
-                        route = stream.route
-                        i = route.index(v)
-                        if j is None:
-                            j = len(route)
-                        elif i >= j:
-                            continue
-                        reached[sid] = stream
-                        tails[sid] = i
-                        hops = route[i + 1:j]
-                    for n in hops:
-                        if n not in queued:
-                            queued.add(n)
-                            push(n)
-        return found, near
 
     def _usable(self, peer: str, stream: NetworkStream) -> bool:
         """Whether a subscription may reuse ``stream`` at ``peer``: not one filled from the past

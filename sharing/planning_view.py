@@ -10,7 +10,6 @@ table in the snapshot (it offers nothing to reuse).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -57,12 +56,6 @@ class PlanningView(Protocol):
                   ) -> Mapping[InputProperties, Mapping[str, NetworkStream]]:
         """The streams of ``input_stream`` available at ``peer``, grouped by properties (equal
         properties carry equal content, so one match decides for the whole group)."""
-        ...
-
-    def groups_of(self, input_stream: InputStream
-                  ) -> Callable[[str], Mapping[InputProperties, Mapping[str, NetworkStream]] | None]:
-        """``groups_at`` for one input, as a function of the peer (None or empty: nothing
-        there): a search asks it at hundreds of peers, and a view may look the input up once."""
         ...
 
     def new_stream_id(self) -> str:
@@ -124,7 +117,3 @@ class PlanningSnapshot:
         for s in self.tables.get((peer, input_stream), ()):
             groups.setdefault(s.properties, {})[s.id] = s
         return groups
-
-    def groups_of(self, input_stream: InputStream
-                  ) -> Callable[[str], dict[InputProperties, dict[str, NetworkStream]]]:
-        return functools.partial(self.groups_at, input_stream=input_stream)

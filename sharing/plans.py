@@ -225,15 +225,10 @@ class PlanBuilder:
             elif isinstance(op, (alg.WindowAggregate, alg.CombineWindows)):
                 freq = estimate.freq
         if len(route) > 1:
-            # (the sums of ``Usage.add_peer``/``add_link``, inlined: every candidate plan prices
-            # two or three streams, dozens per registration, and the calls were a sixth of it)
-            load, links = usage.peers, usage.links
-            forward, per_second, bits = self.calibration.forward, estimate.freq, estimate.bits_per_second
             for peer in route:
-                load[peer] = load.get(peer, 0.0) + forward * peers[peer].pindex * per_second
+                usage.add_peer(peer, self.calibration.forward * peers[peer].pindex * estimate.freq)
             for a, b in zip(route, route[1:]):
-                key = frozenset((a, b))
-                links[key] = links.get(key, 0.0) + bits
+                usage.add_link(a, b, estimate.bits_per_second)
         return usage
 
     def post_processing_usage(self, parts: list[PlanPart], target: str) -> Usage:

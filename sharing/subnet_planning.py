@@ -22,9 +22,8 @@ serves. ``streamglobe simulate random --peers N --subnets K`` measures that gap.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from .backbone import Backbone, TopologyError
 from .estimates import with_sample
@@ -97,10 +96,6 @@ class SubnetView:
             relay = self.original(input_stream)
             groups.setdefault(relay.properties, {})[relay.id] = relay
         return groups
-
-    def groups_of(self, input_stream: InputStream
-                  ) -> Callable[[str], dict[InputProperties, dict[str, NetworkStream]]]:
-        return functools.partial(self.groups_at, input_stream=input_stream)
 
     def new_stream_id(self) -> str:
         return self.state.new_stream_id()
