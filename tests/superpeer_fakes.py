@@ -241,6 +241,14 @@ def photon_network(warmup: list[str]) -> Iterator[FakeNetwork]:
         p.stop()
 
 
+def publish_switching(source: Node, mover: Node, items: list[str], batch: int, stream: str = "photons") -> None:
+    """``items`` published at ``source`` in batches; after each, the switches ``mover``'s
+    re-optimiser has under way are finished (moves run by the test, as its loop would)."""
+    for k in range(0, len(items), batch):
+        source.data.publish(stream, items[k:k + batch])
+        mover.reoptimiser.finish_switches()
+
+
 def buffered_results(record, timeout: float = 10.0) -> list[str]:
     """A subscription's results from its buffer, until it ends; fails if none come in time."""
     out: list[str] = []

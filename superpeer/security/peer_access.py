@@ -83,9 +83,7 @@ def check_transaction(caller: str | None, txn: str, holder: Holder | None, subsc
 
 
 def check_remove(caller: str | None, subscription: str) -> None:
-    if caller is not None and owner_of(subscription) != caller:
-        raise deny(caller, f"Remove {subscription}",
-                   f"{caller} may remove only its own subscriptions' streams ({caller}-…)")
+    _check_own(caller, subscription, "Remove", "remove only its own subscriptions' streams")
 
 
 def check_align(caller: str | None, stream: str) -> None:
@@ -97,9 +95,13 @@ def check_align(caller: str | None, stream: str) -> None:
 
 def check_claim(caller: str | None, subscription: str) -> None:
     """A peer claims a link's lowering only for its own subscriptions (``control.lowering_claims``)."""
+    _check_own(caller, subscription, "ClaimLowering", "claim only for its own subscriptions")
+
+
+def _check_own(caller: str | None, subscription: str, method: str, may: str) -> None:
+    """A call about ``subscription`` only from the super-peer it belongs to (``SP1-…``)."""
     if caller is not None and owner_of(subscription) != caller:
-        raise deny(caller, f"ClaimLowering {subscription}", f"{caller} may claim only for its own "
-                                                            f"subscriptions ({caller}-…)")
+        raise deny(caller, f"{method} {subscription}", f"{caller} may {may} ({caller}-…)")
 
 
 def check_truncate(caller: str | None, stream: str, route: tuple[str, ...] | None, last: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from lxml import etree
 from network_harness import photon_windows
-from superpeer_fakes import buffered_results, in_process_network
+from superpeer_fakes import buffered_results, in_process_network, publish_switching
 
 from photons.generator import generate
 
@@ -32,9 +32,7 @@ def test_windows_across_sample_changes_are_scaled_at_their_own_rate_and_their_in
 
         def publish(n: int) -> None:
             nonlocal at
-            for k in range(at, at + n, 250):
-                sp4.data.publish("photons", photons[k:k + 250])
-                sp1.reoptimiser.finish_switches()
+            publish_switching(sp4, sp1, photons[at:at + n], 250)
             at += n
 
         publish(3_000)

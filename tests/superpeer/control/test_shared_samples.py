@@ -5,7 +5,7 @@ super-peers in one process on the fake transport; moves are run by the test."""
 
 from __future__ import annotations
 
-from superpeer_fakes import buffered_results, in_process_network
+from superpeer_fakes import buffered_results, in_process_network, publish_switching
 
 from photons.generator import generate
 from sharing.analysis import analyze
@@ -40,9 +40,7 @@ def test_a_subscription_under_pressure_joins_a_coarser_sample_that_already_flows
 
         def publish(n: int) -> None:
             nonlocal at
-            for k in range(at, at + n, 50):
-                sp4.data.publish("photons", PHOTONS[k:k + 50])
-                sp1.reoptimiser.finish_switches()
+            publish_switching(sp4, sp1, PHOTONS[at:at + n], 50)
             at += n
 
         assert sp1.adaptive.resample(wide, 8, "test: sample 1/1 → 1/8")
