@@ -388,6 +388,24 @@ class ClaimLoweringReply(_message.Message):
     reason: str
     def __init__(self, granted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class WidenStreamRequest(_message.Message):
+    __slots__ = ("transaction", "step", "wide_json", "was_json", "residual_json")
+    TRANSACTION_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    WIDE_JSON_FIELD_NUMBER: _ClassVar[int]
+    WAS_JSON_FIELD_NUMBER: _ClassVar[int]
+    RESIDUAL_JSON_FIELD_NUMBER: _ClassVar[int]
+    transaction: str
+    step: str
+    wide_json: str
+    was_json: str
+    residual_json: str
+    def __init__(self, transaction: _Optional[str] = ..., step: _Optional[str] = ..., wide_json: _Optional[str] = ..., was_json: _Optional[str] = ..., residual_json: _Optional[str] = ...) -> None: ...
+
+class WidenStreamReply(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class TransferRequest(_message.Message):
     __slots__ = ("stream", "first_sequence", "items", "watermark", "end", "sender", "sender_epoch", "watermark_path", "origins", "numbered_by_origin", "payload", "lengths")
     STREAM_FIELD_NUMBER: _ClassVar[int]

@@ -484,6 +484,11 @@ class SuperPeerStub:
                 request_serializer=proto_dot_streamglobe__pb2.ClaimLoweringRequest.SerializeToString,
                 response_deserializer=proto_dot_streamglobe__pb2.ClaimLoweringReply.FromString,
                 _registered_method=True)
+        self.WidenStream = channel.unary_unary(
+                '/streamglobe.v1.SuperPeer/WidenStream',
+                request_serializer=proto_dot_streamglobe__pb2.WidenStreamRequest.SerializeToString,
+                response_deserializer=proto_dot_streamglobe__pb2.WidenStreamReply.FromString,
+                _registered_method=True)
         self.Transfer = channel.unary_unary(
                 '/streamglobe.v1.SuperPeer/Transfer',
                 request_serializer=proto_dot_streamglobe__pb2.TransferRequest.SerializeToString,
@@ -594,6 +599,14 @@ class SuperPeerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WidenStream(self, request, context):
+        """A running stream widened in place, one step at a peer of its route (narrow, switch,
+        settle: ``control.widening_in_place``).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Transfer(self, request, context):
         """Data plane: item batches along a stream's route, acknowledged.
         """
@@ -682,6 +695,11 @@ def add_SuperPeerServicer_to_server(servicer, server):
                     servicer.ClaimLowering,
                     request_deserializer=proto_dot_streamglobe__pb2.ClaimLoweringRequest.FromString,
                     response_serializer=proto_dot_streamglobe__pb2.ClaimLoweringReply.SerializeToString,
+            ),
+            'WidenStream': grpc.unary_unary_rpc_method_handler(
+                    servicer.WidenStream,
+                    request_deserializer=proto_dot_streamglobe__pb2.WidenStreamRequest.FromString,
+                    response_serializer=proto_dot_streamglobe__pb2.WidenStreamReply.SerializeToString,
             ),
             'Transfer': grpc.unary_unary_rpc_method_handler(
                     servicer.Transfer,
@@ -1052,6 +1070,33 @@ class SuperPeer:
             '/streamglobe.v1.SuperPeer/ClaimLowering',
             proto_dot_streamglobe__pb2.ClaimLoweringRequest.SerializeToString,
             proto_dot_streamglobe__pb2.ClaimLoweringReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WidenStream(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/streamglobe.v1.SuperPeer/WidenStream',
+            proto_dot_streamglobe__pb2.WidenStreamRequest.SerializeToString,
+            proto_dot_streamglobe__pb2.WidenStreamReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -55,6 +55,18 @@ class RegistrationError(Exception):
     """A subscription cannot be planned at all (unknown stream or peer); says why."""
 
 
+@dataclass(frozen=True)
+class InPlace:
+    """A running stream widened in place (``widening.in_place``): its entry once widened (same
+    id, route and users; the hull's properties, operators, usage and estimate), as the plan saw
+    it, and the residual that makes its items of the wide ones (what its readers get in front
+    of them)."""
+
+    wide: NetworkStream
+    was: NetworkStream
+    residual: tuple[alg.Operator, ...]
+
+
 @dataclass
 class PlanPart:
     """How one input of a subscription is served."""
@@ -73,6 +85,7 @@ class PlanPart:
     reason: str = ""
     alternatives: list["PlanPart"] = field(default_factory=list, repr=False)  # priced, not chosen
     widened: str = ""  # the running stream this part widens (``widening``): its consumers follow
+    in_place: InPlace | None = None  # … widened in place, not by a stream beside it (``widening.in_place``)
     relayed: str = ""  # the subnet its first new stream brings the original into (``subnet_planning``)
 
     def summary(self) -> dict:
@@ -95,6 +108,7 @@ class PlanPart:
             "delivered_stream": self.result_stream,
             "match": self.reason,
             "widened": self.widened,
+            "widened_in_place": self.in_place is not None,
             "relayed": self.relayed,
             "cost": round(self.cost, 6),
             "alternatives": [a.summary() for a in sorted(self.alternatives, key=lambda a: a.cost)[:MAX_ALTERNATIVES]],
@@ -106,6 +120,9 @@ class PlanPart:
         if self.new_streams and self.new_streams[0].past:  # (``replay_plans``: from the log)
             source = (f"its log replayed at {self.reuse_peer} on a copy of its own" if self.reused == name else
                       f"a copy at {self.reuse_peer} of {self.reused}, a replay of its log already running")
+        elif self.in_place is not None:
+            source = (f"widened {self.widened} in place (at {self.in_place.wide.origin}; its readers keep "
+                      f"their items), reused at {self.reuse_peer}")
         elif self.widened:
             source = (f"widened {self.widened} (as {self.new_streams[0].id}, from {self.reused} at "
                       f"{self.reuse_peer}; its consumers move onto it)")

@@ -12,17 +12,26 @@ where it takes it) and every consumer of ``S`` (their residual: ``S``'s predicat
 projection); once they have moved onto it — re-optimisation moves each, live and exactly,
 since ``S`` then costs only them — ``S`` is removed. So the part is priced at what ``W`` and
 its residual cost *less* what ``S`` costs now: what the network carries once the move is done.
+
+A super-peer whose readers can be given a residual where they stand (the inline executor)
+widens ``S`` **in place** instead (``in_place``): ``S`` keeps its id and route, its readers get
+its own predicate and projection in front of them, then the operators computing ``S`` take the
+hull, and the new subscription reads ``S`` as any reused stream
+(``superpeer.control.widening_in_place``). No second stream flows, nobody has to move.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from fractions import Fraction
 
 from wxquery.operators import definitions as alg
 
 from .matching import UNKNOWN, Repetition, match_properties
+from .plans import InPlace, PlanPart
 from .stream_properties import InputProperties, Projection, Selection
+from .stream_table import NetworkStream
 
 LOWER = {">": False, ">=": True}  # op -> inclusive
 UPPER = {"<": False, "<=": True}
@@ -82,3 +91,27 @@ def _bounds(atoms: tuple[alg.Atom, ...]) -> dict[str, tuple[Bound, Bound]]:
             hi = new if hi is None else min(hi, new, key=lambda x: (x[0], x[1]))
         out[atom.left] = (lo, hi)
     return out
+
+
+def in_place(part: PlanPart, streams: Mapping[str, NetworkStream], repetition: Repetition = UNKNOWN) -> PlanPart:
+    """A widening part (``planner.widened_parts``) as the widening of its stream in place: the
+    wide stream takes the running one's id, so the part reuses that stream, and its new
+    streams are only those the subscription takes it with. The part as it is when that cannot
+    be (not a widening, the stream not in ``streams``, no residual of selections and
+    projections)."""
+    was = streams.get(part.widened) if part.widened else None
+    if was is None or not part.new_streams or part.in_place is not None:
+        return part
+    w = part.new_streams[0]
+    match = match_properties(w.properties, was.properties, repetition)
+    if not match.shareable or not all(isinstance(op, (alg.Select, alg.Project)) for op in match.residual):
+        return part
+    wide = replace(was, properties=w.properties, operators=w.operators, usage=w.usage, estimate=w.estimate,
+                   users=set(was.users))
+    rest = [replace(s, parent=was.id if s.parent == w.id else s.parent) for s in part.new_streams[1:]]
+    result = was.id if part.result_stream == w.id else part.result_stream
+    shared = 0  # (where the subscription takes it: the last peer its route shares with the stream's)
+    while shared + 1 < min(len(part.route), len(was.route)) and part.route[shared + 1] == was.route[shared + 1]:
+        shared += 1
+    return replace(part, reused=was.id, reuse_peer=was.route[shared], new_streams=rest, result_stream=result,
+                   in_place=InPlace(wide, was, tuple(match.residual)), alternatives=[])

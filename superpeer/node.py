@@ -45,6 +45,7 @@ from .control.reoptimisation import Reoptimiser
 from .control.reoptimisation_settings import ReoptimisationSettings
 from .data.origins import Origins
 from .control.participant import Participant
+from .control.widening_in_place import InPlaceWidening
 from .control.peer_link import Aligned, PeerLink, Reserved, Waiting
 from .data.backpressure import HELD_BACK, Backpressure, LinkBuffer, LinkRoom, downstream
 from .data.data_plane import DataPlane, Outbound, Published
@@ -150,16 +151,17 @@ class Node:
         self.executor_load = ExecutorLoad()  # (… and a peer to what its executor measurably spends)
         self.archiver = (Archiver(self.state, archive.directory, archive.span, archive.samples)
                          if archive is not None else None)
+        self.widening = InPlaceWidening(self.state, self.executor)  # (streams widened in place: their steps here)
         self.participant = Participant(self.state, self.executor, self.transport, self.positions, self.replays,
                                        attach=self.data.attach, replay=self.data.replay, removed=self._forget,
-                                       background=settings.cut_routes_in_background)
+                                       background=settings.cut_routes_in_background, widening=self.widening)
         self.control = ControlPlane(self.state, self.transport, settings.retention, self.positions,
                                     self.transport.detector.incarnation)
         self.control.subnets = topology.subnets
         self.recovery = Recovery(self.control, self.transport.detector)
-        # (only where the readers of the narrow stream can be moved onto the wide one: else both flow)
-        self.control.widening = (settings.widening and self.executor.synchronous
-                                 and settings.reoptimisation.enabled)
+        # (in place where the executor can put a residual in front of the stream's readers: the
+        # inline one; a stream widened in place needs nobody to move)
+        self.control.widening = self.control.widen_in_place = settings.widening and hasattr(self.executor, "narrow")
         self._drift_woken = 0.0
         self.reoptimiser = Reoptimiser(self.control, self.recovery, settings.reoptimisation,
                                        synchronous=self.executor.synchronous)
@@ -355,6 +357,14 @@ class Node:
                 return self.lowering.claim(neighbour, subscription, priority)
         except ValueError as exc:
             raise NodeError("INVALID_ARGUMENT", str(exc)) from None
+
+    def widen_stream(self, txn: str, step: str, wide: NetworkStream, was: NetworkStream,
+                     residual: tuple, caller: str | None = None) -> None:
+        """One step of widening a stream of this peer's route in place (``widening_in_place``)."""
+        try:
+            self.widening.step(txn, step, wide, was, residual)
+        except ValueError as exc:  # (a residual or chain that cannot be narrowed: refused, nothing changed)
+            raise NodeError("FAILED_PRECONDITION", f"{wide.id} cannot be widened at {self.state.id}: {exc}") from None
 
     def abort(self, txn: str, caller: str | None = None) -> bool:
         """Whether a replay ``txn`` held here had been let go before (``Participant.abort``)."""

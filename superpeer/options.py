@@ -66,8 +66,8 @@ def add_reoptimisation_options(p: argparse.ArgumentParser) -> None:
                         "subscription's streams cost it (default 0.1)")
     p.add_argument("--widening", action=argparse.BooleanOptionalAction, default=False,
                    help="offer a new subscription that nearly matches a running stream to widen that "
-                        "stream: its readers move onto the wider one, live (off by default; never with "
-                        "--no-reoptimise, which is what moves them)")
+                        "stream in place: its readers keep their items through a residual, nobody moves "
+                        "(off by default; not with --executor spark)")
     p.add_argument("--reoptimise-cooldown", type=parse_duration, default=10.0, metavar="DURATION",
                    help="no re-plan of a subscription within this long of its last one (default 10s)")
     p.add_argument("--no-adaptive-sampling", action="store_true",

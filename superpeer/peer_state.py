@@ -67,6 +67,8 @@ class PeerState:
         self.known_originals: dict[str, NetworkStream] = {}  # registered anywhere, by name
         self.heard_of: dict[str, float] = {}  # original -> when a heartbeat first told of it
         self.deliveries: dict[str, list[tuple[SubscriptionRuntime, str]]] = {}  # stream -> (sub, var)
+        # streams being widened in place, not reusable here until settled -> the widening's transaction
+        self.held_for_widening: dict[str, str] = {}
         # stream -> the latest origin and window index it delivered here (``origins.fed_high``)
         self.fed_high: dict[str, tuple[int, int]] = {}
         self.peer_usage: dict[str, dict] = {}  # what other peers last reported

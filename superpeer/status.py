@@ -42,7 +42,8 @@ def report(state: PeerState, topology: Topology, executor: Executor, control: Co
                                    "avg_item_size": round(s.statistics.avg_item_size, 1),
                                    "frequency": round(s.statistics.frequency, 3)}}
                 for n, s in state.originals.items()},
-            "stream_table": [{**stream_status(s, state.id), "derived_here": state.derived_here(s.id)}
+            "stream_table": [{**stream_status(s, state.id), "derived_here": state.derived_here(s.id),
+                              "held_for_widening": s.id in state.held_for_widening}
                              for s in state.table],
             "operators": [{"stream": sid, "parent": entry.parent,
                            "operators": [str(o) for o in entry.operators] or ["forward"],

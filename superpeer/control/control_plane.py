@@ -43,6 +43,7 @@ from sharing.backbone import TopologyError
 from sharing.estimates import samplable
 from sharing.planner import Plan, Planner, RegistrationError, Strategy
 from sharing.subnets import Subnets
+from sharing.widening import in_place
 from sharing.replay import replay_inputs
 from sharing.replay_plans import shared_replays
 from sharing.statistics import StreamStatistics
@@ -64,6 +65,8 @@ from .announcements import announce_to, everyone_else, homes, missing_streams
 from .participant import CONFLICT
 from .remote_view import RemotePlanningView, fetch_planning_view, planner_for, remember_reach, settled_view
 from .two_phase import Coordinator, PlanAgain
+from .plan_inputs import take_inputs
+from .widening_in_place import widen_plan
 
 REPLANS = 3  # refusals for capacity before a subscription is given up (ABORTED)
 GONE = "the client gave up on the registration (cancelled, or its deadline passed): nothing is kept"
@@ -98,6 +101,7 @@ class ControlPlane:
         self.two_phase = Coordinator(state, link)  # installs plans: reserve, commit, release
         self.retention = retention
         self.widening = False  # offer to widen a running stream for a near miss (``serve --widening``)
+        self.widen_in_place = False  # … in place (``widening_in_place``), not by a stream beside it
         self.subnets: Subnets | None = None  # the topology's: each planned on its own (``planner_for``)
         self.make_planner = planner or (lambda view: planner_for(view, self.subnets, self.widening))
         self.incarnation = incarnation
@@ -299,8 +303,16 @@ class ControlPlane:
         deadline = time.monotonic() + INSTALL_DEADLINE_S
         avoid: set[str] = set()  # running replays that could not serve it (``Reserved.refused``)
         retried = False
+        widen = True  # (until a stream cannot be widened in place: then planned without widening)
         for again in itertools.count(1):
-            plan, view, txn, reservation = self._reserve(record, deadline, avoid, gone)
+            plan, view, txn, reservation = self._reserve(record, deadline, avoid, gone, widen)
+            try:
+                widen_plan(self.link, plan, txn)  # (``widening_in_place``: before it is committed)
+            except NodeError as exc:  # (nothing changed where it was refused: plan without it)
+                log.info("%s: %s; planned again without widening", record.runtime.id, exc.message)
+                self.two_phase.release(record, txn, self.two_phase.involved(plan, view))
+                widen = False
+                continue
             # over the past: a new copy of each original, filled from its log's first item (or the
             # last ``since_s`` seconds'), then live; or of a running replay, from the item its origin said
             shared = shared_replays(plan)
@@ -341,7 +353,7 @@ class ControlPlane:
         record.store_plan(self.state.store)
 
     def _reserve(self, record: SubscriptionRecord, deadline: float, avoid: set[str],
-                 gone: Callable[[], bool]) -> tuple[Plan, RemotePlanningView, str, Reserved]:
+                 gone: Callable[[], bool], widen: bool = True) -> tuple[Plan, RemotePlanningView, str, Reserved]:
         """Plan and reserve, planning again on a refusal: (plan, view, transaction, what the
         peers said). ``avoid``: running replays that could not serve the subscription, and
         those it is refused by here."""
@@ -353,7 +365,7 @@ class ControlPlane:
             if gone():
                 raise NodeError("CANCELLED", GONE)
             view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id, scoped=True)
-            plan = self._plan(record, view, avoid)
+            plan = self._plan(record, view, avoid, widen)
             if not plan.admitted:
                 settled = settled_view(self.state, view) if time.monotonic() < deadline else None
                 if settled is not None and self._plan(record, settled, avoid).admitted:
@@ -373,42 +385,30 @@ class ControlPlane:
                 raise NodeError("ABORTED", f"could not reserve the plan's resources: "
                                            f"{last_reason or reason}")
 
-    def _plan(self, record: SubscriptionRecord, view: RemotePlanningView, avoid: set[str]) -> Plan:
+    def _plan(self, record: SubscriptionRecord, view: RemotePlanningView, avoid: set[str],
+              widen: bool = True) -> Plan:
+        """``widen``: a near miss may widen a running stream (``--widening``), in place where
+        this peer's executor can narrow its readers, else by a stream beside it."""
         sid, properties = record.runtime.id, record.runtime.analysis.properties
         try:
             planner = self.make_planner(view)
-            return (planner.replay_plan(sid, properties, self.state.id, avoid=frozenset(avoid),
+            if not widen:
+                planner.widening = False
+            plan = (planner.replay_plan(sid, properties, self.state.id, avoid=frozenset(avoid),
                                         share=record.strategy == Strategy.SHARING)
                     if record.from_start else
                     planner.subscribe(sid, properties, self.state.id, record.strategy,
                                       approximate=record.approximate, coarsest=record.min_rate))
+            if self.widen_in_place:
+                plan.parts = [in_place(p, view.snapshot.streams) for p in plan.parts]
+            return plan
         except (RegistrationError, KeyError) as exc:  # (a KeyError's str() quotes its message)
             raise NodeError("NOT_FOUND", str(exc.args[0]) if exc.args else str(exc)) from None
         except TopologyError as exc:  # (no way into its subnet from where the stream flows)
             raise NodeError("UNAVAILABLE", str(exc)) from None
 
     def take_inputs(self, record: SubscriptionRecord, plan: Plan) -> dict[str, int]:
-        """Deliver the plan's result streams to the subscription here, before anything is
-        committed: every item and the end of a new stream reach it. A stream that already ended
-        here (a reused one) will not end again, so the subscription's input ends now. Returns
-        the number of the first item it will read (``positions``) of each stream that already
-        flows here."""
-        inputs = {p.input_properties.variable: p.result_stream for p in plan.parts}
-        reads: dict[str, int] = {}
-        with self.state.lock:
-            record.plan = plan
-            record.inputs = inputs
-            for variable, stream in inputs.items():
-                if self.state.table.has_ended(stream):
-                    record.runtime.feed(variable, [], end=True)
-                    continue
-                self.state.deliveries.setdefault(stream, []).append((record.runtime, variable))
-                original = self.state.originals.get(stream)
-                at = (original.logged if original is not None
-                      else self.positions.next.get(stream))
-                if at is not None:
-                    reads[stream] = at
-        return reads
+        return take_inputs(self.state, self.positions, record, plan)
 
     def unsubscribe(self, sid: str) -> list[str]:
         with self._installing:  # not while it is being planned again (``recovery.replanning``)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ..data.narrowing import inner, rewrapped
 from ..peer_state import PeerState
 from ..subscriptions.record import SubscriptionRecord
 from ..subscriptions.runtime import SubscriptionRuntime
@@ -50,7 +51,7 @@ def attach(state: PeerState, switch: TrackSwitch, runtime: SubscriptionRuntime) 
         earlier = getattr(r, "switch", None)
         if earlier is not None and earlier.runtime is runtime and earlier.at is not None:
             switch.took_over_at(earlier.at)
-    state.deliveries[switch.old_stream] = [(switch.old, v) if getattr(r, "runtime", r) is runtime
+    state.deliveries[switch.old_stream] = [(rewrapped(r, switch.old), v) if getattr(r, "runtime", r) is runtime
                                            and v == switch.variable else (r, v) for r, v in entries]
     if state.table.has_ended(switch.new_stream):
         switch.from_new([], True, None)
@@ -64,11 +65,11 @@ def detach(state: PeerState, switch: TrackSwitch, old_to_runtime: bool, keep_new
     plan's stream goes on through the switch (``keep_new``: it is done, and still drops what
     the new plan sends from before the switch item) or stops."""
     old = state.deliveries.get(switch.old_stream, [])
-    state.deliveries[switch.old_stream] = [(switch.runtime, v) if r is switch.old else (r, v)
-                                           for r, v in old if r is not switch.old or old_to_runtime]
+    state.deliveries[switch.old_stream] = [(rewrapped(r, switch.runtime), v) if inner(r) is switch.old else (r, v)
+                                           for r, v in old if inner(r) is not switch.old or old_to_runtime]
     if not keep_new:
         state.deliveries[switch.new_stream] = [e for e in state.deliveries.get(switch.new_stream, [])
-                                               if e[0] is not switch.new]
+                                               if inner(e[0]) is not switch.new]
 
 
 def restore(record: SubscriptionRecord, old: dict) -> None:

@@ -33,6 +33,7 @@ from ..history.log_replay import LogReplays
 from ..peer_state import PeerState
 from .peer_link import PeerLink, Reserved
 from .transactions import Transaction
+from .widening_in_place import InPlaceWidening
 from ..security.audit import deny
 from ..subscriptions.record import replaced_by
 
@@ -44,7 +45,7 @@ class Participant:
     def __init__(self, state: PeerState, executor: Executor, link: PeerLink, positions: StreamPositions,
                  replays: LogReplays, attach: Callable[[str], None],
                  replay: Callable[[str, int, float | None], tuple[int, str]], removed: Callable[[str], None],
-                 background: bool = True) -> None:
+                 background: bool = True, widening: InPlaceWidening | None = None) -> None:
         """``positions``: where original streams' items stand here; ``replays``: the running
         replays of the streams registered here, to hold. From the data plane, called with the
         lock held: ``attach`` a stream installed here, ``replay`` a new copy from its stream's
@@ -61,6 +62,7 @@ class Participant:
         self.background = background
         self.transactions = state.transactions
         self.transactions.on_lapse = self.unpin
+        self.widening = widening or InPlaceWidening(state, executor)  # (streams held while widened in place)
 
     # ------------------------------------------------------------------ planning reads
 
@@ -115,6 +117,9 @@ class Participant:
             gone = [sid for sid in pins or () if sid not in self.state.table]
             if gone:
                 return False, f"{CONFLICT}{gone[0]}, which the plan reuses, was removed at {here} since"
+            held = self.widening.refusal(txn, pins or [], streams)
+            if held:  # (its properties are about to change: a plan made over them now is stale)
+                return False, f"{CONFLICT}{held}"
             if not streams:  # (only keeping what the plan reuses: it takes nothing here)
                 self.pin(txn, coordinator, subscription, pins or [])
                 return True, ""

@@ -111,6 +111,9 @@ class PeerHandler(Protocol):
 
     def claim_lowering(self, neighbour: str, subscription: str, priority: float) -> Grant: ...
 
+    def widen_stream(self, txn: str, step: str, wide: NetworkStream, was: NetworkStream,
+                     residual: tuple) -> None: ...
+
 
 STATISTICS = "statistics"  # (a lookup answer's usage: the original's statistics, when asked for)
 
@@ -169,6 +172,11 @@ class PeerLink(Protocol):
     def claim_lowering(self, peer: str, neighbour: str, subscription: str, priority: float) -> Grant | None:
         """May ``subscription`` lower its sample for the link ``peer`` sends on to ``neighbour``
         (``lowering_claims``; None: ``peer`` did not answer)?"""
+
+    def widen_stream(self, peer: str, txn: str, step: str, wide: NetworkStream, was: NetworkStream,
+                     residual: tuple) -> None:
+        """One step of widening ``wide.id`` in place at ``peer`` (``widening_in_place``); a
+        refusal, or a peer that does not answer, raises ``NodeError``."""
 
 
 def copy_stream(s: NetworkStream) -> NetworkStream:

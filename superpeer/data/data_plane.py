@@ -29,6 +29,7 @@ from ..peer_state import PeerState
 from ..security.peer_access import check_transfer_route
 from .items import check_items, parse_batch, parse_each
 from .link_receipts import LinkReceipts
+from .narrowing import NarrowedDelivery
 from .origins import Origins, fed_high
 from .positions import StreamPositions, kept_runs
 from .stream_rates import StreamRates
@@ -108,6 +109,7 @@ class DataPlane:
         self.positions.forget(stream)
         self.rates.forget(stream)
         self.state.fed_high.pop(stream, None)
+        self.state.held_for_widening.pop(stream, None)  # (a stream held by a widening that never settled)
 
     # ------------------------------------------------------------------ publishers
 
@@ -445,6 +447,9 @@ class DataPlane:
 
 def wants_text(consumer) -> bool:
     """Whether a delivery takes the items' wire text (a subscription passing its items
-    through, or a switch of its plans in front of one), not parsed items."""
+    through, or a switch of its plans in front of one, or a residual in front of either:
+    ``narrowing``), not parsed items."""
+    if isinstance(consumer, NarrowedDelivery):
+        return True
     return getattr(getattr(consumer, "runtime", consumer), "wants_text", False)
 

@@ -18,6 +18,7 @@ from wxquery.operators.predicate_index import INDEX_FROM
 from wxquery.operators.runner import ChainGroup
 from wxquery.operators.windows import WindowCounters
 
+from ..data.narrowing import narrowed_chain, residual_chain
 from ..data.origins import picked
 from .base import Deliver, installs_a_copy
 
@@ -69,6 +70,31 @@ class InlineExecutor:
             seq = self.seqs.get(stream, 0)
             self.seqs[stream] = seq + len(out)
             self.deliver(stream, seq, out, False)
+
+    def narrow(self, parent: str, residual: tuple[alg.Operator, ...]) -> list[str]:
+        """Every chain computed here from ``parent`` reads it, from now on, through the
+        residual that makes the narrow stream of the wide one (``data.narrowing``): a stream
+        widened in place. Their window state goes on. The streams narrowed."""
+        group = self.groups.get(parent)
+        if group is None:
+            return []
+        narrow = residual_chain(residual)
+        chains = {s: narrowed_chain(st.chain, narrow) for s, st in group.states.items()}  # (all, or none)
+        for stream, chain in chains.items():
+            group.states[stream].chain = chain
+        group.changed()
+        return sorted(chains)
+
+    def rechain(self, stream: str, operators: tuple[alg.Operator, ...]) -> None:
+        """The per-item chain computing ``stream`` replaced by ``operators`` (it widens in place):
+        the items pushed from now on are computed by the new ones."""
+        parent = self.parents[stream]
+        group = self.groups[parent]
+        old = group.states[stream].chain
+        if old.window is not None or old.input_kind != "items":
+            raise ValueError(f"{stream} is not computed item by item: it cannot be widened in place")
+        group.states[stream].chain = normalise(old.id, stream, parent, "items", operators)
+        group.changed()
 
     def remove(self, stream: str) -> None:
         self.copies.discard(stream)

@@ -46,7 +46,7 @@ from ..security.tls import Security, channel_options
 from ..topology import Topology
 from .link_cut import CutLink
 from .stream_wire import StaticParses
-from .wire import commit_to_wire, input_to_wire, part_to_wire, waiting_from_wire
+from .wire import commit_to_wire, input_to_wire, part_to_wire, waiting_from_wire, widening_to_wire
 
 T = TypeVar("T")
 log = logging.getLogger("streamglobe.superpeer")
@@ -318,6 +318,16 @@ class GrpcPeerChannels:
                               refusals=True, timeout=CLAIM_TIMEOUT_S)
         except NodeError as exc:  # (it answered no)
             return Grant(False, exc.message)
+
+    def widen_stream(self, peer: str, txn: str, step: str, wide: NetworkStream, was: NetworkStream,
+                     residual: tuple) -> None:
+        if peer == self.id:
+            self.local.widen_stream(txn, step, copy_stream(wide), copy_stream(was), residual)
+            return
+        wide_json, was_json, residual_json = widening_to_wire(wide, was, residual)
+        request = pb.WidenStreamRequest(transaction=txn, step=step, wide_json=wide_json, was_json=was_json,
+                                        residual_json=residual_json)
+        self._call(peer, "WidenStream", request, lambda r: None, required=True, refusals=True)
 
     # ------------------------------------------------------------------ heartbeats
 

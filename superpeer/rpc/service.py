@@ -31,7 +31,7 @@ from ..security.tls import Security, peer_identity
 from ..subscriptions.approximation import COARSEST, CONFIDENCE
 from ..subscriptions.record import past_text
 from .stream_wire import StaticTexts
-from .wire import commit_from_wire, input_from_wire, part_from_wire, waiting_to_wire
+from .wire import commit_from_wire, input_from_wire, part_from_wire, waiting_to_wire, widening_from_wire
 
 log = logging.getLogger("streamglobe.superpeer")
 MAX_WAIT_MS = 30_000  # a result read waits at most this long for new results
@@ -255,6 +255,13 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     def ClaimLowering(self, request, context, caller):
         got = self.node.claim_lowering(request.neighbour, request.subscription, request.priority, caller)
         return pb.ClaimLoweringReply(granted=got.granted, reason=got.reason)
+
+    @_handled
+    @_peers_only
+    def WidenStream(self, request, context, caller):
+        wide, was, residual = widening_from_wire(request.wide_json, request.was_json, request.residual_json)
+        self.node.widen_stream(request.transaction, request.step, wide, was, residual, caller=caller)
+        return pb.WidenStreamReply()
 
     @_handled
     @_peers_only

@@ -59,6 +59,11 @@ class ChainGroup:
 
     def remove(self, stream: str) -> None:
         self.states.pop(stream, None)
+        self.changed()
+
+    def changed(self) -> None:
+        """A chain's definition changed in place (a stream widened): what is derived from them
+        all is made again at the next push."""
         self._index = self._paths = self._anyway = None
 
     def __len__(self) -> int:

@@ -1,0 +1,34 @@
+"""A plan's result streams delivered to its subscription at the subscriber's super-peer, before
+the plan is committed (``control_plane``, and a re-plan after a failure: ``recovery.replanning``)."""
+
+from __future__ import annotations
+
+from sharing.planner import Plan
+
+from ..data.positions import StreamPositions
+from ..peer_state import PeerState
+from ..subscriptions.record import SubscriptionRecord
+
+
+def take_inputs(state: PeerState, positions: StreamPositions, record: SubscriptionRecord, plan: Plan) -> dict[str, int]:
+    """Deliver the plan's result streams to the subscription here, before anything is
+    committed: every item and the end of a new stream reach it. A stream that already ended
+    here (a reused one) will not end again, so the subscription's input ends now. Returns
+    the number of the first item it will read (``positions``) of each stream that already
+    flows here."""
+    inputs = {p.input_properties.variable: p.result_stream for p in plan.parts}
+    reads: dict[str, int] = {}
+    with state.lock:
+        record.plan = plan
+        record.inputs = inputs
+        for variable, stream in inputs.items():
+            if state.table.has_ended(stream):
+                record.runtime.feed(variable, [], end=True)
+                continue
+            state.deliveries.setdefault(stream, []).append((record.runtime, variable))
+            original = state.originals.get(stream)
+            at = (original.logged if original is not None
+                  else positions.next.get(stream))
+            if at is not None:
+                reads[stream] = at
+    return reads

@@ -1,0 +1,152 @@
+"""A running stream widened in place, at each peer of its route (issue 31; ``sharing.widening``).
+
+The coordinator — the super-peer of the subscription that nearly matched the stream ``S`` —
+widens ``S`` in three steps, in this order, then commits its own plan, which reads ``S`` wide:
+
+1. ``narrow`` at every peer of ``S``'s route but its origin: what reads ``S`` there gets the
+   residual in front of it (``data.narrowing``). ``S`` is **held** there: no other plan may reuse
+   it or compute from it until step 3 says what it is now (a plan made over its narrow
+   properties would read wide items as narrow ones).
+2. ``switch`` at ``S``'s origin: the same for what reads ``S`` there, then, under the same lock,
+   the operators computing ``S`` are replaced by the wider ones: every item from then on is wide.
+3. ``settle`` at the other peers: ``S``'s entry takes its new properties, and it is reusable again.
+
+Each step bumps the peer's table version, so a plan made over the narrow ``S`` is refused when it
+reserves. A step is refused — the coordinator then plans without widening — where ``S`` is not
+as the plan saw it, where another installation in flight reuses ``S`` or computes from it, where
+something reads ``S`` that a residual cannot be put in front of (a sample, a copy, a move in
+progress), or on an executor that cannot change a running chain (Spark). A coordinator that
+stops between steps 2 and 3 leaves ``S`` held where it did not settle: its readers stay exact,
+and new plans there do not reuse it (safe; sharing is lost until the stream is removed).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from sharing.stream_table import NetworkStream
+from sharing.widening import InPlace
+from wxquery.operators import definitions as alg
+
+from ..data.narrowing import NarrowedDelivery, residual_chain
+from ..errors import NodeError
+from ..executors import Executor
+from ..peer_state import PeerState
+from .peer_link import PeerLink
+
+log = logging.getLogger("streamglobe.superpeer")
+STEPS = ("narrow", "switch", "settle")
+
+
+class InPlaceWidening:
+    """A participant's part: what it does at each step, and which streams it holds."""
+
+    def __init__(self, state: PeerState, executor: Executor) -> None:
+        self.state = state
+        self.executor = executor
+        self.held = state.held_for_widening  # stream -> the transaction widening it (until ``settle``)
+
+    def refusal(self, txn: str, pins: list[str], streams: list[NetworkStream]) -> str:
+        """Why a reservation of ``txn`` must wait ("" if it need not): it reuses a held stream or
+        computes from one (called with the lock held)."""
+        for sid, holder in self.held.items():
+            if holder != txn and (sid in pins or any(s.parent == sid for s in streams)):
+                return f"{sid} is being widened at {self.state.id}"
+        return ""
+
+    def step(self, txn: str, step: str, wide: NetworkStream, was: NetworkStream,
+             residual: tuple[alg.Operator, ...]) -> None:
+        """``wide``: the stream's entry once widened (its id, new properties, operators, usage
+        and estimate); ``was``: as the coordinator's plan saw it."""
+        if step not in STEPS:
+            raise NodeError("INVALID_ARGUMENT", f"no widening step {step!r}")
+        with self.state.lock:
+            entry = self.state.table.get(wide.id)
+            if entry is None:
+                raise NodeError("FAILED_PRECONDITION", f"{wide.id} no longer reaches {self.state.id}")
+            if step == "settle":
+                if self.held.get(wide.id) == txn:
+                    self._take(entry, wide)
+                    del self.held[wide.id]
+                return
+            if entry.original or entry.properties not in (was.properties, wide.properties):
+                raise NodeError("FAILED_PRECONDITION", f"{wide.id} at {self.state.id} is not the stream the plan widens")
+            if entry.properties == wide.properties:
+                return  # (done already: a step asked again)
+            if (step == "switch") != (entry.origin == self.state.id):
+                raise NodeError("INVALID_ARGUMENT", f"{self.state.id} is {'not ' if step == 'switch' else ''}"
+                                                    f"where {wide.id} is made")
+            why = self._cannot_narrow(txn, wide.id)
+            if why:
+                raise NodeError("FAILED_PRECONDITION", f"{wide.id} cannot be widened at {self.state.id}: {why}")
+            self._narrow(wide.id, residual)
+            if step == "switch":
+                self.executor.rechain(wide.id, wide.operators)
+                self._take(entry, wide)
+            else:
+                self.held[wide.id] = txn
+                self.state.table.version += 1  # (a plan made over the narrow stream is stale here)
+
+    def _cannot_narrow(self, txn: str, sid: str) -> str:
+        if not hasattr(self.executor, "narrow"):
+            return f"the {self.executor.name} executor cannot change a running operator"
+        for t in self.state.transactions.open.values():
+            if t.id != txn and (sid in t.pinned or any(s.parent == sid for s in t.streams)):
+                return "another installation that reads it is in flight"
+        for child in self.state.derived_here(sid):
+            if self.executor.is_copy(child):
+                return f"{child} is a copy of it"
+            entry = self.state.table.get(child)
+            if entry is not None and any(isinstance(op, alg.Sample) for op in entry.operators):
+                return f"{child} samples it"
+        for consumer, _ in self.state.deliveries.get(sid, ()):
+            if getattr(consumer, "switch", None) is not None:
+                return "a subscription reading it is moving"
+        return ""
+
+    def _narrow(self, sid: str, residual: tuple[alg.Operator, ...]) -> None:
+        """Called with the lock held: the residual in front of every reader of ``sid`` here."""
+        narrow = residual_chain(residual)
+        self.executor.narrow(sid, residual)
+        self.state.deliveries[sid] = [(NarrowedDelivery(c, narrow), v) for c, v in self.state.deliveries.get(sid, ())]
+
+    def _take(self, entry: NetworkStream, wide: NetworkStream) -> None:
+        """The entry becomes the wide stream's (its users and route as they are here)."""
+        self.state.table.add(replace(entry, properties=wide.properties, operators=wide.operators,
+                                     usage=wide.usage, estimate=wide.estimate))
+
+
+def widen(link: PeerLink, txn: str, widening: InPlace) -> None:
+    """The coordinator's part: the three steps along the stream's route, in order. A refusal
+    before the switch lets the held stream go where it was narrowed (its readers keep their
+    residual, which changes nothing on narrow items) and raises; after it, a peer that does not
+    settle keeps the stream held (and its readers exact)."""
+    s = widening.was
+    others = [p for p in dict.fromkeys(s.route) if p != s.origin]
+    narrowed: list[str] = []
+    try:
+        for peer in others:
+            link.widen_stream(peer, txn, "narrow", widening.wide, s, widening.residual)
+            narrowed.append(peer)
+        link.widen_stream(s.origin, txn, "switch", widening.wide, s, widening.residual)
+    except NodeError:
+        for peer in narrowed:  # (settled as it was)
+            try:
+                link.widen_stream(peer, txn, "settle", s, s, widening.residual)
+            except NodeError as exc:
+                log.warning("%s stays held at %s: %s", s.id, peer, exc.message)
+        raise
+    for peer in others:
+        try:
+            link.widen_stream(peer, txn, "settle", widening.wide, s, widening.residual)
+        except NodeError as exc:
+            log.warning("%s, widened, stays held at %s: %s", s.id, peer, exc.message)
+
+
+def widen_plan(link: PeerLink, plan, txn: str) -> None:
+    """The streams a plan widens in place (``Plan``'s parts' ``in_place``), widened before the
+    plan is committed."""
+    for part in plan.parts:
+        if part.in_place is not None:
+            widen(link, txn, part.in_place)
