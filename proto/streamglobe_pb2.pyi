@@ -389,18 +389,16 @@ class ClaimLoweringReply(_message.Message):
     def __init__(self, granted: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class WidenStreamRequest(_message.Message):
-    __slots__ = ("transaction", "step", "wide_json", "was_json", "residual_json")
+    __slots__ = ("transaction", "step", "wide_json", "was_json")
     TRANSACTION_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     WIDE_JSON_FIELD_NUMBER: _ClassVar[int]
     WAS_JSON_FIELD_NUMBER: _ClassVar[int]
-    RESIDUAL_JSON_FIELD_NUMBER: _ClassVar[int]
     transaction: str
     step: str
     wide_json: str
     was_json: str
-    residual_json: str
-    def __init__(self, transaction: _Optional[str] = ..., step: _Optional[str] = ..., wide_json: _Optional[str] = ..., was_json: _Optional[str] = ..., residual_json: _Optional[str] = ...) -> None: ...
+    def __init__(self, transaction: _Optional[str] = ..., step: _Optional[str] = ..., wide_json: _Optional[str] = ..., was_json: _Optional[str] = ...) -> None: ...
 
 class WidenStreamReply(_message.Message):
     __slots__ = ()

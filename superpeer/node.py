@@ -359,10 +359,10 @@ class Node:
             raise NodeError("INVALID_ARGUMENT", str(exc)) from None
 
     def widen_stream(self, txn: str, step: str, wide: NetworkStream, was: NetworkStream,
-                     residual: tuple, caller: str | None = None) -> None:
+                     caller: str | None = None) -> None:
         """One step of widening a stream of this peer's route in place (``widening_in_place``)."""
         try:
-            self.widening.step(txn, step, wide, was, residual)
+            self.widening.step(txn, step, wide, was)
         except ValueError as exc:  # (a residual or chain that cannot be narrowed: refused, nothing changed)
             raise NodeError("FAILED_PRECONDITION", f"{wide.id} cannot be widened at {self.state.id}: {exc}") from None
 

@@ -186,11 +186,11 @@ class FakeTransport:
         h = self._handler("claim_lowering", peer, neighbour, subscription)
         return None if h is None else h.claim_lowering(neighbour, subscription, priority)
 
-    def widen_stream(self, peer: str, txn: str, step: str, wide, was, residual) -> None:
+    def widen_stream(self, peer: str, txn: str, step: str, wide, was) -> None:
         h = self._handler("widen_stream", peer, txn, step)
         if h is None:
             raise NodeError("UNAVAILABLE", f"super-peer {peer} is unreachable")
-        h.widen_stream(txn, step, copy_stream(wide), copy_stream(was), residual)
+        h.widen_stream(txn, step, copy_stream(wide), copy_stream(was))
 
 
 class DirectSender:

@@ -111,8 +111,7 @@ class PeerHandler(Protocol):
 
     def claim_lowering(self, neighbour: str, subscription: str, priority: float) -> Grant: ...
 
-    def widen_stream(self, txn: str, step: str, wide: NetworkStream, was: NetworkStream,
-                     residual: tuple) -> None: ...
+    def widen_stream(self, txn: str, step: str, wide: NetworkStream, was: NetworkStream) -> None: ...
 
 
 STATISTICS = "statistics"  # (a lookup answer's usage: the original's statistics, when asked for)
@@ -173,8 +172,7 @@ class PeerLink(Protocol):
         """May ``subscription`` lower its sample for the link ``peer`` sends on to ``neighbour``
         (``lowering_claims``; None: ``peer`` did not answer)?"""
 
-    def widen_stream(self, peer: str, txn: str, step: str, wide: NetworkStream, was: NetworkStream,
-                     residual: tuple) -> None:
+    def widen_stream(self, peer: str, txn: str, step: str, wide: NetworkStream, was: NetworkStream) -> None:
         """One step of widening ``wide.id`` in place at ``peer`` (``widening_in_place``); a
         refusal, or a peer that does not answer, raises ``NodeError``."""
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from sharing.matching import match_properties
 from sharing.stream_table import NetworkStream
 from sharing.widening import InPlace
 from wxquery.operators import definitions as alg
@@ -55,25 +56,30 @@ class InPlaceWidening:
                 return f"{sid} is being widened at {self.state.id}"
         return ""
 
-    def step(self, txn: str, step: str, wide: NetworkStream, was: NetworkStream,
-             residual: tuple[alg.Operator, ...]) -> None:
+    def step(self, txn: str, step: str, wide: NetworkStream, was: NetworkStream) -> None:
         """``wide``: the stream's entry once widened (its id, new properties, operators, usage
-        and estimate); ``was``: as the coordinator's plan saw it."""
+        and estimate); ``was``: as the coordinator's plan saw it. The residual is worked out
+        here, from the entry as it is and the wide properties: a stream that the wide one does
+        not serve by selections and projections alone is refused."""
         if step not in STEPS:
             raise NodeError("INVALID_ARGUMENT", f"no widening step {step!r}")
         with self.state.lock:
             entry = self.state.table.get(wide.id)
             if entry is None:
                 raise NodeError("FAILED_PRECONDITION", f"{wide.id} no longer reaches {self.state.id}")
+            if (wide.input, wide.kind, wide.origin, wide.parent) != (entry.input, entry.kind, entry.origin, entry.parent):
+                raise NodeError("INVALID_ARGUMENT", f"{wide.id} widened is another stream than {wide.id} at {self.state.id}")
             if step == "settle":
                 if self.held.get(wide.id) == txn:
-                    self._take(entry, wide)
+                    if wide.properties != entry.properties:  # (else undone: it stays as it was)
+                        self._take(entry, wide)
                     del self.held[wide.id]
                 return
             if entry.original or entry.properties not in (was.properties, wide.properties):
                 raise NodeError("FAILED_PRECONDITION", f"{wide.id} at {self.state.id} is not the stream the plan widens")
-            if entry.properties == wide.properties:
+            if entry.properties == wide.properties or self.held.get(wide.id) == txn:
                 return  # (done already: a step asked again)
+            residual = residual_of(entry, wide)
             if (step == "switch") != (entry.origin == self.state.id):
                 raise NodeError("INVALID_ARGUMENT", f"{self.state.id} is {'not ' if step == 'switch' else ''}"
                                                     f"where {wide.id} is made")
@@ -117,6 +123,15 @@ class InPlaceWidening:
                                      usage=wide.usage, estimate=wide.estimate))
 
 
+def residual_of(entry: NetworkStream, wide: NetworkStream) -> tuple[alg.Operator, ...]:
+    """What makes ``entry``'s items of ``wide``'s: selections and projections only, else refused."""
+    match = match_properties(wide.properties, entry.properties)
+    if not match.shareable or not all(isinstance(op, (alg.Select, alg.Project)) for op in match.residual):
+        raise NodeError("INVALID_ARGUMENT", f"{wide.id} widened would not serve {wide.id}'s readers by a "
+                                            "selection and a projection")
+    return tuple(match.residual)
+
+
 def widen(link: PeerLink, txn: str, widening: InPlace) -> None:
     """The coordinator's part: the three steps along the stream's route, in order. A refusal
     before the switch lets the held stream go where it was narrowed (its readers keep their
@@ -127,19 +142,19 @@ def widen(link: PeerLink, txn: str, widening: InPlace) -> None:
     narrowed: list[str] = []
     try:
         for peer in others:
-            link.widen_stream(peer, txn, "narrow", widening.wide, s, widening.residual)
+            link.widen_stream(peer, txn, "narrow", widening.wide, s)
             narrowed.append(peer)
-        link.widen_stream(s.origin, txn, "switch", widening.wide, s, widening.residual)
+        link.widen_stream(s.origin, txn, "switch", widening.wide, s)
     except NodeError:
         for peer in narrowed:  # (settled as it was)
             try:
-                link.widen_stream(peer, txn, "settle", s, s, widening.residual)
+                link.widen_stream(peer, txn, "settle", s, s)
             except NodeError as exc:
                 log.warning("%s stays held at %s: %s", s.id, peer, exc.message)
         raise
     for peer in others:
         try:
-            link.widen_stream(peer, txn, "settle", widening.wide, s, widening.residual)
+            link.widen_stream(peer, txn, "settle", widening.wide, s)
         except NodeError as exc:
             log.warning("%s, widened, stays held at %s: %s", s.id, peer, exc.message)
 

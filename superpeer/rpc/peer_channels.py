@@ -319,14 +319,12 @@ class GrpcPeerChannels:
         except NodeError as exc:  # (it answered no)
             return Grant(False, exc.message)
 
-    def widen_stream(self, peer: str, txn: str, step: str, wide: NetworkStream, was: NetworkStream,
-                     residual: tuple) -> None:
+    def widen_stream(self, peer: str, txn: str, step: str, wide: NetworkStream, was: NetworkStream) -> None:
         if peer == self.id:
-            self.local.widen_stream(txn, step, copy_stream(wide), copy_stream(was), residual)
+            self.local.widen_stream(txn, step, copy_stream(wide), copy_stream(was))
             return
-        wide_json, was_json, residual_json = widening_to_wire(wide, was, residual)
-        request = pb.WidenStreamRequest(transaction=txn, step=step, wide_json=wide_json, was_json=was_json,
-                                        residual_json=residual_json)
+        wide_json, was_json = widening_to_wire(wide, was)
+        request = pb.WidenStreamRequest(transaction=txn, step=step, wide_json=wide_json, was_json=was_json)
         self._call(peer, "WidenStream", request, lambda r: None, required=True, refusals=True)
 
     # ------------------------------------------------------------------ heartbeats

@@ -259,8 +259,8 @@ class SuperPeerService(pb_grpc.SuperPeerServicer):
     @_handled
     @_peers_only
     def WidenStream(self, request, context, caller):
-        wide, was, residual = widening_from_wire(request.wide_json, request.was_json, request.residual_json)
-        self.node.widen_stream(request.transaction, request.step, wide, was, residual, caller=caller)
+        wide, was = widening_from_wire(request.wide_json, request.was_json)
+        self.node.widen_stream(request.transaction, request.step, wide, was, caller=caller)
         return pb.WidenStreamReply()
 
     @_handled

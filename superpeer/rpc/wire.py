@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 
 from sharing.properties import InputStream
-from sharing.serialization import (input_from_json, operator_from_json, operator_to_json, stream_from_json,
-                                   stream_to_json)
+from sharing.serialization import input_from_json, stream_from_json, stream_to_json
 from sharing.stream_table import NetworkStream
 
 from ..control.peer_link import Waiting
@@ -64,12 +63,10 @@ def waiting_from_wire(text: str) -> list[Waiting]:
     return [Waiting(w["subscription"], w["registered_at"]) for w in json.loads(text or "[]")]
 
 
-def widening_to_wire(wide: NetworkStream, was: NetworkStream, residual: tuple) -> tuple[str, str, str]:
-    """A ``WidenStream`` step's stream as widened, as the plan saw it, and the residual."""
-    return (json.dumps(stream_to_json(wide)), json.dumps(stream_to_json(was)),
-            json.dumps([operator_to_json(o) for o in residual]))
+def widening_to_wire(wide: NetworkStream, was: NetworkStream) -> tuple[str, str]:
+    """A ``WidenStream`` step's stream as widened, and as the plan saw it."""
+    return json.dumps(stream_to_json(wide)), json.dumps(stream_to_json(was))
 
 
-def widening_from_wire(wide: str, was: str, residual: str) -> tuple[NetworkStream, NetworkStream, tuple]:
-    return (stream_from_json(json.loads(wide)), stream_from_json(json.loads(was)),
-            tuple(operator_from_json(o) for o in json.loads(residual)))
+def widening_from_wire(wide: str, was: str) -> tuple[NetworkStream, NetworkStream]:
+    return stream_from_json(json.loads(wide)), stream_from_json(json.loads(was))

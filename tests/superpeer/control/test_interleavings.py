@@ -9,7 +9,9 @@ of them racing, with an invariant checker:
 - a withdrawn subscription does not disturb the others' results;
 - re-optimisation rounds (every peer's, in the background, with no margin, and rounds the
   schedule runs racing a publish) move subscriptions between plans without a gap or a
-  duplicate (DESIGN.md §12).
+  duplicate (DESIGN.md §12);
+- near misses widen running streams in place (``serve --widening``) under all of that, and
+  every reader of a widened stream keeps exactly its results.
 
 Real daemons (the paper-example topology, inline executor); hypothesis draws the schedules and
 shrinks a failing one."""
@@ -36,8 +38,12 @@ from wxquery.stream_document import StreamDocument
 pytestmark = pytest.mark.slow
 
 WHOLE = '<all>{ for $p in stream("photons")/photons/photon return $p }</all>'
+NEAR = """<r>{{ for $p in stream("photons")/photons/photon where $p/coord/cel/ra >= {} and $p/coord/cel/ra <= {}
+  return <x>{{ $p/coord/cel/ra }}{{ $p/en }}</x> }}</r>"""
+# near misses of each other (and of q1): with --widening each may widen the stream another reads, in place
 QUERIES = {"q1": example_query("q1"), "q2": example_query("q2"), "q3": example_query("q3"),
-           "q4": example_query("q4"), "whole": WHOLE}
+           "q4": example_query("q4"), "whole": WHOLE, "near_a": NEAR.format(120, 125), "near_b": NEAR.format(123, 128)}
+PER_ITEM = ("q1", "q2", "whole", "near_a", "near_b")
 PEERS = [f"SP{i}" for i in range(8)]
 STRADDLING = {"q3": 2, "q4": 2}  # ceil(diff / step) of their windows: 20/10 and 60/40
 END_DEADLINE_S = 30.0
@@ -170,7 +176,7 @@ def _check_ended_once_and_correct(world: World) -> None:
 
 def _explained(world: World, s: Sub, got: list[str]) -> bool:
     """Whether some start between the request and the admission gives exactly these results."""
-    if s.query in ("q1", "q2", "whole"):  # item by item: a suffix of the results from the request on
+    if s.query in PER_ITEM:  # item by item: a suffix of the results from the request on
         widest = _reference(s.query, world.items[s.lo:world.published])
         narrowest = _reference(s.query, world.items[s.hi:world.published])
         return len(narrowest) <= len(got) <= len(widest) and same(got, widest[len(widest) - len(got):])
@@ -191,7 +197,7 @@ def _explained(world: World, s: Sub, got: list[str]) -> bool:
 def test_random_interleavings_end_every_subscription_once_with_the_reference_results(
         tmp_path_factory, ops, close, at, after, seed):
     schedule = ops[:int(at * len(ops))] + [close] + ops[int(at * len(ops)):] + after
-    eager = {p: {"reoptimisation": EAGER} for p in PEERS}
+    eager = {p: {"reoptimisation": EAGER, "widening": True} for p in PEERS}
     with running_network(tmp_path_factory.mktemp("net"), retention=100_000, peer_options=eager) as (topology, peers):
         address = {p: topology.address(p) for p in topology.backbone.peers}
         publisher = SuperPeerClient(address["SP4"])

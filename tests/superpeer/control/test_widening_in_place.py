@@ -5,11 +5,14 @@ nobody moves. Every result is the reference evaluator's."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from network_harness import same
-from reoptimisation_harness import Feed, link_items, photon_network, ranged, reference, switch_all
+from reoptimisation_harness import WARMUP, Feed, link_items, photon_network, ranged, reference, switch_all
 from superpeer_fakes import buffered_results
 
+from sharing.analysis import analyze
 from superpeer.errors import NodeError
 
 COUNTED = """<r>{ for $w in stream("photons")/photons/photon[coord/cel/ra >= 120 and coord/cel/ra <= 125] |count 7|
@@ -139,3 +142,54 @@ def test_a_narrowed_reader_moves_later_with_its_residual_and_stays_exact(net):
     assert all(wide not in {s.id for s in p.state.table} for p in net.peers.values())
     feed.close()
     assert buffered_results(a) == reference(a_query, a_first, feed.at)
+
+
+def test_readers_of_a_projected_stream_get_its_projection_back_in_front_of_them(net):
+    """The stream carries ra and en; the near miss needs det_time too: the wide stream carries
+    all three, and the residual in front of the old readers projects ra and en again (a
+    restructuring subscription at SP1 reading it, one computed from it at SP0)."""
+    in_place(net)
+    feed = Feed(net)
+    sp0, sp1, sp7 = net.peers["SP0"], net.peers["SP1"], net.peers["SP7"]
+    a_query = """<r>{ for $p in stream("photons")/photons/photon where $p/coord/cel/ra >= 120
+      and $p/coord/cel/ra <= 125 return <x>{ $p/coord/cel/ra }{ $p/en }</x> }</r>"""
+    b_query = """<r>{ for $p in stream("photons")/photons/photon where $p/coord/cel/ra >= 121
+      and $p/coord/cel/ra <= 124 return <y>{ $p/en }</y> }</r>"""
+    a, a_first = sp1.control.subscribe(a_query), feed.at
+    feed.publish(100)
+    b, b_first = sp0.control.subscribe(b_query), feed.at
+    feed.publish(100)
+    n, n_first = sp7.control.subscribe(ranged(123, 128)), feed.at
+    (part,) = n.plan.parts
+    assert part.in_place is not None and any(str(op).startswith("π") for op in part.in_place.residual), n.describe()
+    feed.publish(800)
+    feed.close()
+    for record, q, first in ((a, a_query, a_first), (b, b_query, b_first), (n, ranged(123, 128), n_first)):
+        assert buffered_results(record) == reference(q, first, feed.at)
+
+
+def test_steps_that_do_not_fit_the_stream_are_refused_with_their_reason(net):
+    """A step names the stream as widened and as the plan saw it; the peer works out the
+    residual itself. Refused: a wide stream computed elsewhere, a wide stream that does not
+    serve the narrow one, a switch where the stream is not made, an unknown step."""
+    feed = Feed(net)
+    a = net.peers["SP1"].control.subscribe(ranged(120, 125))
+    feed.publish(100)
+    sid = a.plan.parts[0].result_stream
+    sp4, sp5 = net.peers["SP4"], net.peers["SP5"]
+    was = sp5.state.table.get(sid)
+    narrower = analyze(ranged(121, 122)).properties.inputs[0]
+    cases = {
+        "another origin": (sp5, "narrow", replace(was, origin="SP5")),
+        "narrower": (sp5, "narrow", replace(was, properties=replace(was.properties, selection=narrower.selection))),
+        "not made here": (sp5, "switch", replace(was, properties=replace(was.properties, selection=None))),
+        "no such step": (sp5, "widen", was),
+    }
+    for name, (peer, step, wide) in cases.items():
+        with pytest.raises(NodeError) as refused:
+            peer.widen_stream("txn-x", step, wide, was)
+        assert refused.value.code in ("INVALID_ARGUMENT", "FAILED_PRECONDITION"), (name, refused.value)
+    assert not sp5.widening.held and sp4.state.table.get(sid).properties == was.properties
+    feed.publish(100)
+    feed.close()
+    assert buffered_results(a) == reference(ranged(120, 125), WARMUP, feed.at)

@@ -30,7 +30,8 @@ async function refresh() {
     SG.table(document.getElementById("plan"),
       ["input", "reused stream", "at", "operators", "run at", "route", "delivered as", "cost"],
       plan.parts.map(p => ({attrs: {"data-input": p.input}, cells: [`${p.input} (${p.variable})`,
-        p.widened ? `${p.reused_stream} (widened ${p.widened})` : p.reused_stream, p.reuse_peer,
+        p.widened_in_place ? `${p.reused_stream} (widened ${p.widened} in place)`
+          : p.widened ? `${p.reused_stream} (widened ${p.widened})` : p.reused_stream, p.reuse_peer,
         p.operators.join("; ") || "none", p.operator_peer, SG.route(p.route), p.delivered_stream, SG.num(p.cost, 6)]})),
       plan.reason ? `no plan: ${plan.reason}` : "no plan yet");
     const alternatives = plan.parts.flatMap(p => (p.alternatives || []).map(a => ({...a, input: p.input})));
