@@ -20,8 +20,8 @@ them. Per window, the steady state is its second half (``--settle``), and the co
 
   (a) reoptimise   the timeline on a network re-planning running subscriptions
                    (--reoptimise-every/--reoptimise-cooldown given to every daemon);
-  (b) frozen       the same timeline and photons on a fresh network with --no-reoptimise:
-                   plans stay as registered (today's behaviour; failures still re-planned);
+  (b) frozen       the same timeline and photons on a fresh network with --no-reoptimise
+                   --no-widening: plans stay as registered (failures still re-planned);
   (c) fresh        the live selections registered widest first on a fresh network without
                    what is down, computed in process (``sharing_model`` says why and how);
   (d) shipping     every live selection shipped the raw stream (the data-shipping strategy);
@@ -185,7 +185,8 @@ def main() -> int:
     ap.add_argument("--reoptimise-cooldown", type=float, default=4.0, help="seconds; given to every daemon of (a)")
     ap.add_argument("--reoptimise-margin", type=float, default=0.1, help="given to every daemon of (a)")
     ap.add_argument("--no-reoptimise", action="store_true", help="run only the frozen network (b), with (c) and (d)")
-    ap.add_argument("--widening", action="store_true", help="(a) with stream widening (serve --widening)")
+    ap.add_argument("--widening", action=argparse.BooleanOptionalAction, default=True,
+                    help="(a) with stream widening in place (serve --widening, the default; --no-widening: without)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results", help="directory for JSON and PNG")
     args = ap.parse_args()
     started = time.monotonic()
@@ -203,8 +204,8 @@ def main() -> int:
 
     reoptimise = ["--reoptimise-every", str(args.reoptimise_every), "--reoptimise-margin",
                   str(args.reoptimise_margin), "--reoptimise-cooldown", str(args.reoptimise_cooldown),
-                  *(["--widening"] if args.widening else [])]
-    phases: list[tuple[str, list[str]]] = [("frozen", ["--no-reoptimise"])]
+                  *([] if args.widening else ["--no-widening"])]
+    phases: list[tuple[str, list[str]]] = [("frozen", ["--no-reoptimise", "--no-widening"])]
     notes: list[str] = []
     if not args.no_reoptimise:
         phases.insert(0, ("reoptimise", reoptimise))

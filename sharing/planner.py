@@ -206,10 +206,11 @@ class Planner(PlanBuilder):
                                                     or candidate.cost < best_admissible.cost):
                         best_admissible = candidate
         for candidate in (widened_parts(self, near, inp, target, distance) if near else ()):
-            priced.append(candidate)
-            if candidate.cost < best.cost:
+            priced.append(candidate)  # (taken only if it saves: ``WIDEN_MARGIN``)
+            if candidate.cost < best.cost * (1 - WIDEN_MARGIN):
                 best = candidate
-            if not candidate.overloads and (best_admissible is None or candidate.cost < best_admissible.cost):
+            if not candidate.overloads and (best_admissible is None
+                                            or candidate.cost < best_admissible.cost * (1 - WIDEN_MARGIN)):
                 best_admissible = candidate
         chosen = best_admissible or best
         seen = {where(chosen)}  # the same plan may be priced twice (data shipping is a candidate too)
@@ -269,6 +270,12 @@ class Planner(PlanBuilder):
         stats = self.state.statistics.get(inp.input.stream)
         return Repetition(stats.single_elements) if stats is not None else UNKNOWN
 
+
+# A widening couples the stream's readers with the newcomer (one stream for all; a sample of it
+# lowered for one is lowered for all), so it is taken only where it saves this share of the
+# best plan without it: a near miss whose hull is merely the union of two disjoint selections
+# costs what two streams cost, and would couple them for nothing.
+WIDEN_MARGIN = 0.1
 
 def widened_parts(planner: PlanBuilder, near: dict[str, NetworkStream], inp: InputProperties, target: str,
                   distance: dict[str, int]) -> list[PlanPart]:

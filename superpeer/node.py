@@ -110,7 +110,7 @@ class NodeSettings:
     cut_routes_in_background: bool = True  # False: routes are cut before ``remove`` returns
     cut_links: tuple[str, ...] = ()  # neighbours the links to are cut from the start (``rpc.link_cut``)
     reoptimisation: ReoptimisationSettings = field(default_factory=ReoptimisationSettings)
-    widening: bool = False  # widen a running stream for a near miss (``sharing.widening``)
+    widening: bool = True  # widen a running stream for a near miss, in place (``sharing.widening``)
     metrics_port: int | None = None  # serve Prometheus metrics on this port (0: any free one)
     metrics_host: str = "127.0.0.1"  # the metrics server's address (0.0.0.0 in a container)
 

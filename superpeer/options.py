@@ -64,10 +64,10 @@ def add_reoptimisation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reoptimise-margin", type=float, default=0.10, metavar="FRACTION",
                    help="take a new plan only if the network's cost falls by this share of what the "
                         "subscription's streams cost it (default 0.1)")
-    p.add_argument("--widening", action=argparse.BooleanOptionalAction, default=False,
+    p.add_argument("--widening", action=argparse.BooleanOptionalAction, default=True,
                    help="offer a new subscription that nearly matches a running stream to widen that "
                         "stream in place: its readers keep their items through a residual, nobody moves "
-                        "(off by default; not with --executor spark)")
+                        "(on by default; never with --executor spark)")
     p.add_argument("--reoptimise-cooldown", type=parse_duration, default=10.0, metavar="DURATION",
                    help="no re-plan of a subscription within this long of its last one (default 10s)")
     p.add_argument("--no-adaptive-sampling", action="store_true",
@@ -85,7 +85,7 @@ def reoptimisation_settings(args: argparse.Namespace):
 
 def reoptimisation_flags(args: argparse.Namespace) -> list[str]:
     """The same flags for a launcher to pass on to every daemon it starts."""
-    widening = ["--widening"] if getattr(args, "widening", False) else []
+    widening = [] if getattr(args, "widening", True) else ["--no-widening"]
     widening += ["--no-adaptive-sampling"] if getattr(args, "no_adaptive_sampling", False) else []
     if getattr(args, "no_reoptimise", False):
         return ["--no-reoptimise", *widening]

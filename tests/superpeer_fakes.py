@@ -219,7 +219,7 @@ def in_process_peer(peer: str, network: FakeNetwork, retention: int = 100_000,
     (``node.reoptimiser.round``): deterministic tests."""
     addresses = {p: f"in-process:{p}" for p in network.backbone.peers}  # (no socket: for status only)
     node = Node(peer, Topology(network.backbone, addresses, subnets=subnets),
-                NodeSettings(retention=retention, cut_routes_in_background=False,
+                NodeSettings(retention=retention, cut_routes_in_background=False, widening=False,
                              reoptimisation=ReoptimisationSettings(enabled=False, adaptive=False)),
                 transport=FakeTransport(peer, network))
     node.state.staying = frozenset()  # (its subscriptions move when a test runs a round: it says so)

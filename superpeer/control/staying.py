@@ -83,7 +83,8 @@ def cool_down(record: SubscriptionRecord, cooldown_s: float, now: float) -> tupl
     (``benchmarks/sharing_over_time.py``) subscriptions moved every cool-down, back and forth,
     each switch carrying both plans while it ran. So each move within ``FLAP_MEMORY`` cool-downs
     doubles the wait; a subscription that moves once waits one cool-down, as before, and a
-    failure's re-plan starts the count again (``recovery.replanning``)."""
+    failure's re-plan starts the count again, and so does any peer or link going down or coming
+    back (``recovery.replanning``)."""
     recent = sum(1 for t in record.moves if now - t < FLAP_MEMORY * cooldown_s)
     return cooldown_s * 2 ** min(max(recent - 1, 0), MAX_DOUBLINGS), recent
 

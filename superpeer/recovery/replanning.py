@@ -81,9 +81,14 @@ class Recovery:
         the worker plans again those that need it and removes stale plans."""
         now = time.time()
         up = {p for p in self.control.state.backbone.peers if self.detector.peer_state(p) == "up"}
-        back, self._up = up - self._up, up
-        if back and len(back) < len(up):  # (not the first round)
-            self.replanned(f"{', '.join(sorted(back))} up again")
+        back, gone, self._up = up - self._up, self._up - up, up
+        if (back and len(back) < len(up)) or gone:  # (not the first round)
+            # the backbone changed: what moved before says nothing of where the best plans are
+            # now, so no subscription here waits out the damping of its earlier moves — the
+            # whole network settles anew (the re-plans around a dead peer fold back sooner)
+            for record in list(self.control.subscriptions.values()):
+                record.moves = []
+            self.replanned(", ".join([*(f"{p} up again" for p in sorted(back)), *(f"{p} down" for p in sorted(gone))]))
         with self._lock:
             for record in list(self.control.subscriptions.values()):
                 if (record.error or record.replanning or record.runtime.buffer.closed

@@ -325,7 +325,9 @@ class GrpcPeerChannels:
             return
         wide_json, was_json = widening_to_wire(wide, was)
         request = pb.WidenStreamRequest(transaction=txn, step=step, wide_json=wide_json, was_json=was_json)
-        self._call(peer, "WidenStream", request, lambda r: None, required=True, refusals=True)
+        done = self._call(peer, "WidenStream", request, lambda r: True, required=False, refusals=True)
+        if done is None:  # (unreachable, or a peer of an earlier version without the call)
+            raise NodeError("UNAVAILABLE", f"super-peer {peer} did not take the widening of {wide.id}")
 
     # ------------------------------------------------------------------ heartbeats
 

@@ -125,7 +125,7 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     history: HistoryBound | None = None, archive: ArchiveSettings | None = None,
                     replay_rate: float = 0.0, cut_links: tuple[str, ...] = (),
                     reoptimisation: ReoptimisationSettings | None = None,
-                    widening: bool = False, metrics_port: int | None = None,
+                    widening: bool = True, metrics_port: int | None = None,
                     metrics_host: str = "127.0.0.1", freeze: bool = False) -> RunningSuperPeer:
     """Serve ``peer``. It listens on ``listen`` and ``peer_listen`` (e.g. ``0.0.0.0:50051`` and
     ``0.0.0.0:50052`` in a container) if given, else on its topology addresses; the other

@@ -108,6 +108,29 @@ def test_a_subscription_that_keeps_moving_waits_twice_as_long_each_time(net):
     assert narrow.reoptimisation.startswith("kept"), narrow.reoptimisation
 
 
+def test_a_peer_going_down_or_coming_back_ends_the_damping_of_earlier_moves(net):
+    """The backbone changed: where the best plans are is another question now, so the moves
+    before it no longer lengthen the wait (a subscription that moved three times lately waits
+    one cool-down again, not four), and a round is woken."""
+    sp1, narrow = moved_onto_the_wide_stream(net)
+    cooldown, detector = sp1.reoptimiser.settings.cooldown_s, sp1.recovery.detector
+    now = time.time()
+    for p in net.backbone.peers:
+        detector.judged(p, True, now)
+    sp1.recovery.after_heartbeat()  # (the first round: every peer up)
+    narrow.moves = [now - 3 * cooldown, now - 2 * cooldown, now - 1.5 * cooldown]
+    sp1.recovery.after_heartbeat()  # (nothing changed: the damping stays)
+    assert len(narrow.moves) == 3
+    sp1.reoptimiser._why = ""  # (the round the registrations woke: run)
+    detector.judged("SP6", False, now, "silent")
+    sp1.recovery.after_heartbeat()
+    assert narrow.moves == [] and "SP6 down" in sp1.reoptimiser._why
+    narrow.moves, sp1.reoptimiser._why = [now - 2 * cooldown, now - 1.5 * cooldown], ""
+    detector.judged("SP6", True, now)
+    sp1.recovery.after_heartbeat()
+    assert narrow.moves == [] and "SP6 up again" in sp1.reoptimiser._why
+
+
 def test_when_the_wide_subscription_ends_the_narrow_one_moves_back_to_a_stream_of_its_own(net):
     feed = Feed(net)
     sp7 = net.peers["SP7"]
