@@ -82,8 +82,8 @@ class NarrowedDelivery:
         kept = picked(origins, self._group.offsets.get("narrow", [])) if origins is not None else None
         if not (items or end):
             return
-        if getattr(self.runtime, "wants_text", False):
-            self.inner.feed(variable, items, end, kept)
+        if isinstance(self.inner, NarrowedDelivery) or getattr(self.runtime, "wants_text", False):
+            self.inner.feed(variable, items, end, kept)  # (a stream widened twice: a residual in front of another)
         else:
             values = parse_batch(items) if items else []
             if values is None:  # (not one clean batch: each alone)

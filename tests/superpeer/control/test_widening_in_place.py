@@ -193,3 +193,22 @@ def test_steps_that_do_not_fit_the_stream_are_refused_with_their_reason(net):
     feed.publish(100)
     feed.close()
     assert buffered_results(a) == reference(ranged(120, 125), WARMUP, feed.at)
+
+
+def test_a_stream_widened_twice_keeps_its_first_readers_exact(net):
+    """A reads ra 120–125; N widens it to 120–128, M to 118–128: A's delivery has two
+    residuals in front of it, one behind the other, and every result is exact."""
+    in_place(net)
+    feed = Feed(net)
+    sp1, sp7, sp0 = net.peers["SP1"], net.peers["SP7"], net.peers["SP0"]
+    queries = [(sp1, ranged(120, 125)), (sp7, ranged(123, 128)), (sp0, ranged(118, 127))]
+    subs = []
+    for peer, q in queries:
+        subs.append((q, peer.control.subscribe(q), feed.at))
+        feed.publish(150)
+    widened = [p for _, r, _ in subs for p in r.plan.parts if p.in_place is not None]
+    assert len(widened) == 2 and widened[0].widened == widened[1].widened, [r.describe() for _, r, _ in subs]
+    feed.publish(600)
+    feed.close()
+    for q, record, first in subs:
+        assert buffered_results(record) == reference(q, first, feed.at)
