@@ -100,8 +100,8 @@ def in_place(part: PlanPart, streams: Mapping[str, NetworkStream], repetition: R
     be (not a widening, the stream not in ``streams``, no residual of selections and
     projections)."""
     was = streams.get(part.widened) if part.widened else None
-    if was is None or not part.new_streams or part.in_place is not None:
-        return part
+    if was is None or not was.operators or not part.new_streams or part.in_place is not None:
+        return part  # (a copy of its parent is not computed: nothing there to widen)
     w = part.new_streams[0]
     match = match_properties(w.properties, was.properties, repetition)
     if not match.shareable or not all(isinstance(op, (alg.Select, alg.Project)) for op in match.residual):

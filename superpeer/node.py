@@ -363,7 +363,7 @@ class Node:
         """One step of widening a stream of this peer's route in place (``widening_in_place``)."""
         try:
             self.widening.step(txn, step, wide, was)
-        except ValueError as exc:  # (a residual or chain that cannot be narrowed: refused, nothing changed)
+        except (ValueError, KeyError) as exc:  # (a residual or chain that cannot be narrowed: refused)
             raise NodeError("FAILED_PRECONDITION", f"{wide.id} cannot be widened at {self.state.id}: {exc}") from None
 
     def abort(self, txn: str, caller: str | None = None) -> bool:

@@ -86,6 +86,9 @@ class InPlaceWidening:
             why = self._cannot_narrow(txn, wide.id)
             if why:
                 raise NodeError("FAILED_PRECONDITION", f"{wide.id} cannot be widened at {self.state.id}: {why}")
+            if step == "switch" and (self.executor.is_copy(wide.id) or not entry.operators):
+                raise NodeError("FAILED_PRECONDITION", f"{wide.id} is a copy of its parent at {self.state.id}: "
+                                                       "nothing computes it, nothing can be widened")
             self._narrow(wide.id, residual)
             if step == "switch":
                 self.executor.rechain(wide.id, wide.operators)
