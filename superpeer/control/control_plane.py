@@ -352,7 +352,8 @@ class ControlPlane:
                 time.sleep(random.uniform(0, min(most, first * 2 ** min(attempt, 10))))
             if gone():
                 raise NodeError("CANCELLED", GONE)
-            view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id, scoped=True)
+            view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id, scoped=True,
+                                       serving=not (record.from_start or self.widening or self.subnets))
             plan = self._plan(record, view, avoid)
             if not plan.admitted:
                 settled = settled_view(self.state, view) if time.monotonic() < deadline else None

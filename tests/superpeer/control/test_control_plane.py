@@ -318,3 +318,19 @@ def test_an_announcement_lost_once_is_sent_again():
     net.peers["SP4"].control.register_stream("photons", "photons", "photon", rate=100)
     assert len(tries) == 2 and "photons" in net.peers["SP1"].state.known_originals
     net.peers["SP1"].control.subscribe(paper_query(1))
+
+
+def test_registration_does_not_ask_the_peers_only_streams_it_cannot_use_reach(network):
+    """As SUBSCRIBE's search itself, the lookups follow only the streams that can serve the
+    subscription (and their ancestors): Query 1's stream (SP4→SP5→SP1) carries photons of
+    right ascension 120–138 only, so a query of 200–210 at SP7 asks SP4 and SP7 alone — and
+    Query 2, which that stream serves, still asks SP5 and SP1 and reuses it."""
+    subscribe(network, "SP1", paper_query(1))
+    network.calls.clear()
+    far = paper_query(2).replace("130.5", "200").replace("135.5", "210")
+    subscribe(network, "SP7", far)
+    assert {c.peer for c in network.calls_of("lookup")} == {"SP4", "SP7"}
+    network.calls.clear()
+    q2 = subscribe(network, "SP7", paper_query(2))
+    assert {"SP5", "SP1"} <= {c.peer for c in network.calls_of("lookup")}
+    assert q2.plan.parts[0].reused != "photons"
