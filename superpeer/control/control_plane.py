@@ -353,7 +353,8 @@ class ControlPlane:
             if gone():
                 raise NodeError("CANCELLED", GONE)
             view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id, scoped=True,
-                                       serving=not (record.from_start or self.widening or self.subnets))
+                                       serving=not (record.from_start or record.approximate or self.widening
+                                                    or self.subnets))  # (those need more than what serves)
             plan = self._plan(record, view, avoid)
             if not plan.admitted:
                 settled = settled_view(self.state, view) if time.monotonic() < deadline else None

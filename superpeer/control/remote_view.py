@@ -122,8 +122,9 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
     the planner would pass over reach is not asked (it never reads that peer's table; its usage
     is as last heard, as for any peer no stream of the input reaches). The first wave is then
     the peers of the streams seen at the last lookup here that serve (``lookup_seen``). For a
-    registration's planner only: one that widens a near miss, plans inside subnets or plans a
-    past needs more than what serves."""
+    registration's planner only: one that widens a near miss, plans inside subnets, plans a
+    past or plans an approximate subscription on a sample of its input (a sampled stream serves
+    the sample, not the input) needs more than what serves."""
     snapshot = PlanningSnapshot(backbone or state.backbone, new_stream_id)
     view = RemotePlanningView(snapshot)
     knowns: dict[str, tuple[InputStream, NetworkStream]] = {}

@@ -334,3 +334,13 @@ def test_registration_does_not_ask_the_peers_only_streams_it_cannot_use_reach(ne
     q2 = subscribe(network, "SP7", paper_query(2))
     assert {"SP5", "SP1"} <= {c.peer for c in network.calls_of("lookup")}
     assert q2.plan.parts[0].reused != "photons"
+
+
+def test_an_approximate_registration_still_asks_every_peer_the_inputs_streams_reach(network):
+    """An approximate subscription may be planned on a sample of its input, which a sampled
+    stream serves although it does not serve the input itself: its search follows every stream."""
+    subscribe(network, "SP1", paper_query(1))
+    network.calls.clear()
+    far = paper_query(2).replace("130.5", "200").replace("135.5", "210")
+    network.peers["SP7"].control.subscribe(far, approximate=True)
+    assert {c.peer for c in network.calls_of("lookup")} == {"SP4", "SP7", "SP5", "SP1"}
