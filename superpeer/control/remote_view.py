@@ -87,6 +87,9 @@ class RemotePlanningView:
     # Not the peer state's latest: other threads' lookups replace those meanwhile, and usage
     # read after a commit with a table read before it counts a stream the plan cannot reuse.
     reports: dict[str, dict] = field(default_factory=dict)
+    # peers the input's streams reach that a search of only what serves did not ask: a plan
+    # refused over such a view is made again over every peer (``ControlPlane._reserve``)
+    skipped: frozenset[str] = frozenset()
 
     def lineage(self, stream_id: str) -> list[NetworkStream]:
         """A reused stream and its ancestors (each parent is in its origin's table)."""
@@ -185,6 +188,9 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
         _take_answers(state, view, asks, answers)
         reached = {(p, inp) for inp, streams in seen.items() for p in _reach(streams, follows) if p in peers}
         asks = sorted(reached - asked, key=lambda a: (a[0], a[1].stream)) if scoped else []
+    if serving:
+        view.skipped = frozenset(p for streams in seen.values() for p in _reach(streams, None)
+                                 if p in peers) - {p for p, _ in asked}
     if scoped and backbone is None:  # (a search around a failure, over part of the backbone, keeps it)
         for inp, streams in seen.items():
             state.lookup_reach[inp] = frozenset(p for p in _reach(streams, None) if p in peers)

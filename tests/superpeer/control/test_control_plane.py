@@ -344,3 +344,20 @@ def test_an_approximate_registration_still_asks_every_peer_the_inputs_streams_re
     far = paper_query(2).replace("130.5", "200").replace("135.5", "210")
     network.peers["SP7"].control.subscribe(far, approximate=True)
     assert {c.peer for c in network.calls_of("lookup")} == {"SP4", "SP7", "SP5", "SP1"}
+
+
+def test_a_refusal_at_a_peer_the_search_did_not_ask_asks_every_peer_the_next_time(network):
+    """SP5 was not asked (only Query 1's stream, which cannot serve the query, reaches it): its
+    usage was as last heard. When it refuses the reservation, the plan is made again over every
+    peer the input's streams reach, SP5 included."""
+    subscribe(network, "SP1", paper_query(1))
+    network.calls.clear()
+    refused = network.reserves.get("SP5", 0) + 1
+    network.refuse = lambda peer, n: "no room (test)" if (peer, n) == ("SP5", refused) else ""
+    far = subscribe(network, "SP7", paper_query(2).replace("130.5", "200").replace("135.5", "210"))
+    assert far.plan is not None and far.plan.admitted
+    assert network.reserves["SP5"] > refused  # (refused once, then reserved)
+    txns = list(dict.fromkeys(c.args[0] for c in network.calls_of("reserve")))
+    first = {c.peer for c in network.calls_of("lookup")[:2]}
+    assert first == {"SP4", "SP7"} and len(txns) == 2
+    assert {"SP5", "SP1"} <= {c.peer for c in network.calls_of("lookup")[2:]}
