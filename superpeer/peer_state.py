@@ -87,6 +87,9 @@ class PeerState:
         # per input, the peers its streams reached at the last scoped lookup (``remote_view``):
         # asked at once the next time, rather than found again wave by wave
         self.lookup_reach: dict[InputStream, frozenset[str]] = {}
+        # per input, its streams as lookups here last saw them (``remote_view.Seen``), so that
+        # a registration's search asks at once the peers of those that serve it
+        self.lookup_seen: dict[InputStream, dict] = {}
         self.peer_pins: dict[str, dict[str, int]] = {}  # the first item of each stream their subscriptions need
         self.round_heard: dict[str, float] = {}  # peer -> when it made the record its pins came in
         # subscription -> (when its plan was committed here, the first item of each stream here it reads)

@@ -195,16 +195,14 @@ class ControlPlane:
             raise NodeError("INVALID_ARGUMENT", f"confidence: {confidence} is not between 0 and 1")
         check_bounds(min_rate, weight)
         own = time_remaining is None or self.analysis_deadline_s < time_remaining
-        interruption = Interruption(
-            self.analysis_deadline_s if own else time_remaining, cancelled,
-            what="the super-peer's limit (analysis_deadline_s)" if own else "the request's deadline")
+        interruption = Interruption(self.analysis_deadline_s if own else time_remaining, cancelled, what=(
+            "the super-peer's limit (analysis_deadline_s)" if own else "the request's deadline"))
         try:
             analysis = analyze(query, limits=self.query_limits, check=interruption)
         except WXQueryError as exc:
             raise NodeError("INVALID_ARGUMENT", exc.format("query")) from None
         except AnalysisInterrupted as exc:
-            raise NodeError("DEADLINE_EXCEEDED" if exc.reason == "deadline" else "CANCELLED",
-                            exc.message) from None
+            raise NodeError("DEADLINE_EXCEEDED" if exc.reason == "deadline" else "CANCELLED", exc.message) from None
         try:
             strat = Strategy(strategy or "sharing")
         except ValueError:
@@ -306,10 +304,7 @@ class ControlPlane:
         widen = True  # (until a stream cannot be widened in place: then planned without widening)
         for again in itertools.count(1):
             plan, view, txn, reservation = self._reserve(record, deadline, avoid, gone, widen)
-            try:
-                widen_plan(self.link, plan, txn)  # (``widening_in_place``: before it is committed)
-            except NodeError as exc:  # (nothing changed where it was refused: plan without it)
-                log.info("%s: %s; planned again without widening", record.runtime.id, exc.message)
+            if not widen_plan(self.link, plan, txn):  # (``widening_in_place``: refused, plan without it)
                 self.two_phase.release(record, txn, self.two_phase.involved(plan, view))
                 widen = False
                 continue
@@ -354,19 +349,25 @@ class ControlPlane:
 
     def _reserve(self, record: SubscriptionRecord, deadline: float, avoid: set[str],
                  gone: Callable[[], bool], widen: bool = True) -> tuple[Plan, RemotePlanningView, str, Reserved]:
-        """Plan and reserve, planning again on a refusal: (plan, view, transaction, what the
-        peers said). ``avoid``: running replays that could not serve the subscription, and
-        those it is refused by here."""
+        """Plan and reserve, planning again on a refusal: (plan, view, transaction, what the peers
+        said). ``avoid``: running replays that could not serve the subscription, and those it is
+        refused by here. A view of only what can serve it, until a plan over it is refused
+        (a near miss is then widened only if the stream it widens runs where that view asked)."""
         analysis, refused, last_reason = record.runtime.analysis, 0, ""
+        serving = not (record.from_start or record.approximate or self.subnets)
         for attempt in itertools.count():
             if attempt:
                 first, most = REPLAN_PAUSE_S
                 time.sleep(random.uniform(0, min(most, first * 2 ** min(attempt, 10))))
             if gone():
                 raise NodeError("CANCELLED", GONE)
-            view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id, scoped=True)
+            view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id,
+                                       scoped=True, serving=serving)
             plan = self._plan(record, view, avoid, widen)
             if not plan.admitted:
+                if serving and view.skipped:  # (those count as last heard, with what they held then)
+                    serving = False
+                    continue
                 settled = settled_view(self.state, view) if time.monotonic() < deadline else None
                 if settled is not None and self._plan(record, settled, avoid).admitted:
                     continue  # (it fits once the installations in flight have settled: ``in_flight``)
@@ -379,11 +380,12 @@ class ControlPlane:
                 return plan, view, txn, reservation
             if reservation.refused:  # (not a refusal for capacity: that replay has gone past)
                 avoid.add(reservation.refused)
+            elif serving and view.skipped and reservation.at not in view.versions:  # (as last heard)
+                serving = False
             elif CONFLICT not in reason:
                 refused, last_reason = refused + 1, reason
             if refused >= REPLANS or time.monotonic() >= deadline:
-                raise NodeError("ABORTED", f"could not reserve the plan's resources: "
-                                           f"{last_reason or reason}")
+                raise NodeError("ABORTED", f"could not reserve the plan's resources: {last_reason or reason}")
 
     def _plan(self, record: SubscriptionRecord, view: RemotePlanningView, avoid: set[str],
               widen: bool = True) -> Plan:

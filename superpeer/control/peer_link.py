@@ -67,6 +67,7 @@ class Reserved:
     replayed: dict[str, int] = field(default_factory=dict)  # original -> the subscription's first item
     history: dict[str, str] = field(default_factory=dict)  # original -> how far back its history goes
     refused: str = ""
+    at: str = ""  # the peer that refused (the coordinator's own note: not on the wire)
 
     def to_json(self) -> dict:
         return {"starts": self.starts, "replayed": self.replayed, "history": self.history, "refused": self.refused}

@@ -14,17 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from sharing.backbone import Backbone
+from sharing.matching import match_properties
 from sharing.planner import Planner
 from sharing.planning_view import PlanningSnapshot
-from sharing.properties import InputStream, Properties
+from sharing.properties import InputProperties, InputStream, Properties
+from sharing.repetition import UNKNOWN, Repetition
 from sharing.serialization import statistics_from_json
-from sharing.statistics import StreamEstimate
+from sharing.statistics import StreamEstimate, StreamStatistics
 from sharing.stream_table import NetworkStream, lineage
 from sharing.subnet_planning import SubnetPlanner
 from sharing.subnets import Subnets
@@ -85,6 +87,9 @@ class RemotePlanningView:
     # Not the peer state's latest: other threads' lookups replace those meanwhile, and usage
     # read after a commit with a table read before it counts a stream the plan cannot reuse.
     reports: dict[str, dict] = field(default_factory=dict)
+    # peers the input's streams reach that a search of only what serves did not ask: a plan
+    # refused over such a view is made again over every peer (``ControlPlane._reserve``)
+    skipped: frozenset[str] = frozenset()
 
     def lineage(self, stream_id: str) -> list[NetworkStream]:
         """A reused stream and its ancestors (each parent is in its origin's table)."""
@@ -104,7 +109,7 @@ class RemotePlanningView:
 
 def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties,
                         new_stream_id: Callable[[], str], backbone: Backbone | None = None,
-                        tables: bool = True, scoped: bool = False) -> RemotePlanningView:
+                        tables: bool = True, scoped: bool = False, serving: bool = False) -> RemotePlanningView:
     """Fetch statistics, originals and every peer's table for the inputs of ``properties``.
     ``backbone``: the part of the backbone to plan on (what remains around a failure);
     without ``tables`` no peer is asked what it has (a plan that reuses nothing). ``scoped``:
@@ -113,7 +118,16 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
     computed at a peer its parent passes, so no other peer has one (re-optimisation rounds ask
     this way: their cost does not grow with the backbone). The peers an input's streams reached
     at the last such lookup here are asked in the first wave with those two: the search then
-    usually ends after it, instead of one round trip per level of the streams' tree."""
+    usually ends after it, instead of one round trip per level of the streams' tree.
+
+    ``serving`` (with ``scoped``): as SUBSCRIBE's search itself, only the streams that can serve
+    an input (``match_properties``) and their ancestors are followed — a peer that only streams
+    the planner would pass over reach is not asked (it never reads that peer's table; its usage
+    is as last heard, as for any peer no stream of the input reaches). The first wave is then
+    the peers of the streams seen at the last lookup here that serve (``lookup_seen``). For a
+    registration's planner only: one that widens a near miss, plans inside subnets, plans a
+    past or plans an approximate subscription on a sample of its input (a sampled stream serves
+    the sample, not the input) needs more than what serves."""
     snapshot = PlanningSnapshot(backbone or state.backbone, new_stream_id)
     view = RemotePlanningView(snapshot)
     knowns: dict[str, tuple[InputStream, NetworkStream]] = {}
@@ -124,8 +138,11 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
         # (else unknown, or other items: the planner refuses it with the reason)
     peers = snapshot.backbone.peers
     if scoped:  # (and at once the peers the input's streams reached at its last lookup here)
+        guess = _serving(properties, state.statistics_held) if serving else None
         asks = [(p, inp) for inp, known in knowns.values()
-                for p in sorted({known.origin, state.id} | state.lookup_reach.get(inp, frozenset()))
+                for p in sorted({known.origin, state.id} | (
+                    _reach(state.lookup_seen.get(inp, {}), guess) if guess is not None
+                    else state.lookup_reach.get(inp, frozenset())))
                 if p in peers]
     else:
         asks = [(peer, inp) for inp, _ in knowns.values() for peer in peers] if tables else []
@@ -156,28 +173,83 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
         snapshot.originals[known.id] = original
         snapshot.streams[original.id] = original
     asked: set[tuple[str, InputStream]] = set()
-    reach: dict[InputStream, set[str]] = {}
+    seen: dict[InputStream, dict[str, Seen]] = {inp: {} for inp, _ in knowns.values()}
+    follows = _serving(properties, snapshot.statistics) if serving else None
     while asks:
         asked.update(asks)
         answers = _ask(state, link, asks, pending)
         pending = {}
-        reached: set[tuple[str, InputStream]] = set()
         for (peer, inp), answer in zip(asks, answers):
             if answer is not None and scoped:
-                reached |= {(p, inp) for s in answer[0] for p in (s.origin, *s.route) if p in peers}
-        for p, inp in reached:
-            reach.setdefault(inp, set()).add(p)
+                for s in answer[0]:  # (a route being cut back may be longer at some peer: all of it)
+                    was = seen[inp].get(s.id)
+                    peers_of = frozenset((s.origin, *s.route))
+                    seen[inp][s.id] = Seen(s.properties, s.parent, peers_of | was.peers if was else peers_of)
         _take_answers(state, view, asks, answers)
+        reached = {(p, inp) for inp, streams in seen.items() for p in _reach(streams, follows) if p in peers}
         asks = sorted(reached - asked, key=lambda a: (a[0], a[1].stream)) if scoped else []
+    if serving:
+        view.skipped = frozenset(p for streams in seen.values() for p in _reach(streams, None)
+                                 if p in peers) - {p for p, _ in asked}
     if scoped and backbone is None:  # (a search around a failure, over part of the backbone, keeps it)
-        for inp, _ in knowns.values():
-            state.lookup_reach[inp] = frozenset(reach.get(inp, ()))
+        for inp, streams in seen.items():
+            state.lookup_reach[inp] = frozenset(p for p in _reach(streams, None) if p in peers)
+            # (a stream seen before at peers not asked now is kept; one an asked peer no longer has, not)
+            there = {p for p, i in asked if i == inp}
+            state.lookup_seen[inp] = {**{sid: old for sid, old in state.lookup_seen.get(inp, {}).items()
+                                         if not old.peers & there}, **streams}
     view.reports = {**state.peer_usage, **view.reports}  # (this peer's from its own lookup, if asked)
     if state.id not in view.reports:
         view.reports[state.id] = state.usage_report()
     snapshot.link_used, snapshot.peer_used = state.usage_view(view.reports)
     snapshot.staying = state.staying_view()
     return view
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A stream of an input as a lookup here saw it: enough to tell whom to ask for it."""
+
+    properties: InputProperties
+    parent: str | None
+    peers: frozenset[str]  # its origin and route
+
+
+def _serving(properties: Properties, statistics: Mapping[str, StreamStatistics]
+             ) -> Callable[[InputProperties], bool]:
+    """Whether a stream's properties can serve one of the inputs of ``properties`` (as the
+    planner matches them: with what the statistics have seen of repeated elements)."""
+    wanted: dict[InputStream, list[tuple]] = {}
+    for inp in properties.inputs:
+        stats = statistics.get(inp.input.stream)
+        repetition = Repetition(stats.single_elements) if stats is not None else UNKNOWN
+        wanted.setdefault(inp.input, []).append((inp, repetition))
+
+    known: dict[int, tuple[InputProperties, bool]] = {}  # (streams of one group share their properties)
+
+    def serves(stream_properties: InputProperties) -> bool:
+        hit = known.get(id(stream_properties))
+        if hit is None:
+            hit = known[id(stream_properties)] = (stream_properties, any(
+                match_properties(stream_properties, inp, repetition).shareable
+                for inp, repetition in wanted.get(stream_properties.input, ())))
+        return hit[1]
+    return serves
+
+
+def _reach(streams: Mapping[str, Seen], serves: Callable[[InputProperties], bool] | None) -> set[str]:
+    """The peers ``streams`` reach: of every stream (``serves`` None), or only of those that
+    serve and their ancestors (whose tables hold each child's parent: ``view.lineage``)."""
+    if serves is None:
+        return {p for s in streams.values() for p in s.peers}
+    followed: set[str] = set()
+    for sid, s in streams.items():
+        if sid in followed or not serves(s.properties):
+            continue
+        while sid is not None and sid in streams and sid not in followed:  # (and its ancestors)
+            followed.add(sid)
+            sid = streams[sid].parent
+    return {p for sid in followed for p in streams[sid].peers}
 
 
 def _ask(state: PeerState, link: PeerLink, asks: list[tuple[str, InputStream]], pending: dict) -> list:
@@ -219,6 +291,8 @@ def remember_reach(state: PeerState, parts) -> None:
         inp = part.input_properties.input
         passed = {p for s in part.new_streams for p in (s.origin, *s.route)}
         state.lookup_reach[inp] = state.lookup_reach.get(inp, frozenset()) | passed
+        state.lookup_seen[inp] = {**state.lookup_seen.get(inp, {}), **{
+            s.id: Seen(s.properties, s.parent, frozenset((s.origin, *s.route))) for s in part.new_streams}}
 
 
 def settled_view(state: PeerState, view: RemotePlanningView) -> RemotePlanningView | None:

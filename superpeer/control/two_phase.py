@@ -108,7 +108,7 @@ class Coordinator:
         if refusal is not None:
             peer, r = refusal
             self._abort([p for p, a in zip(peers, answers) if a.ok], txn)
-            return "", Reserved(False, f"{peer}: {r.reason}", refused=r.refused)
+            return "", Reserved(False, f"{peer}: {r.reason}", refused=r.refused, at=peer)
         got = Reserved(True)
         for r in answers:
             got.starts.update(r.starts)

@@ -162,9 +162,15 @@ def widen(link: PeerLink, txn: str, widening: InPlace) -> None:
             log.warning("%s, widened, stays held at %s: %s", s.id, peer, exc.message)
 
 
-def widen_plan(link: PeerLink, plan, txn: str) -> None:
+def widen_plan(link: PeerLink, plan, txn: str) -> bool:
     """The streams a plan widens in place (``Plan``'s parts' ``in_place``), widened before the
-    plan is committed."""
-    for part in plan.parts:
-        if part.in_place is not None:
-            widen(link, txn, part.in_place)
+    plan is committed; False if a step was refused (nothing changed where it was: the plan is
+    made again without widening)."""
+    try:
+        for part in plan.parts:
+            if part.in_place is not None:
+                widen(link, txn, part.in_place)
+        return True
+    except NodeError as exc:
+        log.info("%s: %s; planned again without widening", plan.subscription, exc.message)
+        return False

@@ -318,3 +318,46 @@ def test_an_announcement_lost_once_is_sent_again():
     net.peers["SP4"].control.register_stream("photons", "photons", "photon", rate=100)
     assert len(tries) == 2 and "photons" in net.peers["SP1"].state.known_originals
     net.peers["SP1"].control.subscribe(paper_query(1))
+
+
+def test_registration_does_not_ask_the_peers_only_streams_it_cannot_use_reach(network):
+    """As SUBSCRIBE's search itself, the lookups follow only the streams that can serve the
+    subscription (and their ancestors): Query 1's stream (SP4→SP5→SP1) carries photons of
+    right ascension 120–138 only, so a query of 200–210 at SP7 asks SP4 and SP7 alone — and
+    Query 2, which that stream serves, still asks SP5 and SP1 and reuses it."""
+    subscribe(network, "SP1", paper_query(1))
+    network.calls.clear()
+    far = paper_query(2).replace("130.5", "200").replace("135.5", "210")
+    subscribe(network, "SP7", far)
+    assert {c.peer for c in network.calls_of("lookup")} == {"SP4", "SP7"}
+    network.calls.clear()
+    q2 = subscribe(network, "SP7", paper_query(2))
+    assert {"SP5", "SP1"} <= {c.peer for c in network.calls_of("lookup")}
+    assert q2.plan.parts[0].reused != "photons"
+
+
+def test_an_approximate_registration_still_asks_every_peer_the_inputs_streams_reach(network):
+    """An approximate subscription may be planned on a sample of its input, which a sampled
+    stream serves although it does not serve the input itself: its search follows every stream."""
+    subscribe(network, "SP1", paper_query(1))
+    network.calls.clear()
+    far = paper_query(2).replace("130.5", "200").replace("135.5", "210")
+    network.peers["SP7"].control.subscribe(far, approximate=True)
+    assert {c.peer for c in network.calls_of("lookup")} == {"SP4", "SP7", "SP5", "SP1"}
+
+
+def test_a_refusal_at_a_peer_the_search_did_not_ask_asks_every_peer_the_next_time(network):
+    """SP5 was not asked (only Query 1's stream, which cannot serve the query, reaches it): its
+    usage was as last heard. When it refuses the reservation, the plan is made again over every
+    peer the input's streams reach, SP5 included."""
+    subscribe(network, "SP1", paper_query(1))
+    network.calls.clear()
+    refused = network.reserves.get("SP5", 0) + 1
+    network.refuse = lambda peer, n: "no room (test)" if (peer, n) == ("SP5", refused) else ""
+    far = subscribe(network, "SP7", paper_query(2).replace("130.5", "200").replace("135.5", "210"))
+    assert far.plan is not None and far.plan.admitted
+    assert network.reserves["SP5"] > refused  # (refused once, then reserved)
+    txns = list(dict.fromkeys(c.args[0] for c in network.calls_of("reserve")))
+    first = {c.peer for c in network.calls_of("lookup")[:2]}
+    assert first == {"SP4", "SP7"} and len(txns) == 2
+    assert {"SP5", "SP1"} <= {c.peer for c in network.calls_of("lookup")[2:]}
