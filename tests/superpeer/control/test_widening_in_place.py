@@ -31,6 +31,16 @@ def in_place(net, *peers: str) -> None:
         net.peers[p].control.widening = net.peers[p].control.widen_in_place = True  # (``serve --widening``)
 
 
+def one_reader(net):
+    """Widening in place everywhere, and A at SP1 reading ra 120–125 from the first item on,
+    200 photons published since."""
+    in_place(net)
+    feed = Feed(net)
+    a = net.peers["SP1"].control.subscribe(ranged(120, 125))
+    feed.publish(200)
+    return feed, a
+
+
 def stream_ids(net) -> dict[str, set[str]]:
     return {p: {s.id for s in n.state.table if not s.original} for p, n in net.peers.items()}
 
@@ -81,13 +91,8 @@ def test_three_readers_keep_their_results_while_their_stream_widens_under_them(n
 def test_a_widening_a_reader_cannot_follow_is_refused_and_planned_without_it(net, monkeypatch):
     """Where a reader of the stream cannot be narrowed (here: SP1's executor refuses), nothing
     widens: SP5 lets the stream go again, N gets a plan of its own, and A's results are exact."""
-    in_place(net)
-    feed = Feed(net)
-    sp1, sp7 = net.peers["SP1"], net.peers["SP7"]
-    a_query = ranged(120, 125)
-    a = sp1.control.subscribe(a_query)
-    a_first = feed.at
-    feed.publish(200)
+    feed, a = one_reader(net)
+    sp1, sp7, a_query, a_first = net.peers["SP1"], net.peers["SP7"], ranged(120, 125), WARMUP
     narrow = a.plan.parts[0].result_stream
 
     def refuse(*args):
@@ -122,13 +127,8 @@ def test_a_narrowed_reader_moves_later_with_its_residual_and_stays_exact(net):
     for the wide stream alone: its next round moves it onto a narrow stream of its own, live —
     the switch takes over its delivery with the residual in front of it — and its results stay
     exact through the widening and the move."""
-    in_place(net)
-    feed = Feed(net)
-    sp1, sp7 = net.peers["SP1"], net.peers["SP7"]
-    a_query = ranged(120, 125)
-    a = sp1.control.subscribe(a_query)
-    a_first = feed.at
-    feed.publish(200)
+    feed, a = one_reader(net)
+    sp1, sp7, a_query, a_first = net.peers["SP1"], net.peers["SP7"], ranged(120, 125), WARMUP
     n = sp7.control.subscribe(ranged(123, 128))
     assert n.plan.parts[0].in_place is not None, n.describe()
     wide = a.plan.parts[0].result_stream
