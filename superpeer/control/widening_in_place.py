@@ -27,7 +27,7 @@ from dataclasses import replace
 
 from sharing.matching import match_properties
 from sharing.stream_table import NetworkStream
-from sharing.widening import InPlace
+from sharing.plans import InPlace
 from wxquery.operators import definitions as alg
 
 from ..data.narrowing import NarrowedDelivery, residual_chain
