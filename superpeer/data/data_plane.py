@@ -29,7 +29,7 @@ from ..peer_state import PeerState
 from ..security.peer_access import check_transfer_route
 from .items import check_items, parse_batch, parse_each
 from .link_receipts import LinkReceipts
-from .narrowing import NarrowedDelivery
+from .narrowing import wants_text
 from .origins import Origins, fed_high
 from .positions import StreamPositions, kept_runs
 from .stream_rates import StreamRates
@@ -443,13 +443,3 @@ class DataPlane:
                 "duplicate_transfer_items": self.receipts.duplicates,
                 "transfer_sequence_gaps": {"items": self.receipts.gaps, "last": self.receipts.last_gap},
                 "replays": self.replays.status(), "measured_rates": self.rates.status()}
-
-
-def wants_text(consumer) -> bool:
-    """Whether a delivery takes the items' wire text (a subscription passing its items
-    through, or a switch of its plans in front of one, or a residual in front of either:
-    ``narrowing``), not parsed items."""
-    if isinstance(consumer, NarrowedDelivery):
-        return True
-    return getattr(getattr(consumer, "runtime", consumer), "wants_text", False)
-

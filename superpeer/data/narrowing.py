@@ -82,8 +82,8 @@ class NarrowedDelivery:
         kept = picked(origins, self._group.offsets.get("narrow", [])) if origins is not None else None
         if not (items or end):
             return
-        if isinstance(self.inner, NarrowedDelivery) or getattr(self.runtime, "wants_text", False):
-            self.inner.feed(variable, items, end, kept)  # (a stream widened twice: a residual in front of another)
+        if wants_text(self.inner):  # (a stream widened twice: a residual in front of another reads text)
+            self.inner.feed(variable, items, end, kept)
         else:
             values = parse_batch(items) if items else []
             if values is None:  # (not one clean batch: each alone)
@@ -94,6 +94,15 @@ class NarrowedDelivery:
         advance = getattr(self.inner, "watermark", None)
         if advance is not None:
             advance(variable, path, value)
+
+
+def wants_text(consumer) -> bool:
+    """Whether a delivery takes the items' wire text (a subscription passing its items
+    through, or a switch of its plans in front of one, or a residual in front of either), not
+    parsed items (``data_plane``)."""
+    if isinstance(consumer, NarrowedDelivery):
+        return True
+    return getattr(getattr(consumer, "runtime", consumer), "wants_text", False)
 
 
 def inner(consumer):
