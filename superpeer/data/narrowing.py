@@ -61,8 +61,6 @@ class NarrowedDelivery:
         self._group = ChainGroup()
         self._group.add(replace(residual, stream="narrow"))
 
-    wants_text = True  # (the residual reads wire text; its outputs are parsed for the reader if it reads items)
-
     @property
     def runtime(self):
         return getattr(self.inner, "runtime", self.inner)
@@ -72,9 +70,10 @@ class NarrowedDelivery:
         """The switch of plans behind it, if it is in front of one (``subscriptions.track_switch``)."""
         return getattr(self.inner, "switch", None)
 
-    def around(self, inner) -> "NarrowedDelivery":
-        """The same residual in front of another reader (a switch taking over the delivery)."""
-        return NarrowedDelivery(inner, self.residual)
+    def around(self, reader) -> "NarrowedDelivery":
+        """The same residuals in front of another reader (a switch taking over the delivery):
+        of a stream widened twice, both."""
+        return NarrowedDelivery(rewrapped(self.inner, reader), self.residual)
 
     def feed(self, variable: str, texts: list, end: bool, origins: Sequence[int] | None = None) -> None:
         out = self._group.push(list(texts), end, origins) if texts else self._group.push([], end)
@@ -106,8 +105,10 @@ def wants_text(consumer) -> bool:
 
 
 def inner(consumer):
-    """The reader behind a narrowing, if any (identity checks look through it)."""
-    return consumer.inner if isinstance(consumer, NarrowedDelivery) else consumer
+    """The reader behind its narrowings, if any (identity checks look through them)."""
+    while isinstance(consumer, NarrowedDelivery):
+        consumer = consumer.inner
+    return consumer
 
 
 def rewrapped(consumer, reader):
