@@ -20,6 +20,7 @@ from wxquery.operators.comparisons import STRING_FUNCTIONS
 from wxquery.operators.definitions import WHOLE_ITEM, Atom, WindowSpec
 from wxquery.static_checks import Binding, CheckedQuery
 
+from .atom_hull import hull_atoms
 from .stream_properties import (
     Aggregation,
     InputProperties,
@@ -197,6 +198,10 @@ class _Extractor:
             if e.where is not None:
                 for atom in e.where.atoms:
                     self.where_atom(atom)
+                for term in e.where.terms:  # ('or', 'not()': evaluated at the subscriber's peer)
+                    self.needed_conjunction(ast.Conjunction((), term.pos, (term,)))
+                    self.disjunction_hull(term)
+                    self.residual.append("where " + term_text(term))
             self.walk(e.ret, output)
         elif isinstance(e, ast.IfExpr):
             self.needed_conjunction(e.condition)
@@ -283,14 +288,10 @@ class _Extractor:
                 return
         # A filter on the items of one input, bound to whole items without a window: a selection.
         builders = {id(b) for b, _, _ in resolved if b is not None}
-        if len(builders) == 1 and all(
-                bd is not None and bd.kind == "item" and not bd.sub_path
-                and self.origin(bd) is not None and self.origin(bd).clause is bd.clause  # type: ignore[union-attr]
-                for bd in bindings):
-            builder = resolved[0][0]
-            assert builder is not None
-            right = resolved[1][1] if len(resolved) > 1 else None
-            builder.item_atoms.append(Atom(resolved[0][1], atom.op, right, self.checked.compared_constant(atom)))
+        selected = self.item_atom(atom)
+        if selected is not None:
+            builder, item_atom = selected
+            builder.item_atoms.append(item_atom)
             builder.referenced.update(carried(r) for _, r, _ in resolved)
             self.applied.add(id(atom))
             return
@@ -301,6 +302,45 @@ class _Extractor:
             self.joins.append(text)
         else:
             self.residual.append("where " + text)
+
+    def item_atom(self, atom: ast.Comparison) -> tuple[_InputBuilder, Atom] | None:
+        """The comparison as a selection of one input's items (bound whole, without a window),
+        if it is one."""
+        resolved = [self.relative(s) for s in [atom.left] + ([atom.right] if atom.right is not None else [])]
+        bindings = [bd for _, _, bd in resolved]
+        if len({id(b) for b, _, _ in resolved if b is not None}) != 1 or not all(
+                bd is not None and bd.kind == "item" and not bd.sub_path
+                and self.origin(bd) is not None and self.origin(bd).clause is bd.clause  # type: ignore[union-attr]
+                for bd in bindings):
+            return None
+        builder = resolved[0][0]
+        assert builder is not None
+        right = resolved[1][1] if len(resolved) > 1 else None
+        return builder, Atom(resolved[0][1], atom.op, right, self.checked.compared_constant(atom))
+
+    def disjunction_hull(self, term: ast.Disjunction | ast.Negation) -> None:
+        """Push what every alternative of an 'or' implies (``widening.hull_atoms``: each
+        element's widest bounds, the relations all of them have) as a selection of their input
+        too: two sky boxes joined by 'or' are filtered upstream by the box around both. The
+        term itself is still evaluated at the subscriber's peer (these atoms are not
+        ``applied``), so the selection only has to keep every item it keeps."""
+        if not isinstance(term, ast.Disjunction):
+            return  # (a negation implies no comparison)
+        per_input: list[dict[int, tuple[_InputBuilder, tuple[Atom, ...]]]] = []
+        for alternative in term.alternatives:
+            atoms: dict[int, tuple[_InputBuilder, tuple[Atom, ...]]] = {}
+            for atom in alternative.atoms:
+                selected = self.item_atom(atom)
+                if selected is not None:
+                    builder, item_atom = selected
+                    atoms[id(builder)] = (builder, atoms.get(id(builder), (builder, ()))[1] + (item_atom,))
+            per_input.append(atoms)
+        for key in set.intersection(*(set(a) for a in per_input)):
+            builder, hull = per_input[0][key]
+            for atoms in per_input[1:]:
+                hull = hull_atoms(hull, atoms[key][1])
+            builder.item_atoms.extend(hull)
+            builder.referenced.update(carried(p) for a in hull for p in (a.left, a.right) if p is not None)
 
     def pushed_aggregate_owner(self, binding: Binding) -> _InputBuilder | None:
         clause = binding.clause
@@ -317,6 +357,9 @@ class _Extractor:
             for side in (atom.left, atom.right):
                 if side is not None and not isinstance(side.root, ast.ContextItem):
                     self.path(side, needed=True)
+        for term in c.terms:
+            for inner in (term.alternatives if isinstance(term, ast.Disjunction) else (term.condition,)):
+                self.needed_conjunction(inner)
 
     # ---------------------------------------------------------------- conditions
 
@@ -361,5 +404,11 @@ def comparison_text(a: ast.Comparison) -> str:
 
 
 def conjunction_text(c: ast.Conjunction) -> str:
-    """A conjunction as text, its comparisons joined by 'and'."""
-    return " and ".join(comparison_text(a) for a in c.atoms)
+    """A conjunction as text, its comparisons and terms joined by 'and'."""
+    return " and ".join([*(comparison_text(a) for a in c.atoms), *(term_text(t) for t in c.terms)])
+
+
+def term_text(t: ast.Disjunction | ast.Negation) -> str:
+    if isinstance(t, ast.Negation):
+        return f"not({conjunction_text(t.condition)})"
+    return "(" + " or ".join(conjunction_text(a) for a in t.alternatives) + ")"

@@ -24,18 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from fractions import Fraction
 
 from wxquery.operators import definitions as alg
 
+from .atom_hull import hull_atoms
 from .matching import UNKNOWN, Repetition, match_properties
 from .plans import InPlace, PlanPart
 from .stream_properties import InputProperties, Projection, Selection
 from .stream_table import NetworkStream
-
-LOWER = {">": False, ">=": True}  # op -> inclusive
-UPPER = {"<": False, "<=": True}
-
 
 def hull(stream: InputProperties, sub: InputProperties, repetition: Repetition = UNKNOWN) -> InputProperties | None:
     """The narrowest per-item properties serving both (None: there is none worth offering);
@@ -44,7 +40,7 @@ def hull(stream: InputProperties, sub: InputProperties, repetition: Repetition =
         return None
     selection = None
     if stream.selection is not None and sub.selection is not None:
-        atoms = _hull_atoms(stream.selection.atoms, sub.selection.atoms)
+        atoms = hull_atoms(stream.selection.atoms, sub.selection.atoms)
         selection = Selection(atoms) if atoms else None
     projection = Projection(stream.projection.output | sub.projection.referenced,
                             stream.projection.referenced | sub.projection.referenced)
@@ -55,42 +51,6 @@ def hull(stream: InputProperties, sub: InputProperties, repetition: Repetition =
             and match_properties(widened, stream, repetition).shareable):
         return None
     return widened
-
-
-def _hull_atoms(ours: tuple[alg.Atom, ...], theirs: tuple[alg.Atom, ...]) -> tuple[alg.Atom, ...]:
-    a, b = _bounds(ours), _bounds(theirs)
-    atoms: list[alg.Atom] = []
-    for path in sorted(set(a) & set(b)):
-        (lo_a, hi_a), (lo_b, hi_b) = a[path], b[path]
-        if lo_a is not None and lo_b is not None:
-            value, inclusive = min(lo_a, lo_b, key=lambda x: (x[0], not x[1]))
-            atoms.append(alg.Atom(path, ">=" if inclusive else ">", None, value))
-        if hi_a is not None and hi_b is not None:
-            value, inclusive = max(hi_a, hi_b, key=lambda x: (x[0], x[1]))
-            atoms.append(alg.Atom(path, "<=" if inclusive else "<", None, value))
-    relations = [x for x in ours if (x.right is not None or x.on_string) and x in theirs]  # (kept if both have it)
-    return tuple(atoms + relations)
-
-
-Bound = tuple[Fraction, bool] | None
-
-
-def _bounds(atoms: tuple[alg.Atom, ...]) -> dict[str, tuple[Bound, Bound]]:
-    """Per element compared with a constant, its tightest lower and upper bound."""
-    out: dict[str, tuple[Bound, Bound]] = {}
-    for atom in atoms:
-        if atom.right is not None or atom.on_string:
-            continue
-        lo, hi = out.get(atom.left, (None, None))
-        c = atom.constant
-        if atom.op in LOWER or atom.op == "=":
-            new = (c, LOWER.get(atom.op, True))
-            lo = new if lo is None else max(lo, new, key=lambda x: (x[0], not x[1]))
-        if atom.op in UPPER or atom.op == "=":
-            new = (c, UPPER.get(atom.op, True))
-            hi = new if hi is None else min(hi, new, key=lambda x: (x[0], x[1]))
-        out[atom.left] = (lo, hi)
-    return out
 
 
 def in_place(part: PlanPart, streams: Mapping[str, NetworkStream], repetition: Repetition = UNKNOWN) -> PlanPart:

@@ -155,9 +155,32 @@ class Comparison:
 
 @dataclass(frozen=True)
 class Conjunction:
-    """``atom and atom and ...`` — the only condition form WXQuery has."""
+    """``atom and atom and ...``, and in a where clause or an if condition also ``terms``
+    joined to them by 'and': disjunctions and negations. The atoms are what the sharing layer
+    reasons about (pushed into the network, matched, shared); a term is evaluated where the
+    results are made (the subscriber's super-peer), so that the atoms beside it still filter
+    upstream while the answer stays exactly XQuery's."""
 
     atoms: tuple[Comparison, ...]
+    pos: Position = field(compare=False)
+    terms: tuple["Disjunction | Negation", ...] = ()
+
+
+@dataclass(frozen=True)
+class Disjunction:
+    """``c1 or c2 or ...`` (each a conjunction): holds when one of them holds."""
+
+    alternatives: tuple[Conjunction, ...]
+    pos: Position = field(compare=False)
+
+
+@dataclass(frozen=True)
+class Negation:
+    """``not(c)``: XQuery's ``fn:not`` of a condition's effective boolean value — true also
+    where an element the condition reads is missing or not a number (so it is not the
+    comparison with its operator reversed)."""
+
+    condition: Conjunction
     pos: Position = field(compare=False)
 
 

@@ -1,12 +1,14 @@
-"""Conditions of the WXQuery parser: conjunctions of comparisons.
+"""Conditions of the WXQuery parser: comparisons joined by 'and', 'or' and 'not()'.
 
-Where clauses, path predicates and if conditions all share one grammar: comparisons joined by
-'and', each between a path and a number, between a path and a string literal (compared as
-strings; ``!=`` too), or between two paths with an optional ``± c`` (two paths compare as strings,
-as XQuery compares two untyped values; ``± c`` makes the right side a number, and so both). That restriction is what
-keeps subscriptions comparable for sharing, so everything else a condition could hold in XQuery
-('or', '!=' on numbers, value comparisons, arithmetic, function calls) is refused here with a
-reason.
+Where clauses, path predicates and if conditions share one grammar of comparisons, each between
+a path and a number, between a path and a string literal (compared as strings; ``!=`` too), or
+between two paths with an optional ``± c`` (two paths compare as strings, as XQuery compares two
+untyped values; ``± c`` makes the right side a number, and so both). The comparisons joined by
+'and' at the top of a condition are what keeps subscriptions comparable for sharing; 'or' and
+'not()' (in where clauses and if conditions, not in path predicates) join them as *terms*
+evaluated where the results are made (``ast.Conjunction``). Everything else a condition could
+hold in XQuery ('!=' on numbers, value comparisons, arithmetic, other function calls) is refused
+here with a reason.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ from .operators.comparisons import (
     STRING_FUNCTIONS,  # (functions on strings that make an atom)
 )
 from .path_parser import PathParser
-from .refused_constructs import NOT_EQUAL_REFUSED, OR_REFUSED, unexpected_in_condition
+from .refused_constructs import (
+    NOT_EQUAL_REFUSED,
+    NOT_IN_PREDICATE_REFUSED,
+    OR_IN_PREDICATE_REFUSED,
+    unexpected_in_condition,
+)
 
 # XQuery's value comparisons, with the general comparison WXQuery offers instead.
 VALUE_COMPARISONS = {"eq": "=", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -27,20 +34,39 @@ class ConditionParser(PathParser):
     """Parses conjunctions of comparisons and their path operands."""
 
     def parse_conjunction(self, in_predicate: bool) -> ast.Conjunction:
-        """Comparisons joined by 'and'; parentheses only group (they are flattened)."""
+        """A condition: conjunctions joined by 'or' ('and' binds tighter, as in XQuery). Inside
+        a path predicate only comparisons joined by 'and' (the predicate filters the items
+        upstream, and a disjunction there would change what every window and operator after
+        it reads)."""
+        self.skip_ws()
+        start = self.pos
+        first = self.parse_and(in_predicate)
+        if self.peek_name() != "or":
+            return first
+        if in_predicate:
+            raise self.error(OR_IN_PREDICATE_REFUSED)
+        alternatives = [first]
+        while self.accept_keyword("or"):
+            alternatives.append(self.parse_and(in_predicate))
+        position = self.position(start)
+        return ast.Conjunction((), position, (ast.Disjunction(tuple(alternatives), position),))
+
+    def parse_and(self, in_predicate: bool) -> ast.Conjunction:
+        """Terms joined by 'and'; parentheses only group (a conjunction inside is flattened)."""
         self.skip_ws()
         start = self.pos
         atoms: list[ast.Comparison] = []
+        terms: list[ast.Disjunction | ast.Negation] = []
         while True:
-            atoms.extend(self.parse_condition_term(in_predicate))
+            more_atoms, more_terms = self.parse_condition_term(in_predicate)
+            atoms.extend(more_atoms)
+            terms.extend(more_terms)
             if not self.accept_keyword("and"):
                 break
-        name = self.peek_name()
-        if name == "or":
-            raise self.error(OR_REFUSED)
-        return ast.Conjunction(tuple(atoms), self.position(start))
+        return ast.Conjunction(tuple(atoms), self.position(start), tuple(terms))
 
-    def parse_condition_term(self, in_predicate: bool) -> list[ast.Comparison]:
+    def parse_condition_term(self, in_predicate: bool
+                             ) -> tuple[list[ast.Comparison], list[ast.Disjunction | ast.Negation]]:
         self.skip_ws()
         if self.text.startswith("(", self.pos) and not self.text.startswith("(:", self.pos):
             self.enter(self.pos)
@@ -49,8 +75,25 @@ class ConditionParser(PathParser):
             if not self.accept(")"):
                 raise unexpected_in_condition(self, "')'")
             self.depth -= 1
-            return list(inner.atoms)
-        return [self.parse_comparison(in_predicate)]
+            return list(inner.atoms), list(inner.terms)
+        if self.peek_name() == "not" and self.after_ws_is(self.pos + 3, "("):
+            return [], [self.parse_negation(in_predicate)]
+        return [self.parse_comparison(in_predicate)], []
+
+    def parse_negation(self, in_predicate: bool) -> ast.Negation:
+        """``not(condition)``, evaluated where the results are made (see ``ast.Conjunction``)."""
+        start = self.pos
+        if in_predicate:
+            raise self.error(NOT_IN_PREDICATE_REFUSED)
+        self.expect_keyword("not")
+        self.skip_ws()
+        self.enter(self.pos)
+        self.expect("(")
+        inner = self.parse_conjunction(in_predicate)
+        if not self.accept(")"):
+            raise unexpected_in_condition(self, "')' closing not(")
+        self.depth -= 1
+        return ast.Negation(inner, self.position(start))
 
     def parse_comparison(self, in_predicate: bool) -> ast.Comparison:
         """``path θ c``, ``c θ path`` (mirrored) or ``path θ path ± c``: the atoms the

@@ -202,6 +202,7 @@ class ExpressionCompiler(ABC):
     def conjunction(self, c: ast.Conjunction) -> CondFn:
         applied = self.context.applied
         atoms = [self.comparison(a) for a in c.atoms if id(a) not in applied]
+        atoms += [self.term(t) for t in c.terms]  # (never applied upstream: see ``ast.Conjunction``)
         if not atoms:
             return lambda env, ctx: True
         if len(atoms) == 1:
@@ -214,6 +215,21 @@ class ExpressionCompiler(ABC):
             return True
 
         return all_hold
+
+    def term(self, t: ast.Disjunction | ast.Negation) -> CondFn:
+        """XQuery's 'or' of conditions, or fn:not of one (its effective boolean value)."""
+        if isinstance(t, ast.Negation):
+            inner = self.conjunction(t.condition)
+            return lambda env, ctx: not inner(env, ctx)
+        alternatives = [self.conjunction(a) for a in t.alternatives]
+
+        def any_holds(env: Env, ctx: object) -> bool:
+            for alternative in alternatives:
+                if alternative(env, ctx):
+                    return True
+            return False
+
+        return any_holds
 
     def operand(self, p: ast.PathExpr) -> Callable[[Env], list[float]]:
         """The atomized values of a condition operand as doubles."""

@@ -40,6 +40,8 @@ def passed_through(checked: CheckedQuery, applied: frozenset[int], aggregated: f
     source = clause.source
     if not isinstance(source.root, ast.StreamCall) or source.names != items:
         return None
+    if body.where is not None and body.where.terms:  # ('or', 'not()': evaluated here)
+        return None
     conditions = [*(body.where.atoms if body.where is not None else ()),
                   *(a for step in source.steps for c in step.predicates for a in c.atoms)]
     if any(id(a) not in applied for a in conditions):

@@ -13,11 +13,15 @@ from .lexer import Lexer
 
 SUPPORTED = (
     "WXQuery supports element constructors, for/let/where/return, windows |count N step M| and "
-    "|path diff N step M|, min/max/sum/count/avg, conjunctions of comparisons, if-then-else, "
+    "|path diff N step M|, min/max/sum/count/avg, comparisons joined by and, or and not(), if-then-else, "
     "sequences and stream(\"name\")"
 )
 
-OR_REFUSED = "'or' is not supported: conditions are conjunctions joined by 'and'"
+OR_IN_PREDICATE_REFUSED = ("'or' is not supported inside a path predicate (it filters the items before "
+                           "anything else reads them): move the condition into a where clause")
+NOT_IN_PREDICATE_REFUSED = ("not() is not supported inside a path predicate (it filters the items before "
+                            "anything else reads them): move the condition into a where clause")
+OR_OUTSIDE_CONDITION = "'or' is only allowed between conditions, in a where clause or an if condition"
 NOT_EQUAL_REFUSED = ("'!=' compares strings only (a path with a string literal, or two paths); compare "
                      "numbers with =, <, <=, > or >=")
 DESCENDANT_AXIS_REFUSED = "the descendant axis '//' is not supported; use child steps '/'"
@@ -57,7 +61,7 @@ def unexpected_after_expression(lexer: Lexer) -> WXQuerySyntaxError:
     t = lexer.text[lexer.pos:]
     if name in ("or", "and"):
         return lexer.error(f"'{name}' is only allowed between comparisons in a where clause, "
-                           "a predicate or an if condition" if name == "and" else OR_REFUSED)
+                           "a predicate or an if condition" if name == "and" else OR_OUTSIDE_CONDITION)
     if name in ("div", "idiv", "mod"):
         return lexer.error(f"arithmetic ('{name}') is not supported outside comparisons")
     if name in ("union", "intersect", "except"):
@@ -80,11 +84,11 @@ def unexpected_after_expression(lexer: Lexer) -> WXQuerySyntaxError:
 
 
 def unexpected_in_condition(lexer: Lexer, what: str) -> WXQuerySyntaxError:
-    """Where a condition may end, 'or' and '!=' are the usual mistakes; name them, else say what
-    was expected."""
+    """Where a condition may end, 'or' (in a path predicate) and '!=' are the usual mistakes;
+    name them, else say what was expected."""
     lexer.skip_ws()
     if lexer.peek_name() == "or":
-        return lexer.error(OR_REFUSED)
+        return lexer.error(OR_IN_PREDICATE_REFUSED)
     if lexer.text.startswith("!=", lexer.pos):
         return lexer.error(NOT_EQUAL_REFUSED)
     return lexer.expected(what)

@@ -242,6 +242,9 @@ class _Checker:
                 self.conjunction(predicate, scope, context=step)
 
     def conjunction(self, c: ast.Conjunction, scope: dict[str, Binding], context: object) -> None:
+        for term in c.terms:
+            for inner in (term.alternatives if isinstance(term, ast.Disjunction) else (term.condition,)):
+                self.conjunction(inner, scope, context)
         for atom in c.atoms:
             if context is not None:  # a path predicate: it reads the element it filters, nothing else
                 for side in (atom.left, atom.right):
@@ -266,8 +269,12 @@ class _Checker:
 
 
 def iter_comparisons(c: ast.Conjunction | None) -> Iterator[ast.Comparison]:
+    """Every comparison of a condition, those inside its 'or' and 'not()' terms too."""
     if c is not None:
         yield from c.atoms
+        for term in c.terms:
+            for inner in (term.alternatives if isinstance(term, ast.Disjunction) else (term.condition,)):
+                yield from iter_comparisons(inner)
 
 
 def attribute_path(path: ast.PathExpr) -> bool:

@@ -167,7 +167,7 @@ def test_single_pair_and_errors(tmp_path):
     old, new, bad = tmp_path / "old.wxq", tmp_path / "new.wxq", tmp_path / "bad.wxq"
     old.write_text(query([("en", ">=", None, Fraction(1))]))
     new.write_text(query([("en", ">=", None, Fraction(2))]))
-    bad.write_text("<r>{ for $p in stream('photons')/photons/photon where $p/en > 1 or $p/en < 0 return $p }</r>")
+    bad.write_text("<r>{ for $p in stream('photons')/photons/photon[en > 1 or en < 0] return $p }</r>")
     run = lambda *a: subprocess.run([sys.executable, "-m", "thinpeer.cli", "query", "match", *a],
                                     capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert json.loads(run(str(old), str(new)).stdout)["shareable"] is True

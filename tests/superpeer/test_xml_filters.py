@@ -117,3 +117,24 @@ def test_elements_picked_by_name_are_filtered_and_shared() -> None:
         ("SP1", f'<r>{{ {head} where {sig} > 5 return $e }}</r>'),
         ("SP7", (f'<r>{{ {head} where {sig} > 10 and $e/What/Param[@name = "RA"]/@value < 180 '
                  f'return <a>{{ $e/@id }}{{ $e/What/Param[@name = "Dec"]/@value }}</a> }}</r>'))], reused(1, 0))
+
+
+def test_or_and_not_are_evaluated_at_the_subscribers_peer_and_the_rest_is_shared() -> None:
+    """``or`` and ``not()`` (issue 36): what is joined by 'and' outside them is filtered in the
+    network and shared, and the whole condition is exact where the results are made."""
+    rng = random.Random(3)
+    head = 'for $e in stream("evs")/evs/ev'
+    first = f'<r>{{ {head} where $e/en >= 1 return $e }}</r>'
+    second = (f'<r>{{ {head} where $e/en >= 1 and ($e/@role = "test" or not($e/pos/@ra > 90)) '
+              f'return <a>{{ $e/@id }}{{ $e/en }}</a> }}</r>')
+
+    def check(records) -> None:
+        reused(1, 0)(records)  # (the stream filtered on en >= 1 serves it)
+        post = records[1].runtime.analysis.properties.post_processing
+        assert post.residual_conditions == ('where ($e/@role = "test" or not($e/pos/@ra > 90))',)
+
+    through_the_network("evs", "ev", [_event(rng, k) for k in range(400)], [
+        ("SP1", first), ("SP7", second),
+        ("SP6", ('<r>{ for $w in stream("evs")/evs/ev |count 10| let $a := avg($w/en) let $m := max($w/en) '
+                 'where $a > 1.6 or not($m > 2.5) return <w>{ $a }</w> }</r>')),
+    ], check)

@@ -19,7 +19,7 @@ def error_of(text: str) -> WXQueryError:
 
 
 @pytest.mark.parametrize("text, anchor, fragment", [
-    (f"<r>{{ {HEAD} where $p/en > 1 or $p/en < 0 return $p }}</r>", "or $p/en < 0", "'or' is not supported"),
+    (f"<r>{{ {HEAD}[en > 1 or en < 0] return $p }}</r>", "or en < 0", "'or' is not supported inside a path predicate"),
     ('<r>{ for $p in stream("photons")//photon return $p }</r>', "//", "'//'"),
     (f"<r>{{ {HEAD} return $p/@* }}</r>", "@*", "wildcards ('@*')"),
     (f"<r>{{ {HEAD} return $p/* }}</r>", "* ", "wildcards"),
@@ -69,10 +69,10 @@ def test_empty_query():
 
 
 def test_position_on_a_later_line():
-    text = f"<r>{{ {HEAD}\n  where $p/en >= 1\n    and $p/en <= 2\n    or $p/en = 5\n  return $p }}</r>"
+    text = f"<r>{{ {HEAD}\n  where $p/en >= 1\n    and $p/en <= 2\n    and $p/en != 5\n  return $p }}</r>"
     err = error_of(text)
-    assert (err.position.line, err.position.column) == (4, 5)
-    assert "'or' is not supported" in err.message
+    assert (err.position.line, err.position.column) == (4, 15)
+    assert "'!=' compares strings only" in err.message
 
 
 @pytest.mark.parametrize("text, fragment", [
