@@ -13,7 +13,8 @@
 An item is acknowledged to its publisher once it is in the log. Results are stored in batches
 (and at the end): those a crash loses before they are stored are recomputed from the log. The database runs in WAL mode with ``synchronous =
 NORMAL``: a killed process (``kill -9``) loses nothing written, a power cut may lose the last
-transactions. Without a directory the same tables live in memory (a daemon that is not durable
+transactions. Its log is checkpointed by a thread of its own (``checkpointer``), so that a
+commit (a publisher's batch waiting for its acknowledgement) only appends. Without a directory the same tables live in memory (a daemon that is not durable
 still replays its streams to subscriptions planned around a failure).
 """
 
@@ -32,6 +33,7 @@ from sharing.replay import ReplayInput
 from ..data.items import utf8_size
 from ..data.wire_batch import text_bytes
 from . import log_batches
+from .checkpointer import Checkpointer
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS originals (
@@ -147,9 +149,12 @@ class StateStore:
             target = str(self.path)
         self._db = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
         self._lock = threading.Lock()
+        self._checkpointer = Checkpointer(self.path) if self.path is not None else None
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
+            if self._checkpointer is not None:  # (commits only append: ``checkpointer``)
+                Checkpointer.prepare(self._db)
             self._db.executescript(SCHEMA)
             self._db.executescript(log_batches.SCHEMA)
             for table, column, kind in ADDED_COLUMNS:  # a state directory of an earlier version
@@ -161,12 +166,16 @@ class StateStore:
             self._db.execute("INSERT INTO arrivals (stream, first, at, bytes) "
                              "SELECT stream, MIN(first), ?, SUM(LENGTH(items)) FROM log_batches "
                              "WHERE stream NOT IN (SELECT stream FROM arrivals) GROUP BY stream", (time.time(),))
+        if self._checkpointer is not None:
+            self._checkpointer.start()
 
     @property
     def durable(self) -> bool:
         return self.path is not None
 
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.stop()
         with self._lock:
             self._db.close()
 
