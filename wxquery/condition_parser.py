@@ -78,6 +78,8 @@ class ConditionParser(PathParser):
             return list(inner.atoms), list(inner.terms)
         if self.peek_name() == "not" and self.after_ws_is(self.pos + 3, "("):
             return [], [self.parse_negation(in_predicate)]
+        if self.peek_name() == "not" and self.after_ws_is(self.pos + 3, "$"):
+            raise self.error("not is a function: write not(condition)")
         return [self.parse_comparison(in_predicate)], []
 
     def parse_negation(self, in_predicate: bool) -> ast.Negation:

@@ -162,6 +162,8 @@ def test_the_and_outside_is_pushed_and_the_or_is_left_to_the_subscribers_peer() 
      "'or' is only allowed between conditions", 55),
     ('<r>{ for $e in stream("ev")/events/event where not($e/en > 1 return $e }</r>',
      "')' closing not(", 62),
+    ('<r>{ for $e in stream("ev")/events/event where not $e/en > 1 return $e }</r>',
+     "not is a function: write not(condition)", 48),
 ])
 def test_misplaced_or_and_not_are_refused_with_their_position(query: str, message: str, column: int) -> None:
     with pytest.raises(WXQueryError) as raised:
