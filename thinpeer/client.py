@@ -1,7 +1,7 @@
 """Thin-peer client library: publish a stream, subscribe and read results, over gRPC.
 
 Errors come back as ``ThinPeerError`` carrying the super-peer's status code and message, e.g.
-``INVALID_ARGUMENT: query:3:7: error: 'or' is not supported …`` (its ``line`` and ``column``
+``INVALID_ARGUMENT: query:3:7: error: '!=' compares strings only …`` (its ``line`` and ``column``
 say where). Replies are typed (``thinpeer.replies``); ``thinpeer.aio`` is the same client for
 ``asyncio``.
 """

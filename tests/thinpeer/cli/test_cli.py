@@ -40,9 +40,10 @@ def test_console_script_is_installed():
 def test_check_ok_and_error():
     r = sg("query", "check", str(Q / "q1.wxq"))
     assert (r.returncode, r.stdout.strip()) == (0, "ok")
-    r = sg("query", "check", "-", stdin='<r>{ for $p in stream("s")/a/b\nwhere $p/x > 1 or $p/x < 0 return $p }</r>')
+    r = sg("query", "check", "-", stdin='<r>{ for $p in stream("s")/a/b\nwhere $p/x > 1 and $p/x != 0 return $p }</r>')
     assert r.returncode != 0
-    assert r.stderr.strip() == "-:2:16: error: 'or' is not supported: conditions are conjunctions joined by 'and'"
+    assert r.stderr.strip() == ("-:2:25: error: '!=' compares strings only (a path with a string literal, or two "
+                                "paths); compare numbers with =, <, <=, > or >=")
 
 
 def test_check_missing_file_and_non_utf8(tmp_path):

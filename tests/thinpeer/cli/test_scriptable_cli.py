@@ -144,10 +144,10 @@ def test_network_up_says_where_everything_is_as_one_json_object(tmp_path: Path, 
 def test_query_check_says_its_verdict_as_json(tmp_path: Path) -> None:
     good, bad = tmp_path / "good.wxq", tmp_path / "bad.wxq"
     good.write_text((EXAMPLE_QUERIES / "q1.wxq").read_text())
-    bad.write_text('<x>{ for $p in stream("photons")/photons/photon\n where $p/en > 1 or $p/en < 0 return $p }</x>')
+    bad.write_text('<x>{ for $p in stream("photons")/photons/photon\n where $p/en > 1 and $p/en != 0 return $p }</x>')
     ok = run("query", "check", str(good), "--json")
     assert (ok.returncode, json.loads(ok.stdout)) == (0, {"file": str(good), "ok": True, "warnings": []})
     wrong = run("query", "check", str(bad), "--json")
     verdict = json.loads(wrong.stdout)
-    assert wrong.returncode == 1 and (verdict["ok"], verdict["line"], verdict["column"]) == (False, 2, 18)
-    assert verdict["error"].startswith("'or' is not supported")
+    assert wrong.returncode == 1 and (verdict["ok"], verdict["line"], verdict["column"]) == (False, 2, 28)
+    assert verdict["error"].startswith("'!=' compares strings only")
