@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from . import replay_plans
 from .cost_model import Usage
 from .estimates import SAMPLE_RATES, samplable, with_sample
+from .join_planning import place_join
 from .matching import UNKNOWN, Match, Repetition, match_properties
 from .network_state import NetworkState, NetworkStream
 from .plans import Plan, PlanBuilder, PlanPart, RegistrationError, Strategy, live_at, where
@@ -66,6 +67,8 @@ class Planner(PlanBuilder):
         else:
             part_for = self._query_shipping
         plan = self.plan(subscription, properties, target, strategy, part_for)
+        if strategy is Strategy.SHARING and len(properties.inputs) == 2:  # (a join: where it runs)
+            plan = place_join(self, self.best_part, subscription, properties, target, plan)
         if plan.admitted or not approximate or not samplable(properties):
             return plan
         for rate in (r for r in SAMPLE_RATES if r <= coarsest):

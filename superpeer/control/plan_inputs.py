@@ -4,6 +4,7 @@ the plan is committed (``control_plane``, and a re-plan after a failure: ``recov
 from __future__ import annotations
 
 from sharing.planner import Plan
+from sharing.stream_properties import joined_by
 
 from ..data.positions import StreamPositions
 from ..peer_state import PeerState
@@ -16,11 +17,14 @@ def take_inputs(state: PeerState, positions: StreamPositions, record: Subscripti
     here (a reused one) will not end again, so the subscription's input ends now. Returns
     the number of the first item it will read (``positions``) of each stream that already
     flows here."""
-    inputs = {p.input_properties.variable: p.result_stream for p in plan.parts}
+    # (a part feeding a join placed in the network is taken there; the joined stream comes here)
+    inputs = {p.input_properties.variable: p.result_stream for p in plan.parts if not p.feeds_join}
     reads: dict[str, int] = {}
     with state.lock:
         record.plan = plan
         record.inputs = inputs
+        # (before anything is fed: whether it reads a joined stream's groups, this plan decides)
+        record.runtime.join_upstream(any(joined_by(p.input_properties) for p in plan.parts))
         for variable, stream in inputs.items():
             if state.table.has_ended(stream):
                 record.runtime.feed(variable, [], end=True)

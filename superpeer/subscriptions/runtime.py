@@ -149,6 +149,16 @@ class SubscriptionRuntime:
         if isinstance(feed, (InnerFeed, OuterFeed)):
             feed.advance(path, value)
 
+    def join_upstream(self, upstream: bool) -> None:
+        """Whether its plan joins its two inputs in the network (``sharing.join_planning``):
+        then its outer input is fed the joined stream's groups, each an outer item and the
+        inner items of its band, and its inner input reads the group of the outer item at hand.
+        Called before anything is fed. The whole where clause is still evaluated here."""
+        if upstream and len(self.joins) != 1:
+            raise ValueError(f"{self.id} has {len(self.joins)} window joins: only one is joined in the network")
+        for inner in self.joins:
+            inner.outer.grouped = upstream
+
     def stop(self) -> None:
         """Nobody will read the results (unsubscribed, or failed): drop the inputs not yet
         evaluated instead of working through them, so that the thread ends at once."""
