@@ -186,6 +186,8 @@ class PostProcessing:
         return {"result_root": self.result_root, "restructuring": True,
                 "join_predicates": list(self.join_predicates),
                 "window_joins": [f"{b} (both inputs in order of these elements)" for b in self.window_joins],
+                # (the planner decides where: at the subscriber's super-peer, or where its inputs meet)
+                "join_in_network": str(self.network_join) if self.network_join is not None else None,
                 "residual_conditions": list(self.residual_conditions),
                 "local_windows": list(self.local_windows)}
 

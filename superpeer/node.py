@@ -304,7 +304,8 @@ class Node:
                          self.transport, self.archiver),
                 "reoptimisation": {**self.reoptimiser.status(), "adaptive_sampling": {
                     **self.adaptive.status(), "lowering_claims": self._claims_status()}},
-                "backpressure": self.pressure.status(), "membership": self.heartbeats.status()}
+                "backpressure": self.pressure.status(), "membership": self.heartbeats.status(),
+                "network_joins": self.joins.status() if self.joins is not None else None}
 
     # ------------------------------------------------------------------ super-peers (``PeerHandler``)
     # ``caller``: the calling super-peer's certified id; None on an insecure network, and when
