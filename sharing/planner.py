@@ -108,9 +108,10 @@ class Planner(PlanBuilder):
             raise RegistrationError(plan.reason)
         new_streams = [s for p in plan.parts for s in p.new_streams]
         reused = [p.reused for p in plan.parts]
+        delivered = [p for p in plan.parts if not p.feeds_join]  # (a join's inputs: taken where it runs)
         self._network().install(plan.subscription, new_streams, reused,
-                           self.post_processing_usage(plan.parts, plan.target),
-                           [(p.result_stream, plan.target) for p in plan.parts])
+                           self.post_processing_usage(delivered, plan.target),
+                           [(p.result_stream, p.route[-1] if p.feeds_join else plan.target) for p in plan.parts])
 
     def unsubscribe(self, subscription: str) -> list[str]:
         """Remove the subscription's streams nothing else uses, and cut the routes of streams
