@@ -33,6 +33,7 @@ from dataclasses import replace
 from wxquery.join_band import Band
 from wxquery.operators import definitions as alg
 
+from .backbone import TopologyError
 from .cost_model import Usage
 from .matching import match_properties
 from .network_state import NetworkStream
@@ -81,10 +82,12 @@ def place_join(builder: PlanBuilder, best_part: BestPart, subscription: str, pro
     inner = next(i for i in properties.inputs if i.variable == band.inner)
     joined = joined_properties(outer, inner, band)
     widening, builder.widening = builder.widening, False  # (a feeder never widens a running stream)
+    reasons: list[str] = []
     try:
-        reasons: list[str] = []
         plans = [*_reused(builder, subscription, properties, joined, target),
                  *_placed(builder, best_part, subscription, properties, outer, inner, joined, band, target, reasons)]
+    except (LookupError, TopologyError) as exc:  # (a view that lacks a peer or a path: today's plan stands)
+        plans, reasons = [], [f"it could not be placed ({exc})"]
     finally:
         builder.widening = widening
     best = min((p for p in plans if p.admitted), key=lambda p: p.cost, default=None)
@@ -139,7 +142,7 @@ def _placed(builder: PlanBuilder, best_part: BestPart, subscription: str, proper
     allowed = getattr(state, "join_peers", None)
     if allowed is not None and peers and not set(peers) & allowed:
         reasons.append(f"no peer upstream ({', '.join(peers)}) runs joins in the network "
-                       "(only the inline executor does)")
+                       "(super-peers of the inline executor do, unless started with --no-network-joins)")
     plans = []
     for j in peers:
         if allowed is not None and j not in allowed:

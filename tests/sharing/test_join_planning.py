@@ -74,6 +74,9 @@ def test_the_same_join_reuses_the_joined_stream_and_another_band_does_not() -> N
     assert (part.reused, part.reuse_peer, part.route) == (joined, "SP5", ("SP5", "SP7")), same.describe()
     assert same.join == f"join reused: {joined}, joined at SP4, taken at SP5"
     planner.install(same)
+    # other conditions between the inputs are evaluated at the subscriber: the joined stream serves them
+    more = planner.subscribe("j4", analyze(_join(extra=" and $a/id > $p/en + 0")).properties, "SP1")
+    assert [p.reused for p in more.parts] == [joined], more.describe()
     for other in (_join("- 0.4"), _join(extra=" and $a/id > 3")):  # (a further selection: not served yet)
         plan = planner.subscribe("j3", analyze(other).properties, "SP7")
         assert all(p.reused != joined for p in plan.parts), plan.describe()
@@ -92,5 +95,5 @@ def test_a_join_the_network_cannot_run_stays_at_the_subscriber_and_says_why() ->
     assert plan.join.startswith("join at SP1 (the subscriber's super-peer): ")
     state.join_peers = frozenset({"SP1"})  # (as if every other peer ran the Spark executor)
     plan = planner.subscribe("j2", analyze(_join()).properties, "SP1")
-    assert "runs joins in the network (only the inline executor does)" in plan.join, plan.join
+    assert "runs joins in the network (super-peers of the inline executor do" in plan.join, plan.join
     assert PHOTONS in {p.input_properties.input for p in plan.parts}
