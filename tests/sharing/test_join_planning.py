@@ -82,7 +82,8 @@ def test_the_same_join_reuses_the_joined_stream_and_another_band_does_not() -> N
         assert all(p.reused != joined for p in plan.parts), plan.describe()
     # the joined stream's inner input lives as long as a reader of the join does
     planner.unsubscribe("j1")
-    assert joined in state.streams and first.parts[1].result_stream in state.streams
+    inner = state.streams[first.parts[1].result_stream]
+    assert joined in state.streams and inner.route == first.parts[1].new_streams[-1].route  # (not cut back)
     planner.unsubscribe("j2")
     assert {s.id for s in state.streams.values() if not s.original} == set()
 
