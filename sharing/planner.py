@@ -94,7 +94,11 @@ class Planner(PlanBuilder):
         ``share`` (a subscription over the past, not a recovery): an input may instead be
         served from a replay already running, where that is cheaper (``replay_plans``; not
         from the running copies in ``avoid``)."""
-        return replay_plans.replay_plan(self, subscription, properties, target, chains, share, avoid)
+        plan = replay_plans.replay_plan(self, subscription, properties, target, chains, share, avoid)
+        if len(properties.inputs) == 2:  # (``join_planning``: not from the past, nor on a re-plan)
+            plan.join = (f"join at {target} (the subscriber's super-peer): a join over the streams' logs "
+                         "is not placed in the network")
+        return plan
 
     def _network(self) -> NetworkState:
         """Installing in process needs the whole network; a super-peer installs in two phases."""
