@@ -27,6 +27,7 @@ Pure: plans are built over a ``PlanningView``; nothing is installed here.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -39,6 +40,7 @@ from .matching import match_properties
 from .network_state import NetworkStream
 from .plans import Plan, PlanBuilder, PlanPart, Strategy
 from .properties import InputProperties, Properties, UnknownOperator
+from .serialization import properties_from_json, properties_to_json
 from .statistics import StreamEstimate
 from .stream_properties import JOIN_OPERATOR, joined_by
 
@@ -49,11 +51,37 @@ BestPart = Callable[[InputProperties, str], PlanPart]  # SUBSCRIBE for one input
 
 def joined_properties(outer: InputProperties, inner: InputProperties, band: Band) -> InputProperties:
     """The properties of the joined stream of ``outer`` and ``inner`` within ``band``: the
-    outer input's, and the join as an unknown operator (equal parameters, equal groups)."""
-    selection = " and ".join(sorted(map(str, inner.selection.distinct_atoms))) if inner.selection else ""
-    params = (inner.input.stream, "/".join(inner.input.items), selection, ",".join(sorted(inner.projection.output)),
-              band.outer_path, band.inner_path, str(band.low), str(band.high))
+    outer input's, and the join as an unknown operator (equal parameters, equal groups): the
+    band, then the inner input's properties (``serialization``, its variable left out)."""
+    params = (band.outer_path, band.inner_path, str(band.low), str(band.high), inner.input.stream,
+              json.dumps(properties_to_json(replace(inner, variable="")), sort_keys=True))
     return replace(outer, unknown=(*outer.unknown, UnknownOperator(JOIN_OPERATOR, params)))
+
+
+def inner_of(join: UnknownOperator) -> InputProperties:
+    """The inner input's properties a joined stream's operator spells."""
+    return properties_from_json(json.loads(join.params[5]))
+
+
+def residual_on_groups(stream: InputProperties, joined: InputProperties) -> tuple[tuple, tuple] | None:
+    """What makes a running joined stream's groups those of ``joined`` (the same band, each
+    input's selection implied by the stream's and its projection the same): the atoms still to
+    test on each group's outer item and on its inner items, at the subscriber (None: it does
+    not serve it)."""
+    have, want = joined_by(stream), joined_by(joined)
+    if have is None or want is None or have.params[:5] != want.params[:5]:
+        return None
+    residuals = []
+    for have_side, want_side in ((replace(stream, unknown=(), variable=""), replace(joined, unknown=(), variable="")),
+                                 (inner_of(have), inner_of(want))):
+        if have_side == want_side:  # (the same: nothing to add — matching would ask for elements
+            residuals.append(())     # a condition applied upstream no longer needs)
+            continue
+        match = match_properties(have_side, want_side)
+        if not match.shareable or not all(isinstance(op, alg.Select) for op in match.residual):
+            return None  # (another projection, a sample: not on groups)
+        residuals.append(tuple(a for op in match.residual for a in op.atoms))  # type: ignore[union-attr]
+    return residuals[0], residuals[1]
 
 
 def unplaceable(properties: Properties) -> str:
@@ -109,22 +137,24 @@ def _reused(builder: PlanBuilder, subscription: str, properties: Properties, joi
     distance = builder.state.backbone.distances_to(target)
     plans = []
     for s in list(builder.state.streams.values()):
-        if s.past or joined_by(s.properties) != joined_by(joined):
+        if s.past or joined_by(s.properties) is None:
             continue
-        match = match_properties(s.properties, joined)
+        residual = residual_on_groups(s.properties, joined)
         peers = [p for p in s.route if p in distance]
-        if not match.shareable or match.residual or not peers:
+        if residual is None or not peers:
             continue
         v = min(peers, key=lambda p: distance[p])
         route = builder.state.backbone.route(v, target)
         if route == (v,):
             part = PlanPart(joined, s.id, v, v, (), route, [], s.id, Usage())
         else:
-            copy = builder.new_stream(joined, s.kind, v, s, (), route)
+            copy = builder.new_stream(s.properties, s.kind, v, s, (), route)
             part = PlanPart(joined, s.id, v, v, (), route, [copy], copy.id, copy.usage)
         part.reason = f"the same join runs as {s.id}"
+        part.on_groups = residual if any(residual) else None
         plan = _plan(builder, subscription, properties, target, [builder.finish(part)])
-        plan.join = f"join reused: {s.id}, joined at {s.origin}, taken at {v}"
+        plan.join = f"join reused: {s.id}, joined at {s.origin}, taken at {v}" + (
+            "; its groups narrowed at " + target if part.on_groups else "")
         plans.append(plan)
     return plans
 

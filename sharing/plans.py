@@ -89,6 +89,8 @@ class PlanPart:
     in_place: InPlace | None = None  # … widened in place, not by a stream beside it (``widening.in_place``)
     relayed: str = ""  # the subnet its first new stream brings the original into (``subnet_planning``)
     feeds_join: str = ""  # the joined stream it feeds where the join is placed, not the subscription (``join_planning``)
+    # a reused joined stream's groups narrowed at the subscriber: the atoms on the outer item, on the inner items
+    on_groups: tuple[tuple[alg.Atom, ...], tuple[alg.Atom, ...]] | None = None
 
     def summary(self) -> dict:
         """What a person comparing plans needs: where, which route, what it costs, why not."""
@@ -113,6 +115,7 @@ class PlanPart:
             "widened_in_place": self.in_place is not None,
             "relayed": self.relayed,
             "feeds_join": self.feeds_join,
+            "on_groups": [[str(a) for a in atoms] for atoms in self.on_groups] if self.on_groups else None,
             "cost": round(self.cost, 6),
             "alternatives": [a.summary() for a in sorted(self.alternatives, key=lambda a: a.cost)[:MAX_ALTERNATIVES]],
         }
@@ -123,12 +126,14 @@ class PlanPart:
         into = f" (into the join at {self.route[-1]})" if self.feeds_join else ""
         join = joined_by(self.input_properties)
         if join is not None:  # (``join_planning``: the joined stream, made here or reused)
-            inner = join.params[0]
+            inner = join.params[4]
             if self.new_streams and self.new_streams[0].id == self.reused:
                 return (f"{name} ⋈ {inner}: joined at {self.operator_peer} as {self.reused} ({ops}); "
                         f"route {'→'.join(self.route)}")
+            narrowed = "; ".join(f"σ[{' and '.join(map(str, atoms))}] on its {side}" for side, atoms
+                                 in zip(("outer items", "inner items"), self.on_groups or ((), ())) if atoms)
             return (f"{name} ⋈ {inner}: reuse joined stream {self.reused} at {self.reuse_peer}; "
-                    f"route {'→'.join(self.route)}")
+                    f"route {'→'.join(self.route)}" + (f"; {narrowed} at {self.route[-1]}" if narrowed else ""))
         if self.new_streams and self.new_streams[0].past:  # (``replay_plans``: from the log)
             source = (f"its log replayed at {self.reuse_peer} on a copy of its own" if self.reused == name else
                       f"a copy at {self.reuse_peer} of {self.reused}, a replay of its log already running")

@@ -24,7 +24,8 @@ def take_inputs(state: PeerState, positions: StreamPositions, record: Subscripti
         record.plan = plan
         record.inputs = inputs
         # (before anything is fed: whether it reads a joined stream's groups, this plan decides)
-        record.runtime.join_upstream(any(joined_by(p.input_properties) for p in plan.parts))
+        joined = next((p for p in plan.parts if joined_by(p.input_properties)), None)
+        record.runtime.join_upstream(joined is not None, joined.on_groups if joined is not None else None)
         for variable, stream in inputs.items():
             if state.table.has_ended(stream):
                 record.runtime.feed(variable, [], end=True)

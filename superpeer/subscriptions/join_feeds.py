@@ -55,6 +55,9 @@ class OuterFeed(BlockingFeed):
         # and the inner items of its band, which ``group`` holds while the evaluation is at it
         self.grouped = False
         self.group: list = []
+        # (a reused joined stream's groups narrowed to this subscription's: tests of the outer
+        # item, tests of each inner item — the conditions on one input its own join would apply)
+        self.narrow: tuple[list, list] = ([], [])
 
     def advance(self, path: str, value: float) -> None:
         """A watermark: no outer item to come is below ``value`` at ``path``."""
@@ -65,8 +68,11 @@ class OuterFeed(BlockingFeed):
         for item in super()._drain():
             if self.grouped:  # (checked where the join ran: each group is in order and complete)
                 children = list(item)
-                if children:
-                    self.group = children[1:]
+                outer_tests, inner_tests = self.narrow
+                if not children or not all(t(children[0]) for t in outer_tests):
+                    continue
+                self.group = [i for i in children[1:] if all(t(i) for t in inner_tests)]
+                if self.group:
                     yield children[0]
                 continue
             values = band_values(item, self.path)

@@ -19,6 +19,7 @@ from sharing.analysis import Analysis
 from sharing.estimates import asked_partials
 from wxquery.evaluator import post_process
 from wxquery.join_band import join_bands
+from wxquery.operators.items import atom_test
 from wxquery.operators.records import serialize
 from wxquery.pass_through import passed_through
 
@@ -149,15 +150,18 @@ class SubscriptionRuntime:
         if isinstance(feed, (InnerFeed, OuterFeed)):
             feed.advance(path, value)
 
-    def join_upstream(self, upstream: bool) -> None:
+    def join_upstream(self, upstream: bool, narrowed: tuple | None = None) -> None:
         """Whether its plan joins its two inputs in the network (``sharing.join_planning``):
         then its outer input is fed the joined stream's groups, each an outer item and the
         inner items of its band, and its inner input reads the group of the outer item at hand.
-        Called before anything is fed. The whole where clause is still evaluated here."""
+        ``narrowed``: the atoms a reused joined stream's outer and inner items must still pass
+        (``PlanPart.on_groups``). Called before anything is fed. The whole where clause is
+        still evaluated here."""
         if upstream and len(self.joins) != 1:
             raise ValueError(f"{self.id} has {len(self.joins)} window joins: only one is joined in the network")
         for inner in self.joins:
             inner.outer.grouped = upstream
+            inner.outer.narrow = tuple([atom_test(a) for a in atoms] for atoms in narrowed or ((), ()))  # type: ignore[assignment]
 
     def stop(self) -> None:
         """Nobody will read the results (unsubscribed, or failed): drop the inputs not yet

@@ -19,10 +19,10 @@ from wxquery.stream_document import StreamDocument
 ALERTS = InputStream("alerts", ("alerts", "alert"))
 
 
-def _join(low: str = "- 0.3", high: str = "+ 0.1", extra: str = "") -> str:
+def _join(low: str = "- 0.3", high: str = "+ 0.1", extra: str = "", en: str = "1.2") -> str:
     return ('<r>{ for $p in stream("photons")/photons/photon for $a in stream("alerts")/alerts/alert '
             f'where $a/det_time >= $p/det_time {low} and $a/det_time <= $p/det_time {high} '
-            f'and $p/en > 1.2{extra} return <m>{{ $p/en }}{{ $a/id }}</m> }}</r>')
+            f'and $p/en > {en}{extra} return <m>{{ $p/en }}{{ $a/id }}</m> }}</r>')
 
 
 def _with_alerts(every: float, rate: float, pad: int = 0) -> tuple[NetworkState, Planner]:
@@ -77,9 +77,14 @@ def test_the_same_join_reuses_the_joined_stream_and_another_band_does_not() -> N
     # other conditions between the inputs are evaluated at the subscriber: the joined stream serves them
     more = planner.subscribe("j4", analyze(_join(extra=" and $a/id > $p/en + 0")).properties, "SP1")
     assert [p.reused for p in more.parts] == [joined], more.describe()
-    for other in (_join("- 0.4"), _join(extra=" and $a/id > 3")):  # (a further selection: not served yet)
+    for other in (_join("- 0.4"), _join(en="1.1")):  # (another band; a wider selection of photons)
         plan = planner.subscribe("j3", analyze(other).properties, "SP7")
         assert all(p.reused != joined for p in plan.parts), plan.describe()
+    # a further selection on either input: the groups narrowed at the subscriber
+    narrower = planner.subscribe("j5", analyze(_join(en="1.5", extra=" and $a/id > 3")).properties, "SP1")
+    (part,) = narrower.parts
+    assert part.reused == joined and [list(map(str, a)) for a in part.on_groups] == [["en > 1.5"], ["id > 3"]]
+    assert "σ[en > 1.5] on its outer items; σ[id > 3] on its inner items at SP1" in narrower.describe()
     # the joined stream's inner input lives as long as a reader of the join does
     planner.unsubscribe("j1")
     inner = state.streams[first.parts[1].result_stream]

@@ -22,6 +22,8 @@ SOURCES = ["ivo://nasa.gsfc.gcn/SWIFT", "ivo://nasa.gsfc.gcn/Fermi"]
 JOIN = ('<r>{ for $p in stream("photons")/photons/photon for $a in stream("alerts")/alerts/alert '
         'where $a/t >= $p/t - 0.3 and $a/t <= $p/t + 0.1 and $a/author = $p/src and $p/en > 0.5 '
         'return <m>{ $p/en }{ $a/ivorn }</m> }</r>')
+# the same join with a further selection on each input: served by the joined stream, narrowed at SP1
+NARROWER = JOIN.replace("$p/en > 0.5", '$p/en > 1.2 and $a/author = "ivo://nasa.gsfc.gcn/SWIFT"')
 WARM = 1000  # photons published before the subscriptions (their statistics price the join)
 
 
@@ -38,10 +40,10 @@ def _streams(n: int, seed: int = 5) -> tuple[list[tuple[float, str]], list[tuple
     return photons, alerts
 
 
-def _expected(photons: list, alerts: list) -> list[str]:
+def _expected(photons: list, alerts: list, query: str = JOIN) -> list[str]:
     documents = {"photons": StreamDocument.from_text("<photons>" + "".join(x for _, x in photons) + "</photons>"),
                  "alerts": StreamDocument.from_text("<alerts>" + "".join(x for _, x in alerts) + "</alerts>")}
-    return list(evaluate(analyze(JOIN).checked, documents).serialized_items())
+    return list(evaluate(analyze(query).checked, documents).serialized_items())
 
 
 @pytest.fixture
@@ -79,12 +81,17 @@ def test_the_join_runs_where_its_inputs_meet_and_a_second_one_reuses_it(network)
     assert at_sp1 == [joined]
     second = net.peers["SP7"].control.subscribe(JOIN)
     assert f"reuse joined stream {joined} at SP5" in second.describe(), second.describe()
+    narrower = net.peers["SP1"].control.subscribe(NARROWER)
+    assert (f"reuse joined stream {joined} at SP1; route SP1; σ[en > 1.2] on its outer items; "
+            f'σ[author = "ivo://nasa.gsfc.gcn/SWIFT"] on its inner items at SP1') in narrower.describe()
     assert [len(p.joins.readers) for p in net.peers.values() if p.joins is not None].count(1) == 1
     _publish(net, photons, alerts)
     expected = _expected(photons, alerts)
     assert len(expected) > 50
     assert same(buffered_results(first), expected)
     assert same(buffered_results(second), expected)
+    fewer = _expected(photons, alerts, NARROWER)
+    assert 10 < len(fewer) < len(expected) and same(buffered_results(narrower), fewer)
     status = net.peers["SP4"].status()["network_joins"]
     assert status[0]["stream"] == joined and status[0]["late_outer_items"] == 0
 

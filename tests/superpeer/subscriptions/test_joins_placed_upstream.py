@@ -11,9 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lxml import etree
+from oracle import result_items, saxon_query
 from test_window_joins import BANDS, _alerts, _parsed, _photons, _query, _read_all, _saxon
 
 from sharing.analysis import analyze
+from sharing.join_planning import joined_properties, residual_on_groups
 from superpeer.data.network_joins import INNER, OUTER, JoinReader
 from superpeer.subscriptions.runtime import SubscriptionRuntime
 from wxquery.operators import definitions as alg
@@ -21,15 +23,19 @@ from wxquery.operators.items import atom_test
 from wxquery.operators.records import serialize
 
 
-def _placed(where: str, photons: list[str], alerts: list[str], rng: random.Random) -> tuple[list[str], JoinReader]:
+def _placed(where: str, photons: list[str], alerts: list[str], rng: random.Random,
+            running: str | None = None, query=_query) -> tuple[list[str], JoinReader]:
     """The results when the join runs at another peer: both inputs in random interleaved
-    batches there, its groups over the wire (text, parsed again) into the subscriber's runtime."""
-    analysis = analyze(_query('stream("photons")', 'stream("alerts")', where))
-    band = analysis.properties.post_processing.network_join
+    batches there, its groups over the wire (text, parsed again) into the subscriber's runtime.
+    ``running``: the where clause of the joined stream's first subscriber, which this one reuses
+    (its groups narrowed to this one's: ``residual_on_groups``)."""
+    analysis = analyze(query('stream("photons")', 'stream("alerts")', where))
+    joined = analyze(query('stream("photons")', 'stream("alerts")', running or where))
+    band = joined.properties.post_processing.network_join
     assert band is not None, "the join cannot be placed"
     runtime = SubscriptionRuntime("j", analysis, 1_000_000)
     runtime.start()  # (before it learns its plan, as a subscription does)
-    runtime.join_upstream(True)
+    runtime.join_upstream(True, _narrowing(joined, analysis))
     sent_on: list[str] = []
 
     def emit(stream: str, values: list, end: bool, serialized, origins=None) -> None:
@@ -40,7 +46,7 @@ def _placed(where: str, photons: list[str], alerts: list[str], rng: random.Rando
 
     reader = JoinReader("J", alg.BandJoin("a", band.outer_path, band.inner_path, band.low, band.high), emit)
     inputs = {OUTER: _parsed("photons", photons), INNER: _parsed("alerts", alerts)}
-    for inp in analysis.properties.inputs:  # (what the network applies before the join)
+    for inp in joined.properties.inputs:  # (what the network applies before the join)
         tests = [atom_test(a) for a in (inp.selection.atoms if inp.selection else ())]
         side = OUTER if inp.variable == band.outer else INNER
         inputs[side] = [i for i in inputs[side] if all(t(i) for t in tests)]
@@ -54,6 +60,40 @@ def _placed(where: str, photons: list[str], alerts: list[str], rng: random.Rando
         reader.feed(v, [], True)
     assert reader.ended
     return _read_all(runtime), reader
+
+
+def _narrowing(running, analysis) -> tuple | None:
+    """The atoms ``analysis``'s subscription tests on the groups of ``running``'s joined stream."""
+    def joined(a):
+        band = a.properties.post_processing.network_join
+        outer, inner = (next(i for i in a.properties.inputs if i.variable == v) for v in (band.outer, band.inner))
+        return joined_properties(outer, inner, band)
+
+    narrowed = residual_on_groups(joined(running), joined(analysis))
+    assert narrowed is not None, "the running join does not serve it"
+    return narrowed
+
+
+@pytest.mark.oracle
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), band=st.sampled_from(BANDS[:2]),
+       narrower=st.sampled_from(["$p/en > 1", '$a/author != "ivo://nasa.gsfc.gcn/Fermi"',
+                                 '$p/en >= 1.5 and $a/author = "ivo://nasa.gsfc.gcn/SWIFT"']))
+def test_a_reused_join_narrowed_at_its_subscriber_gives_what_saxon_gives(seed: int, band: str, narrower: str) -> None:
+    """A later subscription with the same band and further conditions on one input or both
+    reads the running joined stream, its groups narrowed at its super-peer (both return the
+    elements the conditions read: a joined stream serves only the same projections)."""
+    rng = random.Random(seed)
+    photons, alerts = _photons(rng.randint(0, 40), rng), _alerts(rng.randint(0, 15), rng)
+    where = f"{band} and {narrower}"
+    got, _ = _placed(where, photons, alerts, rng, running=band, query=_returning_more)
+    document = "<both><photons>" + "".join(photons) + "</photons><alerts>" + "".join(alerts) + "</alerts></both>"
+    assert got == result_items(saxon_query(_returning_more("/both", "/both", where), document))[1]
+
+
+def _returning_more(source_p: str, source_a: str, where: str) -> str:
+    return (f"<r>{{ for $p in {source_p}/photons/photon for $a in {source_a}/alerts/alert where {where} "
+            f"return <m>{{ $p/id }}{{ $p/en }}{{ $a/ivorn }}{{ $a/author }}</m> }}</r>")
 
 
 @pytest.mark.oracle
