@@ -53,11 +53,12 @@ def slack(*magnitudes: float) -> float:
 @dataclass
 class Group:
     """An outer item and the inner items within its band; ``origin``: the outer item's own
-    origin (the original's item it came from), if known."""
+    origin (the original's item it came from), ``inner_origins`` the inner items', if known."""
 
     outer: object
     inner: list
     origin: int | None = None
+    inner_origins: list | None = None
 
 
 @dataclass
@@ -69,7 +70,7 @@ class BandJoinState:
     low: float
     high: float
     pending: deque = field(default_factory=deque)  # (least, greatest, item, origin): band not passed yet
-    kept: deque = field(default_factory=deque)  # (least, greatest, item): inner items that may match
+    kept: deque = field(default_factory=deque)  # (least, greatest, item, origin): inner items that may match
     inner_high: float = -math.inf  # no inner item to come is below it (an item or a watermark)
     outer_floor: float = -math.inf  # no outer item to come is below it
     inner_ended: bool = False
@@ -101,9 +102,9 @@ class BandJoinState:
         self.outer_ended = self.outer_ended or end
         return self._ready()
 
-    def inner(self, items: Sequence, end: bool = False) -> list[Group]:
+    def inner(self, items: Sequence, end: bool = False, origins: Sequence[int] | None = None) -> list[Group]:
         """The next inner items; the groups now complete."""
-        for item in items:
+        for k, item in enumerate(items):
             where = band_values(item, self.inner_path)
             if where is None:
                 continue
@@ -115,7 +116,7 @@ class BandJoinState:
                 self.late_inner += 1
             else:
                 self.inner_high = least
-            self.kept.append((least, greatest, item))
+            self.kept.append((least, greatest, item, origins[k] if origins is not None else None))
         self.inner_ended = self.inner_ended or end
         return self._ready()
 
@@ -140,9 +141,9 @@ class BandJoinState:
                 break
             self.pending.popleft()
             lo = least + self.low - slack(least, self.low)
-            matched = [v for a, b, v in self.kept if b >= lo and a <= hi]
+            matched = [(v, o) for a, b, v, o in self.kept if b >= lo and a <= hi]
             if matched:
-                out.append(Group(item, matched, origin))
+                out.append(Group(item, [v for v, _ in matched], origin, [o for _, o in matched]))
         floor = self.pending[0][0] if self.pending else self.outer_floor
         if math.isfinite(floor):
             below = floor + self.low - slack(floor, self.low)

@@ -36,7 +36,13 @@ def band_join_of(stream: NetworkStream) -> alg.BandJoin | None:
 
 
 def group_item(group: Group) -> etree._Element:
+    """``<join o="…" i="… …">``: the outer item, then the inner items; the attributes say which
+    items of their originals they came from, where known (``join_feeds``: where a subscription
+    reading the joined stream began, for a re-plan that computes it again from the logs)."""
     item = etree.Element(GROUP)
+    if group.origin is not None and group.inner_origins and None not in group.inner_origins:
+        item.set("o", str(group.origin))
+        item.set("i", " ".join(map(str, group.inner_origins)))
     item.append(detached_copy(group.outer))  # type: ignore[arg-type]
     for inner in group.inner:
         item.append(detached_copy(inner))
@@ -56,7 +62,7 @@ class JoinReader:
         if variable == OUTER:
             self._hand_on(self.join.outer(values, origins, end))
         else:
-            self._hand_on(self.join.inner(values, end))
+            self._hand_on(self.join.inner(values, end, origins))
 
     def watermark(self, variable: str, path: str, value: float) -> None:
         self._hand_on(self.join.watermark(path, value, inner=variable == INNER))

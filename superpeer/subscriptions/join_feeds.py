@@ -58,6 +58,9 @@ class OuterFeed(BlockingFeed):
         # (a reused joined stream's groups narrowed to this subscription's: tests of the outer
         # item, tests of each inner item — the conditions on one input its own join would apply)
         self.narrow: tuple[list, list] = ([], [])
+        # the items of the originals its first group came from (outer, the least inner): where
+        # a recomputation from the logs begins, to give what this subscription was given
+        self.began: tuple[int, int] | None = None
 
     def advance(self, path: str, value: float) -> None:
         """A watermark: no outer item to come is below ``value`` at ``path``."""
@@ -68,6 +71,8 @@ class OuterFeed(BlockingFeed):
         for item in super()._drain():
             if self.grouped:  # (checked where the join ran: each group is in order and complete)
                 children = list(item)
+                if self.began is None and item.get("o") is not None:
+                    self.began = int(item.get("o")), min(map(int, item.get("i").split()))
                 outer_tests, inner_tests = self.narrow
                 if not children or not all(t(children[0]) for t in outer_tests):
                     continue

@@ -163,6 +163,20 @@ class SubscriptionRuntime:
             inner.outer.grouped = upstream
             inner.outer.narrow = tuple([atom_test(a) for a in atoms] for atoms in narrowed or ((), ()))  # type: ignore[assignment]
 
+    def join_starts(self) -> dict[str, int]:
+        """Where its first joined group came from in each original (none yet: {}): a re-plan
+        computing the join here from the logs starts there, so that its results are those this
+        runtime gave — a reused joined stream began where it stood, not where the plan was
+        committed."""
+        began = self.joins[0].outer.began if len(self.joins) == 1 and self.joins[0].outer.grouped else None
+        if began is None:
+            return {}
+        names = {i.variable: i.input.stream for i in self.analysis.properties.inputs}
+        band = self.joins[0].band
+        if names[band.outer] == names[band.inner]:
+            return {}  # (a stream joined with itself starts once: where it was committed)
+        return {names[band.outer]: began[0], names[band.inner]: began[1]}
+
     def stop(self) -> None:
         """Nobody will read the results (unsubscribed, or failed): drop the inputs not yet
         evaluated instead of working through them, so that the thread ends at once."""
