@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from wxquery.band_join import band_values, slack
 from wxquery.join_band import Band
@@ -61,6 +61,7 @@ class OuterFeed(BlockingFeed):
         # the items of the originals its first group came from (outer, the least inner): where
         # a recomputation from the logs begins, to give what this subscription was given
         self.began: tuple[int, int] | None = None
+        self.on_began: Callable[[], None] | None = None  # (told once, from the evaluation's thread)
 
     def advance(self, path: str, value: float) -> None:
         """A watermark: no outer item to come is below ``value`` at ``path``."""
@@ -73,6 +74,8 @@ class OuterFeed(BlockingFeed):
                 children = list(item)
                 if self.began is None and item.get("o") is not None:
                     self.began = int(item.get("o")), min(map(int, item.get("i").split()))
+                    if self.on_began is not None:
+                        self.on_began()
                 outer_tests, inner_tests = self.narrow
                 if not children or not all(t(children[0]) for t in outer_tests):
                     continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 
 from sharing.analysis import Analysis
@@ -84,6 +85,8 @@ class SubscriptionRuntime:
         # for one passing its items through, the original's item after its last result's
         self.next_result = 0
         self.passed_resume: int | None = None
+        # told where a joined stream it reads began for it (``join_starts``; ``plan_inputs``)
+        self.on_join_start: Callable[[dict[str, int]], None] | None = None
         self.thread = threading.Thread(target=self._run, name=f"post-{sid}", daemon=True)
 
     def start(self) -> None:
@@ -161,7 +164,18 @@ class SubscriptionRuntime:
             raise ValueError(f"{self.id} has {len(self.joins)} window joins: only one is joined in the network")
         for inner in self.joins:
             inner.outer.grouped = upstream
+            inner.outer.on_began = self._join_began
             inner.outer.narrow = tuple([atom_test(a) for a in atoms] for atoms in narrowed or ((), ()))  # type: ignore[assignment]
+
+    def _join_began(self) -> None:
+        """Its first joined group came: where it began is kept (``on_join_start``), so that a
+        restart of this super-peer also recomputes the join from there."""
+        told = self.on_join_start
+        if told is not None:
+            try:
+                told(self.join_starts())
+            except Exception:  # noqa: BLE001 - not kept: a restart recomputes from the commit point
+                log.exception("where %s's joined stream began could not be kept", self.id)
 
     def join_starts(self) -> dict[str, int]:
         """Where its first joined group came from in each original (none yet: {}): a re-plan
