@@ -54,6 +54,8 @@ class Calibration:
             return self.combine
         if isinstance(op, alg.AggregateFilter):
             return self.aggregate_filter
+        if isinstance(op, alg.BandJoin):  # (per item of either input: about what post-processing takes)
+            return self.post_process
         raise TypeError(op)
 
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import itertools
 
+from wxquery.operators import definitions as alg
+
 from .backbone import Backbone
 from .cost_model import Usage
 from .properties import InputProperties, InputStream
@@ -144,6 +146,8 @@ class NetworkState:
         """Peers of a stream's route where something still takes it: a derived stream produced
         there, or a subscription delivered there."""
         needed = {self.streams[k].origin for k in self.table.derived(stream_id)}
+        needed.update(s.origin for s in self.streams.values()  # (a join's inner input: where it is joined)
+                      if any(isinstance(op, alg.BandJoin) and op.inner == stream_id for op in s.operators))
         for deliveries in self.deliveries.values():
             needed.update(peer for sid, peer in deliveries if sid == stream_id)
         return needed

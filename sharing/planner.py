@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from . import replay_plans
 from .cost_model import Usage
 from .estimates import SAMPLE_RATES, samplable, with_sample
+from .join_planning import place_join
 from .matching import UNKNOWN, Match, Repetition, match_properties
 from .network_state import NetworkState, NetworkStream
 from .plans import Plan, PlanBuilder, PlanPart, RegistrationError, Strategy, live_at, where
@@ -66,6 +67,8 @@ class Planner(PlanBuilder):
         else:
             part_for = self._query_shipping
         plan = self.plan(subscription, properties, target, strategy, part_for)
+        if strategy is Strategy.SHARING and len(properties.inputs) == 2:  # (a join: where it runs)
+            plan = place_join(self, self.best_part, subscription, properties, target, plan)
         if plan.admitted or not approximate or not samplable(properties):
             return plan
         for rate in (r for r in SAMPLE_RATES if r <= coarsest):
@@ -91,7 +94,11 @@ class Planner(PlanBuilder):
         ``share`` (a subscription over the past, not a recovery): an input may instead be
         served from a replay already running, where that is cheaper (``replay_plans``; not
         from the running copies in ``avoid``)."""
-        return replay_plans.replay_plan(self, subscription, properties, target, chains, share, avoid)
+        plan = replay_plans.replay_plan(self, subscription, properties, target, chains, share, avoid)
+        if len(properties.inputs) == 2:  # (``join_planning``: not from the past, nor on a re-plan)
+            plan.join = (f"join at {target} (the subscriber's super-peer): a join over the streams' logs "
+                         "is not placed in the network")
+        return plan
 
     def _network(self) -> NetworkState:
         """Installing in process needs the whole network; a super-peer installs in two phases."""
@@ -105,9 +112,10 @@ class Planner(PlanBuilder):
             raise RegistrationError(plan.reason)
         new_streams = [s for p in plan.parts for s in p.new_streams]
         reused = [p.reused for p in plan.parts]
+        delivered = [p for p in plan.parts if not p.feeds_join]  # (a join's inputs: taken where it runs)
         self._network().install(plan.subscription, new_streams, reused,
-                           self.post_processing_usage(plan.parts, plan.target),
-                           [(p.result_stream, plan.target) for p in plan.parts])
+                           self.post_processing_usage(delivered, plan.target),
+                           [(p.result_stream, p.route[-1] if p.feeds_join else plan.target) for p in plan.parts])
 
     def unsubscribe(self, subscription: str) -> list[str]:
         """Remove the subscription's streams nothing else uses, and cut the routes of streams

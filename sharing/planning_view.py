@@ -84,6 +84,8 @@ class PlanningSnapshot:
     # subscriptions, and super-peers, whose plans stay as they are whatever is cheaper (joins, the
     # past, re-optimisation off): a re-optimisation's look-ahead does not count on them moving
     staying: frozenset[str] = frozenset()
+    # super-peers that run joins placed in the network (``join_planning``; None: every one)
+    join_peers: frozenset[str] | None = None
 
     def add_table(self, peer: str, input_stream: InputStream, found: list[NetworkStream],
                   reached: Mapping[str, int] | None = None) -> None:

@@ -19,6 +19,7 @@ from .cost_model import Calibration, CostModel, Overload, Usage
 from .network_state import NetworkStream
 from .planning_view import PlanningView
 from .properties import InputProperties, PostProcessing, Properties
+from .stream_properties import joined_by
 from .statistics import StreamEstimate
 from .stream_table import lineage
 
@@ -87,6 +88,9 @@ class PlanPart:
     widened: str = ""  # the running stream this part widens (``widening``): its consumers follow
     in_place: InPlace | None = None  # … widened in place, not by a stream beside it (``widening.in_place``)
     relayed: str = ""  # the subnet its first new stream brings the original into (``subnet_planning``)
+    feeds_join: str = ""  # the joined stream it feeds where the join is placed, not the subscription (``join_planning``)
+    # a reused joined stream's groups narrowed at the subscriber: the atoms on the outer item, on the inner items
+    on_groups: tuple[tuple[alg.Atom, ...], tuple[alg.Atom, ...]] | None = None
 
     def summary(self) -> dict:
         """What a person comparing plans needs: where, which route, what it costs, why not."""
@@ -110,6 +114,8 @@ class PlanPart:
             "widened": self.widened,
             "widened_in_place": self.in_place is not None,
             "relayed": self.relayed,
+            "feeds_join": self.feeds_join,
+            "on_groups": [[str(a) for a in atoms] for atoms in self.on_groups] if self.on_groups else None,
             "cost": round(self.cost, 6),
             "alternatives": [a.summary() for a in sorted(self.alternatives, key=lambda a: a.cost)[:MAX_ALTERNATIVES]],
         }
@@ -117,6 +123,17 @@ class PlanPart:
     def describe(self) -> str:
         ops = ", ".join(map(str, self.operators)) or "no operators"
         name = self.input_properties.input.stream
+        into = f" (into the join at {self.route[-1]})" if self.feeds_join else ""
+        join = joined_by(self.input_properties)
+        if join is not None:  # (``join_planning``: the joined stream, made here or reused)
+            inner = join.params[4]
+            if self.new_streams and self.new_streams[0].id == self.reused:
+                return (f"{name} ⋈ {inner}: joined at {self.operator_peer} as {self.reused} ({ops}); "
+                        f"route {'→'.join(self.route)}")
+            narrowed = "; ".join(f"σ[{' and '.join(map(str, atoms))}] on its {side}" for side, atoms
+                                 in zip(("outer items", "inner items"), self.on_groups or ((), ())) if atoms)
+            return (f"{name} ⋈ {inner}: reuse joined stream {self.reused} at {self.reuse_peer}; "
+                    f"route {'→'.join(self.route)}" + (f"; {narrowed} at {self.route[-1]}" if narrowed else ""))
         if self.new_streams and self.new_streams[0].past:  # (``replay_plans``: from the log)
             source = (f"its log replayed at {self.reuse_peer} on a copy of its own" if self.reused == name else
                       f"a copy at {self.reuse_peer} of {self.reused}, a replay of its log already running")
@@ -132,7 +149,7 @@ class PlanPart:
                       f"{self.relayed} at {relay.route[-1]} (as {relay.id})")
         else:
             source = f"reuse stream {self.reused} at {self.reuse_peer}"
-        return f"{name}: {source}; {ops} at {self.operator_peer}; route {'→'.join(self.route)}"
+        return f"{name}: {source}; {ops} at {self.operator_peer}; route {'→'.join(self.route)}{into}"
 
 
 @dataclass
@@ -146,6 +163,7 @@ class Plan:
     cost: float
     overloads: list[Overload]
     sample: int = 1  # admitted on a 1/sample sample of its input (``approximate``); 1: every item
+    join: str = ""  # where its join runs and why there (``join_planning``; "": it has none)
 
     @property
     def admitted(self) -> bool:
@@ -162,13 +180,15 @@ class Plan:
                 "strategy": self.strategy.value, "admitted": self.admitted,
                 "reason": self.reason, "cost": round(self.cost, 6), "sample": self.sample,
                 "parts": [p.to_json() for p in self.parts],
-                "post_processing_at": self.target}
+                "post_processing_at": self.target, **({"join": self.join} if self.join else {})}
 
     def describe(self) -> str:
         past = any(s.past for p in self.parts for s in p.new_streams[:1])
         how = "from the streams' logs, then live" if past else self.strategy.value
         lines = [f"{self.subscription} at {self.target} ({how}): {self.reason}"]
         lines += ["  " + p.describe() for p in self.parts]
+        if self.join:
+            lines.append(f"  {self.join}")
         lines.append(f"  post-processing (restructuring) at {self.target}")
         return "\n".join(lines)
 

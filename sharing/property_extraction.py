@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Iterator
 
 from wxquery import ast
-from wxquery.join_band import join_bands
+from wxquery.join_band import join_bands, network_band
 from wxquery.operators.comparisons import STRING_FUNCTIONS
 from wxquery.operators.definitions import WHOLE_ITEM, Atom, WindowSpec
 from wxquery.static_checks import Binding, CheckedQuery
@@ -110,7 +110,7 @@ class _Extractor:
             ))
         root = self.checked.query.root_name
         post = PostProcessing(root, tuple(self.joins), tuple(self.residual), tuple(self.local_windows),
-                              tuple(str(b) for b in join_bands(self.checked)))
+                              tuple(str(b) for b in join_bands(self.checked)), network_band(self.checked))
         aggregated = frozenset(id(b.clause) for b in self.inputs.values() if b.window_pushed)
         return Properties(tuple(result), post, frozenset(self.applied), aggregated)
 

@@ -32,6 +32,7 @@ from wxquery.operators import definitions as alg
 
 from .properties import InputProperties
 from .serialization import operator_from_json, operator_to_json, properties_from_json, properties_to_json
+from .stream_properties import joined_by
 from .stream_table import NetworkStream, lineage
 
 
@@ -117,6 +118,8 @@ def replay_inputs(parts: list, lineage: Callable[[str], list[NetworkStream]], an
     """Per input variable of a plan's parts, its ``ReplayInput`` where it can be known."""
     out: dict[str, ReplayInput] = {}
     for p in parts:
+        if p.feeds_join or joined_by(p.input_properties):  # (a join placed in the network: recomputed
+            continue                                         # at the subscriber from the originals)
         new = {s.id: s for s in p.new_streams}
         known = {s.id: s for s in lineage(p.reused)} | new
         chain = chain_of(p.result_stream, known)

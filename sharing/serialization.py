@@ -107,6 +107,9 @@ def operator_to_json(op: alg.Operator) -> dict:
                 "window": window_to_json(op.window), "partials": [list(p) for p in op.partials]}
     if isinstance(op, alg.AggregateFilter):
         return {"op": "aggregate-filter", "atoms": [atom_to_json(a) for a in op.atoms]}
+    if isinstance(op, alg.BandJoin):
+        return {"op": "band-join", "inner": op.inner, "outer_path": op.outer_path, "inner_path": op.inner_path,
+                "low": _frac(op.low), "high": _frac(op.high)}
     raise TypeError(op)
 
 
@@ -126,6 +129,8 @@ def operator_from_json(j: dict) -> alg.Operator:
                                   tuple(tuple(p) for p in j["partials"]))  # type: ignore[misc]
     if kind == "aggregate-filter":
         return alg.AggregateFilter(tuple(atom_from_json(a) for a in j["atoms"]))
+    if kind == "band-join":
+        return alg.BandJoin(j["inner"], j["outer_path"], j["inner_path"], _unfrac(j["low"]), _unfrac(j["high"]))
     raise ValueError(f"unknown operator {kind!r}")
 
 

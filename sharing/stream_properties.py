@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from wxquery.join_band import Band
 from wxquery.operators.definitions import Atom, WindowSpec
 
 from .predicate_graph import PredicateGraph, graph_of
@@ -102,6 +103,14 @@ class UnknownOperator:
         return {"name": self.name, "params": list(self.params)}
 
 
+JOIN_OPERATOR = "band-join"  # the unknown operator a joined stream's properties name its join by
+
+
+def joined_by(props: "InputProperties") -> UnknownOperator | None:
+    """The join a joined stream's properties describe (``sharing.join_planning``), if any."""
+    return next((u for u in props.unknown if u.name == JOIN_OPERATOR), None)
+
+
 @dataclass(frozen=True)
 class InputProperties:
     """Everything a subscription does to one input stream, in operator order."""
@@ -170,11 +179,15 @@ class PostProcessing:
     # joins that stream within a band (``wxquery.join_band``): the others wait for their inner
     # stream to end
     window_joins: tuple[str, ...] = ()
+    # the band of a join that may be placed in the network (``wxquery.join_band.network_band``)
+    network_join: Band | None = None
 
     def to_json(self) -> dict:
         return {"result_root": self.result_root, "restructuring": True,
                 "join_predicates": list(self.join_predicates),
                 "window_joins": [f"{b} (both inputs in order of these elements)" for b in self.window_joins],
+                # (the planner decides where: at the subscriber's super-peer, or where its inputs meet)
+                "join_in_network": str(self.network_join) if self.network_join is not None else None,
                 "residual_conditions": list(self.residual_conditions),
                 "local_windows": list(self.local_windows)}
 

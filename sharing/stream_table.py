@@ -77,7 +77,9 @@ class PeerUsage:
 
 def lineage(streams: Mapping[str, NetworkStream], stream_id: str) -> list[NetworkStream]:
     """A stream and its ancestors up to the original, as far as ``streams`` knows them (a
-    daemon's table or a planning snapshot may hold only part of the chain)."""
+    daemon's table or a planning snapshot may hold only part of the chain). A join placed in
+    the network (``alg.BandJoin``) has a second parent, its inner input: that one's lineage
+    follows the chain, since whoever reads the join relies on it as much."""
     out = []
     current = streams.get(stream_id)
     while current is not None:
@@ -85,6 +87,11 @@ def lineage(streams: Mapping[str, NetworkStream], stream_id: str) -> list[Networ
         if current.parent is None:
             break
         current = streams.get(current.parent)
+    for s in list(out):
+        for op in s.operators:
+            if isinstance(op, alg.BandJoin):
+                seen = {x.id for x in out}
+                out.extend(x for x in lineage(streams, op.inner) if x.id not in seen)
     return out
 
 

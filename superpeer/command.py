@@ -123,7 +123,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                   security=security, peer_listen=args.peer_listen, quotas=quotas,
                                   history=history, archive=archive, replay_rate=args.replay_rate,
                                   cut_links=tuple(args.cut_link), reoptimisation=reoptimisation,
-                                  widening=args.widening, metrics_port=args.metrics_port,
+                                  widening=args.widening, network_joins=args.network_joins,
+                                  metrics_port=args.metrics_port,
                                   metrics_host=args.metrics_host, freeze=True)
     except (TopologyError, NodeError, OSError) as exc:
         raise ServeError(f"error: {getattr(exc, 'message', exc)}") from None

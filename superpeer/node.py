@@ -49,6 +49,7 @@ from .control.widening_in_place import InPlaceWidening
 from .control.peer_link import Aligned, PeerLink, Reserved, Waiting
 from .data.backpressure import HELD_BACK, Backpressure, LinkBuffer, LinkRoom, downstream
 from .data.data_plane import DataPlane, Outbound, Published
+from .data.network_joins import NetworkJoins
 from .data.limits import DataLimits
 from .data.positions import StreamPositions
 from .data.stream_rates import ExecutorLoad, LinkRates
@@ -111,6 +112,7 @@ class NodeSettings:
     cut_links: tuple[str, ...] = ()  # neighbours the links to are cut from the start (``rpc.link_cut``)
     reoptimisation: ReoptimisationSettings = field(default_factory=ReoptimisationSettings)
     widening: bool = True  # widen a running stream for a near miss, in place (``sharing.widening``)
+    network_joins: bool = True  # run joins placed in the network here (``data.network_joins``; inline only)
     metrics_port: int | None = None  # serve Prometheus metrics on this port (0: any free one)
     metrics_host: str = "127.0.0.1"  # the metrics server's address (0.0.0.0 in a container)
 
@@ -152,9 +154,14 @@ class Node:
         self.archiver = (Archiver(self.state, archive.directory, archive.span, archive.samples)
                          if archive is not None else None)
         self.widening = InPlaceWidening(self.state, self.executor)  # (streams widened in place: their steps here)
+        # (joins placed in the network run here only beside the inline executor: ``network_joins``)
+        self.joins = (NetworkJoins(self.state, self.data.ingest)
+                      if settings.network_joins and self.executor.name == "inline" else None)
+        self.state.runs_joins = self.joins is not None
         self.participant = Participant(self.state, self.executor, self.transport, self.positions, self.replays,
                                        attach=self.data.attach, replay=self.data.replay, removed=self._forget,
-                                       background=settings.cut_routes_in_background, widening=self.widening)
+                                       background=settings.cut_routes_in_background, widening=self.widening,
+                                       joins=self.joins)
         self.control = ControlPlane(self.state, self.transport, settings.retention, self.positions,
                                     self.transport.detector.incarnation)
         self.control.subnets = topology.subnets
@@ -257,6 +264,8 @@ class Node:
         """A stream removed here (under the lock): what the data plane and back-pressure kept of it."""
         self.data.forget(stream)
         self.pressure.forget(stream)
+        if self.joins is not None:
+            self.joins.remove(stream)
 
     def _rooms_of(self, stream: str) -> list:
         """Where a batch of ``stream`` goes next from here (``backpressure``): the outbound
@@ -297,7 +306,8 @@ class Node:
                          self.transport, self.archiver),
                 "reoptimisation": {**self.reoptimiser.status(), "adaptive_sampling": {
                     **self.adaptive.status(), "lowering_claims": self._claims_status()}},
-                "backpressure": self.pressure.status(), "membership": self.heartbeats.status()}
+                "backpressure": self.pressure.status(), "membership": self.heartbeats.status(),
+                "network_joins": self.joins.status() if self.joins is not None else None}
 
     # ------------------------------------------------------------------ super-peers (``PeerHandler``)
     # ``caller``: the calling super-peer's certified id; None on an insecure network, and when

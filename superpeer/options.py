@@ -68,6 +68,9 @@ def add_reoptimisation_options(p: argparse.ArgumentParser) -> None:
                    help="offer a new subscription that nearly matches a running stream to widen that "
                         "stream in place: its readers keep their items through a residual, nobody moves "
                         "(on by default; never with --executor spark)")
+    p.add_argument("--network-joins", action=argparse.BooleanOptionalAction, default=True,
+                   help="run window joins that planners place at this super-peer, where their inputs "
+                        "meet (on by default; never with --executor spark)")
     p.add_argument("--reoptimise-cooldown", type=parse_duration, default=10.0, metavar="DURATION",
                    help="no re-plan of a subscription within this long of its last one (default 10s)")
     p.add_argument("--no-adaptive-sampling", action="store_true",
@@ -87,6 +90,7 @@ def reoptimisation_flags(args: argparse.Namespace) -> list[str]:
     """The same flags for a launcher to pass on to every daemon it starts."""
     widening = [] if getattr(args, "widening", True) else ["--no-widening"]
     widening += ["--no-adaptive-sampling"] if getattr(args, "no_adaptive_sampling", False) else []
+    widening += [] if getattr(args, "network_joins", True) else ["--no-network-joins"]
     if getattr(args, "no_reoptimise", False):
         return ["--no-reoptimise", *widening]
     return ["--reoptimise-every", repr(args.reoptimise_every), "--reoptimise-margin", repr(args.reoptimise_margin),

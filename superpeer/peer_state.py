@@ -81,6 +81,9 @@ class PeerState:
         # subscriptions registered here whose plans stay whatever is cheaper, or this peer's id
         # if none moves (``Reoptimiser.stays``): told to the others in the usage report
         self.staying: frozenset[str] = frozenset()
+        # whether joins placed in the network run here (``data.network_joins``; the inline
+        # executor's peers): told in the usage report, so that planners place joins only there
+        self.runs_joins = False
         # original -> its statistics as planning here last fetched them (their sample is not
         # fetched again until it changes: ``statistics_to_json``)
         self.statistics_held: dict[str, StreamStatistics] = {}
@@ -164,6 +167,8 @@ class PeerState:
                 report["pressured_links"] = list(self.pressured_links)
             if self.staying:
                 report["staying"] = sorted(self.staying)
+            if self.runs_joins:
+                report["joins"] = True
         return report
 
     def staying_view(self) -> frozenset[str]:

@@ -60,6 +60,18 @@ def join_bands(checked: CheckedQuery) -> list[Band]:
     return [band for flwr in ast.top_level_flwrs(checked.query.body) for band in _flwr_bands(checked, flwr)]
 
 
+def network_band(checked: CheckedQuery) -> Band | None:
+    """The band of a join that may run in the network, one step before the subscriber
+    (``sharing.join_planning``): the query's one top-level FLWR has exactly two clauses, both
+    ``for`` clauses over whole stream items, with a band between them. Its groups — each outer
+    item with the inner items of its band — then hold every pair the nested loop needs."""
+    flwrs = list(ast.top_level_flwrs(checked.query.body))
+    if len(flwrs) != 1 or len(flwrs[0].clauses) != 2:
+        return None
+    bands = _flwr_bands(checked, flwrs[0])
+    return bands[0] if len(bands) == 1 else None
+
+
 def _whole_items(checked: CheckedQuery, clause: ast.Clause) -> bool:
     """Whether a clause binds whole stream items one at a time (what a join's feed holds)."""
     if not isinstance(clause, ast.ForClause) or clause.window is not None:

@@ -26,6 +26,7 @@ from sharing.serialization import statistics_to_json
 from sharing.stream_table import NetworkStream, link_load, usage_at
 
 from .announcements import find_original
+from ..data.network_joins import NetworkJoins, band_join_of
 from ..data.positions import StreamPositions
 from ..errors import NodeError
 from ..executors import Executor
@@ -45,7 +46,8 @@ class Participant:
     def __init__(self, state: PeerState, executor: Executor, link: PeerLink, positions: StreamPositions,
                  replays: LogReplays, attach: Callable[[str], None],
                  replay: Callable[[str, int, float | None], tuple[int, str]], removed: Callable[[str], None],
-                 background: bool = True, widening: InPlaceWidening | None = None) -> None:
+                 background: bool = True, widening: InPlaceWidening | None = None,
+                 joins: NetworkJoins | None = None) -> None:
         """``positions``: where original streams' items stand here; ``replays``: the running
         replays of the streams registered here, to hold. From the data plane, called with the
         lock held: ``attach`` a stream installed here, ``replay`` a new copy from its stream's
@@ -63,6 +65,7 @@ class Participant:
         self.transactions = state.transactions
         self.transactions.on_lapse = self.unpin
         self.widening = widening or InPlaceWidening(state, executor)  # (streams held while widened in place)
+        self.joins = joins  # (joins placed here; None: this peer's executor does not run them)
 
     # ------------------------------------------------------------------ planning reads
 
@@ -107,7 +110,7 @@ class Participant:
         backbone = self.state.backbone
         for name in {s.input.stream for s in streams} - set(self.state.known_originals):
             find_original(self.state, self.link, name)  # (from its catalogue homes)
-        why = self.malformed(streams)
+        why = self.malformed(streams) or self.unplaceable(streams)
         if why:
             raise deny(subscription, "Reserve", f"{here} refuses the plan of {subscription}: {why}", "INVALID_ARGUMENT")
         unknown = [s.input.stream for s in streams if s.input.stream not in self.state.known_originals]
@@ -249,7 +252,9 @@ class Participant:
                 s.users.add(subscription)
                 if here in s.route:
                     self.state.table.add(s)
-                if s.origin == here and s.parent is not None:
+                if s.origin == here and s.parent is not None and self.joins is not None and band_join_of(s):
+                    self.joins.install(s)  # (a join placed here: a reader of both its inputs)
+                elif s.origin == here and s.parent is not None:
                     parent = self.state.table.get(s.parent)
                     kind = parent.kind if parent is not None else "items"
                     if aligned_later and s.id in aligned_later:
@@ -321,6 +326,14 @@ class Participant:
                 for a, b in zip(s.route, s.route[1:]):
                     if frozenset((a, b)) not in links:
                         return f"{s.id}'s route {'→'.join(s.route)} uses {a}–{b}, which is not a link"
+        return ""
+
+    def unplaceable(self, streams: list[NetworkStream]) -> str:
+        """Why a join the plan places here cannot run here ("" if it can)."""
+        joins = [s.id for s in streams if s.origin == self.state.id and band_join_of(s)]
+        if joins and self.joins is None:
+            return (f"{joins[0]} joins two streams at {self.state.id}, whose {self.executor.name} executor "
+                    "does not run joins placed in the network (only the inline one does)")
         return ""
 
     def abort(self, txn: str) -> bool:

@@ -203,6 +203,7 @@ def fetch_planning_view(state: PeerState, link: PeerLink, properties: Properties
         view.reports[state.id] = state.usage_report()
     snapshot.link_used, snapshot.peer_used = state.usage_view(view.reports)
     snapshot.staying = state.staying_view()
+    snapshot.join_peers = frozenset(p for p, r in view.reports.items() if r.get("joins"))  # (``join_planning``)
     return view
 
 

@@ -202,6 +202,7 @@ class Recovery:
                 return False
             old_ids = [*record.stale, record.plan_id]
             old = record.runtime
+            record.starts.update(old.join_starts())  # (a joined stream reused: where it began)
             with state.lock:  # (nothing more reaches it from the old plan once its point is read)
                 resume, not_resumed = resume_points(record, state.deliveries, self.moving(sid))
                 state.stop_delivering(old, record.inputs.values())

@@ -125,7 +125,7 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                     history: HistoryBound | None = None, archive: ArchiveSettings | None = None,
                     replay_rate: float = 0.0, cut_links: tuple[str, ...] = (),
                     reoptimisation: ReoptimisationSettings | None = None,
-                    widening: bool = True, metrics_port: int | None = None,
+                    widening: bool = True, metrics_port: int | None = None, network_joins: bool = True,
                     metrics_host: str = "127.0.0.1", freeze: bool = False) -> RunningSuperPeer:
     """Serve ``peer``. It listens on ``listen`` and ``peer_listen`` (e.g. ``0.0.0.0:50051`` and
     ``0.0.0.0:50052`` in a container) if given, else on its topology addresses; the other
@@ -144,7 +144,7 @@ def start_superpeer(topology: Topology, peer: str, port: int | None = None,
                             state_dir=state_dir, watermark_idle_s=watermark_idle_s, history=history,
                             archive=archive, replay_rate=replay_rate, cut_links=cut_links,
                             reoptimisation=reoptimisation or ReoptimisationSettings(), widening=widening,
-                            metrics_port=metrics_port, metrics_host=metrics_host)
+                            metrics_port=metrics_port, metrics_host=metrics_host, network_joins=network_joins)
     node = Node(peer, topology, settings, security)
     host, _, default_port = topology.address(peer).rpartition(":")
     servers = Servers(node, listen or f"{host}:{port if port is not None else default_port}",

@@ -32,33 +32,12 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+from wxquery.band_join import band_values, slack
 from wxquery.join_band import Band
-from wxquery.operators.items import path_values
 
 from .feeds import BlockingFeed
-
-ULPS = 8  # the band is widened by this many units in the last place: rounding never hides a match
-
-
-def band_values(item: object, path: str) -> tuple[float, float] | None:
-    """The least and the greatest number at ``path`` (None: no number there, nothing to match;
-    ``(inf, inf)`` when a value is infinite)."""
-    try:
-        values = [v for v in path_values(item, path) if not math.isnan(v)]  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    if not values:
-        return None
-    if not all(map(math.isfinite, values)):
-        return math.inf, math.inf
-    return min(values), max(values)
-
-
-def slack(*magnitudes: float) -> float:
-    return ULPS * math.ulp(max(1.0, *map(abs, magnitudes)))
-
 
 class OuterFeed(BlockingFeed):
     """A join's outer input, read once: it remembers the band values of the item the evaluation
@@ -72,6 +51,17 @@ class OuterFeed(BlockingFeed):
         self.floor = -math.inf
         self.late = 0
         self.not_finite = 0
+        # fed the groups of a join placed upstream (``wxquery.band_join``): each an outer item
+        # and the inner items of its band, which ``group`` holds while the evaluation is at it
+        self.grouped = False
+        self.group: list = []
+        # (a reused joined stream's groups narrowed to this subscription's: tests of the outer
+        # item, tests of each inner item — the conditions on one input its own join would apply)
+        self.narrow: tuple[list, list] = ([], [])
+        # the items of the originals its first group came from (outer, the least inner): where
+        # a recomputation from the logs begins, to give what this subscription was given
+        self.began: tuple[int, int] | None = None
+        self.on_began: Callable[[], None] | None = None  # (told once, from the evaluation's thread)
 
     def advance(self, path: str, value: float) -> None:
         """A watermark: no outer item to come is below ``value`` at ``path``."""
@@ -80,6 +70,19 @@ class OuterFeed(BlockingFeed):
 
     def _drain(self) -> Iterator:
         for item in super()._drain():
+            if self.grouped:  # (checked where the join ran: each group is in order and complete)
+                children = list(item)
+                if self.began is None and item.get("o") is not None:
+                    self.began = int(item.get("o")), min(map(int, item.get("i").split()))
+                    if self.on_began is not None:
+                        self.on_began()
+                outer_tests, inner_tests = self.narrow
+                if not children or not all(t(children[0]) for t in outer_tests):
+                    continue
+                self.group = [i for i in children[1:] if all(t(i) for t in inner_tests)]
+                if self.group:
+                    yield children[0]
+                continue
             values = band_values(item, self.path)
             if values is not None:
                 if math.isinf(values[0]):
@@ -157,6 +160,8 @@ class InnerFeed(BlockingFeed):
         return len(self._kept)
 
     def __iter__(self) -> Iterator:
+        if self.outer.grouped:
+            return iter(self.outer.group)
         current = self.outer.current
         if current is None:
             return iter(())

@@ -13,12 +13,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 
 from sharing.analysis import Analysis
 from sharing.estimates import asked_partials
 from wxquery.evaluator import post_process
 from wxquery.join_band import join_bands
+from wxquery.operators.items import atom_test
 from wxquery.operators.records import serialize
 from wxquery.pass_through import passed_through
 
@@ -83,6 +85,8 @@ class SubscriptionRuntime:
         # for one passing its items through, the original's item after its last result's
         self.next_result = 0
         self.passed_resume: int | None = None
+        # told where a joined stream it reads began for it (``join_starts``; ``plan_inputs``)
+        self.on_join_start: Callable[[dict[str, int]], None] | None = None
         self.thread = threading.Thread(target=self._run, name=f"post-{sid}", daemon=True)
 
     def start(self) -> None:
@@ -148,6 +152,44 @@ class SubscriptionRuntime:
         feed = self.feeds.get(variable)
         if isinstance(feed, (InnerFeed, OuterFeed)):
             feed.advance(path, value)
+
+    def join_upstream(self, upstream: bool, narrowed: tuple | None = None) -> None:
+        """Whether its plan joins its two inputs in the network (``sharing.join_planning``):
+        then its outer input is fed the joined stream's groups, each an outer item and the
+        inner items of its band, and its inner input reads the group of the outer item at hand.
+        ``narrowed``: the atoms a reused joined stream's outer and inner items must still pass
+        (``PlanPart.on_groups``). Called before anything is fed. The whole where clause is
+        still evaluated here."""
+        if upstream and len(self.joins) != 1:
+            raise ValueError(f"{self.id} has {len(self.joins)} window joins: only one is joined in the network")
+        for inner in self.joins:
+            inner.outer.grouped = upstream
+            inner.outer.on_began = self._join_began
+            inner.outer.narrow = tuple([atom_test(a) for a in atoms] for atoms in narrowed or ((), ()))  # type: ignore[assignment]
+
+    def _join_began(self) -> None:
+        """Its first joined group came: where it began is kept (``on_join_start``), so that a
+        restart of this super-peer also recomputes the join from there."""
+        told = self.on_join_start
+        if told is not None:
+            try:
+                told(self.join_starts())
+            except Exception:  # noqa: BLE001 - not kept: a restart recomputes from the commit point
+                log.exception("where %s's joined stream began could not be kept", self.id)
+
+    def join_starts(self) -> dict[str, int]:
+        """Where its first joined group came from in each original (none yet: {}): a re-plan
+        computing the join here from the logs starts there, so that its results are those this
+        runtime gave — a reused joined stream began where it stood, not where the plan was
+        committed."""
+        began = self.joins[0].outer.began if len(self.joins) == 1 and self.joins[0].outer.grouped else None
+        if began is None:
+            return {}
+        names = {i.variable: i.input.stream for i in self.analysis.properties.inputs}
+        band = self.joins[0].band
+        if names[band.outer] == names[band.inner]:
+            return {}  # (a stream joined with itself starts once: where it was committed)
+        return {names[band.outer]: began[0], names[band.inner]: began[1]}
 
     def stop(self) -> None:
         """Nobody will read the results (unsubscribed, or failed): drop the inputs not yet

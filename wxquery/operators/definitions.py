@@ -201,7 +201,27 @@ class Sample:
         return f"sample[1/{self.rate}]"
 
 
-Operator = Union[Sample, Select, Project, WindowAggregate, CombineWindows, AggregateFilter]
+@dataclass(frozen=True)
+class BandJoin:
+    """A window join placed in the network (``wxquery.band_join``): per item of the parent
+    (the outer input), the items of stream ``inner`` at the same peer within its band
+    ``[outer_path + low, outer_path + high]`` on ``inner_path``, as one group. Run by the
+    super-peer itself, never by an executor."""
+
+    inner: str
+    outer_path: str
+    inner_path: str
+    low: Fraction
+    high: Fraction
+
+    def __str__(self) -> str:
+        def at(c: Fraction) -> str:
+            return self.outer_path + ("" if c == 0 else (" + " if c > 0 else " - ") + format_fraction(abs(c)))
+
+        return f"⋈[{self.inner}: {self.inner_path} within [{at(self.low)}, {at(self.high)}]]"
+
+
+Operator = Union[Sample, Select, Project, WindowAggregate, CombineWindows, AggregateFilter, BandJoin]
 
 
 def format_fraction(f: Fraction) -> str:
