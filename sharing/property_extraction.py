@@ -199,7 +199,7 @@ class _Extractor:
                 for atom in e.where.atoms:
                     self.where_atom(atom)
                 for term in e.where.terms:  # ('or', 'not()': evaluated at the subscriber's peer)
-                    self.needed_conjunction(ast.Conjunction((), term.pos, (term,)))
+                    self.needed_term(term)
                     self.disjunction_hull(term)
                     self.residual.append("where " + term_text(term))
             self.walk(e.ret, output)
@@ -358,8 +358,11 @@ class _Extractor:
                 if side is not None and not isinstance(side.root, ast.ContextItem):
                     self.path(side, needed=True)
         for term in c.terms:
-            for inner in (term.alternatives if isinstance(term, ast.Disjunction) else (term.condition,)):
-                self.needed_conjunction(inner)
+            self.needed_term(term)
+
+    def needed_term(self, term: ast.Disjunction | ast.Negation) -> None:
+        for inner in ast.term_conditions(term):
+            self.needed_conjunction(inner)
 
     # ---------------------------------------------------------------- conditions
 

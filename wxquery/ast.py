@@ -184,6 +184,11 @@ class Negation:
     pos: Position = field(compare=False)
 
 
+def term_conditions(term: Disjunction | Negation) -> tuple[Conjunction, ...]:
+    """The conditions inside an 'or' (its alternatives) or a 'not()' (the one it negates)."""
+    return term.alternatives if isinstance(term, Disjunction) else (term.condition,)
+
+
 # ----------------------------------------------------------------------------- windows
 
 

@@ -243,7 +243,7 @@ class _Checker:
 
     def conjunction(self, c: ast.Conjunction, scope: dict[str, Binding], context: object) -> None:
         for term in c.terms:
-            for inner in (term.alternatives if isinstance(term, ast.Disjunction) else (term.condition,)):
+            for inner in ast.term_conditions(term):
                 self.conjunction(inner, scope, context)
         for atom in c.atoms:
             if context is not None:  # a path predicate: it reads the element it filters, nothing else
@@ -273,7 +273,7 @@ def iter_comparisons(c: ast.Conjunction | None) -> Iterator[ast.Comparison]:
     if c is not None:
         yield from c.atoms
         for term in c.terms:
-            for inner in (term.alternatives if isinstance(term, ast.Disjunction) else (term.condition,)):
+            for inner in ast.term_conditions(term):
                 yield from iter_comparisons(inner)
 
 
