@@ -26,7 +26,7 @@ from fractions import Fraction
 
 from . import ast
 from .operators.comparisons import MIRRORED
-from .operators.definitions import format_fraction
+from .operators.definitions import offset_text
 from .static_checks import CheckedQuery
 
 # x θ y + c as a bound on x: θ → (lower, upper)
@@ -46,11 +46,8 @@ class Band:
     high: Fraction
 
     def __str__(self) -> str:
-        def shifted(c: Fraction) -> str:
-            return "" if c == 0 else (" + " if c > 0 else " - ") + format_fraction(abs(c))
-
         o = f"${self.outer}/{self.outer_path}"
-        return f"${self.inner}/{self.inner_path} within [{o}{shifted(self.low)}, {o}{shifted(self.high)}]"
+        return f"${self.inner}/{self.inner_path} within [{o}{offset_text(self.low)}, {o}{offset_text(self.high)}]"
 
 
 def join_bands(checked: CheckedQuery) -> list[Band]:

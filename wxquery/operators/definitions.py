@@ -215,13 +215,16 @@ class BandJoin:
     high: Fraction
 
     def __str__(self) -> str:
-        def at(c: Fraction) -> str:
-            return self.outer_path + ("" if c == 0 else (" + " if c > 0 else " - ") + format_fraction(abs(c)))
-
-        return f"⋈[{self.inner}: {self.inner_path} within [{at(self.low)}, {at(self.high)}]]"
+        o = self.outer_path
+        return f"⋈[{self.inner}: {self.inner_path} within [{o}{offset_text(self.low)}, {o}{offset_text(self.high)}]]"
 
 
 Operator = Union[Sample, Select, Project, WindowAggregate, CombineWindows, AggregateFilter, BandJoin]
+
+
+def offset_text(c: Fraction) -> str:
+    """A constant added to a path, as written after it: " + 1.5", " - 3", or "" for none."""
+    return "" if c == 0 else (" + " if c > 0 else " - ") + format_fraction(abs(c))
 
 
 def format_fraction(f: Fraction) -> str:
