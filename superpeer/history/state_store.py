@@ -328,18 +328,23 @@ class StateStore:
                      ("DELETE FROM intervals WHERE sid = ?", (sid,))])
 
     def add_results(self, sid: str, rows: list[tuple[int, str]], resume: tuple[str, int] | None = None) -> None:
-        """Consecutive results (numbered), stored as one batch per run of numbers; ``resume``:
-        (variable, the original's item after the last one they come from), in the same
-        transaction — a subscription whose results are its items resumes there after a restart
-        (None: not known, and an earlier one no longer holds)."""
+        """Numbered results, as ``add_result_runs`` (grouped into runs of consecutive numbers)."""
         runs: list[tuple[int, list[str]]] = []
         for idx, text in rows:
             if runs and runs[-1][0] + len(runs[-1][1]) == idx:
                 runs[-1][1].append(text)
             else:
                 runs.append((idx, [text]))
+        self.add_result_runs(sid, runs, resume)
+
+    def add_result_runs(self, sid: str, runs: list[tuple[int, list[str]]],
+                        resume: tuple[str, int] | None = None) -> None:
+        """Runs of consecutive results, each (the number of its first, its results), stored as
+        one batch per run; ``resume``: (variable, the original's item after the last one they
+        come from), in the same transaction — a subscription whose results are its items
+        resumes there after a restart (None: not known, and an earlier one no longer holds)."""
         marker = (("INSERT OR REPLACE INTO result_resume (sid, variable, at, result) VALUES (?, ?, ?, ?)",
-                   (sid, resume[0], resume[1], rows[-1][0] + 1)) if resume is not None and rows else
+                   (sid, resume[0], resume[1], runs[-1][0] + len(runs[-1][1]))) if resume is not None and runs else
                   ("DELETE FROM result_resume WHERE sid = ?", (sid,)))
         self._write([*(log_batches.insert(sid, first, texts, log_batches.RESULTS) for first, texts in runs), marker])
 

@@ -93,7 +93,9 @@ class ResultBuffer:
     # before they are stored are recomputed after the restart (and read at the same offsets)
     store: StateStore | None = None
     sid: str = ""
-    unstored: list = field(default_factory=list)  # (index, item) not stored yet
+    # the results not stored yet, as runs of consecutive ones: (the number of the first, the results)
+    unstored: list[tuple[int, list[str]]] = field(default_factory=list)
+    unstored_count: int = 0
     # (variable, the original's item after the one the last result came from), when known: stored
     # with the results (``StateStore.add_results``), where a restart resumes (``restore``)
     resume: tuple[str, int] | None = None
@@ -133,8 +135,13 @@ class ResultBuffer:
                 items, sizes = items[skip:], sizes[skip:]
             self.resume = resume
             if self.store is not None:
-                self.unstored.extend(zip(range(self.end, self.end + len(items)), items))
-                if len(self.unstored) >= STORE_EVERY:
+                last = self.unstored[-1] if self.unstored else None
+                if last is not None and last[0] + len(last[1]) == self.end:
+                    last[1].extend(items)
+                else:
+                    self.unstored.append((self.end, list(items)))
+                self.unstored_count += len(items)
+                if self.unstored_count >= STORE_EVERY:
                     self._store()
             self.items.extend(items)
             self.sizes.extend(sizes)
@@ -192,8 +199,8 @@ class ResultBuffer:
     def _store(self) -> None:
         """Called with ``cond`` held."""
         if self.unstored and self.store is not None:
-            self.store.add_results(self.sid, self.unstored, self.resume)
-            self.unstored = []
+            self.store.add_result_runs(self.sid, self.unstored, self.resume)
+            self.unstored, self.unstored_count = [], 0
 
     def read(self, offset: int, max_items: int, wait_s: float, peek: bool = False
              ) -> tuple[int, list[str], bool, int]:
