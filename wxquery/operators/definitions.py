@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal, Union
+from typing import Literal, Optional, Union
 
 from ..values import string_literal
 from .comparisons import STRING_FUNCTIONS, STRING_THETA, THETA
@@ -63,7 +63,10 @@ class Atom:
 class WindowSpec:
     """A window: ``count`` (sizes in items) or ``diff`` over an ordered reference element;
     with a ``key`` path, partitioned by its value: one window sequence per key, as CQL's
-    ``PARTITION BY`` (count windows count the key's items; time windows share event time)."""
+    ``PARTITION BY`` (count windows count the key's items; time windows share event time).
+    Partitioned by several paths, ``key`` names them as the query does, ``"chip, @src"``
+    (``key_paths``): a window sequence per combination of their values, and a window's key is
+    then the tuple of them, in that order (``KeyValue``)."""
 
     kind: Literal["count", "diff"]
     size: Fraction
@@ -93,6 +96,16 @@ class WindowSpec:
             out["key"] = self.key
         return out
 
+    @property
+    def key_paths(self) -> tuple[str, ...]:
+        """The paths the window is partitioned by, in the query's order (none: it is not)."""
+        return tuple(self.key.split(", ")) if self.key is not None else ()
+
+    @property
+    def key_set(self) -> frozenset[str]:
+        """The key paths as a set: what decides which windows a stream's records can serve."""
+        return frozenset(self.key_paths)
+
     def unkeyed(self) -> WindowSpec:
         """The same window over one key's items."""
         return WindowSpec(self.kind, self.size, self.step, self.ref)
@@ -106,6 +119,10 @@ class WindowSpec:
 
 
 Partial = tuple[str, str]  # (min|max|sum|count, element) — what an aggregate stream carries
+
+# A window's key: the string value of its key path (None: the items without it), or, partitioned
+# by several paths, the tuple of their values in ``WindowSpec.key_paths`` order.
+KeyValue = Union[str, None, tuple[Optional[str], ...]]
 
 
 def partials_of(function: str, element: str) -> tuple[Partial, ...]:

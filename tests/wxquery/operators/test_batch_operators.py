@@ -76,6 +76,8 @@ KEYED = {
     "count": alg.WindowSpec("count", F(3), F(1), key="phc"),
     "time": alg.WindowSpec("diff", F(10), F(5), T, key="phc"),
     "time-attribute": alg.WindowSpec("diff", F(5), F(5), T, key="@band"),
+    "count-two-keys": alg.WindowSpec("count", F(3), F(2), key="phc, @band"),
+    "time-two-keys": alg.WindowSpec("diff", F(10), F(5), T, key="@band, phc"),
 }
 
 
