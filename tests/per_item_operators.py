@@ -87,16 +87,18 @@ class WindowAggregateInstance(OperatorInstance):
 
 
 class CombineInstance(OperatorInstance):
-    """Per key (records of a partitioned window), coarser windows from the finer records."""
+    """Per key (records of a partitioned window), coarser windows from the finer records; from
+    windows per more keys, per the window's keys (the finer keys' records merged)."""
 
     def __init__(self, definition: alg.CombineWindows) -> None:
         self.definition = dataclasses.replace(definition, source=definition.source.unkeyed(),
                                               window=definition.window.unkeyed())
         self.per_key = definition.window.key is not None  # (else every key's records merge by window)
+        self.project = alg.key_projection(definition.source, definition.window)
         self.combines: dict = {}
 
     def push(self, value: WindowRecord) -> list:
-        key = value.key if self.per_key else None
+        key = value.key if self.project is None else self.project(value.key)
         if not self.per_key:
             value = WindowRecord(value.index, dict(value.values))
         combine = self.combines.setdefault(key, CombineWindowRecords(self.definition))

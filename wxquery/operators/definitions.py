@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal, Optional, Union
+from typing import Callable, Literal, Optional, Union
 
 from ..values import string_literal
 from .comparisons import STRING_FUNCTIONS, STRING_THETA, THETA
@@ -125,6 +125,22 @@ Partial = tuple[str, str]  # (min|max|sum|count, element) — what an aggregate 
 KeyValue = Union[str, None, tuple[Optional[str], ...]]
 
 
+def key_projection(source: WindowSpec, target: WindowSpec) -> Callable[[KeyValue], KeyValue] | None:
+    """How a key of ``source``'s windows becomes one of ``target``'s, whose key paths are some
+    of the source's (the same in another order, or fewer: the source's windows are then merged
+    per target key); None where nothing changes."""
+    if source.key_paths == target.key_paths:
+        return None
+    if not target.key_paths:
+        return lambda key: None
+    at = [source.key_paths.index(p) for p in target.key_paths]
+    several = len(source.key_paths) > 1
+    if len(at) == 1:
+        i = at[0]
+        return lambda key: key[i] if several else key  # type: ignore[index]
+    return lambda key: tuple(key[i] for i in at)  # type: ignore[index]
+
+
 def partials_of(function: str, element: str) -> tuple[Partial, ...]:
     """avg travels as (sum, count) so that it can be reused for sum, count and coarser windows."""
     if function == "avg":
@@ -169,9 +185,10 @@ class WindowAggregate:
 
 @dataclass(frozen=True)
 class CombineWindows:
-    """Coarser windows from a finer aggregate stream: Δ' mod Δ = 0, Δ mod μ = 0, μ' mod μ = 0; per
-    key from windows per the same key, or over all items from time windows per key (each window
-    the union of its keys')."""
+    """Coarser windows from a finer aggregate stream: Δ' mod Δ = 0, Δ mod μ = 0, μ' mod μ = 0 (or
+    the same window); per key from windows per the same keys (in any order), or time windows per
+    fewer keys (none: over all items) from time windows per more keys (each window the union of
+    its finer keys')."""
 
     source: WindowSpec
     window: WindowSpec
@@ -181,10 +198,11 @@ class CombineWindows:
         s, w = self.source, self.window
         if s.kind != w.kind or s.ref != w.ref:
             raise ValueError("windows of different kind or reference cannot be combined")
-        if s.key != w.key and not (w.key is None and w.kind == "diff"):
-            raise ValueError(f"{w} cannot be computed from {s}: only time windows per key merge into "
-                             "windows over all items")
-        if not ((w.size / s.size).denominator == 1 and s.tiles and (w.step / s.step).denominator == 1):
+        if s.key_set != w.key_set and not (w.key_set < s.key_set and w.kind == "diff"):
+            raise ValueError(f"{w} cannot be computed from {s}: only time windows per keys merge into "
+                             "windows per fewer keys or over all items")
+        same = (s.size, s.step) == (w.size, w.step)
+        if not same and not ((w.size / s.size).denominator == 1 and s.tiles and (w.step / s.step).denominator == 1):
             raise ValueError(f"{w} cannot be computed from {s}")
 
     def __str__(self) -> str:

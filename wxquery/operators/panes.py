@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Callable
 
 from .comparisons import Comparison
-from .definitions import Atom, CombineWindows, KeyValue, WindowAggregate, WindowSpec
+from .definitions import Atom, CombineWindows, KeyValue, WindowAggregate, WindowSpec, key_projection
 from .aggregates import merge
 from .chains import Chain
 from .count_alignment import Anchor, HeldCount, Unalignable, aligned_start
@@ -144,6 +144,8 @@ class KeyedPanes:
         window = chain.window
         assert isinstance(window, (WindowAggregate, CombineWindows)) and window.window.key is not None
         self.time = window.window.kind == "diff"
+        self.target = window.window
+        self.source = window.source if isinstance(window, CombineWindows) else window.window
         if isinstance(window, WindowAggregate):
             self.unkeyed: Chain = replace(chain, window=replace(window, window=window.window.unkeyed()))
         else:
@@ -215,8 +217,11 @@ class KeyedPanes:
     def add_records(self, texts: list[str]) -> list[WindowRecord]:
         assert isinstance(self.unkeyed.window, CombineWindows)
         out: list[WindowRecord] = []
+        project = key_projection(self.source, self.target)  # (not kept: state is pickled)
         for t in texts:
             record = WindowRecord.from_xml(t)
+            if project is not None:  # (keys in another order, or more keys merged into fewer)
+                record.key = project(record.key)
             combiner = self.combiners.get(record.key)
             if combiner is None:
                 combiner = self.combiners[record.key] = CombineWindowRecords(self.unkeyed.window)
