@@ -94,6 +94,8 @@ class WindowSpec:
             out["ref"] = self.ref
         if self.key is not None:
             out["key"] = self.key
+            if len(self.key_paths) > 1:  # (what ``query explain`` shows: each key path on its own)
+                out["keys"] = list(self.key_paths)
         return out
 
     @property
