@@ -2,7 +2,7 @@
 process: a stream of windows per (chip, @src) reused by later subscriptions per the same keys
 in the other order (its records' keys reordered, results in the later query's order), and for
 time windows per fewer keys (the finer keys' windows merged), but count windows not across key
-sets (they hold other items).
+sets (they hold other items); a window per keys cut at the subscriber, over the items.
 
 Every subscriber gets what the reference evaluator gives over what was published after it
 subscribed, in its order."""
@@ -81,9 +81,12 @@ def test_count_windows_per_two_keys_serve_the_same_keys_only() -> None:
     fewer = (f'<r>{{ {HEAD}[en > 0.5] |count 3 by chip| let $m := max($w/en) '
              f'return <w>{{ $w/chip }}{{ $m }}</w> }}</r>')
 
+    local = (f'<r>{{ {HEAD} |count 2 by @src, chip| '
+             f'return <w>{{ $w/@src }}{{ $w/chip }}{{ $w/en }}</w> }}</r>')  # (cut at the subscriber, over the items)
+
     def check(records) -> None:
         first = records[0].plan.parts[0].result_stream
         assert records[1].plan.parts[0].reused == first, records[1].plan.describe()
         assert records[2].plan.parts[0].reused != first, records[2].plan.describe()
 
-    run(photons(1500), [("SP1", fine), ("SP7", reordered), ("SP5", fewer)], check)
+    run(photons(1500), [("SP1", fine), ("SP7", reordered), ("SP5", fewer), ("SP6", local)], check)
