@@ -15,6 +15,7 @@ from collections.abc import Callable
 from . import ast
 from .condition_parser import ConditionParser
 from .errors import WXQueryStaticError
+from .operators.definitions import MAX_KEY_PATHS
 from .refused_constructs import ordering_refused
 
 
@@ -146,6 +147,9 @@ class FlwrParser(ConditionParser):
         while True:
             self.skip_ws()
             at = self.pos
+            if len(keys) == MAX_KEY_PATHS:
+                raise WXQueryStaticError(f"a window is partitioned by at most {MAX_KEY_PATHS} key paths",
+                                         self.position(at))
             if self.peek_name() is None and not self.peek("@"):
                 if keys:
                     raise self.expected("a key path after ',', e.g. |count 10 by chip, @src|")

@@ -14,6 +14,7 @@ from oracle import result_items, saxon_query
 from sharing.analysis import analyze
 from wxquery.errors import WXQueryError
 from wxquery.evaluator import evaluate
+from wxquery.operators.records import WindowRecord, window_texts
 from wxquery.stream_document import StreamDocument
 
 KEYS = ["A", "B", " A", "", "a&amp;b", "A&#9;"]
@@ -124,6 +125,26 @@ def test_misused_keys_are_refused_with_their_position(text: str, anchor: str, fr
     assert fragment in err.value.message, err.value.message
     at = text.index(anchor) if anchor != "|" else text.index(",|") + 1
     assert (err.value.position.line, err.value.position.column) == (1, at + 1), err.value.format()
+
+
+def test_a_window_has_at_most_64_key_paths() -> None:
+    keys = ", ".join(f"k{i}" for i in range(65))
+    text = f"<r>{{ {HEAD} |count 4 by {keys}| return count($w) }}</r>"
+    with pytest.raises(WXQueryError) as err:
+        analyze(text)
+    assert "at most 64 key paths" in err.value.message
+    assert err.value.position.column == text.index("k64") + 1
+    analyze(text.replace(", k64", ""))
+
+
+def test_records_carry_several_keys_exactly() -> None:
+    """Each present key as an attribute (whitespace and markup kept), a missing one left out."""
+    for key in [("A", None), (None, None), (" A\t", "<&\"\r\n>"), ("", "x", None)]:
+        record = WindowRecord(3, {("sum", "en"): 1.5}, key)
+        assert WindowRecord.from_xml(record.to_xml()) == record
+        assert WindowRecord.from_xml(window_texts([("sum", "en")], [(3, [1.5])], [key])[0]) == record
+    with pytest.raises(ValueError, match="keys"):
+        WindowRecord.from_xml('<w k="1" keys="100000000"/>')
 
 
 def test_each_key_path_on_the_window_variable_is_its_key() -> None:

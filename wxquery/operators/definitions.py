@@ -122,6 +122,8 @@ class WindowSpec:
 
 Partial = tuple[str, str]  # (min|max|sum|count, element) — what an aggregate stream carries
 
+MAX_KEY_PATHS = 64  # a window's key paths: a record's keys are read one by one (``WindowRecord.from_xml``)
+
 # A window's key: the string value of its key path (None: the items without it), or, partitioned
 # by several paths, the tuple of their values in ``WindowSpec.key_paths`` order.
 KeyValue = Union[str, None, tuple[Optional[str], ...]]

@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from lxml import etree
 
-from .definitions import KeyValue, Partial
+from .definitions import MAX_KEY_PATHS, KeyValue, Partial
 from ..values import format_atomic, format_atomics
 from .aggregates import Number, PartialValue, final
 from ..xml_safety import parse_untrusted
@@ -47,6 +47,8 @@ class WindowRecord:
     def from_xml(cls, text: str) -> "WindowRecord":
         el = parse_untrusted(text)
         several = el.get("keys")
+        if several is not None and not 1 < int(several) <= MAX_KEY_PATHS:
+            raise ValueError(f"a window record with {several} keys (2 to {MAX_KEY_PATHS})")
         key: KeyValue = (el.get("key") if several is None
                          else tuple(el.get(f"key{i}") for i in range(1, int(several) + 1)))
         record = cls(int(el.get("k")), key=key)
