@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass, replace
 from statistics import NormalDist
 
-from wxquery.operators.definitions import Partial, WindowAggregate, partials_of
-from wxquery.operators.records import WindowRecord, escape_attribute
+from wxquery.operators.definitions import KeyValue, Partial, WindowAggregate, partials_of
+from wxquery.operators.records import WindowRecord, escape_attribute, key_attributes
 from wxquery.operators.windows import key_order
 
 from .stream_properties import Aggregation, InputProperties, Properties, Selection
@@ -38,7 +38,7 @@ class Estimate:
     estimate: float | None
     low: float | None  # None: no interval (min/max, or nothing sampled)
     high: float | None
-    key: str | None = None  # a window partitioned by a key: the window's key
+    key: KeyValue = None  # a window partitioned by a key: the window's key
 
 
 def with_variance_partials(window: WindowAggregate) -> WindowAggregate:
@@ -171,8 +171,7 @@ def estimate_xml(estimates: list[Estimate], rate: int, confidence: float, rows: 
              f'confidence="{confidence:g}"' + ("" if rows is None else f' rows-read="{rows}"') + ">"]
     for k, key in sorted(by):
         group = by[(k, key)]
-        said = "" if group[0].key is None else f' key="{escape_attribute(group[0].key)}"'
-        parts.append(f'<sg:window k="{k}"{said}>')
+        parts.append(f'<sg:window k="{k}"{key_attributes(group[0].key)}>')
         for e in group:
             attrs = f'function="{e.function}" element="{escape_attribute(e.element)}"'
             if e.estimate is not None:

@@ -174,12 +174,14 @@ def match_aggregations(stream: InputProperties, sub: InputProperties,
         return False, f"{w.kind} windows cannot serve {w2.kind} windows"
     if w.ref != w2.ref:
         return False, f"time windows over different reference elements ({w.ref} vs {w2.ref})"
-    if w.key != w2.key and not (w2.key is None and w.kind == "diff"):
-        if w2.key is None:
-            return False, (f"count windows per {w.key} hold other items than count windows over all items "
-                           "(a time window over all items is the union of its keys' windows; a count window is not)")
+    if w.key_set != w2.key_set and not (w2.key_set < w.key_set and w.kind == "diff"):
+        if w2.key_set < w.key_set:
+            over = "all items" if w2.key is None else f"per {w2.key}"
+            return False, (f"count windows per {w.key} hold other items than count windows over {over} "
+                           "(a time window per fewer keys is the union of its finer keys' windows; a count "
+                           "window is not)")
         return False, (f"windows partitioned differently (by {w.key or 'nothing'} vs {w2.key}): "
-                       "a window's items depend on its key")
+                       "a window's items depend on its keys")
     if not _divides(w.size, w2.size):
         return False, f"the new window size {alg.format_fraction(w2.size)} is not a multiple " \
                       f"of the stream's {alg.format_fraction(w.size)} (Δ' mod Δ ≠ 0)"
@@ -194,8 +196,8 @@ def match_aggregations(stream: InputProperties, sub: InputProperties,
     if lacking:
         return False, "the stream lacks the aggregates " + ", ".join(lacking)
     if stream.aggregate_selection is not None:
-        if (w.size, w.step, w.key) != (w2.size, w2.step, w2.key):
-            return False, "a filtered aggregate stream serves only equal windows (of the same key)"
+        if (w.size, w.step, w.key_set) != (w2.size, w2.step, w2.key_set):
+            return False, "a filtered aggregate stream serves only equal windows (of the same keys)"
         if not _graph(sub.aggregate_selection).implies(_graph(stream.aggregate_selection)):
             return False, "the stream's filter on aggregates is not implied by the subscription's"
     return True, "the aggregates can be computed from the stream's windows"
@@ -253,7 +255,7 @@ def _match_aggregate_stream(stream: InputProperties, sub: InputProperties, repet
     residual: list[alg.Operator] = []
     assert stream.window is not None
     if (stream.window.size, stream.window.step, stream.window.key) != (sub.window.size, sub.window.step, sub.window.key):
-        residual.append(alg.CombineWindows(stream.window, sub.window, _partials(sub)))  # (coarser, or every key's)
+        residual.append(alg.CombineWindows(stream.window, sub.window, _partials(sub)))  # (coarser, fewer keys, keys reordered)
     if sub.aggregate_selection is not None:
         atoms = residual_selection(stream.aggregate_selection, sub.aggregate_selection, ONE_VALUE_EACH)
         if atoms:

@@ -93,8 +93,8 @@ class _Extractor:
                 b.referenced.add(ref)
                 if not b.window_pushed:
                     b.output.add(ref)
-            if b.clause.window is not None and b.clause.window.key is not None:
-                key = "/".join(below + b.clause.window.by)
+            for names in b.clause.window.by if b.clause.window is not None else ():
+                key = "/".join(below + names)
                 b.referenced.add(key)
                 if not b.window_pushed:
                     b.output.add(key)
@@ -174,7 +174,7 @@ class _Extractor:
         binding = self.checked.bindings.get(id(path.root))
         clause = binding.clause if binding is not None else None
         return (isinstance(clause, ast.ForClause) and clause.window is not None
-                and bool(clause.window.by) and path.names == clause.window.by)
+                and path.names in clause.window.by)
 
     def relative(self, path: ast.PathExpr) -> tuple[_InputBuilder | None, str, Binding | None]:
         """(input, item-relative path, binding) of a variable-rooted path."""

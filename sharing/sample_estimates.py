@@ -30,9 +30,10 @@ import numpy.random  # (loaded with the module, 10 ms, not on a registration's f
 
 from wxquery.operators import definitions as alg
 from wxquery.operators.comparisons import Comparison
-from wxquery.operators.items import first_string
+from wxquery.operators.definitions import KeyValue
+from wxquery.operators.items import item_key
 from wxquery.operators.panes import aggregate_filter
-from wxquery.operators.records import WindowRecord
+from wxquery.operators.records import WindowRecord, key_attributes
 
 from .properties import InputProperties, Selection
 
@@ -151,18 +152,18 @@ def keys_per_window(stats: StreamStatistics, props: InputProperties, per_window:
     """A window partitioned by a key: how many keys a window of ``per_window`` items holds on
     average (Σ 1 - (1 - p)^n over the keys' shares p of the sampled items that reach it), and
     the bytes the key adds to a record."""
-    path = props.window.key  # type: ignore[union-attr]
+    paths = props.window.key_paths  # type: ignore[union-attr]
     mask = kept_rows(stats, props.selection)
     items = [item for k, item in enumerate(stats.sampled_items()) if mask is None or mask[k]]
-    keys: dict[str | None, int] = {}
+    keys: dict[KeyValue, int] = {}
     for item in items:
-        key = first_string(item, path)
+        key = item_key(item, paths)
         keys[key] = keys.get(key, 0) + 1
     if not items:
         return 1.0, 12.0
     n = max(per_window, 1.0)
     held = sum(1 - (1 - c / len(items)) ** n for c in keys.values())
-    written = sum(c * (len(k) + 8) for k, c in keys.items() if k is not None) / len(items)
+    written = sum(c * len(key_attributes(k)) for k, c in keys.items()) / len(items)
     return max(held, 1.0), written
 
 

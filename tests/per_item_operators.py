@@ -16,7 +16,7 @@ from lxml import etree
 
 from wxquery.operators import definitions as alg
 from wxquery.operators.aggregates import fold
-from wxquery.operators.items import Projection, atom_test, first_string, path_values
+from wxquery.operators.items import Projection, atom_test, item_key, path_values
 from wxquery.operators.panes import CombineWindowRecords, aggregate_filter
 from wxquery.operators.records import WindowRecord, serialize  # noqa: F401 — tests import them here
 from wxquery.operators.windows import WindowCounters, collecting_windows
@@ -65,9 +65,9 @@ class WindowAggregateInstance(OperatorInstance):
             reference = lambda item: (path_values(item, ref) or [NAN])[0]  # noqa: E731
         key = None
         if window.key is not None:
-            path = window.key
-            def key(item: etree._Element) -> str | None:
-                return first_string(item, path)
+            paths = window.key_paths
+            def key(item: etree._Element) -> alg.KeyValue:
+                return item_key(item, paths)
         self.windows = collecting_windows(window, reference, lateness, key=key)
 
     def push(self, value: etree._Element) -> list:
@@ -76,7 +76,7 @@ class WindowAggregateInstance(OperatorInstance):
     def flush(self) -> list:
         return [self._record(w.index, w.items, w.key) for w in self.windows.flush()]
 
-    def _record(self, index: int, items: list, key: str | None = None) -> WindowRecord:
+    def _record(self, index: int, items: list, key: alg.KeyValue = None) -> WindowRecord:
         record = WindowRecord(index, key=key)
         for fn, element in self.definition.partials:
             if element == alg.WHOLE_ITEM and fn == "count":
@@ -87,16 +87,18 @@ class WindowAggregateInstance(OperatorInstance):
 
 
 class CombineInstance(OperatorInstance):
-    """Per key (records of a partitioned window), coarser windows from the finer records."""
+    """Per key (records of a partitioned window), coarser windows from the finer records; from
+    windows per more keys, per the window's keys (the finer keys' records merged)."""
 
     def __init__(self, definition: alg.CombineWindows) -> None:
         self.definition = dataclasses.replace(definition, source=definition.source.unkeyed(),
                                               window=definition.window.unkeyed())
         self.per_key = definition.window.key is not None  # (else every key's records merge by window)
+        self.project = alg.key_projection(definition.source, definition.window)
         self.combines: dict = {}
 
     def push(self, value: WindowRecord) -> list:
-        key = value.key if self.per_key else None
+        key = value.key if self.project is None else self.project(value.key)
         if not self.per_key:
             value = WindowRecord(value.index, dict(value.values))
         combine = self.combines.setdefault(key, CombineWindowRecords(self.definition))

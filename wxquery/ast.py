@@ -199,7 +199,7 @@ class CountWindow:
     size: int
     step: int
     pos: Position = field(compare=False)
-    by: tuple[str, ...] = ()  # ``by chip``: one window sequence per value of the key path
+    by: tuple[tuple[str, ...], ...] = ()  # ``by chip, @src``: a window sequence per keys' values
 
     @property
     def kind(self) -> str:
@@ -207,8 +207,9 @@ class CountWindow:
 
     @property
     def key(self) -> str | None:
-        """The key path of a partitioned window (``|count 4 by chip|``), None if it is not."""
-        return "/".join(self.by) or None
+        """The key paths of a partitioned window (``|count 4 by chip|``; ``"chip, @src"`` for
+        several, as ``WindowSpec.key``), None if it is not."""
+        return window_key_text(self.by)
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,7 @@ class TimeWindow:
     size: Number
     step: Number
     pos: Position = field(compare=False)
-    by: tuple[str, ...] = ()  # ``by chip``: one window sequence per value of the key path
+    by: tuple[tuple[str, ...], ...] = ()  # ``by chip, @src``: a window sequence per keys' values
 
     @property
     def kind(self) -> str:
@@ -227,11 +228,17 @@ class TimeWindow:
 
     @property
     def key(self) -> str | None:
-        """The key path of a partitioned window (``|t diff 10 by chip|``), None if it is not."""
-        return "/".join(self.by) or None
+        """The key paths of a partitioned window (``|t diff 10 by chip|``), None if it is not."""
+        return window_key_text(self.by)
 
 
 Window = Union[CountWindow, TimeWindow]
+
+
+def window_key_text(by: tuple[tuple[str, ...], ...]) -> str | None:
+    """Key paths as a window's specification names them: ``chip``, or ``chip, @src`` for a
+    window partitioned by several (None: not partitioned)."""
+    return ", ".join("/".join(names) for names in by) or None
 
 
 # ----------------------------------------------------------------------------- expressions

@@ -18,7 +18,7 @@ from .operators.definitions import WindowSpec
 from .evaluation_context import Env, SeqFn, Value
 from .expression_compiler import ExpressionCompiler
 from .item_navigation import Partitioned, atomize, child_elements
-from .operators.items import first_string
+from .operators.items import item_key
 from .operators.windows import ClosedWindow, WindowClock, WindowCounters, collecting_windows, first_reference
 
 
@@ -113,8 +113,8 @@ def closed_windows(spec: WindowSpec, reference: Callable[[Value], float] | None,
     clock's watermark (``lateness`` behind the largest reference seen) and at the end — each
     window per key with its key; the clock's late and missing counts are added to ``stats`` when
     the items run out."""
-    path = spec.key
-    key = None if path is None else (lambda item: first_string(item, path))
+    paths = spec.key_paths
+    key = None if not paths else (lambda item: item_key(item, paths))
 
     def windows(items: Iterable[Value]) -> Iterator[ClosedWindow]:
         clock = WindowClock()

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from . import ast
 from .condition_parser import ConditionParser
 from .errors import WXQueryStaticError
+from .operators.definitions import MAX_KEY_PATHS
 from .refused_constructs import ordering_refused
 
 
@@ -135,23 +136,39 @@ class FlwrParser(ConditionParser):
         by = self.parse_window_key(step is size)
         return ast.TimeWindow(ref, size, step, self.position(start), by)
 
-    def parse_window_key(self, may_step: bool) -> tuple[str, ...]:
-        """``by path |``, the key a window is partitioned by (CQL's PARTITION BY), or just the
-        closing ``|``."""
+    def parse_window_key(self, may_step: bool) -> tuple[tuple[str, ...], ...]:
+        """``by path, path… |``, the keys a window is partitioned by (CQL's PARTITION BY), or
+        just the closing ``|``. Each key is a relative path without predicates, named once."""
         if not self.accept_keyword("by"):
             self.expect("|", "'|' closing the window (or 'step', 'by')" if may_step
                         else "'|' closing the window (or 'by')")
             return ()
-        self.skip_ws()
-        if self.peek_name() is None and not self.peek("@"):
-            raise self.expected("the key path after 'by', e.g. |count 10 by chip|")
-        by = self.parse_relative_names()
-        self.skip_ws()
-        if self.peek("["):
-            raise self.error("a window's key is a path without predicates; filter the items before "
-                             "the window instead, e.g. stream(\"s\")/s/item[...] |count 10 by key|")
-        self.expect("|", "'|' closing the window")
-        return by
+        keys: list[tuple[str, ...]] = []
+        while True:
+            self.skip_ws()
+            at = self.pos
+            if len(keys) == MAX_KEY_PATHS:
+                raise WXQueryStaticError(f"a window is partitioned by at most {MAX_KEY_PATHS} key paths",
+                                         self.position(at))
+            if self.peek_name() is None and not self.peek("@"):
+                if keys:
+                    raise self.expected("a key path after ',', e.g. |count 10 by chip, @src|")
+                raise self.expected("the key path after 'by', e.g. |count 10 by chip|")
+            names = self.parse_relative_names()
+            self.skip_ws()
+            if self.peek("["):
+                raise self.error("a window's key is a path without predicates; filter the items before "
+                                 "the window instead, e.g. stream(\"s\")/s/item[...] |count 10 by key|")
+            if names in keys:
+                raise WXQueryStaticError(f"the key path {'/'.join(names)} is named twice in the window's "
+                                         f"keys; name each key once, e.g. |count 10 by chip, @src|",
+                                         self.position(at))
+            keys.append(names)
+            if not self.peek(","):
+                break
+            self.pos += 1
+        self.expect("|", "',' and another key path or '|' closing the window")
+        return tuple(keys)
 
     def read_window_number(self, what: str, integer: bool) -> ast.Number:
         """A window size or step: positive, and whole for count windows. Wrong values are

@@ -100,15 +100,18 @@ class Partitioned(list):
     """The variable of a partitioned window (``|count 4 by chip|``), bound to the window's items
     (none, for a window aggregated upstream: then ``record`` is its ``WindowRecord``).
 
-    ``$w/chip``, the key path, reads ``key_item``: an item made of the key alone, the key path
-    holding the key's string value — once per window, as ``$w[1]/chip`` in XQuery (every item
-    of the window has it), and the same whether the window was cut here or upstream."""
+    ``$w/chip``, a key path, reads its ``key_items`` entry: an item made of that key alone, the
+    key path holding the key's string value — once per window, as ``$w[1]/chip`` in XQuery
+    (every item of the window has it), and the same whether the window was cut here or upstream.
+    ``key``: the window's key, a string (or None) for one key path, a tuple of them, one per
+    path, for several (``|count 4 by chip, @src|``)."""
 
-    def __init__(self, items: Iterable[Value], key_names: tuple[str, ...], key: str | None,
+    def __init__(self, items: Iterable[Value], key_paths: tuple[tuple[str, ...], ...], key: object,
                  record: object = None) -> None:
         super().__init__(items)
-        self.key_names = key_names
-        self.key_item = key_item(key_names, key)
+        values = key if len(key_paths) > 1 else (key,)
+        assert isinstance(values, tuple) and len(values) == len(key_paths), "one key value per key path"
+        self.key_items = {names: key_item(names, value) for names, value in zip(key_paths, values)}
         self.record = record
 
 
@@ -129,8 +132,10 @@ def key_item(names: tuple[str, ...], key: str | None) -> etree._Element:
 
 
 def bound_roots(bound: object, names: tuple[str, ...]) -> list:
-    """Where a path from a variable starts: its items, or for the key path of a partitioned
-    window, the item holding the key (``Partitioned``)."""
-    if isinstance(bound, Partitioned) and names == bound.key_names:
-        return [bound.key_item]
+    """Where a path from a variable starts: its items, or for a key path of a partitioned
+    window, the item holding that key (``Partitioned``)."""
+    if isinstance(bound, Partitioned):
+        found = bound.key_items.get(names)
+        if found is not None:
+            return [found]
     return bound  # type: ignore[return-value]

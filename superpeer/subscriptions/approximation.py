@@ -27,7 +27,7 @@ from dataclasses import asdict
 from lxml import etree
 
 from sharing.estimates import Estimate, estimate_record, estimate_xml
-from wxquery.operators.definitions import Partial
+from wxquery.operators.definitions import KeyValue, Partial
 from wxquery.operators.records import WindowRecord
 from wxquery.operators.windows import key_order
 
@@ -63,13 +63,21 @@ def check_bounds(min_rate: int, weight: float) -> None:
 KEYED = "\x1f"  # (a window per key is stored as variable, KEYED, key: one row per window and key)
 
 
-def stored(variable: str, key: str | None) -> str:
+KEYS = "\x1e"  # (a window per several keys: variable, KEYS, the keys as a JSON list)
+
+
+def stored(variable: str, key: KeyValue) -> str:
     """The variable a window's intervals are stored under: the stored rows are one per
-    (variable, window), and a window per key has one per key."""
+    (variable, window), and a window per key has one per key (per combination of keys)."""
+    if isinstance(key, tuple):
+        return f"{variable}{KEYS}{json.dumps(list(key))}"
     return variable if key is None else f"{variable}{KEYED}{key}"
 
 
-def unstored(stored_as: str) -> tuple[str, str | None]:
+def unstored(stored_as: str) -> tuple[str, KeyValue]:
+    variable, several, keys = stored_as.partition(KEYS)
+    if several:
+        return variable, tuple(json.loads(keys))
     variable, keyed, key = stored_as.partition(KEYED)
     return variable, key if keyed else None
 
@@ -108,7 +116,8 @@ class LiveEstimates:
                     stored = stored["estimates"]
                 else:
                     self._rates.append(self.rate)
-                self._estimates.append([Estimate(**e) for e in stored])
+                self._estimates.append([Estimate(**{**e, "key": tuple(e["key"])}) if isinstance(e.get("key"), list)
+                                        else Estimate(**e) for e in stored])  # (JSON keeps several keys as a list)
                 at = (window, key_order(key))
                 self._last[variable] = max(at, self._last.get(variable, at))
 
@@ -116,7 +125,7 @@ class LiveEstimates:
         """The values with every window record replaced by its scaled copy (the stream's
         estimates, without Σx²); the records' intervals kept at result offset ``position``."""
         out: list = []
-        found: list[tuple[int, str | None, list[Estimate]]] = []
+        found: list[tuple[int, KeyValue, list[Estimate]]] = []
         if self.rate == 1:  # (on the whole stream again: its windows are exact)
             return values
         for value in values:

@@ -17,7 +17,7 @@ from typing import Iterable
 
 import numpy as np
 
-from .definitions import (WHOLE_ITEM, AggregateFilter, Atom, CombineWindows, Operator, Partial,
+from .definitions import (WHOLE_ITEM, AggregateFilter, Atom, CombineWindows, KeyValue, Operator, Partial,
                        Project, Sample, Select, WindowAggregate)
 from .aggregates import AGGREGATES, fold
 from .batch import Column, ItemBatch, selected_rows, selection_mask
@@ -59,8 +59,7 @@ class Chain:
         if isinstance(self.window, WindowAggregate):
             if self.window.window.ref is not None:
                 out.add(self.window.window.ref)
-            if self.window.window.key is not None:
-                out.add(self.window.window.key)
+            out.update(self.window.window.key_paths)
             out.update(e for fn, e in self.window.partials if not (fn == "count" and e == WHOLE_ITEM))
         return out
 
@@ -175,7 +174,7 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
     assert isinstance(chain.window, WindowAggregate)
     spec = chain.window.window
     assigner = assigner_for(spec)
-    keys = row_keys(batch, spec.key, rows) if spec.key is not None else None
+    keys = row_keys(batch, spec.key_paths, rows) if spec.key is not None else None
     if spec.kind == "count" and piece:
         out.reached = int(rows.size)
         if rows.size:
@@ -210,14 +209,15 @@ def evaluate_chain(chain: Chain, batch: ItemBatch, offsets: np.ndarray | None, c
     return out
 
 
-def row_keys(batch: ItemBatch, path: str, rows: np.ndarray) -> list[str | None]:
-    """The key of each row of a window partitioned by ``path``: the string value of the first
-    node there (None: it has none)."""
-    strings = batch.strings(path)
-    return [found[0] if found else None for found in (strings[r] for r in rows.tolist())]
+def row_keys(batch: ItemBatch, paths: tuple[str, ...], rows: np.ndarray) -> list[KeyValue]:
+    """The key of each row of a window partitioned by ``paths`` (``item_key``): the string value
+    of the first node at the path (None: it has none), or the tuple of them for several paths."""
+    columns = [[found[0] if found else None for found in (strings[r] for r in rows.tolist())]
+               for strings in (batch.strings(p) for p in paths)]
+    return columns[0] if len(columns) == 1 else list(zip(*columns))
 
 
-def reduce_keyed_panes(inputs: list[Column], panes: np.ndarray, keys: list[str | None],
+def reduce_keyed_panes(inputs: list[Column], panes: np.ndarray, keys: list[KeyValue],
                        partials: tuple[Partial, ...], first: int | None = None) -> list[tuple[tuple, list]]:
     """``reduce_panes`` for a window partitioned by a key: per (key, pane), the partials of the
     rows with that key in that pane (``keys``: one per row), in one reduction over both. ``first``:
@@ -226,7 +226,7 @@ def reduce_keyed_panes(inputs: list[Column], panes: np.ndarray, keys: list[str |
     that close them, however the items were batched."""
     if panes.size == 0:
         return []
-    codes: dict[str | None, int] = {}
+    codes: dict[KeyValue, int] = {}
     code = np.fromiter((codes.setdefault(k, len(codes)) for k in keys), np.int64, len(keys))
     low = int(panes.min())
     span = int(panes.max()) - low + 1
@@ -244,7 +244,7 @@ def reduce_keyed_panes(inputs: list[Column], panes: np.ndarray, keys: list[str |
             for (c, values), e in zip(reduced, last.tolist())]
 
 
-def _one_key(inputs: list[Column], panes: np.ndarray, keys: list[str | None], key: str | None,
+def _one_key(inputs: list[Column], panes: np.ndarray, keys: list[KeyValue], key: KeyValue,
              partials: tuple[Partial, ...], first: int | None) -> list[tuple[tuple, list]]:
     """``reduce_keyed_panes`` of the rows of one key."""
     rows = np.asarray([i for i, k in enumerate(keys) if k == key], np.int64)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal, Union
+from typing import Callable, Literal, Optional, Union
 
 from ..values import string_literal
 from .comparisons import STRING_FUNCTIONS, STRING_THETA, THETA
@@ -63,7 +63,10 @@ class Atom:
 class WindowSpec:
     """A window: ``count`` (sizes in items) or ``diff`` over an ordered reference element;
     with a ``key`` path, partitioned by its value: one window sequence per key, as CQL's
-    ``PARTITION BY`` (count windows count the key's items; time windows share event time)."""
+    ``PARTITION BY`` (count windows count the key's items; time windows share event time).
+    Partitioned by several paths, ``key`` names them as the query does, ``"chip, @src"``
+    (``key_paths``): a window sequence per combination of their values, and a window's key is
+    then the tuple of them, in that order (``KeyValue``)."""
 
     kind: Literal["count", "diff"]
     size: Fraction
@@ -91,7 +94,19 @@ class WindowSpec:
             out["ref"] = self.ref
         if self.key is not None:
             out["key"] = self.key
+            if len(self.key_paths) > 1:  # (what ``query explain`` shows: each key path on its own)
+                out["keys"] = list(self.key_paths)
         return out
+
+    @property
+    def key_paths(self) -> tuple[str, ...]:
+        """The paths the window is partitioned by, in the query's order (none: it is not)."""
+        return tuple(self.key.split(", ")) if self.key is not None else ()
+
+    @property
+    def key_set(self) -> frozenset[str]:
+        """The key paths as a set: what decides which windows a stream's records can serve."""
+        return frozenset(self.key_paths)
 
     def unkeyed(self) -> WindowSpec:
         """The same window over one key's items."""
@@ -106,6 +121,28 @@ class WindowSpec:
 
 
 Partial = tuple[str, str]  # (min|max|sum|count, element) — what an aggregate stream carries
+
+MAX_KEY_PATHS = 64  # a window's key paths: a record's keys are read one by one (``WindowRecord.from_xml``)
+
+# A window's key: the string value of its key path (None: the items without it), or, partitioned
+# by several paths, the tuple of their values in ``WindowSpec.key_paths`` order.
+KeyValue = Union[str, None, tuple[Optional[str], ...]]
+
+
+def key_projection(source: WindowSpec, target: WindowSpec) -> Callable[[KeyValue], KeyValue] | None:
+    """How a key of ``source``'s windows becomes one of ``target``'s, whose key paths are some
+    of the source's (the same in another order, or fewer: the source's windows are then merged
+    per target key); None where nothing changes."""
+    if source.key_paths == target.key_paths:
+        return None
+    if not target.key_paths:
+        return lambda key: None
+    at = [source.key_paths.index(p) for p in target.key_paths]
+    several = len(source.key_paths) > 1
+    if len(at) == 1:
+        i = at[0]
+        return lambda key: key[i] if several else key  # type: ignore[index]
+    return lambda key: tuple(key[i] for i in at)  # type: ignore[index]
 
 
 def partials_of(function: str, element: str) -> tuple[Partial, ...]:
@@ -152,9 +189,10 @@ class WindowAggregate:
 
 @dataclass(frozen=True)
 class CombineWindows:
-    """Coarser windows from a finer aggregate stream: Δ' mod Δ = 0, Δ mod μ = 0, μ' mod μ = 0; per
-    key from windows per the same key, or over all items from time windows per key (each window
-    the union of its keys')."""
+    """Coarser windows from a finer aggregate stream: Δ' mod Δ = 0, Δ mod μ = 0, μ' mod μ = 0 (or
+    the same window); per key from windows per the same keys (in any order), or time windows per
+    fewer keys (none: over all items) from time windows per more keys (each window the union of
+    its finer keys')."""
 
     source: WindowSpec
     window: WindowSpec
@@ -164,10 +202,11 @@ class CombineWindows:
         s, w = self.source, self.window
         if s.kind != w.kind or s.ref != w.ref:
             raise ValueError("windows of different kind or reference cannot be combined")
-        if s.key != w.key and not (w.key is None and w.kind == "diff"):
-            raise ValueError(f"{w} cannot be computed from {s}: only time windows per key merge into "
-                             "windows over all items")
-        if not ((w.size / s.size).denominator == 1 and s.tiles and (w.step / s.step).denominator == 1):
+        if s.key_set != w.key_set and not (w.key_set < s.key_set and w.kind == "diff"):
+            raise ValueError(f"{w} cannot be computed from {s}: only time windows per keys merge into "
+                             "windows per fewer keys or over all items")
+        same = (s.size, s.step) == (w.size, w.step)
+        if not same and not ((w.size / s.size).denominator == 1 and s.tiles and (w.step / s.step).denominator == 1):
             raise ValueError(f"{w} cannot be computed from {s}")
 
     def __str__(self) -> str:

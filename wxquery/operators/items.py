@@ -16,7 +16,7 @@ from typing import Callable
 from lxml import etree
 
 from .comparisons import comparison
-from .definitions import WHOLE_ITEM, Atom
+from .definitions import WHOLE_ITEM, Atom, KeyValue
 from ..result_content import detached_copy
 from ..stream_document import string_value
 from ..values import cast_double
@@ -47,6 +47,14 @@ def first_string(item: etree._Element, path: str) -> str | None:
     in a window partitioned by ``path``, for every executor, the evaluator and the estimates."""
     found = path_strings(item, path)
     return found[0] if found else None
+
+
+def item_key(item: etree._Element, paths: tuple[str, ...]) -> KeyValue:
+    """An item's key in a window partitioned by ``paths`` (``WindowSpec.key_paths``):
+    ``first_string`` of the one path, or the tuple of every path's."""
+    if len(paths) == 1:
+        return first_string(item, paths[0])
+    return tuple(first_string(item, p) for p in paths)
 
 
 _NAME_TEST = re.compile(r'([^\[/]+)\[(@?[^=\]]+)=("(?:[^"]|"")*")\]')

@@ -23,7 +23,7 @@ from functools import lru_cache
 from typing import Callable
 
 from .comparisons import Comparison
-from .definitions import Atom, CombineWindows, WindowAggregate, WindowSpec
+from .definitions import Atom, CombineWindows, KeyValue, WindowAggregate, WindowSpec, key_projection
 from .aggregates import merge
 from .chains import Chain
 from .count_alignment import Anchor, HeldCount, Unalignable, aligned_start
@@ -126,7 +126,7 @@ def aggregate_filter(atoms: tuple[Atom, ...]) -> Callable[[WindowRecord], bool]:
         for comparison, left, right in tests)
 
 
-def window_record(partials: tuple, index: int, values: list, key: str | None = None) -> WindowRecord:
+def window_record(partials: tuple, index: int, values: list, key: KeyValue = None) -> WindowRecord:
     """Window ``index``'s record from its merged partials (a count of no pane is 0)."""
     return WindowRecord(index, {(fn, element): (value or 0) if fn == "count" else value
                                 for (fn, element), value in zip(partials, values)}, key)
@@ -144,20 +144,22 @@ class KeyedPanes:
         window = chain.window
         assert isinstance(window, (WindowAggregate, CombineWindows)) and window.window.key is not None
         self.time = window.window.kind == "diff"
+        self.target = window.window
+        self.source = window.source if isinstance(window, CombineWindows) else window.window
         if isinstance(window, WindowAggregate):
             self.unkeyed: Chain = replace(chain, window=replace(window, window=window.window.unkeyed()))
         else:
             self.unkeyed = replace(chain, window=replace(window, source=window.source.unkeyed(),
                                                          window=window.window.unkeyed()))
-        self.states: dict[str | None, ChainState] = {}  # the keys with open panes
-        self.combiners: dict[str | None, CombineWindowRecords] = {}  # the keys with records pending
-        self.closing: dict[tuple[str | None, int], int] = {}  # count windows: (key, pane) → its last item's number
-        self.next_k: dict[str | None, int] = {}  # count windows: where a key without open panes goes on
-        self.touched: set[str | None] = set()  # count windows: keys with items since the last close
+        self.states: dict[KeyValue, ChainState] = {}  # the keys with open panes
+        self.combiners: dict[KeyValue, CombineWindowRecords] = {}  # the keys with records pending
+        self.closing: dict[tuple[KeyValue, int], int] = {}  # count windows: (key, pane) → its last item's number
+        self.next_k: dict[KeyValue, int] = {}  # count windows: where a key without open panes goes on
+        self.touched: set[KeyValue] = set()  # count windows: keys with items since the last close
         self.newest: int | None = None  # time windows on records: the latest record's window
 
     def add_panes(self, panes: list[tuple[tuple, list]]) -> None:
-        by_key: dict[str | None, list[tuple[int, list]]] = {}
+        by_key: dict[KeyValue, list[tuple[int, list]]] = {}
         for pane, values in panes:
             k, p = pane[0], pane[1]
             by_key.setdefault(k, []).append((p, values))
@@ -175,12 +177,12 @@ class KeyedPanes:
         """The windows final now, as records."""
         return [self.record(k, key, values) for k, key, values in self.closed_rows(clock, lateness, end)]
 
-    def record(self, index: int, key: str | None, values: list) -> WindowRecord:
+    def record(self, index: int, key: KeyValue, values: list) -> WindowRecord:
         return window_record(self.unkeyed.window.partials, index, values, key)  # type: ignore[union-attr]
 
-    def closed_rows(self, clock: WindowClock, lateness: float, end: bool) -> list[tuple[int, str | None, list]]:
+    def closed_rows(self, clock: WindowClock, lateness: float, end: bool) -> list[tuple[int, KeyValue, list]]:
         """The windows final now, as (window, key, merged partials), in their order."""
-        out: list[tuple[int, str | None, list]] = []
+        out: list[tuple[int, KeyValue, list]] = []
         closes: list[int] = []  # count windows: the number of the item that closed each
         assigner = assigner_for(self.unkeyed.window.window)  # type: ignore[union-attr] # (not kept: state is pickled)
         seen = clock.by_key or {}
@@ -215,8 +217,11 @@ class KeyedPanes:
     def add_records(self, texts: list[str]) -> list[WindowRecord]:
         assert isinstance(self.unkeyed.window, CombineWindows)
         out: list[WindowRecord] = []
+        project = key_projection(self.source, self.target)  # (not kept: state is pickled)
         for t in texts:
             record = WindowRecord.from_xml(t)
+            if project is not None:  # (keys in another order, or more keys merged into fewer)
+                record.key = project(record.key)
             combiner = self.combiners.get(record.key)
             if combiner is None:
                 combiner = self.combiners[record.key] = CombineWindowRecords(self.unkeyed.window)
@@ -235,7 +240,7 @@ class KeyedPanes:
         return self._ordered(out)
 
     @staticmethod
-    def _keyed(key: str | None, records: list[WindowRecord]) -> list[WindowRecord]:
+    def _keyed(key: KeyValue, records: list[WindowRecord]) -> list[WindowRecord]:
         for r in records:
             r.key = key
         return records

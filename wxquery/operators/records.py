@@ -14,7 +14,7 @@ from functools import lru_cache
 
 from lxml import etree
 
-from .definitions import Partial
+from .definitions import MAX_KEY_PATHS, KeyValue, Partial
 from ..values import format_atomic, format_atomics
 from .aggregates import Number, PartialValue, final
 from ..xml_safety import parse_untrusted
@@ -27,7 +27,7 @@ class WindowRecord:
 
     index: int
     values: dict[Partial, PartialValue] = field(default_factory=dict)
-    key: str | None = None  # of a partitioned window: the key its items share (None: none)
+    key: KeyValue = None  # of a partitioned window: the key its items share (None: none)
 
     def final(self, function: str, element: str) -> list[Number]:
         """The aggregate's value as XQuery gives it (a one-item or empty sequence)."""
@@ -36,8 +36,7 @@ class WindowRecord:
     def to_xml(self) -> str:
         """``<w k="3"><p f="sum" e="en">12.5</p>…</w>``; doubles print in shortest round-trip form,
         so ``from_xml`` gives back exactly the same values."""
-        parts = [f'<w k="{self.index}">' if self.key is None
-                 else f'<w k="{self.index}" key="{escape_attribute(self.key)}">']
+        parts = [f'<w k="{self.index}"{key_attributes(self.key)}>']
         for partial, value in self.values.items():
             head = _head(partial)
             parts.append(head + "/>" if value is None else f"{head}>{format_atomic(value)}</p>")
@@ -47,7 +46,12 @@ class WindowRecord:
     @classmethod
     def from_xml(cls, text: str) -> "WindowRecord":
         el = parse_untrusted(text)
-        record = cls(int(el.get("k")), key=el.get("key"))
+        several = el.get("keys")
+        if several is not None and not 1 < int(several) <= MAX_KEY_PATHS:
+            raise ValueError(f"a window record with {several} keys (2 to {MAX_KEY_PATHS})")
+        key: KeyValue = (el.get("key") if several is None
+                         else tuple(el.get(f"key{i}") for i in range(1, int(several) + 1)))
+        record = cls(int(el.get("k")), key=key)
         for p in el:
             fn, element = p.get("f"), p.get("e")
             if p.text is None:
@@ -60,7 +64,7 @@ class WindowRecord:
 
 
 def window_texts(partials: Sequence[Partial], rows: Sequence[tuple[int, Sequence[PartialValue]]],
-                 keys: Sequence[str | None] | None = None) -> list[str]:
+                 keys: Sequence[KeyValue] | None = None) -> list[str]:
     """What ``WindowRecord(k, dict(zip(partials, values)), key).to_xml()`` writes for each ``(k,
     values)`` (a count of None as 0; ``partials`` distinct; ``keys``: a window per key's, one
     per row), a column at a time and without the records: a driver closing ten thousand windows
@@ -70,8 +74,7 @@ def window_texts(partials: Sequence[Partial], rows: Sequence[tuple[int, Sequence
     if keys is None:
         columns: list[list[str]] = [[f'<w k="{k}">' for k, _ in rows]]
     else:
-        columns = [[f'<w k="{k}">' if key is None else f'<w k="{k}" key="{escape_attribute(key)}">'
-                    for (k, _), key in zip(rows, keys)]]
+        columns = [[f'<w k="{k}"{key_attributes(key)}>' for (k, _), key in zip(rows, keys)]]
     for i, partial in enumerate(partials):
         head = _head(partial)
         values = [row[i] for _, row in rows]
@@ -91,6 +94,18 @@ def _head(partial: Partial) -> str:
     """A partial's element start, written for thousands of records per batch."""
     fn, element = partial
     return f'<p f="{fn}" e="{escape_attribute(element)}"'
+
+
+def key_attributes(key: KeyValue) -> str:
+    """A record's key as attributes of its ``<w>``: ``key="A"`` for one key path (none: the
+    window of the items without it, or no key); for several, their number and each present one,
+    ``keys="2" key1="A" key2="x"`` (``key2`` left out: the items without the second path)."""
+    if key is None:
+        return ""
+    if isinstance(key, str):
+        return f' key="{escape_attribute(key)}"'
+    return f' keys="{len(key)}"' + "".join(f' key{i}="{escape_attribute(v)}"'
+                                           for i, v in enumerate(key, 1) if v is not None)
 
 
 def escape_attribute(text: str) -> str:

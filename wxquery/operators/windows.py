@@ -30,7 +30,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from ..values import NAN
-from .definitions import WindowSpec
+from .definitions import KeyValue, WindowSpec
 
 T = TypeVar("T")
 
@@ -226,7 +226,7 @@ class WindowClock:
     def from_dict(cls, state: dict) -> "WindowClock":
         return cls(**state)
 
-    def key_ordinals(self, keys: Sequence[str | None]) -> np.ndarray:
+    def key_ordinals(self, keys: Sequence[KeyValue]) -> np.ndarray:
         """Count windows partitioned by a key: each next item's number among its key's items
         (from 0), counted on (``by_key``)."""
         seen = self.by_key = dict(self.by_key or {})
@@ -249,7 +249,7 @@ class ClosedWindow(Generic[T]):
 
     index: int
     items: list[T]
-    key: str | None = None
+    key: KeyValue = None
 
 
 class CountWindows(Generic[T]):
@@ -306,9 +306,12 @@ class TimeWindows(Generic[T]):
         return [ClosedWindow(k, self.open.pop(k)) for k in final]
 
 
-def key_order(key: str | None) -> tuple[bool, str]:
+def key_order(key: KeyValue) -> tuple:
     """How windows of different keys that close together are ordered: by key, by codepoint
-    (items without the key first)."""
+    (items without the key first); by several keys, by the first, then the second…, an item
+    without one of the paths before every value of it."""
+    if isinstance(key, tuple):
+        return tuple((k is not None, k or "") for k in key)
     return (key is not None, key or "")
 
 
@@ -321,7 +324,7 @@ class KeyedWindows(Generic[T]):
     closes come out by window start, then key (``key_order``), so the order does not depend on
     how the items were batched."""
 
-    def __init__(self, spec: WindowSpec, key: Callable[[T], str | None],
+    def __init__(self, spec: WindowSpec, key: Callable[[T], KeyValue],
                  reference: Callable[[T], float] | None = None, lateness: float = 0.0,
                  clock: WindowClock | None = None) -> None:
         self.spec = spec.unkeyed()
@@ -329,8 +332,8 @@ class KeyedWindows(Generic[T]):
         self.reference = reference
         self.lateness = lateness
         self.clock = clock if clock is not None else WindowClock()
-        self.counts: dict[str | None, CountWindows[T]] = {}
-        self.open: dict[str | None, dict[int, list[T]]] = {}
+        self.counts: dict[KeyValue, CountWindows[T]] = {}
+        self.open: dict[KeyValue, dict[int, list[T]]] = {}
         self.assigner = assigner_for(self.spec)
         self.first_end = math.inf  # time windows: the earliest end of an open window (none closes before)
 
@@ -373,7 +376,7 @@ class KeyedWindows(Generic[T]):
 
 def collecting_windows(spec: WindowSpec, reference: Callable[[T], float] | None = None,
                        lateness: float = 0.0, clock: WindowClock | None = None,
-                       key: Callable[[T], str | None] | None = None
+                       key: Callable[[T], KeyValue] | None = None
                        ) -> CountWindows[T] | TimeWindows[T] | KeyedWindows[T]:
     if spec.key is not None:
         assert key is not None, "partitioned windows need a key function"

@@ -41,7 +41,10 @@ TIME_AGGREGATES = """<photons>
 
 PER_KEY = ["""<w>{ for $w in stream("photons")/photons/photon[en >= 0.5] |count 4 step 2 by phc|
   return <w>{ $w/phc }{ sum($w/en) }</w> }</w>""", """<w>{ for $w in stream("photons")/photons/photon
-  |det_time diff 50 step 25 by phc| let $n := count($w) where $n > 1 return <w>{ $w/phc }{ $n }</w> }</w>"""]
+  |det_time diff 50 step 25 by phc| let $n := count($w) where $n > 1 return <w>{ $w/phc }{ $n }</w> }</w>""",
+           # (two key paths, the second in no photon: counted per combination across the archive's units)
+           """<w>{ for $w in stream("photons")/photons/photon[en >= 0.5] |count 3 by coord/chip, phc|
+  return <w>{ $w/phc }{ $w/coord/chip }{ sum($w/en) }</w> }</w>"""]
 
 
 def det_time(item: str) -> float:
@@ -94,7 +97,8 @@ def test_archive_queries_equal_the_reference_over_several_partitions(tmp_path, s
     assert table.column("item").to_pylist()[0] in PHOTONS  # the item kept as it was published
     assert "v_coord__cel__ra" in table.column_names and "v_en" in table.column_names
     for name, query in (("q1", example_query("q1")), ("q3", example_query("q3")), ("q4", example_query("q4")),
-                        ("count", COUNT_QUERY), ("count by phc", PER_KEY[0]), ("time by phc", PER_KEY[1])):
+                        ("count", COUNT_QUERY), ("count by phc", PER_KEY[0]), ("time by phc", PER_KEY[1]),
+                        ("count by coord/chip, phc", PER_KEY[2])):
         answer = query_archive(ArchiveRequest(query, settings.directory), spark)
         expected = reference_results(query, PHOTONS)
         assert answer.rate == 1 and expected and same(answer.items, expected), (name, len(answer.items), len(expected))

@@ -72,6 +72,29 @@ def test_windows_per_key_keep_their_keys_and_each_keys_interval(tmp_path) -> Non
     assert {(e.window, e.key) for e in again.between(6, 2, last=True)} == {(1, None)}
 
 
+def test_windows_per_several_keys_keep_their_keys_over_a_restart(tmp_path) -> None:
+    """A window per (a, b) says each present key (``keys="2" key1=… key2=…``), its intervals
+    are stored per combination, and a restart reads the keys back as they were."""
+    store = StateStore(tmp_path)
+    live = LiveEstimates(4, ASKED, persist=partial(store.add_intervals, "s1"))
+
+    def keyed(k: int, key: tuple) -> WindowRecord:
+        r = record(k)
+        r.key = key
+        return r
+
+    keys = [(None, "x"), ("A", None), ("A", "x"), ("A", "y")]
+    live.scale("w", [keyed(0, key) for key in keys], position=0)
+    shown = [(w.get("k"), w.get("keys"), w.get("key1"), w.get("key2")) for w in etree.fromstring(live.xml(0, 4, last=True))]
+    assert shown == [("0", "2", a, b) for a, b in keys]
+    store.close()
+    again = LiveEstimates(4, ASKED)
+    again.restore(StateStore(tmp_path).intervals("s1"))
+    assert {e.key for e in again.between(0, 4, last=True)} == set(keys)
+    again.scale("w", [keyed(0, ("A", "y")), keyed(1, (None, None))], position=4)  # (0, A, y) again: recomputed
+    assert {(e.window, e.key) for e in again.between(4, 2, last=True)} == {(1, (None, None))}
+
+
 def test_the_reads_elements_merge_into_one_in_order() -> None:
     live = LiveEstimates(8, ASKED)
     live.scale("w", [record(0)], position=0)

@@ -64,6 +64,15 @@ def test_explain_prints_properties_json():
     assert ops[2] == {"op": "window", "type": "diff", "size": "20", "step": "10", "ref": "det_time"}
 
 
+def test_explain_shows_a_windows_keys():
+    r = sg("query", "explain", "-", stdin='<r>{ for $w in stream("events")/events/event |time diff 1 by @ccd, chip| '
+                                          'let $n := count($w) return <c>{ $w/@ccd }{ $w/chip }{ $n }</c> }</r>')
+    assert r.returncode == 0, r.stderr
+    (window,) = [o for o in json.loads(r.stdout)["inputs"][0]["operators"] if o["op"] == "window"]
+    assert window == {"op": "window", "type": "diff", "size": "1", "step": "1", "ref": "time",
+                      "key": "@ccd, chip", "keys": ["@ccd", "chip"]}
+
+
 def test_run_query1(photons: Path):
     r = sg("query", "run", str(Q / "q1.wxq"), "--input", str(photons))
     assert r.returncode == 0, r.stderr

@@ -76,6 +76,8 @@ KEYED = {
     "count": alg.WindowSpec("count", F(3), F(1), key="phc"),
     "time": alg.WindowSpec("diff", F(10), F(5), T, key="phc"),
     "time-attribute": alg.WindowSpec("diff", F(5), F(5), T, key="@band"),
+    "count-two-keys": alg.WindowSpec("count", F(3), F(2), key="phc, @band"),
+    "time-two-keys": alg.WindowSpec("diff", F(10), F(5), T, key="@band, phc"),
 }
 
 
@@ -128,6 +130,42 @@ def test_partitioned_windows_combine_per_key(kind: str) -> None:
         merged = [alg.CombineWindows(fine, everything, partials)]
         assert_same(direct, [serialize(v) for v in Pipeline(merged).run(WindowRecord.from_xml(r) for r in records)])
         assert_same(direct, run_batched(merged, "records", records, random.Random(4)))
+
+
+@pytest.mark.parametrize("kind, fine_keys, keys", [
+    ("diff", "phc, @band", "@band, phc"), ("count", "phc, @band", "@band, phc"),
+    ("diff", "phc, @band", "@band"), ("diff", "@band, phc", "phc"),
+])
+def test_windows_per_keys_combine_into_other_key_orders_and_fewer_keys(kind: str, fine_keys: str, keys: str) -> None:
+    """From windows per several keys, those per the same keys in another order (count windows
+    too: the same items), and time windows per fewer keys (the finer keys' merged): in the order
+    of the windows computed directly, whatever the batches."""
+    texts = banded(photons(3000, seed=9, messy=False))
+    fine = (alg.WindowSpec("diff", F(5), F(5), T, fine_keys) if kind == "diff"
+            else alg.WindowSpec("count", F(2), F(2), key=fine_keys))
+    coarse = (alg.WindowSpec("diff", F(20), F(10), T, keys) if kind == "diff"
+              else alg.WindowSpec("count", F(4), F(2), key=keys))
+    partials = (("sum", EN), ("count", EN), ("min", EN))
+    records = [serialize(v) for v in Pipeline([alg.WindowAggregate(fine, partials)]).run(
+        etree.fromstring(t) for t in texts)]
+    for target in (coarse, dataclasses.replace(coarse, size=fine.size, step=fine.step)):  # (coarser, the same)
+        direct = [serialize(v) for v in Pipeline([alg.WindowAggregate(target, partials)]).run(
+            etree.fromstring(t) for t in texts)]
+        assert len({WindowRecord.from_xml(r).key for r in direct}) > 3
+        ops = [alg.CombineWindows(fine, target, partials)]
+        expected = [serialize(v) for v in Pipeline(ops).run(WindowRecord.from_xml(r) for r in records)]
+        assert_same(per_key(expected), per_key(direct))
+        for seed in range(2):
+            assert_same(direct, run_batched(ops, "records", records, random.Random(seed)))
+
+
+def test_count_windows_per_keys_are_not_combined_across_key_sets() -> None:
+    with pytest.raises(ValueError, match="only time windows"):
+        alg.CombineWindows(alg.WindowSpec("count", F(2), F(2), key="phc, @band"),
+                           alg.WindowSpec("count", F(4), F(2), key="phc"), (("sum", EN),))
+    with pytest.raises(ValueError, match="only time windows"):
+        alg.CombineWindows(alg.WindowSpec("diff", F(5), F(5), T, "phc"),
+                           alg.WindowSpec("diff", F(10), F(5), T, "phc, @band"), (("sum", EN),))
 
 
 def test_chain_shapes_the_planner_never_makes_are_refused() -> None:

@@ -35,6 +35,11 @@ CASES = {
                                         (("sum", "en"), ("count", ".")))],
     "time-keyed": [alg.WindowAggregate(alg.WindowSpec("diff", F(4), F(2), "det_time", key="phc"),
                                        (("sum", "en"), ("count", "."), ("max", "phc")))],
+    # partitioned by two paths (a photon has no ``coord/chip``: the first key is always missing)
+    "count-keys": [alg.WindowAggregate(alg.WindowSpec("count", F(2), F(1), key="coord/chip, phc"),
+                                       (("sum", "en"), ("count", ".")))],
+    "time-keys": [alg.WindowAggregate(alg.WindowSpec("diff", F(4), F(2), "det_time", key="phc, coord/chip"),
+                                      (("sum", "en"), ("count", "."), ("max", "phc")))],
 }
 
 
