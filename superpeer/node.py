@@ -49,7 +49,7 @@ from .control.widening_in_place import InPlaceWidening
 from .control.peer_link import Aligned, PeerLink, Reserved, Waiting
 from .data.backpressure import HELD_BACK, Backpressure, LinkBuffer, LinkRoom, downstream
 from .data.data_plane import DataPlane, Outbound, Published
-from .data.network_joins import NetworkJoins
+from .data.network_joins import NetworkJoins, made_by_reader
 from .data.limits import DataLimits
 from .data.positions import StreamPositions
 from .data.stream_rates import ExecutorLoad, LinkRates
@@ -127,7 +127,7 @@ class Node:
         self.id, self.topology, self.settings = peer, topology, settings
         try:  # (its outputs reach the data plane, built below, through this node)
             self.executor: Executor = make_executor(settings.executor, peer, deliver=self._executor_output,
-                                                    **settings.executor_options)
+                                                    passed=self._executor_watermark, **settings.executor_options)
         except ValueError as exc:
             raise NodeError("UNIMPLEMENTED", str(exc)) from None
         try:
@@ -216,6 +216,10 @@ class Node:
                          origins: Origins | None = None) -> None:
         self.data.executor_output(stream, seq, outputs, end, origins)
 
+    def _executor_watermark(self, stream: str, path: str, value: float) -> None:
+        with self.state.lock:  # (Spark has handed on the stream's items before it: ``Passed``)
+            self.data.pass_watermark(stream, path, value)
+
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
@@ -273,7 +277,8 @@ class Node:
         one of them and keeps a backlog."""
         with self.state.lock:
             hops, computed = downstream(self.state.table, self.state.id, self.state.derived_here,
-                                        self.executor.is_copy, stream)
+                                        lambda c: self.executor.is_copy(c) or made_by_reader(self.state.table, c),
+                                        stream)
         forwarder = getattr(self.transport, "forwarder", None)
         rooms: list = [LinkRoom(f, self.link_buffer) for f in (forwarder(n) for n in sorted(hops))
                        if forwarder is not None and hasattr(f, "wait_for_room")]

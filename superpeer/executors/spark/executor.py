@@ -37,7 +37,7 @@ from wxquery.operators.chains import Chain, ChainOutput, normalise
 from wxquery.operators.pieces import Piece
 from wxquery.operators.windows import WindowClock, WindowCounters
 
-from ..base import Deliver, installs_a_copy
+from ..base import Deliver, Passed, installs_a_copy
 from ..spark import pacing
 from .checkpoint import DriverCheckpoint
 from .driver_state import DriverState, PendingWatermarks
@@ -59,7 +59,7 @@ class SparkExecutor:
     def __init__(self, peer: str, master: str = "local[2]", checkpoint_dir: str | Path | None = None,
                  trigger_ms: int = 100, lateness: float = 0.0, max_batch: int = 100_000,
                  feed_host: str | None = None, cores: int | None = None, warm: bool = True,
-                 deliver: Deliver | None = None, backlog: int = 64 << 20) -> None:
+                 deliver: Deliver | None = None, backlog: int = 64 << 20, passed: Passed | None = None) -> None:
         """``feed_host``: the address Spark's workers reach this super-peer at, for its feed
         and its driver (default: loopback for a local master, this host's address for a
         cluster). ``cores``: task slots of a micro-batch (default: N of ``local[N]``, else 2).
@@ -67,7 +67,7 @@ class SparkExecutor:
         first operator. ``max_batch``: items per micro-batch at most, which bounds a task's
         memory (at 30 operators: 1.3 GB for the process tree at 100,000, 2.2 GB at 200,000).
         ``backlog``: bytes of input not yet through a micro-batch before the batches for it wait
-        (``room``: back-pressure), and at most ten micro-batches of items."""
+        (``room``: back-pressure), and at most ten micro-batches of items. ``passed``: ``advance``."""
         self.peer, self.master = peer, master
         self.backlog_bytes, self.backlog_items = backlog, 10 * max_batch
         self.interval = max(int(trigger_ms), 0) / 1000
@@ -84,6 +84,7 @@ class SparkExecutor:
         self.jobs: SparkJobs | None = None  # with the feed's address, at ``start``
         self.lock = threading.RLock()
         self.deliver: Deliver = deliver or (lambda stream, seq, texts, end: None)
+        self.passed: Passed = passed or (lambda stream, path, value: None)
         self.chains: dict[int, Chain] = {}
         self.by_stream: dict[str, int] = {}
         self.copies: set[str] = set()
@@ -204,14 +205,15 @@ class SparkExecutor:
         once every item pushed before it has been through a micro-batch — at once for an idle
         stream (in a thread: a micro-batch may be running), else after the batch that takes the
         last of them. The driver's clocks are the tasks' next cursors, so an item that comes
-        later below it is late in the tasks, as in the inline executor."""
+        later below it is late in the tasks, as in the inline executor. Then ``passed`` (stream,
+        path, value) per chain over ``parent``, after its outputs: the node hands the mark on."""
         self.watermarks.add(self.feed.end, parent, path, value)
         threading.Thread(target=self._due_watermarks, name=f"watermark-{self.peer}", daemon=True).start()
 
     def _due_watermarks(self) -> None:
         """Applies the watermarks now due; their outputs join the last batch's in the checkpoint,
         so that a restart hands them on again like those."""
-        outputs = []
+        outputs, marks = [], []
         with self.driver_lock:
             if self._stopped:
                 return
@@ -220,6 +222,7 @@ class SparkExecutor:
                     chains = dict(self.chains)
                 for _, parent, path, value in self.watermarks.due(self.processed):
                     outputs += self.state.advance(chains, parent, path, value, self.lateness)
+                    marks += [(c.stream, path, value) for _, c in sorted(chains.items()) if c.parent == parent]
                 if outputs:
                     self.state.outputs = [*self.state.outputs, *outputs]
                     self._write_state(self.state)
@@ -229,6 +232,8 @@ class SparkExecutor:
                 return
             self.deliver_lock.acquire()
         self._deliver(outputs)
+        for stream, path, value in marks:  # (after the outputs of every item before them; later is safe)
+            self.passed(stream, path, value)
 
     def _deliver(self, outputs: list) -> None:
         """Called holding ``deliver_lock`` (taken under ``driver_lock``): in sequence order. The
