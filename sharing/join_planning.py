@@ -20,7 +20,7 @@ The planner prices, as its cost model says (``C(P)``): today's plan (both inputs
 subscriber, joined there), each peer of the inputs' routes to the subscriber as J, and every
 running joined stream of the same join; the cheapest admitted one wins, and the plan says
 where its join runs and why (``Plan.join``). A join is placed only at peers that run joins in
-the network (the inline executor: ``PlanningView.join_peers``).
+the network (``PlanningView.join_peers``: those not started with ``--no-network-joins``).
 
 Pure: plans are built over a ``PlanningView``; nothing is installed here.
 """
@@ -172,7 +172,7 @@ def _placed(builder: PlanBuilder, best_part: BestPart, subscription: str, proper
     allowed = getattr(state, "join_peers", None)
     if allowed is not None and peers and not set(peers) & allowed:
         reasons.append(f"no peer upstream ({', '.join(peers)}) runs joins in the network "
-                       "(super-peers of the inline executor do, unless started with --no-network-joins)")
+                       "(super-peers do, unless started with --no-network-joins)")
     plans = []
     for j in peers:
         if allowed is not None and j not in allowed:

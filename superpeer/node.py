@@ -112,7 +112,7 @@ class NodeSettings:
     cut_links: tuple[str, ...] = ()  # neighbours the links to are cut from the start (``rpc.link_cut``)
     reoptimisation: ReoptimisationSettings = field(default_factory=ReoptimisationSettings)
     widening: bool = True  # widen a running stream for a near miss, in place (``sharing.widening``)
-    network_joins: bool = True  # run joins placed in the network here (``data.network_joins``; inline only)
+    network_joins: bool = True  # run joins placed in the network here (``data.network_joins``)
     metrics_port: int | None = None  # serve Prometheus metrics on this port (0: any free one)
     metrics_host: str = "127.0.0.1"  # the metrics server's address (0.0.0.0 in a container)
 
@@ -154,9 +154,8 @@ class Node:
         self.archiver = (Archiver(self.state, archive.directory, archive.span, archive.samples)
                          if archive is not None else None)
         self.widening = InPlaceWidening(self.state, self.executor)  # (streams widened in place: their steps here)
-        # (joins placed in the network run here only beside the inline executor: ``network_joins``)
-        self.joins = (NetworkJoins(self.state, self.data.ingest)
-                      if settings.network_joins and self.executor.name == "inline" else None)
+        # (joins placed in the network run here, beside either executor: ``network_joins``)
+        self.joins = NetworkJoins(self.state, self.data.ingest) if settings.network_joins else None
         self.state.runs_joins = self.joins is not None
         self.participant = Participant(self.state, self.executor, self.transport, self.positions, self.replays,
                                        attach=self.data.attach, replay=self.data.replay, removed=self._forget,

@@ -99,7 +99,8 @@ def test_a_join_the_network_cannot_run_stays_at_the_subscriber_and_says_why() ->
                 'where $a/det_time = $p/det_time return <m>{ $p/en }</m> }</r>')  # (compared as strings)
     plan = planner.subscribe("j1", analyze(unbanded).properties, "SP1")
     assert plan.join.startswith("join at SP1 (the subscriber's super-peer): ")
-    state.join_peers = frozenset({"SP1"})  # (as if every other peer ran the Spark executor)
+    state.join_peers = frozenset({"SP1"})  # (as if every other peer ran with --no-network-joins)
     plan = planner.subscribe("j2", analyze(_join()).properties, "SP1")
-    assert "runs joins in the network (super-peers of the inline executor do" in plan.join, plan.join
+    assert "runs joins in the network (super-peers do, unless started with --no-network-joins" in plan.join, \
+        plan.join
     assert PHOTONS in {p.input_properties.input for p in plan.parts}

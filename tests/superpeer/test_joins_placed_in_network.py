@@ -113,7 +113,7 @@ def test_the_joined_stream_outlives_its_first_subscriber_and_goes_with_its_last(
 
 
 def test_without_a_peer_that_runs_joins_it_joins_at_the_subscriber_and_says_why(network) -> None:
-    """As on peers of the Spark executor: no usage report says ``joins``."""
+    """As on peers started with ``--no-network-joins``: no usage report says ``joins``."""
     net, photons, alerts = network
     for p in net.peers.values():
         p.state.runs_joins = False
