@@ -61,7 +61,7 @@ class JoinReader:
 
     def __init__(self, stream: str, op: alg.BandJoin, emit: Emit) -> None:
         self.stream = stream
-        self.join = BandJoinState(op.outer_path, op.inner_path, float(op.low), float(op.high))
+        self.join = BandJoinState(op.outer_path, op.inner_path, float(op.low), float(op.high), keys=op.keys)
         self.emit = emit
         self.ended = False
 

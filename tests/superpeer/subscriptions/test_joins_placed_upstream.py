@@ -44,7 +44,8 @@ def _placed(where: str, photons: list[str], alerts: list[str], rng: random.Rando
         parsed = list(etree.fromstring("<b>" + "".join(texts) + "</b>")) if texts else []
         runtime.feed(band.outer, parsed, end)
 
-    reader = JoinReader("J", alg.BandJoin("a", band.outer_path, band.inner_path, band.low, band.high), emit)
+    keys = joined.properties.post_processing.network_join_keys  # (the running join's: its groups)
+    reader = JoinReader("J", alg.BandJoin("a", band.outer_path, band.inner_path, band.low, band.high, keys), emit)
     inputs = {OUTER: _parsed("photons", photons), INNER: _parsed("alerts", alerts)}
     for inp in joined.properties.inputs:  # (what the network applies before the join)
         tests = [atom_test(a) for a in (inp.selection.atoms if inp.selection else ())]
@@ -65,9 +66,10 @@ def _placed(where: str, photons: list[str], alerts: list[str], rng: random.Rando
 def _narrowing(running, analysis) -> tuple | None:
     """The atoms ``analysis``'s subscription tests on the groups of ``running``'s joined stream."""
     def joined(a):
-        band = a.properties.post_processing.network_join
+        post = a.properties.post_processing
+        band = post.network_join
         outer, inner = (next(i for i in a.properties.inputs if i.variable == v) for v in (band.outer, band.inner))
-        return joined_properties(outer, inner, band)
+        return joined_properties(outer, inner, band, post.network_join_keys)
 
     narrowed = residual_on_groups(joined(running), joined(analysis))
     assert narrowed is not None, "the running join does not serve it"
