@@ -43,8 +43,9 @@ from .checkpoint import DriverCheckpoint
 from .driver_state import DriverState, PendingWatermarks
 from .feed import FeedLog, FeedRoom, FeedServer
 from .jobs import Batch, SparkJobs, job_error
+from .origins import FeedOrigins
 from .session import cores_of, first_line, is_cluster
-from .status import executor_status
+from .status import executor_status, wait_idle, window_counters
 from .tasks import FeedAddress, plan_batch, redo_piece
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,7 @@ class SparkExecutor:
         self.deliver_lock = threading.Lock()
         self.wake = threading.Condition()
         self.watermarks = PendingWatermarks()
+        self.origins = FeedOrigins()  # (where the feed's items came from, until committed)
         self._loop: threading.Thread | None = None
         self._stopped = False
         self.checkpoint = DriverCheckpoint(self.directory, peer)
@@ -194,9 +196,10 @@ class SparkExecutor:
                         lambda: not self._stopped and self.error is None)
 
     def push(self, parent: str, values: list, texts: list[str] | None, end: bool, origins=None) -> None:
-        """(``origins`` are not carried through Spark: its outputs' origins are not known.)"""
         if texts or end:
-            self.feed.append(parent, texts, end)
+            first = self.feed.append(parent, texts or [], end)
+            if origins is not None and texts and len(origins) == len(texts):  # (``spark.origins``)
+                self.origins.add(first, origins)
             with self.wake:
                 self.wake.notify()
 
@@ -235,14 +238,15 @@ class SparkExecutor:
         for stream, path, value in marks:  # (after the outputs of every item before them; later is safe)
             self.passed(stream, path, value)
 
-    def _deliver(self, outputs: list) -> None:
-        """Called holding ``deliver_lock`` (taken under ``driver_lock``): in sequence order. The
-        outputs are checkpointed already; one the node cannot take is reported, and the others
-        still go (a restart would hand all of them on again)."""
+    def _deliver(self, outputs: list, offsets: dict | None = None) -> None:
+        """Called holding ``deliver_lock`` (taken under ``driver_lock``): in sequence order, with
+        origins where known (``DriverState.offsets``). Checkpointed already: one the node cannot
+        take is reported, and the others still go (a restart would hand all of them on again)."""
         try:
             for stream, seq, texts, end in outputs:
+                picked = self.origins.of(offsets[stream]) if offsets and stream in offsets else None
                 try:
-                    self.deliver(stream, seq, texts, end)
+                    self.deliver(stream, seq, texts, end, *([picked] if picked and len(picked) == len(texts) else []))
                 except Exception as exc:  # noqa: BLE001 — the node's fault, not the batch's
                     self.delivery_failures += 1
                     self.delivery_error = f"outputs of {stream} could not be handed on: {first_line(exc)}"
@@ -388,8 +392,9 @@ class SparkExecutor:
             self._write_state(state)
             self.processed = batch.end
             self.deliver_lock.acquire()
-        self._deliver(state.outputs)
+        self._deliver(state.outputs, state.offsets)
         self.feed.commit(batch.end)
+        self.origins.trim(batch.end)
         self.batches += 1
         if self.watermarks:
             self._due_watermarks()
@@ -405,23 +410,14 @@ class SparkExecutor:
     # ------------------------------------------------------------------ lifecycle
 
     def window_counters(self) -> dict[str, WindowCounters]:
-        with self.lock:
-            chains = dict(self.chains)
-            states = dict(self.state.states)
-        return {chain.stream: states[cid].clock.counters() if cid in states else WindowCounters()
-                for cid, chain in chains.items() if chain.window is not None}
+        return window_counters(self)
 
     def status(self) -> dict:
         return executor_status(self)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Until every fed item is processed (tests and benchmarks)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.processed >= self.feed.end or not self.chains:
-                return True
-            time.sleep(0.02)
-        return False
+        return wait_idle(self, timeout)
 
     def stop(self) -> None:
         with self.lock:

@@ -6,7 +6,8 @@ a second subscription at SP7 reuses the joined stream. Both subscribers' results
 reference evaluator's — all of them while the streams are still open, through the watermarks of
 the quiet streams, which pass Spark's chains in their place after the items before them (else
 the last photons' groups would wait for an alert that never comes) — and the join's outer
-input is not pushed into Spark's feed for nothing."""
+input is not pushed into Spark's feed for nothing. Spark's outputs carry their origins, so the
+groups say which items they hold (where a re-plan of a reused join starts)."""
 
 from __future__ import annotations
 
@@ -98,6 +99,9 @@ def test_a_join_placed_at_a_spark_peer_is_shared_and_equals_the_reference() -> N
         assert not inputs & set(sp4.executor.feed.names), sp4.executor.feed.names
         status = sp4.status()["network_joins"][0]
         assert status["stream"] == joined and status["late_outer_items"] == 0
+        # Spark's outputs said which items of the originals they came from, so the groups do: a
+        # re-plan of either subscription joins again from where its joined stream began for it
+        assert set(first.runtime.join_starts()) == set(second.runtime.join_starts()) == {"photons", "alerts"}
         print(f"results of both subscribers before the streams closed within {time.monotonic() - began:.1f} s")
     finally:
         for p in net.peers.values():
