@@ -5,10 +5,16 @@ subscriber (``placed``), against the same subscriptions joined each at its own s
 (``subscriber``: daemons started with ``--no-network-joins``, as before this change). Both
 subscriptions' results are checked equal to the reference evaluator's in both modes.
 
+With ``--keys``, the modes are instead ``keyed`` and ``unkeyed``, both placed in the network:
+the join's equality ``$a/author = $p/src`` applied where the join runs (a key: each group keeps
+only the alerts of its photon's source), against the same join with that equality written as
+a term the network does not apply (``($a/author = $p/src or $p/en < -1)``: the same results,
+every alert of the band in each group, the equality tested at the subscribers).
+
 Prints, per mode, the bytes all backbone links carried while the photons were published (from
 the daemons' link counters), per photon, and each plan's description.
 
-Run: python benchmarks/joins_in_network.py [--photons 20000] [--rounds 1] [--out FILE.json]
+Run: python benchmarks/joins_in_network.py [--photons 20000] [--rounds 1] [--keys] [--out FILE.json]
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ SOURCES = ["ivo://nasa.gsfc.gcn/SWIFT", "ivo://nasa.gsfc.gcn/Fermi"]
 JOIN = ('<r>{ for $p in stream("photons")/photons/photon for $a in stream("alerts")/alerts/alert '
         'where $a/t >= $p/t - 0.3 and $a/t <= $p/t + 0.1 and $a/author = $p/src and $p/en > 0.5 '
         'return <m>{ $p/en }{ $a/ivorn }</m> }</r>')
+# the same join, its equality not a key (inside a term: tested at the subscriber only); en >= 0
+UNKEYED = JOIN.replace("$a/author = $p/src", "($a/author = $p/src or $p/en < -1)")
+QUERIES = {"placed": JOIN, "subscriber": JOIN, "keyed": JOIN, "unkeyed": UNKEYED}
 WARM = 1000  # photons (and the alerts of their time) published before subscribing: the statistics
 
 
@@ -70,7 +79,7 @@ def run(mode: str, photons: list, alerts: list, expected: list[str]) -> dict:
         sp4.publish("photons", [x for _, x in photons[:WARM]])
         sp3.publish("alerts", [x for t, x in alerts if t < cut])
         time.sleep(1.0)  # (the warm-up's statistics reach the planners' lookups)
-        subs = {peer: network.client(peer).subscribe(JOIN) for peer in ("SP1", "SP7")}
+        subs = {peer: network.client(peer).subscribe(QUERIES[mode]) for peer in ("SP1", "SP7")}
         before = backbone_bytes(network)
         started = time.monotonic()
         sp4.publish("photons", [x for _, x in photons[WARM:]])
@@ -92,20 +101,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--photons", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--keys", action="store_true", help="keyed against unkeyed, both placed in the network")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     photons, alerts = streams(args.photons + WARM)
-    expected = reference(photons, alerts)
-    runs = [run(mode, photons, alerts, expected) for _, mode in alternating(args.rounds, ["placed", "subscriber"])]
+    expected = reference(photons, alerts)  # (UNKEYED's results are JOIN's)
+    modes = ["keyed", "unkeyed"] if args.keys else ["placed", "subscriber"]
+    runs = [run(mode, photons, alerts, expected) for _, mode in alternating(args.rounds, modes)]
     for r in runs:
         print(f"{r['mode']:>10}: {r['backbone_bytes']:,} backbone bytes, {r['bytes_per_photon']:.1f} per photon, "
               f"{r['seconds']:.1f} s, results {r['results']} (expected {r['expected']}, exact {r['exact']})")
         for peer, plan in r["plans"].items():
             print("   ", plan.replace("\n", "\n    "))
-    medians = {m: statistics.median(r["bytes_per_photon"] for r in runs if r["mode"] == m) for m in ("placed", "subscriber")}
-    print(f"bytes per photon, medians: placed {medians['placed']:.1f}, subscriber {medians['subscriber']:.1f} "
-          f"({medians['placed'] / medians['subscriber']:.2f}×)")
-    write_report("joins_in_network", {"photons": args.photons, "runs": runs, "medians": medians}, args.out)
+    medians = {m: statistics.median(r["bytes_per_photon"] for r in runs if r["mode"] == m) for m in modes}
+    print(f"bytes per photon, medians: {modes[0]} {medians[modes[0]]:.1f}, {modes[1]} {medians[modes[1]]:.1f} "
+          f"({medians[modes[0]] / medians[modes[1]]:.2f}×)")
+    write_report("joins_in_network" + ("_keys" if args.keys else ""),
+                 {"photons": args.photons, "runs": runs, "medians": medians}, args.out)
 
 
 if __name__ == "__main__":

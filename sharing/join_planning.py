@@ -14,13 +14,22 @@ stream, selection and projection, and the band: ``joined_properties``). So match
 apart from every single-input subscription (an unknown operator serves only a subscription that
 has it), and a later subscription with the same join — the same two inputs with the same
 selections and projections, the same band — reuses it at the peer of its route nearest its own
-super-peer instead of joining again. A join with a further selection is not served by it yet.
+super-peer instead of joining again — or with further conditions on an input (its groups
+narrowed at the subscriber: ``residual_on_groups``).
+
+**Keys.** The equalities between the two inputs in the where clause's top-level 'and'
+(``wxquery.join_band.network_keys``: ``$a/author = $p/src`` as strings, ``$a/id = $p/id + 0``
+as numbers) are applied at J too: each group keeps only the inner items equal to its outer
+item on every key, so the joined stream shrinks by what the streams' samples say the keys
+leave (``key_selectivity``). The keys are part of the joined stream's properties: it serves a
+later join that requires every one of them (and perhaps more, tested with the whole where
+clause at its subscriber), and a joined stream without keys serves a join with keys.
 
 The planner prices, as its cost model says (``C(P)``): today's plan (both inputs to the
 subscriber, joined there), each peer of the inputs' routes to the subscriber as J, and every
 running joined stream of the same join; the cheapest admitted one wins, and the plan says
 where its join runs and why (``Plan.join``). A join is placed only at peers that run joins in
-the network (the inline executor: ``PlanningView.join_peers``).
+the network (``PlanningView.join_peers``: those not started with ``--no-network-joins``).
 
 Pure: plans are built over a ``PlanningView``; nothing is installed here.
 """
@@ -31,7 +40,8 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 
-from wxquery.join_band import Band
+from wxquery.band_join import key_selectivity
+from wxquery.join_band import Band, key_text
 from wxquery.operators import definitions as alg
 
 from .backbone import TopologyError
@@ -40,7 +50,7 @@ from .matching import match_properties
 from .network_state import NetworkStream
 from .plans import Plan, PlanBuilder, PlanPart, Strategy
 from .properties import InputProperties, Properties, UnknownOperator
-from .serialization import properties_from_json, properties_to_json
+from .serialization import atom_from_json, atom_to_json, properties_from_json, properties_to_json
 from .statistics import StreamEstimate
 from .stream_properties import JOIN_OPERATOR, joined_by
 
@@ -49,12 +59,15 @@ GROUP_BYTES = 13  # ``<join></join>`` around each group
 BestPart = Callable[[InputProperties, str], PlanPart]  # SUBSCRIBE for one input to a peer
 
 
-def joined_properties(outer: InputProperties, inner: InputProperties, band: Band) -> InputProperties:
+def joined_properties(outer: InputProperties, inner: InputProperties, band: Band,
+                      keys: tuple[alg.Atom, ...] = ()) -> InputProperties:
     """The properties of the joined stream of ``outer`` and ``inner`` within ``band``: the
     outer input's, and the join as an unknown operator (equal parameters, equal groups): the
-    band, then the inner input's properties (``serialization``, its variable left out)."""
+    band, then the inner input's properties (``serialization``, its variable left out), then
+    the keys its groups are equal on (``wxquery.join_band.network_keys``; none: ``[]``)."""
     params = (band.outer_path, band.inner_path, str(band.low), str(band.high), inner.input.stream,
-              json.dumps(properties_to_json(replace(inner, variable="")), sort_keys=True))
+              json.dumps(properties_to_json(replace(inner, variable="")), sort_keys=True),
+              json.dumps([atom_to_json(k) for k in keys]))
     return replace(outer, unknown=(*outer.unknown, UnknownOperator(JOIN_OPERATOR, params)))
 
 
@@ -63,13 +76,19 @@ def inner_of(join: UnknownOperator) -> InputProperties:
     return properties_from_json(json.loads(join.params[5]))
 
 
+def keys_of(join: UnknownOperator) -> frozenset[alg.Atom]:
+    """The keys a joined stream's groups are equal on, as its operator spells them."""
+    return frozenset(atom_from_json(k) for k in json.loads(join.params[6])) if len(join.params) > 6 else frozenset()
+
+
 def residual_on_groups(stream: InputProperties, joined: InputProperties) -> tuple[tuple, tuple] | None:
     """What makes a running joined stream's groups those of ``joined`` (the same band, each
-    input's selection implied by the stream's and its projection the same): the atoms still to
-    test on each group's outer item and on its inner items, at the subscriber (None: it does
-    not serve it)."""
+    input's selection implied by the stream's and its projection the same, and every key the
+    stream applied one ``joined`` requires — a key it requires more is tested with the whole
+    where clause at the subscriber): the atoms still to test on each group's outer item and on
+    its inner items, at the subscriber (None: it does not serve it)."""
     have, want = joined_by(stream), joined_by(joined)
-    if have is None or want is None or have.params[:5] != want.params[:5]:
+    if have is None or want is None or have.params[:5] != want.params[:5] or not keys_of(have) <= keys_of(want):
         return None
     residuals = []
     for have_side, want_side in ((replace(stream, unknown=(), variable=""), replace(joined, unknown=(), variable="")),
@@ -108,12 +127,14 @@ def place_join(builder: PlanBuilder, best_part: BestPart, subscription: str, pro
     assert band is not None
     outer = next(i for i in properties.inputs if i.variable == band.outer)
     inner = next(i for i in properties.inputs if i.variable == band.inner)
-    joined = joined_properties(outer, inner, band)
+    keys = properties.post_processing.network_join_keys
+    joined = joined_properties(outer, inner, band, keys)
     widening, builder.widening = builder.widening, False  # (a feeder never widens a running stream)
     reasons: list[str] = []
     try:
-        plans = [*_reused(builder, subscription, properties, joined, target),
-                 *_placed(builder, best_part, subscription, properties, outer, inner, joined, band, target, reasons)]
+        plans = [*_reused(builder, subscription, properties, joined, band, target),
+                 *_placed(builder, best_part, subscription, properties, outer, inner, joined, band, keys, target,
+                          reasons)]
     except (LookupError, TopologyError) as exc:  # (a view that lacks a peer or a path: today's plan stands)
         plans, reasons = [], [f"it could not be placed ({exc})"]
     finally:
@@ -131,9 +152,9 @@ def place_join(builder: PlanBuilder, best_part: BestPart, subscription: str, pro
 
 
 def _reused(builder: PlanBuilder, subscription: str, properties: Properties, joined: InputProperties,
-            target: str) -> list[Plan]:
-    """A plan per running joined stream of the same join: taken at the peer of its route
-    nearest ``target``, copied from there."""
+            band: Band, target: str) -> list[Plan]:
+    """A plan per running joined stream of the same join (its keys among this one's): taken at
+    the peer of its route nearest ``target``, copied from there."""
     distance = builder.state.backbone.distances_to(target)
     plans = []
     for s in list(builder.state.streams.values()):
@@ -153,7 +174,8 @@ def _reused(builder: PlanBuilder, subscription: str, properties: Properties, joi
         part.reason = f"the same join runs as {s.id}"
         part.on_groups = residual if any(residual) else None
         plan = _plan(builder, subscription, properties, target, [builder.finish(part)])
-        plan.join = f"join reused: {s.id}, joined at {s.origin}, taken at {v}" + (
+        keys = "".join(f"; key {key_text(band, k)}" for k in sorted(keys_of(joined_by(s.properties)), key=str))
+        plan.join = f"join reused: {s.id}, joined at {s.origin}, taken at {v}{keys}" + (
             "; its groups narrowed at " + target if part.on_groups else "")
         plans.append(plan)
     return plans
@@ -161,7 +183,7 @@ def _reused(builder: PlanBuilder, subscription: str, properties: Properties, joi
 
 def _placed(builder: PlanBuilder, best_part: BestPart, subscription: str, properties: Properties,
             outer: InputProperties, inner: InputProperties, joined: InputProperties, band: Band,
-            target: str, reasons: list[str]) -> list[Plan]:
+            keys: tuple[alg.Atom, ...], target: str, reasons: list[str]) -> list[Plan]:
     """A plan per peer J of the inputs' routes to ``target`` (not ``target``): both inputs
     planned to J, the joined stream made there and routed to ``target``."""
     state = builder.state
@@ -172,13 +194,13 @@ def _placed(builder: PlanBuilder, best_part: BestPart, subscription: str, proper
     allowed = getattr(state, "join_peers", None)
     if allowed is not None and peers and not set(peers) & allowed:
         reasons.append(f"no peer upstream ({', '.join(peers)}) runs joins in the network "
-                       "(super-peers of the inline executor do, unless started with --no-network-joins)")
+                       "(super-peers do, unless started with --no-network-joins)")
     plans = []
     for j in peers:
         if allowed is not None and j not in allowed:
             continue
         feeders = best_part(outer, j), best_part(inner, j)
-        joins = _joined_stream(builder, joined, band, j, target, *feeders)
+        joins = _joined_stream(builder, joined, band, keys, j, target, *feeders)
         if joins is None:
             reasons.append(f"the join's output cannot be priced: no increments of {band.inner_path} "
                            f"measured in {inner.input.stream} yet")
@@ -188,7 +210,8 @@ def _placed(builder: PlanBuilder, best_part: BestPart, subscription: str, proper
         for f in feeders:
             f.feeds_join = joins.id
         plan = _plan(builder, subscription, properties, target, [*feeders, builder.finish(part)])
-        plan.join = f"join placed at {j} (as {joins.id}; its inputs meet there)"
+        plan.join = f"join placed at {j} (as {joins.id}; its inputs meet there" + "".join(
+            f"; key {key_text(band, k)}" for k in keys) + ")"
         plans.append(plan)
     return plans
 
@@ -198,10 +221,11 @@ def _delivered(builder: PlanBuilder, part: PlanPart) -> NetworkStream:
         builder.state.streams[part.result_stream]
 
 
-def _joined_stream(builder: PlanBuilder, joined: InputProperties, band: Band, j: str, target: str,
-                   outer: PlanPart, inner: PlanPart) -> NetworkStream | None:
+def _joined_stream(builder: PlanBuilder, joined: InputProperties, band: Band, keys: tuple[alg.Atom, ...], j: str,
+                   target: str, outer: PlanPart, inner: PlanPart) -> NetworkStream | None:
     """The joined stream made at ``j`` from the two feeders' streams, priced: per outer item
-    with an inner item in its band, one group (None: no measure of the inner items' spacing)."""
+    with an inner item in its band (and equal on its keys, as the streams' samples say), one
+    group (None: no measure of the inner items' spacing)."""
     o, i = _delivered(builder, outer), _delivered(builder, inner)
     stats = builder.state.statistics.get(inner.input_properties.input.stream)
     spacing = stats.avg_increment(band.inner_path) if stats is not None else None
@@ -209,7 +233,10 @@ def _joined_stream(builder: PlanBuilder, joined: InputProperties, band: Band, j:
         return None
     per_unit = (i.estimate.freq / stats.frequency) / spacing  # inner items kept per unit of the band element
     expected = float(band.high - band.low) * per_unit  # … within one outer item's band
-    op = alg.BandJoin(i.id, band.outer_path, band.inner_path, band.low, band.high)
+    outer_stats = builder.state.statistics.get(outer.input_properties.input.stream)
+    if keys and outer_stats is not None:  # (… and equal to it on the keys)
+        expected *= key_selectivity(outer_stats.sampled_items(), stats.sampled_items(), keys) or 1.0
+    op = alg.BandJoin(i.id, band.outer_path, band.inner_path, band.low, band.high, keys)
     estimate = StreamEstimate(o.estimate.freq * min(1.0, expected),
                               GROUP_BYTES + o.estimate.size + max(1.0, expected) * i.estimate.size)
     route = builder.state.backbone.route(j, target)

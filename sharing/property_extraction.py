@@ -15,7 +15,7 @@ from fractions import Fraction
 from typing import Iterator
 
 from wxquery import ast
-from wxquery.join_band import join_bands, network_band
+from wxquery.join_band import join_bands, network_band, network_keys
 from wxquery.operators.comparisons import STRING_FUNCTIONS
 from wxquery.operators.definitions import WHOLE_ITEM, Atom, WindowSpec
 from wxquery.static_checks import Binding, CheckedQuery
@@ -109,8 +109,10 @@ class _Extractor:
                 aggregate_selection=Selection(tuple(b.aggregate_atoms)) if b.aggregate_atoms else None,
             ))
         root = self.checked.query.root_name
+        band = network_band(self.checked)
         post = PostProcessing(root, tuple(self.joins), tuple(self.residual), tuple(self.local_windows),
-                              tuple(str(b) for b in join_bands(self.checked)), network_band(self.checked))
+                              tuple(str(b) for b in join_bands(self.checked)), band,
+                              network_keys(self.checked, band) if band is not None else ())
         aggregated = frozenset(id(b.clause) for b in self.inputs.values() if b.window_pushed)
         return Properties(tuple(result), post, frozenset(self.applied), aggregated)
 

@@ -109,7 +109,7 @@ def operator_to_json(op: alg.Operator) -> dict:
         return {"op": "aggregate-filter", "atoms": [atom_to_json(a) for a in op.atoms]}
     if isinstance(op, alg.BandJoin):
         return {"op": "band-join", "inner": op.inner, "outer_path": op.outer_path, "inner_path": op.inner_path,
-                "low": _frac(op.low), "high": _frac(op.high)}
+                "low": _frac(op.low), "high": _frac(op.high), "keys": [atom_to_json(a) for a in op.keys]}
     raise TypeError(op)
 
 
@@ -130,7 +130,8 @@ def operator_from_json(j: dict) -> alg.Operator:
     if kind == "aggregate-filter":
         return alg.AggregateFilter(tuple(atom_from_json(a) for a in j["atoms"]))
     if kind == "band-join":
-        return alg.BandJoin(j["inner"], j["outer_path"], j["inner_path"], _unfrac(j["low"]), _unfrac(j["high"]))
+        return alg.BandJoin(j["inner"], j["outer_path"], j["inner_path"], _unfrac(j["low"]), _unfrac(j["high"]),
+                            tuple(atom_from_json(a) for a in j.get("keys", ())))
     raise ValueError(f"unknown operator {kind!r}")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from wxquery.join_band import Band
+from wxquery.join_band import Band, key_text
 from wxquery.operators.definitions import Atom, WindowSpec
 
 from .predicate_graph import PredicateGraph, graph_of
@@ -181,13 +181,17 @@ class PostProcessing:
     window_joins: tuple[str, ...] = ()
     # the band of a join that may be placed in the network (``wxquery.join_band.network_band``)
     network_join: Band | None = None
+    # … and the equalities between its inputs its joining peer applies (``network_keys``)
+    network_join_keys: tuple[Atom, ...] = ()
 
     def to_json(self) -> dict:
         return {"result_root": self.result_root, "restructuring": True,
                 "join_predicates": list(self.join_predicates),
                 "window_joins": [f"{b} (both inputs in order of these elements)" for b in self.window_joins],
                 # (the planner decides where: at the subscriber's super-peer, or where its inputs meet)
-                "join_in_network": str(self.network_join) if self.network_join is not None else None,
+                "join_in_network": (str(self.network_join) + "".join(
+                    f", key {key_text(self.network_join, k)}" for k in self.network_join_keys)
+                    if self.network_join is not None else None),
                 "residual_conditions": list(self.residual_conditions),
                 "local_windows": list(self.local_windows)}
 

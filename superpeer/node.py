@@ -49,7 +49,7 @@ from .control.widening_in_place import InPlaceWidening
 from .control.peer_link import Aligned, PeerLink, Reserved, Waiting
 from .data.backpressure import HELD_BACK, Backpressure, LinkBuffer, LinkRoom, downstream
 from .data.data_plane import DataPlane, Outbound, Published
-from .data.network_joins import NetworkJoins
+from .data.network_joins import NetworkJoins, made_by_reader
 from .data.limits import DataLimits
 from .data.positions import StreamPositions
 from .data.stream_rates import ExecutorLoad, LinkRates
@@ -112,7 +112,7 @@ class NodeSettings:
     cut_links: tuple[str, ...] = ()  # neighbours the links to are cut from the start (``rpc.link_cut``)
     reoptimisation: ReoptimisationSettings = field(default_factory=ReoptimisationSettings)
     widening: bool = True  # widen a running stream for a near miss, in place (``sharing.widening``)
-    network_joins: bool = True  # run joins placed in the network here (``data.network_joins``; inline only)
+    network_joins: bool = True  # run joins placed in the network here (``data.network_joins``)
     metrics_port: int | None = None  # serve Prometheus metrics on this port (0: any free one)
     metrics_host: str = "127.0.0.1"  # the metrics server's address (0.0.0.0 in a container)
 
@@ -127,7 +127,7 @@ class Node:
         self.id, self.topology, self.settings = peer, topology, settings
         try:  # (its outputs reach the data plane, built below, through this node)
             self.executor: Executor = make_executor(settings.executor, peer, deliver=self._executor_output,
-                                                    **settings.executor_options)
+                                                    passed=self._executor_watermark, **settings.executor_options)
         except ValueError as exc:
             raise NodeError("UNIMPLEMENTED", str(exc)) from None
         try:
@@ -154,9 +154,8 @@ class Node:
         self.archiver = (Archiver(self.state, archive.directory, archive.span, archive.samples)
                          if archive is not None else None)
         self.widening = InPlaceWidening(self.state, self.executor)  # (streams widened in place: their steps here)
-        # (joins placed in the network run here only beside the inline executor: ``network_joins``)
-        self.joins = (NetworkJoins(self.state, self.data.ingest)
-                      if settings.network_joins and self.executor.name == "inline" else None)
+        # (joins placed in the network run here, beside either executor: ``network_joins``)
+        self.joins = NetworkJoins(self.state, self.data.ingest) if settings.network_joins else None
         self.state.runs_joins = self.joins is not None
         self.participant = Participant(self.state, self.executor, self.transport, self.positions, self.replays,
                                        attach=self.data.attach, replay=self.data.replay, removed=self._forget,
@@ -216,6 +215,10 @@ class Node:
                          origins: Origins | None = None) -> None:
         self.data.executor_output(stream, seq, outputs, end, origins)
 
+    def _executor_watermark(self, stream: str, path: str, value: float) -> None:
+        with self.state.lock:  # (Spark has handed on the stream's items before it: ``Passed``)
+            self.data.pass_watermark(stream, path, value)
+
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
@@ -273,7 +276,8 @@ class Node:
         one of them and keeps a backlog."""
         with self.state.lock:
             hops, computed = downstream(self.state.table, self.state.id, self.state.derived_here,
-                                        self.executor.is_copy, stream)
+                                        lambda c: self.executor.is_copy(c) or made_by_reader(self.state.table, c),
+                                        stream)
         forwarder = getattr(self.transport, "forwarder", None)
         rooms: list = [LinkRoom(f, self.link_buffer) for f in (forwarder(n) for n in sorted(hops))
                        if forwarder is not None and hasattr(f, "wait_for_room")]

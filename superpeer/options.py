@@ -70,7 +70,7 @@ def add_reoptimisation_options(p: argparse.ArgumentParser) -> None:
                         "(on by default; never with --executor spark)")
     p.add_argument("--network-joins", action=argparse.BooleanOptionalAction, default=True,
                    help="run window joins that planners place at this super-peer, where their inputs "
-                        "meet (on by default; never with --executor spark)")
+                        "meet (on by default, with either executor)")
     p.add_argument("--reoptimise-cooldown", type=parse_duration, default=10.0, metavar="DURATION",
                    help="no re-plan of a subscription within this long of its last one (default 10s)")
     p.add_argument("--no-adaptive-sampling", action="store_true",

@@ -81,8 +81,8 @@ class PeerState:
         # subscriptions registered here whose plans stay whatever is cheaper, or this peer's id
         # if none moves (``Reoptimiser.stays``): told to the others in the usage report
         self.staying: frozenset[str] = frozenset()
-        # whether joins placed in the network run here (``data.network_joins``; the inline
-        # executor's peers): told in the usage report, so that planners place joins only there
+        # whether joins placed in the network run here (``data.network_joins``; not with
+        # --no-network-joins): told in the usage report, so that planners place joins only there
         self.runs_joins = False
         # original -> its statistics as planning here last fetched them (their sample is not
         # fetched again until it changes: ``statistics_to_json``)

@@ -213,13 +213,16 @@ class DirectSender:
 
 
 def in_process_peer(peer: str, network: FakeNetwork, retention: int = 100_000,
-                    subnets: Subnets | None = None) -> Node:
+                    subnets: Subnets | None = None, executor: str = "inline",
+                    executor_options: dict | None = None) -> Node:
     """A peer as the daemon builds it, on the fake transport, started; routes are cut before a
     removal returns, and subscriptions are re-optimised only when a test runs a round
-    (``node.reoptimiser.round``): deterministic tests."""
+    (``node.reoptimiser.round``): deterministic tests. ``executor``: ``inline`` or ``spark``
+    (real Spark in this process, ``executor_options`` as ``make_executor`` takes them)."""
     addresses = {p: f"in-process:{p}" for p in network.backbone.peers}  # (no socket: for status only)
     node = Node(peer, Topology(network.backbone, addresses, subnets=subnets),
                 NodeSettings(retention=retention, cut_routes_in_background=False, widening=False,
+                             executor=executor, executor_options=executor_options or {},
                              reoptimisation=ReoptimisationSettings(enabled=False, adaptive=False)),
                 transport=FakeTransport(peer, network))
     node.state.staying = frozenset()  # (its subscriptions move when a test runs a round: it says so)
@@ -227,12 +230,17 @@ def in_process_peer(peer: str, network: FakeNetwork, retention: int = 100_000,
     return node
 
 
-def in_process_network(backbone: Backbone | None = None, subnets: list[dict] | None = None) -> FakeNetwork:
-    """``subnets``: as a topology file's ``[[subnet]]`` tables."""
+def in_process_network(backbone: Backbone | None = None, subnets: list[dict] | None = None,
+                       spark: dict[str, dict] | None = None) -> FakeNetwork:
+    """``subnets``: as a topology file's ``[[subnet]]`` tables; ``spark``: the peers that run
+    the Spark executor, each with its options (the others run the inline one)."""
     network = FakeNetwork(backbone or paper_example_backbone())
     declared = Subnets.from_mapping(network.backbone, subnets) if subnets else None
     for peer in network.backbone.peers:
-        network.peers[peer] = in_process_peer(peer, network, subnets=declared)
+        on_spark = (spark or {}).get(peer)
+        network.peers[peer] = in_process_peer(peer, network, subnets=declared,
+                                              executor="spark" if on_spark is not None else "inline",
+                                              executor_options=on_spark)
     return network
 
 

@@ -26,7 +26,7 @@ from fractions import Fraction
 
 from . import ast
 from .operators.comparisons import MIRRORED
-from .operators.definitions import offset_text
+from .operators.definitions import Atom, offset_text
 from .static_checks import CheckedQuery
 
 # x θ y + c as a bound on x: θ → (lower, upper)
@@ -67,6 +67,34 @@ def network_band(checked: CheckedQuery) -> Band | None:
         return None
     bands = _flwr_bands(checked, flwrs[0])
     return bands[0] if len(bands) == 1 else None
+
+
+def network_keys(checked: CheckedQuery, band: Band) -> tuple[Atom, ...]:
+    """The equalities between the two inputs of a join that may run in the network
+    (``network_band``), each a key its joining peer applies to the groups: an atom
+    ``$inner/x = $outer/y`` of the where clause's top-level 'and', compared as it is written —
+    as strings, or as numbers with ``+ c`` — as ``Atom(x, "=", y, c)`` (left: the inner item's
+    path). ``$outer/y = $inner/x`` is one too, unless it adds a non-zero constant to the inner
+    side (``y = x + c`` is not ``x = y - c`` in doubles). Sorted: the same keys, the same
+    joined stream."""
+    flwr = next(iter(ast.top_level_flwrs(checked.query.body)))
+    keys = set()
+    for atom in flwr.where.atoms if flwr.where is not None else ():
+        if atom.op != "=" or atom.right is None:
+            continue
+        constant = checked.compared_constant(atom)
+        x, y = _plain(atom.left, band.inner), _plain(atom.right, band.outer)
+        if (x is None or y is None) and (isinstance(constant, str) or constant == 0):
+            x, y = _plain(atom.right, band.inner), _plain(atom.left, band.outer)
+        if x is not None and y is not None:
+            keys.add(Atom(x, "=", y, constant))
+    return tuple(sorted(keys, key=str))
+
+
+def key_text(band: Band, key: Atom) -> str:
+    """A key as the query writes it: ``$a/author = $p/src``, ``$a/id = $p/id + 0``."""
+    offset = "" if isinstance(key.constant, str) else (offset_text(key.constant) or " + 0")
+    return f"${band.inner}/{key.left} = ${band.outer}/{key.right}{offset}"
 
 
 def _whole_items(checked: CheckedQuery, clause: ast.Clause) -> bool:

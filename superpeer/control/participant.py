@@ -332,8 +332,8 @@ class Participant:
         """Why a join the plan places here cannot run here ("" if it can)."""
         joins = [s.id for s in streams if s.origin == self.state.id and band_join_of(s)]
         if joins and self.joins is None:
-            return (f"{joins[0]} joins two streams at {self.state.id}, whose {self.executor.name} executor "
-                    "does not run joins placed in the network (only the inline one does)")
+            return (f"{joins[0]} joins two streams at {self.state.id}, which does not run joins placed in the "
+                    "network (it was started with --no-network-joins)")
         return ""
 
     def abort(self, txn: str) -> bool:

@@ -21,13 +21,14 @@ from ..subscriptions.record import SubscriptionRecord, past_progress, past_text
 
 def stays(record: SubscriptionRecord, synchronous: bool) -> str:
     """Why this subscription keeps its plan whatever is cheaper ("" if it may move).
-    ``synchronous``: this peer's executor says where each output came from (the inline one)."""
+    ``synchronous``: this peer's executor hands a push's outputs on, with where each came from,
+    before it returns (the inline one), as a switch between plans needs."""
     if record.strategy != Strategy.SHARING:
         return f"registered with strategy {record.strategy.value}"
     if len(record.runtime.analysis.properties.inputs) != 1:
         return "reads several inputs (joins are not moved between plans yet)"
     if not synchronous:
-        return "this peer's executor does not say where items come from (only the inline one does)"
+        return "this peer's executor hands its outputs on after it took the items (only the inline one does at once)"
     return ""
 
 

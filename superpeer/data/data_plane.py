@@ -30,6 +30,7 @@ from ..security.peer_access import check_transfer_route
 from .items import check_items, parse_batch, parse_each
 from .link_receipts import LinkReceipts
 from .narrowing import wants_text
+from .network_joins import made_by_reader
 from .origins import Origins, fed_high
 from .positions import StreamPositions, kept_runs
 from .stream_rates import StreamRates
@@ -305,7 +306,7 @@ class DataPlane:
         for child in self.state.derived_here(sid):
             if self.executor.is_copy(child):  # duplicated here: same items, same wire text
                 self._copy(child, values, end, serialized, position, origins)
-            else:
+            elif not made_by_reader(self.state.table, child):  # (a joined stream: not into the executor)
                 computed = True
         if computed:  # one push per parent, whatever the number of operators on it
             texts = None
@@ -362,22 +363,27 @@ class DataPlane:
                 if below is None or self.positions.next.get(sid, 0) > below:
                     self.watermark(child, path, value)
                 continue
-            computed = True
-            c = self.state.table.get(child)
-            if (c is not None and c.kind == "items" and self.executor.synchronous
-                    and not any(isinstance(op, WINDOW_OPERATORS) for op in c.operators)):
-                passing.append(child)
+            if not made_by_reader(self.state.table, child):  # (a joined stream's reader takes it below)
+                computed = True  # (an asynchronous executor says when it passed: ``Passed``)
+                passing += [child] if self.executor.synchronous else []
         if computed:
             self.executor.advance(sid, path, value)
-        for child in passing:  # (not to what a recomputation's level feeds before it began)
-            if self.executor_seqs.get(child, 0) >= self.positions.skip_below.get(child, 0):
-                self.watermark(child, path, value)
+        for child in passing:  # (the inline executor's outputs of the items before it are out)
+            self.pass_watermark(child, path, value)
         for consumer, variable in self.state.deliveries.get(sid, ()):
             advance = getattr(consumer, "watermark", None)  # (a subscription's window join; not a switch)
             if advance is not None:
                 advance(variable, path, value)
         for n in entry.next_hops(self.state.id):
             self.sender(n).send_watermark(sid, path, value)
+
+    def pass_watermark(self, child: str, path: str, value: float) -> None:
+        """(Lock held) a watermark on ``child``'s parent passed it: on along a stream that keeps
+        items as they are, not to what a recomputation's level feeds before it began."""
+        c = self.state.table.get(child)
+        if (c is not None and c.kind == "items" and not any(isinstance(op, WINDOW_OPERATORS) for op in c.operators)
+                and self.executor_seqs.get(child, 0) >= self.positions.skip_below.get(child, 0)):
+            self.watermark(child, path, value)
 
     def idle_watermarks(self, idle_s: float) -> None:
         """Watermarks for the streams registered here that have been idle ``idle_s``."""

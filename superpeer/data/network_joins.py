@@ -35,6 +35,13 @@ def band_join_of(stream: NetworkStream) -> alg.BandJoin | None:
     return next((op for op in stream.operators if isinstance(op, alg.BandJoin)), None)
 
 
+def made_by_reader(table, stream: str) -> bool:
+    """Whether ``stream`` is a joined stream (its reader makes it, not the executor: nothing of
+    its inputs is pushed into the executor for it — into Spark's durable feed, for nothing)."""
+    entry = table.get(stream)
+    return entry is not None and band_join_of(entry) is not None
+
+
 def group_item(group: Group) -> etree._Element:
     """``<join o="…" i="… …">``: the outer item, then the inner items; the attributes say which
     items of their originals they came from, where known (``join_feeds``: where a subscription
@@ -54,7 +61,7 @@ class JoinReader:
 
     def __init__(self, stream: str, op: alg.BandJoin, emit: Emit) -> None:
         self.stream = stream
-        self.join = BandJoinState(op.outer_path, op.inner_path, float(op.low), float(op.high))
+        self.join = BandJoinState(op.outer_path, op.inner_path, float(op.low), float(op.high), keys=op.keys)
         self.emit = emit
         self.ended = False
 

@@ -6,20 +6,23 @@ pyspark.
 
 from __future__ import annotations
 
-from .base import Deliver, Executor
+from .base import Deliver, Executor, Passed
 from .inline import InlineExecutor
 
-__all__ = ["Deliver", "Executor", "InlineExecutor", "make_executor"]
+__all__ = ["Deliver", "Executor", "InlineExecutor", "Passed", "make_executor"]
 
 
-def make_executor(name: str, peer: str = "", deliver: Deliver | None = None, **options) -> Executor:
-    """``deliver``: where the derived streams' outputs go (nowhere if None); ``options``:
-    lateness (both); master, checkpoint_dir, trigger_ms, feed_host, cores (spark). None: the default."""
+def make_executor(name: str, peer: str = "", deliver: Deliver | None = None, passed: Passed | None = None,
+                  **options) -> Executor:
+    """``deliver``: where the derived streams' outputs go (nowhere if None); ``passed``: where
+    an asynchronous executor says a watermark has passed a stream (spark; the inline one's
+    have passed when ``advance`` returns); ``options``: lateness (both); master,
+    checkpoint_dir, trigger_ms, feed_host, cores (spark). None: the default."""
     options = {k: v for k, v in options.items() if v is not None}
     if name == "inline":
         return InlineExecutor(deliver=deliver, **{k: v for k, v in options.items() if k == "lateness"})
     if name == "spark":
         from .spark.executor import SparkExecutor
 
-        return SparkExecutor(peer, deliver=deliver, **options)
+        return SparkExecutor(peer, deliver=deliver, passed=passed, **options)
     raise ValueError(f"unknown executor {name!r}; use inline or spark")

@@ -18,6 +18,9 @@ from wxquery.operators.windows import WindowCounters
 # deliver(stream, first sequence number, outputs, end of stream[, origins]): ``origins``, per
 # output of a per-item chain, the original's item it came from (``data.origins``), if known
 Deliver = Callable[..., None]
+# passed(stream, path, value): an asynchronous executor has delivered every output of the items
+# pushed before a watermark on the stream's parent (the node hands the mark on along the stream)
+Passed = Callable[[str, str, float], None]
 
 
 def installs_a_copy(copies: set[str], stream: str, operators: tuple, parent: str | None) -> bool:

@@ -15,7 +15,7 @@ after that cross the backbone again.
 Not resumed (recomputed as before, and ``plan_history`` says why): windows or aggregates
 computed in the network (their state went with the failed plan), samples, window joins, a
 subscription being switched between plans (``reoptimisation``), and one that was fed an item
-whose origin is not known (a Spark peer on its way) or nothing yet. A subscription over the past
+whose origin is not known (one Spark handed on again after a restart) or nothing yet. A subscription over the past
 resumes too: its new copy goes on from where its replay stood.
 """
 

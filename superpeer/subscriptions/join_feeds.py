@@ -59,8 +59,10 @@ class OuterFeed(BlockingFeed):
         # item, tests of each inner item — the conditions on one input its own join would apply)
         self.narrow: tuple[list, list] = ([], [])
         # the items of the originals its first group came from (outer, the least inner): where
-        # a recomputation from the logs begins, to give what this subscription was given
+        # a recomputation from the logs begins, to give what this subscription was given (None
+        # also when its first group did not say: never a later group's, which would skip some)
         self.began: tuple[int, int] | None = None
+        self.first_group = True
         self.on_began: Callable[[], None] | None = None  # (told once, from the evaluation's thread)
 
     def advance(self, path: str, value: float) -> None:
@@ -72,10 +74,11 @@ class OuterFeed(BlockingFeed):
         for item in super()._drain():
             if self.grouped:  # (checked where the join ran: each group is in order and complete)
                 children = list(item)
-                if self.began is None and item.get("o") is not None:
+                if self.first_group and item.get("o") is not None:
                     self.began = int(item.get("o")), min(map(int, item.get("i").split()))
                     if self.on_began is not None:
                         self.on_began()
+                self.first_group = False
                 outer_tests, inner_tests = self.narrow
                 if not children or not all(t(children[0]) for t in outer_tests):
                     continue

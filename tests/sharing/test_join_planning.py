@@ -25,11 +25,12 @@ def _join(low: str = "- 0.3", high: str = "+ 0.1", extra: str = "", en: str = "1
             f'and $p/en > {en}{extra} return <m>{{ $p/en }}{{ $a/id }}</m> }}</r>')
 
 
-def _with_alerts(every: float, rate: float, pad: int = 0) -> tuple[NetworkState, Planner]:
+def _with_alerts(every: float, rate: float, pad: int = 0, phc: bool = False) -> tuple[NetworkState, Planner]:
+    """``phc``: the alerts name a photon count, as the photons do (a key: ``$a/phc = $p/phc``)."""
     state, planner = network()
     stats = StreamStatistics(frequency=rate)
-    items = "".join(f"<alert><id>{k}</id><det_time>{k * every:.2f}</det_time><pad>{'x' * pad}</pad></alert>"
-                    for k in range(300))
+    items = "".join(f"<alert><id>{k}</id><det_time>{k * every:.2f}</det_time><pad>{'x' * pad}</pad>"
+                    + (f"<phc>{100 + k % 80}</phc>" if phc else "") + "</alert>" for k in range(300))
     for item in StreamDocument.from_text(f"<alerts>{items}</alerts>").items("alerts", "alert"):
         stats.observe(item)
     state.register_original(ALERTS, "SP3", raw_properties(ALERTS), stats)
@@ -99,7 +100,41 @@ def test_a_join_the_network_cannot_run_stays_at_the_subscriber_and_says_why() ->
                 'where $a/det_time = $p/det_time return <m>{ $p/en }</m> }</r>')  # (compared as strings)
     plan = planner.subscribe("j1", analyze(unbanded).properties, "SP1")
     assert plan.join.startswith("join at SP1 (the subscriber's super-peer): ")
-    state.join_peers = frozenset({"SP1"})  # (as if every other peer ran the Spark executor)
+    state.join_peers = frozenset({"SP1"})  # (as if every other peer ran with --no-network-joins)
     plan = planner.subscribe("j2", analyze(_join()).properties, "SP1")
-    assert "runs joins in the network (super-peers of the inline executor do" in plan.join, plan.join
+    assert "runs joins in the network (super-peers do, unless started with --no-network-joins" in plan.join, \
+        plan.join
     assert PHOTONS in {p.input_properties.input for p in plan.parts}
+
+
+def test_a_join_keyed_on_an_equality_shrinks_and_serves_only_joins_with_its_key() -> None:
+    """``$a/phc = $p/phc`` (compared as strings) is applied where the join runs: its joined
+    stream is priced smaller, says its key, and serves a later join only if that one requires
+    the key too; a joined stream without a key serves a join with one."""
+    keyed = _join(extra=" and $a/phc = $p/phc")
+    state, planner = _with_alerts(every=5.0, rate=0.2, phc=True)
+    unkeyed_plan = planner.subscribe("u", analyze(_join()).properties, "SP1")
+    plan = planner.subscribe("k1", analyze(keyed).properties, "SP1")
+    joined = plan.parts[-1].result_stream
+    assert plan.join == f"join placed at SP4 (as {joined}; its inputs meet there; key $a/phc = $p/phc)", plan.join
+    (stream,) = plan.parts[-1].new_streams
+    (op,) = stream.operators
+    assert [str(k) for k in op.keys] == ["phc = phc"] and "key phc = phc" in plan.describe()
+    (plain,) = unkeyed_plan.parts[-1].new_streams
+    assert stream.estimate.bits_per_second < plain.estimate.bits_per_second / 5  # (about 1 in 80 phc values)
+    planner.install(plan)
+    # the same key, with more conditions between the inputs: reused, the rest tested at SP7
+    same = planner.subscribe("k2", analyze(_join(extra=" and $a/phc = $p/phc and $a/id > $p/en + 0")).properties,
+                             "SP7")
+    assert [p.reused for p in same.parts] == [joined], same.describe()
+    assert same.join == f"join reused: {joined}, joined at SP4, taken at SP5; key $a/phc = $p/phc"
+    # without the key (its elements projected the same): its groups hold too little
+    plan = planner.subscribe("u2", analyze(_join(extra=" and $a/phc != $p/phc")).properties, "SP7")
+    assert all(p.reused != joined for p in plan.parts), plan.describe()
+    # a running joined stream without a key (its elements projected the same) serves a join with one
+    state, planner = _with_alerts(every=5.0, rate=0.2, phc=True)
+    first = planner.subscribe("u", analyze(_join(extra=" and $a/phc != $p/phc")).properties, "SP1")
+    assert "key" not in first.join, first.join
+    planner.install(first)
+    plan = planner.subscribe("k", analyze(keyed).properties, "SP7")
+    assert [p.reused for p in plan.parts] == [first.parts[-1].result_stream], plan.describe()

@@ -25,6 +25,8 @@ JOIN = ('<r>{ for $p in stream("photons")/photons/photon for $a in stream("alert
 # the same join with a further selection on each input: served by the joined stream, narrowed at SP1
 NARROWER = JOIN.replace("$p/en > 0.5", '$p/en > 1.2 and $a/author = "ivo://nasa.gsfc.gcn/SWIFT"')
 WARM = 1000  # photons published before the subscriptions (their statistics price the join)
+# the same band without the key ``$a/author = $p/src``, reading the same elements
+UNKEYED = JOIN.replace(" and $a/author = $p/src", "").replace("{ $a/ivorn }", "{ $a/ivorn }{ $p/src }{ $a/author }")
 
 
 def _streams(n: int, seed: int = 5) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
@@ -113,7 +115,7 @@ def test_the_joined_stream_outlives_its_first_subscriber_and_goes_with_its_last(
 
 
 def test_without_a_peer_that_runs_joins_it_joins_at_the_subscriber_and_says_why(network) -> None:
-    """As on peers of the Spark executor: no usage report says ``joins``."""
+    """As on peers started with ``--no-network-joins``: no usage report says ``joins``."""
     net, photons, alerts = network
     for p in net.peers.values():
         p.state.runs_joins = False
@@ -122,3 +124,34 @@ def test_without_a_peer_that_runs_joins_it_joins_at_the_subscriber_and_says_why(
     assert not any(p.joins.readers for p in net.peers.values() if p.joins is not None)
     _publish(net, photons, alerts)
     assert same(buffered_results(record), _expected(photons, alerts))
+
+
+def test_a_keyed_joined_stream_serves_only_joins_with_its_key(network) -> None:
+    """The key ``$a/author = $p/src`` is applied at SP4: the joined stream carries only the
+    alerts of the photon's source, and a join without that key gets a joined stream of its own."""
+    net, photons, alerts = network
+    keyed = net.peers["SP1"].control.subscribe(JOIN)
+    joined = keyed.plan.parts[-1].result_stream
+    assert f"join placed at SP4 (as {joined}; its inputs meet there; key $a/author = $p/src)" in keyed.describe()
+    explained = keyed.runtime.analysis.properties.to_json()["post_processing"]  # (query explain)
+    assert "key $a/author = $p/src" in explained["join_in_network"], explained
+    unkeyed = net.peers["SP7"].control.subscribe(UNKEYED)
+    assert joined not in unkeyed.describe() and "key" not in unkeyed.plan.join, unkeyed.describe()
+    _publish(net, photons, alerts)
+    assert same(buffered_results(keyed), _expected(photons, alerts))
+    expected = _expected(photons, alerts, UNKEYED)
+    assert len(expected) > 1.5 * len(_expected(photons, alerts)) and same(buffered_results(unkeyed), expected)
+    status = {s["stream"]: s for p in net.peers.values() if p.joins is not None for s in p.joins.status()}
+    assert status[joined]["unequal_inner_items"] > 20  # (about half the alerts of a band: another source)
+
+
+def test_a_joined_stream_without_a_key_serves_a_join_with_one(network) -> None:
+    net, photons, alerts = network
+    unkeyed = net.peers["SP1"].control.subscribe(UNKEYED)
+    joined = unkeyed.plan.parts[-1].result_stream
+    assert "join placed at SP4" in unkeyed.describe() and "key" not in unkeyed.plan.join, unkeyed.describe()
+    keyed = net.peers["SP7"].control.subscribe(JOIN)  # (its key tested at SP7, with the whole where clause)
+    assert f"reuse joined stream {joined} at SP5" in keyed.describe(), keyed.describe()
+    _publish(net, photons, alerts)
+    assert same(buffered_results(unkeyed), _expected(photons, alerts, UNKEYED))
+    assert same(buffered_results(keyed), _expected(photons, alerts))

@@ -244,18 +244,23 @@ class Sample:
 class BandJoin:
     """A window join placed in the network (``wxquery.band_join``): per item of the parent
     (the outer input), the items of stream ``inner`` at the same peer within its band
-    ``[outer_path + low, outer_path + high]`` on ``inner_path``, as one group. Run by the
-    super-peer itself, never by an executor."""
+    ``[outer_path + low, outer_path + high]`` on ``inner_path``, as one group — and, with
+    ``keys``, only those equal to the outer item on each key (``left``: the inner item's path,
+    ``right``: the outer item's, compared as the atom says). Run by the super-peer itself,
+    never by an executor."""
 
     inner: str
     outer_path: str
     inner_path: str
     low: Fraction
     high: Fraction
+    keys: tuple[Atom, ...] = ()
 
     def __str__(self) -> str:
         o = self.outer_path
-        return f"⋈[{self.inner}: {self.inner_path} within [{o}{offset_text(self.low)}, {o}{offset_text(self.high)}]]"
+        keys = "".join(f"; key {k}" for k in self.keys)
+        return (f"⋈[{self.inner}: {self.inner_path} within [{o}{offset_text(self.low)}, "
+                f"{o}{offset_text(self.high)}]{keys}]")
 
 
 Operator = Union[Sample, Select, Project, WindowAggregate, CombineWindows, AggregateFilter, BandJoin]

@@ -113,6 +113,15 @@ def atom_test(atom: Atom) -> Callable[[etree._Element], bool]:
     return lambda item: test.holds(path_values(item, left), path_values(item, right))
 
 
+def pair_test(key: Atom) -> Callable[[etree._Element, etree._Element], bool]:
+    """A join key's test on an (outer, inner) pair (``BandJoin.keys``): ``key.left`` read on
+    the inner item, ``key.right`` on the outer one, compared exactly as ``atom_test`` compares
+    two paths of one item — and as the where clause compares them at the subscriber."""
+    left, right, test = key.left, key.right, comparison(key.op, key.constant)
+    values = path_strings if key.on_string else path_values
+    return lambda outer, inner: test.holds(values(inner, left), values(outer, right))  # type: ignore[arg-type]
+
+
 class Projection:
     """Keeps kept subtrees whole and the elements on the way to them, in document order."""
 

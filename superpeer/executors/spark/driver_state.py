@@ -25,6 +25,8 @@ class DriverState:
     seqs: dict[str, int] = field(default_factory=dict)
     outputs: list[Output] = field(default_factory=list)
     end: int = 0  # the feed offset the last applied batch ended at: the next batch starts there
+    # per stream of a per-item chain, the feed offsets its ``outputs`` came from (``origins``)
+    offsets: dict[str, list[int]] = field(default_factory=dict)
 
     def fold(self, batch_id: int, end: int, chains: dict[int, Chain], results: list,
              ended: set[int], ids: dict[str, int], lateness: float,
@@ -49,6 +51,7 @@ class DriverState:
         states = {cid: s for cid, s in self.states.items() if cid in chains}
         seqs = dict(self.seqs)
         outputs: list[Output] = []
+        offsets: dict[str, list[int]] = {}
         for cid, chain in sorted(chains.items()):
             st = states.get(cid)
             if st is None:
@@ -68,7 +71,9 @@ class DriverState:
                 seq = seqs.get(chain.stream, 0)
                 outputs.append((chain.stream, seq, texts, done))
                 seqs[chain.stream] = seq + len(texts)
-        return DriverState(batch_id, states, seqs, outputs, end)
+                if texts and chain.output_kind == "items":  # (one output per input item, in order)
+                    offsets[chain.stream] = [o for o, _ in merged.items]
+        return DriverState(batch_id, states, seqs, outputs, end, offsets)
 
     def advance(self, chains: dict[int, Chain], parent: str, path: str, value: float,
                 lateness: float) -> list[Output]:

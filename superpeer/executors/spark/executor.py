@@ -37,14 +37,15 @@ from wxquery.operators.chains import Chain, ChainOutput, normalise
 from wxquery.operators.pieces import Piece
 from wxquery.operators.windows import WindowClock, WindowCounters
 
-from ..base import Deliver, installs_a_copy
+from ..base import Deliver, Passed, installs_a_copy
 from ..spark import pacing
 from .checkpoint import DriverCheckpoint
 from .driver_state import DriverState, PendingWatermarks
 from .feed import FeedLog, FeedRoom, FeedServer
 from .jobs import Batch, SparkJobs, job_error
+from .origins import FeedOrigins
 from .session import cores_of, first_line, is_cluster
-from .status import executor_status
+from .status import executor_status, wait_idle, window_counters
 from .tasks import FeedAddress, plan_batch, redo_piece
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class SparkExecutor:
     def __init__(self, peer: str, master: str = "local[2]", checkpoint_dir: str | Path | None = None,
                  trigger_ms: int = 100, lateness: float = 0.0, max_batch: int = 100_000,
                  feed_host: str | None = None, cores: int | None = None, warm: bool = True,
-                 deliver: Deliver | None = None, backlog: int = 64 << 20) -> None:
+                 deliver: Deliver | None = None, backlog: int = 64 << 20, passed: Passed | None = None) -> None:
         """``feed_host``: the address Spark's workers reach this super-peer at, for its feed
         and its driver (default: loopback for a local master, this host's address for a
         cluster). ``cores``: task slots of a micro-batch (default: N of ``local[N]``, else 2).
@@ -67,7 +68,7 @@ class SparkExecutor:
         first operator. ``max_batch``: items per micro-batch at most, which bounds a task's
         memory (at 30 operators: 1.3 GB for the process tree at 100,000, 2.2 GB at 200,000).
         ``backlog``: bytes of input not yet through a micro-batch before the batches for it wait
-        (``room``: back-pressure), and at most ten micro-batches of items."""
+        (``room``: back-pressure), and at most ten micro-batches of items. ``passed``: ``advance``."""
         self.peer, self.master = peer, master
         self.backlog_bytes, self.backlog_items = backlog, 10 * max_batch
         self.interval = max(int(trigger_ms), 0) / 1000
@@ -84,6 +85,7 @@ class SparkExecutor:
         self.jobs: SparkJobs | None = None  # with the feed's address, at ``start``
         self.lock = threading.RLock()
         self.deliver: Deliver = deliver or (lambda stream, seq, texts, end: None)
+        self.passed: Passed = passed or (lambda stream, path, value: None)
         self.chains: dict[int, Chain] = {}
         self.by_stream: dict[str, int] = {}
         self.copies: set[str] = set()
@@ -106,6 +108,7 @@ class SparkExecutor:
         self.deliver_lock = threading.Lock()
         self.wake = threading.Condition()
         self.watermarks = PendingWatermarks()
+        self.origins = FeedOrigins()  # (where the feed's items came from, until committed)
         self._loop: threading.Thread | None = None
         self._stopped = False
         self.checkpoint = DriverCheckpoint(self.directory, peer)
@@ -193,9 +196,10 @@ class SparkExecutor:
                         lambda: not self._stopped and self.error is None)
 
     def push(self, parent: str, values: list, texts: list[str] | None, end: bool, origins=None) -> None:
-        """(``origins`` are not carried through Spark: its outputs' origins are not known.)"""
         if texts or end:
-            self.feed.append(parent, texts, end)
+            first = self.feed.append(parent, texts or [], end)
+            if origins is not None and texts and len(origins) == len(texts):  # (``spark.origins``)
+                self.origins.add(first, origins)
             with self.wake:
                 self.wake.notify()
 
@@ -204,14 +208,15 @@ class SparkExecutor:
         once every item pushed before it has been through a micro-batch — at once for an idle
         stream (in a thread: a micro-batch may be running), else after the batch that takes the
         last of them. The driver's clocks are the tasks' next cursors, so an item that comes
-        later below it is late in the tasks, as in the inline executor."""
+        later below it is late in the tasks, as in the inline executor. Then ``passed`` (stream,
+        path, value) per chain over ``parent``, after its outputs: the node hands the mark on."""
         self.watermarks.add(self.feed.end, parent, path, value)
         threading.Thread(target=self._due_watermarks, name=f"watermark-{self.peer}", daemon=True).start()
 
     def _due_watermarks(self) -> None:
         """Applies the watermarks now due; their outputs join the last batch's in the checkpoint,
         so that a restart hands them on again like those."""
-        outputs = []
+        outputs, marks = [], []
         with self.driver_lock:
             if self._stopped:
                 return
@@ -220,6 +225,7 @@ class SparkExecutor:
                     chains = dict(self.chains)
                 for _, parent, path, value in self.watermarks.due(self.processed):
                     outputs += self.state.advance(chains, parent, path, value, self.lateness)
+                    marks += [(c.stream, path, value) for _, c in sorted(chains.items()) if c.parent == parent]
                 if outputs:
                     self.state.outputs = [*self.state.outputs, *outputs]
                     self._write_state(self.state)
@@ -229,15 +235,18 @@ class SparkExecutor:
                 return
             self.deliver_lock.acquire()
         self._deliver(outputs)
+        for stream, path, value in marks:  # (after the outputs of every item before them; later is safe)
+            self.passed(stream, path, value)
 
-    def _deliver(self, outputs: list) -> None:
-        """Called holding ``deliver_lock`` (taken under ``driver_lock``): in sequence order. The
-        outputs are checkpointed already; one the node cannot take is reported, and the others
-        still go (a restart would hand all of them on again)."""
+    def _deliver(self, outputs: list, offsets: dict | None = None) -> None:
+        """Called holding ``deliver_lock`` (taken under ``driver_lock``): in sequence order, with
+        origins where known (``DriverState.offsets``). Checkpointed already: one the node cannot
+        take is reported, and the others still go (a restart would hand all of them on again)."""
         try:
             for stream, seq, texts, end in outputs:
+                picked = self.origins.of(offsets[stream]) if offsets and stream in offsets else None
                 try:
-                    self.deliver(stream, seq, texts, end)
+                    self.deliver(stream, seq, texts, end, *([picked] if picked and len(picked) == len(texts) else []))
                 except Exception as exc:  # noqa: BLE001 — the node's fault, not the batch's
                     self.delivery_failures += 1
                     self.delivery_error = f"outputs of {stream} could not be handed on: {first_line(exc)}"
@@ -383,8 +392,9 @@ class SparkExecutor:
             self._write_state(state)
             self.processed = batch.end
             self.deliver_lock.acquire()
-        self._deliver(state.outputs)
+        self._deliver(state.outputs, state.offsets)
         self.feed.commit(batch.end)
+        self.origins.trim(batch.end)
         self.batches += 1
         if self.watermarks:
             self._due_watermarks()
@@ -400,23 +410,14 @@ class SparkExecutor:
     # ------------------------------------------------------------------ lifecycle
 
     def window_counters(self) -> dict[str, WindowCounters]:
-        with self.lock:
-            chains = dict(self.chains)
-            states = dict(self.state.states)
-        return {chain.stream: states[cid].clock.counters() if cid in states else WindowCounters()
-                for cid, chain in chains.items() if chain.window is not None}
+        return window_counters(self)
 
     def status(self) -> dict:
         return executor_status(self)
 
     def wait_idle(self, timeout: float = 60.0) -> bool:
         """Until every fed item is processed (tests and benchmarks)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.processed >= self.feed.end or not self.chains:
-                return True
-            time.sleep(0.02)
-        return False
+        return wait_idle(self, timeout)
 
     def stop(self) -> None:
         with self.lock:

@@ -126,8 +126,10 @@ class FeedLog:
 
     # ------------------------------------------------------------------ producer side
 
-    def append(self, source: str, texts: list[str], end: bool) -> None:
+    def append(self, source: str, texts: list[str], end: bool) -> int:
+        """Returns the offset of the first of ``texts``."""
         with self.lock:
+            first = self.end
             if self._segment is None or self.end - self._segment_first >= SEGMENT_ITEMS:
                 self._open_segment()
             out = bytearray()
@@ -150,6 +152,7 @@ class FeedLog:
                 self.texts.append(None)
             self._end = self.base + len(self.texts)
             self.totals[src] = self.totals.get(src, 0) + len(texts)
+            return first
 
     def accepted(self, source: str) -> int:
         with self.lock:

@@ -1,7 +1,12 @@
 """What ``status`` shows of a Spark executor: its state, its micro-batches and failures, its
-backlog (what back-pressure holds it to), its feed and, on a cluster, the cluster's workers."""
+backlog (what back-pressure holds it to), its feed and, on a cluster, the cluster's workers;
+and what tests and benchmarks read of it (window counters, waiting until it is idle)."""
 
 from __future__ import annotations
+
+import time
+
+from wxquery.operators.windows import WindowCounters
 
 from .session import cluster_status
 
@@ -21,3 +26,22 @@ def executor_status(ex) -> dict:
             "feed_rejected": ex.server.rejected,
             "watermarks": {"applied": ex.watermarks.applied, "waiting": len(ex.watermarks)},
             **(cluster_status(ex.master) if ex._loop is not None else {})}
+
+
+def window_counters(ex) -> dict[str, WindowCounters]:
+    """Per derived stream with a window: items dropped as late or without a reference."""
+    with ex.lock:
+        chains = dict(ex.chains)
+        states = dict(ex.state.states)
+    return {chain.stream: states[cid].clock.counters() if cid in states else WindowCounters()
+            for cid, chain in chains.items() if chain.window is not None}
+
+
+def wait_idle(ex, timeout: float) -> bool:
+    """Until every item fed to ``ex`` is processed (tests and benchmarks)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ex.processed >= ex.feed.end or not ex.chains:
+            return True
+        time.sleep(0.02)
+    return False

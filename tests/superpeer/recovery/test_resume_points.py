@@ -34,7 +34,7 @@ def test_a_per_item_subscription_resumes_after_the_last_item_fed() -> None:
 def test_an_item_whose_origin_is_not_known_means_recomputing() -> None:
     record = record_of(example_query("q1"))
     record.runtime.feed("p", photons(2), False, range(0, 2))
-    record.runtime.feed("p", photons(1), False, None)  # (an executor that does not say: Spark)
+    record.runtime.feed("p", photons(1), False, None)  # (one that does not say: Spark after a restart)
     record.runtime.feed("p", photons(1), False, range(5, 6))
     points, why = resume_points(record, {}, moving=False)
     assert points == {} and "did not say which item" in why

@@ -44,7 +44,8 @@ def _placed(where: str, photons: list[str], alerts: list[str], rng: random.Rando
         parsed = list(etree.fromstring("<b>" + "".join(texts) + "</b>")) if texts else []
         runtime.feed(band.outer, parsed, end)
 
-    reader = JoinReader("J", alg.BandJoin("a", band.outer_path, band.inner_path, band.low, band.high), emit)
+    keys = joined.properties.post_processing.network_join_keys  # (the running join's: its groups)
+    reader = JoinReader("J", alg.BandJoin("a", band.outer_path, band.inner_path, band.low, band.high, keys), emit)
     inputs = {OUTER: _parsed("photons", photons), INNER: _parsed("alerts", alerts)}
     for inp in joined.properties.inputs:  # (what the network applies before the join)
         tests = [atom_test(a) for a in (inp.selection.atoms if inp.selection else ())]
@@ -65,9 +66,10 @@ def _placed(where: str, photons: list[str], alerts: list[str], rng: random.Rando
 def _narrowing(running, analysis) -> tuple | None:
     """The atoms ``analysis``'s subscription tests on the groups of ``running``'s joined stream."""
     def joined(a):
-        band = a.properties.post_processing.network_join
+        post = a.properties.post_processing
+        band = post.network_join
         outer, inner = (next(i for i in a.properties.inputs if i.variable == v) for v in (band.outer, band.inner))
-        return joined_properties(outer, inner, band)
+        return joined_properties(outer, inner, band, post.network_join_keys)
 
     narrowed = residual_on_groups(joined(running), joined(analysis))
     assert narrowed is not None, "the running join does not serve it"
@@ -125,3 +127,21 @@ def test_groups_leave_while_both_streams_flow_and_hold_only_the_band() -> None:
     assert len(groups) > 100
     assert all(g.tag == "join" and g[0].tag == "photon" and all(i.tag == "alert" for i in g[1:]) for g in groups)
     assert most < 10  # (the band is 7 s wide; alerts come every 0.5–7 s)
+
+
+@pytest.mark.parametrize("said, starts", [
+    (("", ' o="7" i="3 4"'), {}),  # (a group handed on again after Spark restarted: no origins)
+    ((' o="5" i="2"', ' o="7" i="3 4"'), {"photons": 5, "alerts": 2}),
+])
+def test_a_re_plan_starts_where_the_first_group_came_from_or_is_not_known(said, starts) -> None:
+    """Where a reused joined stream began for a subscription is its first group's items; if
+    that group did not say, it is not known (a later group's would skip the first results)."""
+    analysis = analyze(_query('stream("photons")', 'stream("alerts")', BANDS[0]))
+    runtime = SubscriptionRuntime("j", analysis, 1000)
+    runtime.start()
+    runtime.join_upstream(True)
+    groups = [f"<join{attrs}><photon><id>{k}</id><t>{k}</t></photon><alert><ivorn>a{k}</ivorn><t>{k}</t></alert>"
+              "</join>" for k, attrs in enumerate(said)]
+    runtime.feed("p", list(etree.fromstring("<b>" + "".join(groups) + "</b>")), True)
+    assert len(_read_all(runtime)) == 2
+    assert runtime.join_starts() == starts
