@@ -15,6 +15,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from photons.generator import generate, write_document  # noqa: E402
 
 
+# Tests that start nothing — no process, port, container, Spark or browser: the pure packages'.
+# Under pytest-xdist (the README's ``-n 2 --dist loadgroup``) they run on one worker while every
+# other test runs on the other, one after another as without xdist: the daemons, containers and
+# timing of those tests never share the machine with a second such test.
+BESIDE_THE_SYSTEM = ("wxquery", "sharing", "photons", "streamglobe", "test_import_cycles.py",
+                     "test_package_boundaries.py")
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if Path(item.fspath).resolve().relative_to(TESTS).parts[0] not in BESIDE_THE_SYSTEM:
+            item.add_marker(pytest.mark.xdist_group("system"))
+
+
 def photon_document(count: int, seed: int, rate: float = 10.0, start_time: float = 0.0) -> str:
     buf = io.StringIO()
     write_document(buf, generate(count, seed, rate, start_time))
