@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import grpc
 
@@ -52,10 +53,13 @@ class Credentials:
 
     def channel(self, address: str) -> grpc.Channel:
         """A secure channel sends the token with every call; a plaintext one never does (an
-        insecure network takes no tokens, and a token in clear would be anyone's)."""
+        insecure network takes no tokens, and a token in clear would be anyone's). The token
+        goes as each call's metadata, added in the calling thread (``BearerToken``): gRPC's
+        call credentials hand every call to a thread of their own for it, 0.2 ms a call."""
         if self.ca is None:
             return grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
-        return grpc.secure_channel(address, self._channel_credentials(), options=CHANNEL_OPTIONS)
+        channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(self.ca), options=CHANNEL_OPTIONS)
+        return grpc.intercept_channel(channel, BearerToken(self.token)) if self.token else channel
 
     def aio_channel(self, address: str) -> grpc.aio.Channel:
         """The same channel for ``asyncio`` (``grpc.aio``), for ``thinpeer.aio``."""
@@ -68,3 +72,36 @@ class Credentials:
         if self.token:
             creds = grpc.composite_channel_credentials(creds, grpc.access_token_call_credentials(self.token))
         return creds
+
+
+class _CallDetails(NamedTuple):
+    method: str
+    timeout: float | None
+    metadata: tuple | None
+    credentials: grpc.CallCredentials | None
+    wait_for_ready: bool | None
+    compression: grpc.Compression | None
+
+
+class BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+                  grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Adds ``authorization: Bearer <token>`` to every call of a secure channel."""
+
+    def __init__(self, token: str) -> None:
+        self.metadata = (("authorization", f"Bearer {token}"),)
+
+    def _details(self, d: grpc.ClientCallDetails) -> grpc.ClientCallDetails:
+        return _CallDetails(d.method, d.timeout, tuple(d.metadata or ()) + self.metadata,  # type: ignore[return-value]
+                            d.credentials, d.wait_for_ready, getattr(d, "compression", None))
+
+    def intercept_unary_unary(self, continuation, client_call_details, request):
+        return continuation(self._details(client_call_details), request)
+
+    def intercept_unary_stream(self, continuation, client_call_details, request):
+        return continuation(self._details(client_call_details), request)
+
+    def intercept_stream_unary(self, continuation, client_call_details, request_iterator):
+        return continuation(self._details(client_call_details), request_iterator)
+
+    def intercept_stream_stream(self, continuation, client_call_details, request_iterator):
+        return continuation(self._details(client_call_details), request_iterator)
