@@ -7,7 +7,10 @@ reference evaluator's — all of them while the streams are still open, through 
 the quiet streams, which pass Spark's chains in their place after the items before them (else
 the last photons' groups would wait for an alert that never comes) — and the join's outer
 input is not pushed into Spark's feed for nothing. Spark's outputs carry their origins, so the
-groups say which items they hold (where a re-plan of a reused join starts)."""
+groups say which items they hold (where a re-plan of a reused join starts).
+
+And the same through real daemons, every one on Spark, over gRPC: the join placed at SP4,
+reused at SP5 for SP7, both subscribers' results the reference's."""
 
 from __future__ import annotations
 
@@ -15,8 +18,11 @@ import random
 import time
 
 import pytest
-from network_harness import same, until
+from network_harness import paper_example_part, same, until
 from superpeer_fakes import buffered_results, in_process_network
+
+from thinpeer.client import SuperPeerClient
+from thinpeer.ops.processes import up
 
 from sharing.analysis import analyze
 from wxquery.evaluator import evaluate
@@ -106,3 +112,39 @@ def test_a_join_placed_at_a_spark_peer_is_shared_and_equals_the_reference() -> N
     finally:
         for p in net.peers.values():
             p.stop()
+
+
+@pytest.mark.timeout(600)
+def test_a_join_placed_at_a_spark_daemon_is_shared_and_equals_the_reference(tmp_path) -> None:
+    path = paper_example_part({"SP3", "SP4", "SP5", "SP1", "SP7"}, tmp_path / "route.toml")
+    network = up(path, "spark", state_dir=tmp_path / "state", spark={"trigger_ms": 50, "master": "local[1]"})
+    try:
+        address = network.addresses
+        sp4, sp3 = SuperPeerClient(address["SP4"]), SuperPeerClient(address["SP3"])
+        photons, alerts = _streams(2500)
+        sp4.register_stream("photons", "photons", "photon", rate=100)
+        sp3.register_stream("alerts", "alerts", "alert", rate=3)
+        sp4.publish("photons", photons[:WARM])
+        sp3.publish("alerts", [x for t, x in alerts if t < WARM * 0.1])
+        until(lambda: sp4.status()["streams_registered_here"]["photons"]["statistics"]["items_observed"] >= WARM
+              or None, 30)
+        first = SuperPeerClient(address["SP1"]).subscribe(JOIN)
+        assert "join placed at SP4" in first.description, first.description
+        second = SuperPeerClient(address["SP7"]).subscribe(JOIN)
+        assert "reuse joined stream" in second.description and "at SP5" in second.description, second.description
+        later = [(t, x) for t, x in alerts if t >= WARM * 0.1]
+        sp4.publish("photons", photons[WARM:])
+        sp3.publish("alerts", [x for _, x in later])
+        sp4.close_stream("photons")
+        sp3.close_stream("alerts")
+        documents = {"photons": StreamDocument.from_text("<photons>" + "".join(photons[WARM:]) + "</photons>"),
+                     "alerts": StreamDocument.from_text("<alerts>" + "".join(x for _, x in later) + "</alerts>")}
+        expected = list(evaluate(analyze(JOIN).checked, documents).serialized_items())
+        assert len(expected) > 30
+        for peer, record in (("SP1", first), ("SP7", second)):
+            got = [item for _, item, _ in SuperPeerClient(address[peer]).results(record.subscription, idle_timeout=120)]
+            assert same(got, expected), (peer, len(got), len(expected))
+        joins = sp4.status()["network_joins"]
+        assert len(joins) == 1 and joins[0]["unequal_inner_items"] > 0, joins  # (the key applied at SP4)
+    finally:
+        network.stop()
