@@ -16,18 +16,28 @@ from photons.generator import generate, write_document  # noqa: E402
 
 
 # Tests that start nothing — no process, port, container, Spark or browser: the pure packages'.
-# Under pytest-xdist (the README's ``-n 2 --dist loadgroup``) they run on one worker while every
-# other test runs on the other, one after another as without xdist: the daemons, containers and
-# timing of those tests never share the machine with a second such test.
+# On pytest-xdist's workers (the README's ``-n 2``) they run on one while every other test runs
+# on the other, one after another in their order as without xdist (``SystemTestsTogether``): the
+# daemons, containers and timings of those tests never share the machine with another such test,
+# and a module's fixtures (a deployment of containers) are set up once.
 BESIDE_THE_SYSTEM = ("wxquery", "sharing", "photons", "streamglobe", "test_import_cycles.py",
                      "test_package_boundaries.py")
-TESTS = Path(__file__).resolve().parent
 
 
-def pytest_collection_modifyitems(config, items) -> None:
-    for item in items:
-        if Path(item.fspath).resolve().relative_to(TESTS).parts[0] not in BESIDE_THE_SYSTEM:
-            item.add_marker(pytest.mark.xdist_group("system"))
+def _scope(nodeid: str) -> str:
+    """``system`` for every test that does not start nothing; a pure test is a scope of its own."""
+    top = nodeid.split("::", 1)[0].split("/")
+    return nodeid if len(top) > 1 and top[0] == "tests" and top[1] in BESIDE_THE_SYSTEM else "system"
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SystemTestsTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _scope(nodeid)
+
+    return SystemTestsTogether(config, log)
 
 
 def photon_document(count: int, seed: int, rate: float = 10.0, start_time: float = 0.0) -> str:
