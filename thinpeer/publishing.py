@@ -18,7 +18,7 @@ from .linger import Rejected
 from .replies import HELD_BACK, PublishSummary, ThinPeerError
 from .resume import Reconnect
 
-BATCH = 1000  # items per Publish request, and at most BATCH_BYTES (one bigger item goes alone)
+BATCH = 4000  # items per Publish request, and at most BATCH_BYTES (one bigger item goes alone)
 BATCH_BYTES = 4 << 20
 MESSAGE_LIMIT = 64 << 20  # what the super-peers accept in one gRPC message
 DEFAULT_MAX_ITEM_BYTES = MESSAGE_LIMIT - (1 << 20)  # until a super-peer says its own limit

@@ -36,7 +36,7 @@ from .wire_batch import WireBatch, sizes_of
 
 EMPTY = WireBatch(b"", [])
 
-BATCH = 1000
+BATCH = 4000
 BATCH_BYTES = 1 << 20  # (a slow link acknowledges a batch within seconds: 8 s at 1 Mbit/s)
 WINDOW = 8  # batches in flight on a link's stream, not yet acknowledged
 # nothing acknowledged for this long (and no word that the neighbour holds it back: ``pressure``)
