@@ -272,3 +272,30 @@ def buffered_results(record, timeout: float = 10.0) -> list[str]:
         if closed:
             return out
         assert items, "no results within the timeout"
+
+
+def subscribed_at_once_and_exact(items: list[str], queries: list[tuple[str, str]],
+                                 check: Callable[[list], None] = lambda records: None) -> None:
+    """``photons`` registered at SP4 with a tenth of ``items`` published (their statistics
+    price the plans), then each (peer, query) subscribed in turn, ``check`` given their records
+    (the plans), the rest of ``items`` published and the stream closed: every subscriber has
+    the reference evaluator's results over what was published after it subscribed."""
+    from network_harness import reference_results, same
+
+    warm = len(items) // 10
+    net = in_process_network()
+    try:
+        sp4 = net.peers["SP4"]
+        sp4.control.register_stream("photons", "photons", "photon", rate=10)
+        sp4.data.publish("photons", items[:warm])
+        records = [net.peers[peer].control.subscribe(query) for peer, query in queries]
+        check(records)
+        sp4.data.publish("photons", items[warm:])
+        sp4.data.close_stream("photons")
+        for record, (_, query) in zip(records, queries):
+            expected = reference_results(query, items[warm:])
+            assert len(expected) > 5, query
+            assert same(buffered_results(record), expected), (query, record.plan.describe())
+    finally:
+        for p in net.peers.values():
+            p.stop()

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import random
 
-from network_harness import reference_results, same
-from superpeer_fakes import buffered_results, in_process_network
+from superpeer_fakes import subscribed_at_once_and_exact
 
 HEAD = 'for $w in stream("photons")/photons/photon'
 CHIPS = ["I0", "I1", "I2", "S3", " I0"]  # (" I0" is a key of its own: keys compare as strings)
@@ -28,27 +27,6 @@ def photons(n: int, seed: int = 7) -> list[str]:
         out.append(f'<photon src="{rng.choice("ab")}">{held}<en>{rng.uniform(0.1, 3):.4f}</en>'
                    f'<det_time>{t:.4f}</det_time></photon>')
     return out
-
-
-def run(items: list[str], queries: list[tuple[str, str]], check=lambda records: None):
-    warm = len(items) // 10
-    net = in_process_network()
-    try:
-        sp4 = net.peers["SP4"]
-        sp4.control.register_stream("photons", "photons", "photon", rate=10)
-        sp4.data.publish("photons", items[:warm])
-        records = [net.peers[peer].control.subscribe(query) for peer, query in queries]
-        check(records)
-        sp4.data.publish("photons", items[warm:])
-        sp4.data.close_stream("photons")
-        for record, (_, query) in zip(records, queries):
-            expected = reference_results(query, items[warm:])
-            assert len(expected) > 5, query
-            got = buffered_results(record)
-            assert same(got, expected), (query, record.plan.describe())
-    finally:
-        for p in net.peers.values():
-            p.stop()
 
 
 def test_time_windows_per_key_are_shared_with_a_coarser_window_on_the_same_key() -> None:
@@ -68,7 +46,7 @@ def test_time_windows_per_key_are_shared_with_a_coarser_window_on_the_same_key()
         assert records[3].plan.parts[0].reused == first, records[3].plan.describe()
         assert "by chip" in records[0].plan.describe()
 
-    run(photons(3000), [("SP1", fine), ("SP7", coarse), ("SP6", other), ("SP5", everything)], check)
+    subscribed_at_once_and_exact(photons(3000), [("SP1", fine), ("SP7", coarse), ("SP6", other), ("SP5", everything)], check)
 
 
 def test_count_windows_count_their_own_keys_items() -> None:
@@ -77,7 +55,7 @@ def test_count_windows_count_their_own_keys_items() -> None:
     sliding = (f'<r>{{ {HEAD}[en > 0.5] |count 10 step 5 by chip| let $m := max($w/en) '
                f'return <w>{{ $w/chip }}{{ $m }}</w> }}</r>')
     local = f'<r>{{ {HEAD} |count 3 by chip| return <w>{{ $w/chip }}{{ count($w/en) }}{{ $w/en }}</w> }}</r>'
-    run(photons(2000), [("SP1", tumbling), ("SP7", sliding), ("SP5", local)])
+    subscribed_at_once_and_exact(photons(2000), [("SP1", tumbling), ("SP7", sliding), ("SP5", local)])
 
 
 def test_windows_over_elements_below_the_items_count_those_elements() -> None:
@@ -91,5 +69,5 @@ def test_windows_over_elements_below_the_items_count_those_elements() -> None:
                        for _ in range(rng.choice([1, 2])))
         items.append(f"<photon>{hits}</photon>")
     head = 'for $w in stream("photons")/photons/photon/hit'
-    run(items, [("SP1", f'<r>{{ {head} |count 3| return <n>{{ sum($w/en) }}</n> }}</r>'),
+    subscribed_at_once_and_exact(items, [("SP1", f'<r>{{ {head} |count 3| return <n>{{ sum($w/en) }}</n> }}</r>'),
                 ("SP7", f'<r>{{ {head} |t diff 2 by chip| return <w>{{ $w/chip }}{{ count($w/en) }}</w> }}</r>')])

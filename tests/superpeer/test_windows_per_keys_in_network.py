@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import random
 
-from network_harness import reference_results, same
-from superpeer_fakes import buffered_results, in_process_network
+from superpeer_fakes import subscribed_at_once_and_exact
 
 HEAD = 'for $w in stream("photons")/photons/photon'
 CHIPS = ["I0", "I1", "S3", " I0"]  # (" I0" is a key of its own: keys compare as strings)
@@ -32,27 +31,6 @@ def photons(n: int, seed: int = 11) -> list[str]:
     return out
 
 
-def run(items: list[str], queries: list[tuple[str, str]], check) -> None:
-    warm = len(items) // 10
-    net = in_process_network()
-    try:
-        sp4 = net.peers["SP4"]
-        sp4.control.register_stream("photons", "photons", "photon", rate=10)
-        sp4.data.publish("photons", items[:warm])
-        records = [net.peers[peer].control.subscribe(query) for peer, query in queries]
-        check(records)
-        sp4.data.publish("photons", items[warm:])
-        sp4.data.close_stream("photons")
-        for record, (_, query) in zip(records, queries):
-            expected = reference_results(query, items[warm:])
-            assert len(expected) > 5, query
-            got = buffered_results(record)
-            assert same(got, expected), (query, record.plan.describe())
-    finally:
-        for p in net.peers.values():
-            p.stop()
-
-
 def test_time_windows_per_two_keys_serve_the_keys_reordered_and_fewer_keys() -> None:
     fine = (f'<r>{{ {HEAD} |det_time diff 5 by chip, @src| let $n := count($w/en) let $a := avg($w/en) '
             f'return <w>{{ $w/@src }}{{ $w/chip }}<n>{{ $n }}</n><a>{{ $a }}</a></w> }}</r>')
@@ -70,7 +48,7 @@ def test_time_windows_per_two_keys_serve_the_keys_reordered_and_fewer_keys() -> 
         assert records[2].plan.parts[0].reused == first, records[2].plan.describe()
         assert records[3].plan.parts[0].reused != first, records[3].plan.describe()
 
-    run(photons(2500), [("SP1", fine), ("SP7", reordered), ("SP5", fewer), ("SP6", other)], check)
+    subscribed_at_once_and_exact(photons(2500), [("SP1", fine), ("SP7", reordered), ("SP5", fewer), ("SP6", other)], check)
 
 
 def test_count_windows_per_two_keys_serve_the_same_keys_only() -> None:
@@ -89,4 +67,4 @@ def test_count_windows_per_two_keys_serve_the_same_keys_only() -> None:
         assert records[1].plan.parts[0].reused == first, records[1].plan.describe()
         assert records[2].plan.parts[0].reused != first, records[2].plan.describe()
 
-    run(photons(1500), [("SP1", fine), ("SP7", reordered), ("SP5", fewer), ("SP6", local)], check)
+    subscribed_at_once_and_exact(photons(1500), [("SP1", fine), ("SP7", reordered), ("SP5", fewer), ("SP6", local)], check)
