@@ -327,16 +327,6 @@ class StateStore:
                      ("DELETE FROM result_resume WHERE sid = ?", (sid,)),
                      ("DELETE FROM intervals WHERE sid = ?", (sid,))])
 
-    def add_results(self, sid: str, rows: list[tuple[int, str]], resume: tuple[str, int] | None = None) -> None:
-        """Numbered results, as ``add_result_runs`` (grouped into runs of consecutive numbers)."""
-        runs: list[tuple[int, list[str]]] = []
-        for idx, text in rows:
-            if runs and runs[-1][0] + len(runs[-1][1]) == idx:
-                runs[-1][1].append(text)
-            else:
-                runs.append((idx, [text]))
-        self.add_result_runs(sid, runs, resume)
-
     def add_result_runs(self, sid: str, runs: list[tuple[int, list[str]]],
                         resume: tuple[str, int] | None = None) -> None:
         """Runs of consecutive results, each (the number of its first, its results), stored as

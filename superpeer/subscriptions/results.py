@@ -97,7 +97,7 @@ class ResultBuffer:
     unstored: list[tuple[int, list[str]]] = field(default_factory=list)
     unstored_count: int = 0
     # (variable, the original's item after the one the last result came from), when known: stored
-    # with the results (``StateStore.add_results``), where a restart resumes (``restore``)
+    # with the results (``StateStore.add_result_runs``), where a restart resumes (``restore``)
     resume: tuple[str, int] | None = None
     store_on_read: bool = False  # results handed to a reader are stored first (approximate ones)
 

@@ -78,18 +78,18 @@ def test_subscriptions_keep_their_results_plan_ids_and_starts(tmp_path: Path) ->
 def test_results_are_stored_a_batch_a_row_and_those_retention_dropped_do_not_come_back(tmp_path: Path) -> None:
     store = StateStore(tmp_path)
     store.add_subscription("SP1-a", "<q/>", "sharing", 5.0)
-    store.add_results("SP1-a", [(k, f"<x>{k}ü</x>") for k in range(600)])
-    store.add_results("SP1-a", [(k, f"<x>{k}ü</x>") for k in range(600, 700)])
+    store.add_result_runs("SP1-a", [(0, [f"<x>{k}ü</x>" for k in range(600)])])
+    store.add_result_runs("SP1-a", [(600, [f"<x>{k}ü</x>" for k in range(600, 700)])])
     rows = sqlite3.connect(tmp_path / "superpeer.sqlite3").execute(
         "SELECT COUNT(*) FROM result_batches").fetchone()[0]
     assert rows == 2  # (not a row per result)
     store.forget_results("SP1-a", 650)  # (retention dropped the first 650)
     [s] = StateStore(tmp_path).subscriptions()
     assert (s.base, s.results) == (650, [f"<x>{k}ü</x>" for k in range(650, 700)])
-    store.add_results("SP1-a", [(k, f"<x>{k}ü</x>") for k in range(690, 705)])  # (again: kept once)
+    store.add_result_runs("SP1-a", [(690, [f"<x>{k}ü</x>" for k in range(690, 705)])])  # (again: kept once)
     [s] = StateStore(tmp_path).subscriptions()
     assert (s.base, s.results) == (650, [f"<x>{k}ü</x>" for k in range(650, 705)])
-    store.add_results("SP1-a", [(k, f"<x>{k}ü</x>") for k in range(710, 712)])  # (705–709 lost)
+    store.add_result_runs("SP1-a", [(710, [f"<x>{k}ü</x>" for k in range(710, 712)])])  # (705–709 lost)
     [s] = StateStore(tmp_path).subscriptions()
     assert len(s.results) == 55  # up to the gap: what follows is computed again, not renumbered
 
@@ -101,7 +101,7 @@ def test_results_an_earlier_version_stored_a_row_each_are_read_with_the_new_batc
     db.executemany("INSERT INTO results (sid, idx, text) VALUES (?, ?, ?)", [("SP1-a", k, f"<x>{k}</x>") for k in range(3, 6)])
     db.commit()
     again = StateStore(tmp_path)
-    again.add_results("SP1-a", [(6, "<x>6</x>")])
+    again.add_result_runs("SP1-a", [(6, ["<x>6</x>"])])
     [s] = StateStore(tmp_path).subscriptions()
     assert (s.base, s.results) == (3, ["<x>3</x>", "<x>4</x>", "<x>5</x>", "<x>6</x>"])
     again.remove_subscription("SP1-a")
@@ -262,7 +262,7 @@ def test_where_a_subscription_passing_its_items_through_resumes_is_stored_with_i
 
     store = StateStore(tmp_path)
     store.add_subscription("SP1-a", "<q/>", "sharing", 5.0)
-    store.add_results("SP1-a", [(k, f"<x>{k}</x>") for k in range(300)], ("p", 1234))
+    store.add_result_runs("SP1-a", [(0, [f"<x>{k}</x>" for k in range(300)])], ("p", 1234))
     [s] = StateStore(tmp_path).subscriptions()
     assert s.resume == ("p", 1234, 300)
     query = '<r>{ for $p in stream("photons")/photons/photon where $p/en > 1 return $p }</r>'
@@ -274,7 +274,7 @@ def test_where_a_subscription_passing_its_items_through_resumes_is_stored_with_i
     stale.buffer.restore(s.base, s.results[:-1], False, "", "")  # (kept results end elsewhere)
     resumes_at(stale, s.resume)
     assert (stale.resume_at, stale.next_result) == ({}, 0)
-    store.add_results("SP1-a", [(300, "<x>300</x>")])
+    store.add_result_runs("SP1-a", [(300, ["<x>300</x>"])])
     assert StateStore(tmp_path).subscriptions()[0].resume is None
     store.remove_subscription("SP1-a")
     assert not sqlite3.connect(tmp_path / "superpeer.sqlite3").execute("SELECT * FROM result_resume").fetchall()
