@@ -137,11 +137,10 @@ def key_projection(source: WindowSpec, target: WindowSpec) -> Callable[[KeyValue
         return None
     if not target.key_paths:
         return lambda key: None
-    at = [source.key_paths.index(p) for p in target.key_paths]
-    several = len(source.key_paths) > 1
+    at = [source.key_paths.index(p) for p in target.key_paths]  # (the source has several: else equal)
     if len(at) == 1:
         i = at[0]
-        return lambda key: key[i] if several else key  # type: ignore[index]
+        return lambda key: key[i]  # type: ignore[index]
     return lambda key: tuple(key[i] for i in at)  # type: ignore[index]
 
 
