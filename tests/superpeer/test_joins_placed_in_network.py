@@ -8,9 +8,8 @@ why and the join runs at the subscriber, as before."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
+from join_streams import photons_and_alerts
 from network_harness import same, until
 from superpeer_fakes import buffered_results, in_process_network
 
@@ -18,7 +17,6 @@ from sharing.analysis import analyze
 from wxquery.evaluator import evaluate
 from wxquery.stream_document import StreamDocument
 
-SOURCES = ["ivo://nasa.gsfc.gcn/SWIFT", "ivo://nasa.gsfc.gcn/Fermi"]
 JOIN = ('<r>{ for $p in stream("photons")/photons/photon for $a in stream("alerts")/alerts/alert '
         'where $a/t >= $p/t - 0.3 and $a/t <= $p/t + 0.1 and $a/author = $p/src and $p/en > 0.5 '
         'return <m>{ $p/en }{ $a/ivorn }</m> }</r>')
@@ -27,19 +25,6 @@ NARROWER = JOIN.replace("$p/en > 0.5", '$p/en > 1.2 and $a/author = "ivo://nasa.
 WARM = 1000  # photons published before the subscriptions (their statistics price the join)
 # the same band without the key ``$a/author = $p/src``, reading the same elements
 UNKEYED = JOIN.replace(" and $a/author = $p/src", "").replace("{ $a/ivorn }", "{ $a/ivorn }{ $p/src }{ $a/author }")
-
-
-def _streams(n: int, seed: int = 5) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:
-    rng = random.Random(seed)
-    photons, alerts = [], []
-    for k in range(n):
-        t = k * 0.1
-        photons.append((t, f"<photon><t>{t:.1f}</t><src>{rng.choice(SOURCES)}</src>"
-                           f"<en>{rng.uniform(0, 2):.3f}</en><pad>{'x' * 200}</pad></photon>"))
-        if k % 37 == 0:
-            alerts.append((t, f"<alert><ivorn>ivo://x#{k}</ivorn><t>{t:.1f}</t>"
-                              f"<author>{rng.choice(SOURCES)}</author></alert>"))
-    return photons, alerts
 
 
 def _expected(photons: list, alerts: list, query: str = JOIN) -> list[str]:
@@ -51,7 +36,8 @@ def _expected(photons: list, alerts: list, query: str = JOIN) -> list[str]:
 @pytest.fixture
 def network():
     net = in_process_network()
-    photons, alerts = _streams(3000)
+    photons, alerts = photons_and_alerts(3000)
+    photons = [(k * 0.1, x) for k, x in enumerate(photons)]  # (with their times)
     sp4, sp3 = net.peers["SP4"], net.peers["SP3"]
     sp4.control.register_stream("photons", "photons", "photon", rate=100)
     sp3.control.register_stream("alerts", "alerts", "alert", rate=3)

@@ -14,10 +14,10 @@ reused at SP5 for SP7, both subscribers' results the reference's."""
 
 from __future__ import annotations
 
-import random
 import time
 
 import pytest
+from join_streams import photons_and_alerts
 from network_harness import paper_example_part, same, until
 from superpeer_fakes import buffered_results, in_process_network
 
@@ -30,24 +30,10 @@ from wxquery.stream_document import StreamDocument
 
 pytestmark = pytest.mark.slow
 
-SOURCES = ["ivo://nasa.gsfc.gcn/SWIFT", "ivo://nasa.gsfc.gcn/Fermi"]
 JOIN = ('<r>{ for $p in stream("photons")/photons/photon for $a in stream("alerts")/alerts/alert '
         'where $a/t >= $p/t - 0.3 and $a/t <= $p/t + 0.1 and $a/author = $p/src and $p/en > 0.5 '
         'return <m>{ $p/en }{ $a/ivorn }</m> }</r>')
 WARM = 500  # photons published before the subscriptions (their statistics price the join)
-
-
-def _streams(n: int, seed: int = 5) -> tuple[list[str], list[tuple[float, str]]]:
-    rng = random.Random(seed)
-    photons, alerts = [], []
-    for k in range(n):
-        t = k * 0.1
-        photons.append(f"<photon><t>{t:.1f}</t><src>{rng.choice(SOURCES)}</src>"
-                       f"<en>{rng.uniform(0, 2):.3f}</en><pad>{'x' * 200}</pad></photon>")
-        if k % 37 == 0:
-            alerts.append((t, f"<alert><ivorn>ivo://x#{k}</ivorn><t>{t:.1f}</t>"
-                              f"<author>{rng.choice(SOURCES)}</author></alert>"))
-    return photons, alerts
 
 
 def _results_so_far(record, want: int, seconds: float) -> list[str]:
@@ -64,7 +50,7 @@ def test_a_join_placed_at_a_spark_peer_is_shared_and_equals_the_reference() -> N
     try:
         sp4, sp3 = net.peers["SP4"], net.peers["SP3"]
         assert sp4.executor.name == "spark" and sp4.state.runs_joins
-        photons, alerts = _streams(2500)
+        photons, alerts = photons_and_alerts(2500)
         sp4.control.register_stream("photons", "photons", "photon", rate=100, event_time="t", event_time_rate=50)
         sp3.control.register_stream("alerts", "alerts", "alert", rate=3, event_time="t", event_time_rate=50)
         warm_t = WARM * 0.1
@@ -121,7 +107,7 @@ def test_a_join_placed_at_a_spark_daemon_is_shared_and_equals_the_reference(tmp_
     try:
         address = network.addresses
         sp4, sp3 = SuperPeerClient(address["SP4"]), SuperPeerClient(address["SP3"])
-        photons, alerts = _streams(2500)
+        photons, alerts = photons_and_alerts(2500)
         sp4.register_stream("photons", "photons", "photon", rate=100)
         sp3.register_stream("alerts", "alerts", "alert", rate=3)
         sp4.publish("photons", photons[:WARM])

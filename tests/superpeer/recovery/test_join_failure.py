@@ -8,10 +8,10 @@ processes, real gRPC."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
+from join_streams import photons_and_alerts
 from network_harness import same, until
 from thinpeer.ops.ports import with_free_ports
 from thinpeer.ops.processes import LocalNetwork, up
@@ -23,24 +23,10 @@ from wxquery.stream_document import StreamDocument
 
 pytestmark = pytest.mark.slow
 
-SOURCES = ["ivo://nasa.gsfc.gcn/SWIFT", "ivo://nasa.gsfc.gcn/Fermi"]
 JOIN = ('<r>{ for $p in stream("photons")/photons/photon for $a in stream("alerts")/alerts/alert '
         'where $a/t >= $p/t - 0.3 and $a/t <= $p/t + 0.1 and $p/en > 0.5 '
         'return <m>{ $p/en }{ $a/ivorn }</m> }</r>')
 WARM = 1000
-
-
-def _items(n: int, seed: int = 5) -> tuple[list[str], list[tuple[float, str]]]:
-    rng = random.Random(seed)
-    photons, alerts = [], []
-    for k in range(n):
-        t = k * 0.1
-        photons.append(f"<photon><t>{t:.1f}</t><src>{rng.choice(SOURCES)}</src>"
-                       f"<en>{rng.uniform(0, 2):.3f}</en><pad>{'x' * 200}</pad></photon>")
-        if k % 37 == 0:
-            alerts.append((t, f"<alert><ivorn>ivo://x#{k}</ivorn><t>{t:.1f}</t>"
-                              f"<author>{rng.choice(SOURCES)}</author></alert>"))
-    return photons, alerts
 
 
 class Joins:
@@ -48,7 +34,7 @@ class Joins:
     whose band the next photon's reaches — reusing the joined stream at SP5, with groups of it."""
 
     def __init__(self, network: LocalNetwork) -> None:
-        self.photons, self.alerts = _items(5000)
+        self.photons, self.alerts = photons_and_alerts(5000)
         self.clients = {p: network.client(p) for p in ("SP1", "SP3", "SP4", "SP7")}
         self.clients["SP4"].register_stream("photons", "photons", "photon", rate=100)
         self.clients["SP3"].register_stream("alerts", "alerts", "alert", rate=3)
