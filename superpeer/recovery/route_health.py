@@ -35,7 +35,10 @@ def data_paths(plan: Plan, lineage: Callable[[str], list[NetworkStream]]) -> tup
             end = chain[k + 1].origin if k + 1 < len(chain) else part.reuse_peer
             route = list(stream.route)
             hops += route[:route.index(end) + 1] if end in route else route
-        hops += part.route
+        # (a part widening its stream in place keeps that stream's whole route, from its
+        # origin: its items join the path where the part takes the stream)
+        route = part.route[part.route.index(part.reuse_peer):] if part.reuse_peer in part.route else part.route
+        hops += route
         paths.append(tuple(p for i, p in enumerate(hops) if i == 0 or hops[i - 1] != p))
     return tuple(paths)
 

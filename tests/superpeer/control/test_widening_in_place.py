@@ -69,6 +69,9 @@ def test_three_readers_keep_their_results_while_their_stream_widens_under_them(n
     (part,) = n.plan.parts
     assert part.in_place is not None and part.widened == narrow, n.describe()
     assert f"widened {narrow} in place" in n.describe()
+    links = sp7.state.backbone.links  # (its items' path, watched for failures: each peer once, by links)
+    assert all(len(set(path)) == len(path) and all(frozenset(hop) in links for hop in zip(path, path[1:]))
+               for path in n.paths), n.paths
     assert part.reused == narrow and not part.new_streams or part.new_streams[0].parent == narrow
     entry = net.peers["SP4"].state.table.get(narrow)
     assert entry.properties == part.in_place.wide.properties  # (at its origin, and along its route)

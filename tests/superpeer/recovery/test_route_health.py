@@ -36,6 +36,24 @@ def test_the_path_follows_the_lineage_then_the_plans_route() -> None:
     assert data_paths(SimpleNamespace(parts=[part]), lineage) == (("SP4", "SP5", "SP7"),)
 
 
+def test_a_stream_widened_in_place_is_passed_once() -> None:
+    """A part that widens SP1.3 (SP4→SP5→SP1) in place keeps the stream's whole route and
+    takes it at SP1: its items pass SP4, SP5, SP1, then SP0 — not SP1→SP4 back again (which
+    is no link: the subscription was called degraded and recomputed from its first item)."""
+    streams = {"photons": _stream("photons", "SP4", ["SP4"]),
+               "SP1.3": _stream("SP1.3", "SP4", ["SP4", "SP5", "SP1"], parent="photons")}
+
+    def lineage(sid):
+        out = []
+        while sid is not None:
+            out.append(streams[sid])
+            sid = streams[sid].parent
+        return out
+
+    part = SimpleNamespace(reused="SP1.3", reuse_peer="SP1", route=("SP4", "SP5", "SP1", "SP0"))
+    assert data_paths(SimpleNamespace(parts=[part]), lineage) == (("SP4", "SP5", "SP1", "SP0"),)
+
+
 def test_what_breaks_a_path() -> None:
     path = (("SP4", "SP5", "SP1"),)
     d = FailureDetector("SP1", frozenset({"SP5"}))
