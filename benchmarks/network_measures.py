@@ -35,11 +35,13 @@ def registration(address: dict[str, str], connected: bool = False) -> dict:
         for peer, at in address.items():
             clients[peer] = SuperPeerClient(at)
             grpc.channel_ready_future(clients[peer].channel).result(timeout=30)
+    registered: dict[str, list[str]] = {}
     for q in paper_example(1).queries:
         client = clients.get(q.peer) or SuperPeerClient(address[q.peer])
         start = time.perf_counter()
-        client.subscribe(q.text)
+        sid = client.subscribe(q.text).subscription
         times.append((time.perf_counter() - start) * 1000)
+        registered.setdefault(q.peer, []).append(sid)
         if not connected:
             client.close()
     for client in clients.values():
@@ -48,7 +50,19 @@ def registration(address: dict[str, str], connected: bool = False) -> dict:
     return {"queries": len(times), "median_ms": round(statistics.median(times), 2),
             "p99_ms": round(percentile(times, 0.99), 2), "avg_ms": round(statistics.fmean(times), 2),
             "min_ms": round(min(times), 2), "max_ms": round(max(times), 2),
-            "times_ms": [round(t, 3) for t in times]}
+            "times_ms": [round(t, 3) for t in times], "steps_ms": registration_steps(address, registered)}
+
+
+def registration_steps(address: dict[str, str], registered: dict[str, list[str]]) -> list[dict[str, float]]:
+    """Each registration's steps as its super-peer timed them (``status`` → ``registration_ms``;
+    a daemon that does not say them, an older one, gives none)."""
+    steps = []
+    for peer, sids in registered.items():
+        with SuperPeerClient(address[peer]) as client:
+            subscriptions = client.status().get("subscriptions", {})
+        steps += [subscriptions[sid]["registration_ms"] for sid in sids
+                  if subscriptions.get(sid, {}).get("registration_ms")]
+    return steps
 
 
 def _stamped_photon(t: float, k: int) -> str:

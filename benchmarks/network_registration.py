@@ -7,7 +7,9 @@ Starts SP0–SP7 as processes, registers the photon stream at SP4 (with 1,000 ph
 statistics), then registers the simulator's paper-example workload (Queries 1–4 plus 21 template
 queries, each at its super-peer) one after the other, timing each Subscribe call end to end:
 planning over the peers' tables via gRPC, two-phase reservation and commit on every peer.
-Each round starts a fresh network. ``--clients``: each Subscribe call over a client connected
+Each round starts a fresh network. Each registration's steps (analysis, lookups, planning,
+reserve, commit, other) as the registering super-peer timed them are summarised too.
+``--clients``: each Subscribe call over a client connected
 beforehand (a program's client library keeps its connection), over a new client per call (the
 connection's set-up timed too, as before), or both, in rounds of their own. ``--baseline DIR``: a checkout of another revision (``git
 worktree add DIR REV``) whose super-peers run the same rounds, alternating with this one's — the
@@ -30,6 +32,13 @@ def summary(times: list[float]) -> dict:
             "min_ms": round(min(times), 2), "max_ms": round(max(times), 2)}
 
 
+def step_summary(steps: list[dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Per step of a registration (as the registering super-peer timed it), its median and mean."""
+    names = [k for k in (steps[0] if steps else {})]
+    return {k: {"median_ms": round(statistics.median(s[k] for s in steps), 2),
+                "mean_ms": round(statistics.fmean(s[k] for s in steps), 2)} for k in names}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1, help="fresh networks per code tree (default 1)")
@@ -42,18 +51,25 @@ def main() -> int:
     clients = ["connected", "new"] if args.clients == "both" else [args.clients]
     modes = [(tree, c) for tree in trees for c in clients]
     times: dict[tuple[str, str], list[float]] = {mode: [] for mode in modes}
+    steps: dict[tuple[str, str], list[dict]] = {mode: [] for mode in modes}
     for k, (tree, c) in alternating(args.rounds, modes):
         with code_of(trees[tree]), local_network() as network:
-            times[tree, c].extend(registration(network.addresses, connected=c == "connected")["times_ms"])
+            measured = registration(network.addresses, connected=c == "connected")
+            times[tree, c].extend(measured["times_ms"])
+            steps[tree, c].extend(measured["steps_ms"])
         print(f"round {k + 1} {tree}, {c} clients: median {statistics.median(times[tree, c][-25:]):.2f} ms",
               flush=True)
     report = {"benchmark": "registration latency through gRPC", "workload": "paper-example, 25 queries",
               "rounds": args.rounds,
-              **{tree: {f"{c}_clients": summary(times[tree, c]) for c in clients} for tree in trees}}
+              **{tree: {f"{c}_clients": {**summary(times[tree, c]), "steps": step_summary(steps[tree, c])}
+                        for c in clients} for tree in trees}}
     for tree, c in modes:
         s = report[tree][f"{c}_clients"]
         print(f"registration through gRPC, {tree}, {c} clients ({s['registrations']} registrations): median "
               f"{s['median_ms']} ms, p99 {s['p99_ms']} ms, avg {s['avg_ms']} ms (paper: 2153 ms average)")
+        if s["steps"]:
+            print("  at the registering super-peer, median / mean ms: " + ", ".join(
+                f"{step} {v['median_ms']} / {v['mean_ms']}" for step, v in s["steps"].items()))
     write_report("network_registration", report, args.out)
     return 0
 

@@ -4,8 +4,9 @@ Operators watch streaming systems with Prometheus, so a super-peer serves the te
 format on its own HTTP port. Nearly everything is read, at each scrape, from what ``status``
 already counts (``StatusCollector``): traffic per link and per stream registered here, queue
 depths, dropped and late items, re-plans and migrations, failures detected, load. Two things
-``status`` cannot say are measured as they happen: how long registrations take, and how long the
-executor takes over a batch (``Metrics.registration`` and ``Metrics.executor_batch``, histograms).
+``status`` cannot say are measured as they happen: how long registrations take (and each of their
+steps), and how long the executor takes over a batch (``Metrics.registration``,
+``Metrics.registration_step`` and ``Metrics.executor_batch``, histograms).
 The process's own CPU and memory come with the library's process collector.
 
 Nothing here changes what a super-peer does: a scrape takes the same locks ``status`` takes, and
@@ -192,6 +193,9 @@ class Metrics:
         self.registration = Histogram(PREFIX + "registration_seconds", "time to register a subscription here, "
                                       "from its query to its installed plan", buckets=REGISTRATION_BUCKETS,
                                       registry=self.registry)
+        self.registration_step = Histogram(PREFIX + "registration_step_seconds", "time a registration here spent "
+                                           "in each step: analysis, lookups, planning, reserve, commit, other",
+                                           ["step"], buckets=REGISTRATION_BUCKETS, registry=self.registry)
         self.executor_batch = Histogram(PREFIX + "executor_batch_seconds", "time the executor takes over one "
                                         "batch of a stream (every operator on it)", buckets=BATCH_BUCKETS,
                                         registry=self.registry)
@@ -199,6 +203,12 @@ class Metrics:
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         self._server = None
+
+    def registration_steps(self, ms: dict[str, float]) -> None:
+        """One registration's steps (``SubscriptionRecord.registration_ms``; none while it waits)."""
+        for step, spent in ms.items():
+            if step != "total":
+                self.registration_step.labels(step).observe(spent / 1000)
 
     def start(self) -> None:
         if self.port is None:

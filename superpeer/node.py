@@ -292,7 +292,9 @@ class Node:
     def subscribe(self, query: str, strategy: str = "sharing",
                   wait_for_streams: bool = False, **request) -> SubscriptionRecord:
         with self.metrics.registration.time():
-            return self.control.subscribe(query, strategy, wait_for_streams, **request)
+            record = self.control.subscribe(query, strategy, wait_for_streams, **request)
+        self.metrics.registration_steps(record.registration_ms)
+        return record
 
     def unsubscribe(self, sid: str) -> list[str]:
         return self.control.unsubscribe(sid)

@@ -32,7 +32,6 @@ import contextlib
 import itertools
 import logging
 import random
-import re
 import threading
 import time
 import uuid
@@ -51,7 +50,7 @@ from sharing.stream_table import NetworkStream
 from wxquery.errors import WXQueryError
 from wxquery.limits import DEFAULT_LIMITS, AnalysisInterrupted, Interruption, QueryLimits
 
-from ..data.event_time import EventTime, check_event_time
+from ..data.event_time import EventTime
 from ..data.positions import StreamPositions
 from ..errors import NodeError, as_node_error
 from ..peer_state import OriginalState, PeerState
@@ -64,6 +63,8 @@ from ..subscriptions.runtime import SubscriptionRuntime
 from .announcements import announce_to, everyone_else, homes, missing_streams
 from .participant import CONFLICT
 from .remote_view import RemotePlanningView, fetch_planning_view, planner_for, remember_reach, settled_view
+from ..subscriptions.step_times import StepTimes
+from .stream_names import check_registration
 from .two_phase import Coordinator, PlanAgain
 from .plan_inputs import take_inputs
 from .widening_in_place import widen_plan
@@ -82,7 +83,6 @@ LATE_ACTIVATION_S = 3.0
 ORDERED_ACTIVATION_S = 60.0
 
 log = logging.getLogger("streamglobe.superpeer")
-STREAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,127}")  # never a derived stream's id (SP1.12)
 
 
 class ControlPlane:
@@ -127,14 +127,7 @@ class ControlPlane:
                         event_time_rate: float = 1.0, publisher: str = "") -> None:
         """``event_time``: the item's element time windows read, advanced by watermarks at
         ``event_time_rate`` units per second while the stream is idle (``event_time``)."""
-        if not name or not root or not item:
-            raise NodeError("INVALID_ARGUMENT", "a stream needs a name, a root element and an item element")
-        if not STREAM_NAME.fullmatch(name):
-            raise NodeError("INVALID_ARGUMENT", f"stream name {name!r}: use letters, digits, '_' and '-' "
-                                                "(at most 128, starting with a letter or '_')")
-        why = check_event_time(event_time, event_time_rate) if event_time else ""
-        if why:
-            raise NodeError("INVALID_ARGUMENT", why)
+        check_registration(name, root, item, event_time, event_time_rate)
         here = self.state.id
         with self.state.lock:
             taken = self.state.table.get(name)
@@ -197,8 +190,10 @@ class ControlPlane:
         own = time_remaining is None or self.analysis_deadline_s < time_remaining
         interruption = Interruption(self.analysis_deadline_s if own else time_remaining, cancelled, what=(
             "the super-peer's limit (analysis_deadline_s)" if own else "the request's deadline"))
+        steps = StepTimes()
         try:
-            analysis = analyze(query, limits=self.query_limits, check=interruption)
+            with steps.step("analysis"):
+                analysis = analyze(query, limits=self.query_limits, check=interruption)
         except WXQueryError as exc:
             raise NodeError("INVALID_ARGUMENT", exc.format("query")) from None
         except AnalysisInterrupted as exc:
@@ -215,7 +210,7 @@ class ControlPlane:
                                       buffer=self.result_buffer(sid, analysis))
         record = SubscriptionRecord(runtime, None, {}, strat, tuple(missing), query=query, user=user,
                                     from_start=from_start or since_s is not None, since_s=since_s,
-                                    approximate=approximate, min_rate=min_rate, weight=weight)
+                                    approximate=approximate, min_rate=min_rate, weight=weight, steps=steps)
         runtime.confidence = confidence
         self.state.store.add_subscription(sid, query, strat.value, record.registered_at, user, confidence,
                                           {"approximate": approximate, "min_rate": min_rate, "weight": weight})
@@ -293,6 +288,7 @@ class ControlPlane:
                 raise NodeError("CANCELLED", GONE)
         try:
             self._install(record, gone)
+            record.registration_ms = record.steps.done()
         finally:
             self._installing.release()
 
@@ -316,7 +312,8 @@ class ControlPlane:
             since = {s: record.since_s for s in fresh} if record.since_s is not None else None
             try:
                 reads = self.take_inputs(record, plan)
-                commit = self.two_phase.commit(txn, plan, view, replay, since)
+                with record.steps.step("commit"):
+                    commit = self.two_phase.commit(txn, plan, view, replay, since)
                 break
             except PlanAgain as refused:  # (undone before anything was sent: plan again)
                 self.two_phase.release(record, txn, self.two_phase.involved(plan, view))
@@ -361,9 +358,11 @@ class ControlPlane:
                 time.sleep(random.uniform(0, min(most, first * 2 ** min(attempt, 10))))
             if gone():
                 raise NodeError("CANCELLED", GONE)
-            view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id,
-                                       scoped=True, serving=serving)
-            plan = self._plan(record, view, avoid, widen)
+            with record.steps.step("lookups"):
+                view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id,
+                                           scoped=True, serving=serving)
+            with record.steps.step("planning"):
+                plan = self._plan(record, view, avoid, widen)
             if not plan.admitted:
                 if serving and view.skipped:  # (those count as last heard, with what they held then)
                     serving = False
@@ -374,7 +373,8 @@ class ControlPlane:
                 bound = beyond_bound(record.approximate, samplable(analysis.properties), record.min_rate)
                 raise NodeError("RESOURCE_EXHAUSTED", f"subscription {plan.reason}{bound}")
             # (at once the first time; after a refusal in order, so that a collision has a winner)
-            txn, reservation = self.two_phase.reserve(plan, view, record.since_s, ordered=attempt > 0)
+            with record.steps.step("reserve"):
+                txn, reservation = self.two_phase.reserve(plan, view, record.since_s, ordered=attempt > 0)
             reason = reservation.reason
             if txn:
                 return plan, view, txn, reservation

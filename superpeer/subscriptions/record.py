@@ -12,6 +12,7 @@ from sharing.planner import Plan, Strategy
 from sharing.replay import ReplayInput
 from sharing.stream_table import NetworkStream
 
+from .step_times import StepTimes
 from .runtime import SubscriptionRuntime
 
 
@@ -58,6 +59,8 @@ class SubscriptionRecord:
     recovering: bool = False  # its path is broken: a new plan is wanted
     must_replan: str = ""  # … or neither plan feeds it any more, whatever its path (why)
     replanning: bool = False  # the recovery worker is installing a new plan
+    steps: StepTimes = field(default_factory=StepTimes)  # where its registration's time goes …
+    registration_ms: dict[str, float] = field(default_factory=dict)  # … and went, once installed
     replans: int = 0
     replaced: Plan | None = None  # the plan a re-plan replaces, until one is in (its streams still are)
     last_failure: str = ""
@@ -144,6 +147,7 @@ class SubscriptionRecord:
                 "plan": self.plan.to_json() if self.plan else None,
                 "waiting_for": list(self.waiting_for), "plan_error": self.error, "sample": self.sample,
                 "plan_history": self.plan_history, "reoptimisation": self.reoptimisation,
+                "registration_ms": self.registration_ms,
                 "intervals": self.runtime.estimates.status() if self.runtime.estimates else None,
                 **({"joins": [j.status() for j in self.runtime.joins]} if self.runtime.joins else {}),
                 **({"approximate": {"min_rate": self.min_rate, "weight": self.weight, "sampling": self.sampling}}
