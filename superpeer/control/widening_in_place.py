@@ -35,6 +35,7 @@ from ..errors import NodeError
 from ..executors import Executor
 from ..peer_state import PeerState
 from .peer_link import PeerLink
+from .remote_view import in_parallel
 
 log = logging.getLogger("streamglobe.superpeer")
 STEPS = ("narrow", "switch", "settle")
@@ -136,30 +137,34 @@ def residual_of(entry: NetworkStream, wide: NetworkStream) -> tuple[alg.Operator
 
 
 def widen(link: PeerLink, txn: str, widening: InPlace) -> None:
-    """The coordinator's part: the three steps along the stream's route, in order. A refusal
-    before the switch lets the held stream go where it was narrowed (its readers keep their
-    residual, which changes nothing on narrow items) and raises; after it, a peer that does not
-    settle keeps the stream held (and its readers exact)."""
+    """The coordinator's part: the three steps along the stream's route, in order, each at its
+    peers at once. A refusal before the switch lets the held stream go where it was narrowed
+    (its readers keep their residual, which changes nothing on narrow items) and raises; after
+    it, a peer that does not settle keeps the stream held (and its readers exact)."""
     s = widening.was
     others = [p for p in dict.fromkeys(s.route) if p != s.origin]
-    narrowed: list[str] = []
-    try:
-        for peer in others:
-            link.widen_stream(peer, txn, "narrow", widening.wide, s)
-            narrowed.append(peer)
-        link.widen_stream(s.origin, txn, "switch", widening.wide, s)
-    except NodeError:
-        for peer in narrowed:  # (settled as it was)
-            try:
-                link.widen_stream(peer, txn, "settle", s, s)
-            except NodeError as exc:
-                log.warning("%s stays held at %s: %s", s.id, peer, exc.message)
-        raise
-    for peer in others:
+    # (each peer narrows and settles only what reads the stream there: the peers of a step are
+    # asked at once, one round trip per step rather than one per peer)
+    answers = in_parallel([lambda peer=peer: link.widen_stream(peer, txn, "narrow", widening.wide, s)
+                           for peer in others])
+    refused = next((a for a in answers if isinstance(a, BaseException)), None)
+    if refused is None:
         try:
-            link.widen_stream(peer, txn, "settle", widening.wide, s)
+            link.widen_stream(s.origin, txn, "switch", widening.wide, s)
         except NodeError as exc:
-            log.warning("%s, widened, stays held at %s: %s", s.id, peer, exc.message)
+            refused = exc
+    if refused is not None:
+        narrowed = [p for p, a in zip(others, answers) if not isinstance(a, BaseException)]
+        _settle(link, txn, narrowed, s, s, "%s stays held at %s: %s")  # (settled as it was)
+        raise refused
+    _settle(link, txn, others, widening.wide, s, "%s, widened, stays held at %s: %s")
+
+
+def _settle(link: PeerLink, txn: str, peers: list[str], wide: NetworkStream, was: NetworkStream, warning: str) -> None:
+    for peer, answer in zip(peers, in_parallel([lambda peer=peer: link.widen_stream(peer, txn, "settle", wide, was)
+                                                for peer in peers])):
+        if isinstance(answer, BaseException):
+            log.warning(warning, was.id, peer, getattr(answer, "message", answer))
 
 
 def widen_plan(link: PeerLink, plan, txn: str) -> bool:
