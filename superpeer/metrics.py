@@ -194,7 +194,7 @@ class Metrics:
                                       "from its query to its installed plan", buckets=REGISTRATION_BUCKETS,
                                       registry=self.registry)
         self.registration_step = Histogram(PREFIX + "registration_step_seconds", "time a registration here spent "
-                                           "in each step: analysis, lookups, planning, reserve, commit, other",
+                                           "in each step: analysis, lookups, planning, reserve, widen, commit, other",
                                            ["step"], buckets=REGISTRATION_BUCKETS, registry=self.registry)
         self.executor_batch = Histogram(PREFIX + "executor_batch_seconds", "time the executor takes over one "
                                         "batch of a stream (every operator on it)", buckets=BATCH_BUCKETS,

@@ -300,7 +300,7 @@ class ControlPlane:
         widen = True  # (until a stream cannot be widened in place: then planned without widening)
         for again in itertools.count(1):
             plan, view, txn, reservation = self._reserve(record, deadline, avoid, gone, widen)
-            if not widen_plan(self.link, plan, txn):  # (``widening_in_place``: refused, plan without it)
+            if not record.steps.timed("widen", widen_plan, self.link, plan, txn):  # (``widening_in_place``: refused, plan without it)
                 self.two_phase.release(record, txn, self.two_phase.involved(plan, view))
                 widen = False
                 continue
@@ -361,8 +361,7 @@ class ControlPlane:
             with record.steps.step("lookups"):
                 view = fetch_planning_view(self.state, self.link, analysis.properties, self.new_stream_id,
                                            scoped=True, serving=serving)
-            with record.steps.step("planning"):
-                plan = self._plan(record, view, avoid, widen)
+            plan = record.steps.timed("planning", self._plan, record, view, avoid, widen)
             if not plan.admitted:
                 if serving and view.skipped:  # (those count as last heard, with what they held then)
                     serving = False

@@ -2,7 +2,8 @@
 in its own process (``status``'s ``registration_ms``, the ``registration_step_seconds`` metric).
 
 A registration is a query's analysis, the lookups of the planning view (other peers' tables and
-the inputs' statistics), the planner, and the two phases of its installation; a slow one is
+the inputs' statistics), the planner, and the two phases of its installation (with, between
+them, the widening in place of a running stream the plan reads wider); a slow one is
 slow in one of them — a peer that answers late, a plan over many streams, a commit that waits
 for a replay. Timed from outside (a benchmark in one process, a profiler) the steps of eight
 peers share one interpreter and the numbers say little about a deployed network; timed here they
@@ -13,11 +14,13 @@ wait for another installation at this peer, retries' pauses.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
-STEPS = ("analysis", "lookups", "planning", "reserve", "commit", "other")
+T = TypeVar("T")
+STEPS = ("analysis", "lookups", "planning", "reserve", "widen", "commit", "other")
 
 
 @dataclass
@@ -34,6 +37,11 @@ class StepTimes:
             yield
         finally:
             self.ms[name] = self.ms.get(name, 0.0) + (time.perf_counter() - start) * 1000
+
+    def timed(self, name: str, f: Callable[..., T], *args) -> T:
+        """``f(*args)``, its time counted to step ``name``."""
+        with self.step(name):
+            return f(*args)
 
     def done(self) -> dict[str, float]:
         """Each step's milliseconds, ``other`` and the ``total`` from the start to now."""
