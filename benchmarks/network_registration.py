@@ -40,9 +40,9 @@ CORES = len(os.sched_getaffinity(0))
 
 def step_summary(steps: list[dict[str, float]]) -> dict[str, dict[str, float]]:
     """Per step of a registration (as the registering super-peer timed it), its median and mean."""
-    names = [k for k in (steps[0] if steps else {})]
-    return {k: {"median_ms": round(statistics.median(s[k] for s in steps), 2),
-                "mean_ms": round(statistics.fmean(s[k] for s in steps), 2)} for k in names}
+    names = dict.fromkeys(k for s in steps for k in s)  # (a baseline's daemons may say fewer)
+    return {k: {"median_ms": round(statistics.median(s[k] for s in steps if k in s), 2),
+                "mean_ms": round(statistics.fmean(s[k] for s in steps if k in s), 2)} for k in names}
 
 
 def main() -> int:

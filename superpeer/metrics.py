@@ -207,7 +207,7 @@ class Metrics:
     def registration_steps(self, ms: dict[str, float]) -> None:
         """One registration's steps (``SubscriptionRecord.registration_ms``; none while it waits)."""
         for step, spent in ms.items():
-            if step != "total":
+            if step not in ("total", "thread_cpu"):
                 self.registration_step.labels(step).observe(spent / 1000)
 
     def start(self) -> None:

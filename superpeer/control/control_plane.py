@@ -269,6 +269,7 @@ class ControlPlane:
                 return False, "still waiting for a stream"
             record.waiting_for = ()
             self.announced.pop(sid, None)
+            record.steps = StepTimes()  # (its registration is its activation, in this thread)
         try:
             self._activate(record)
             return True, ""

@@ -29,6 +29,9 @@ class StepTimes:
 
     started: float = field(default_factory=time.perf_counter)
     ms: dict[str, float] = field(default_factory=dict)
+    # the registering thread's CPU time: how much of the total is its own work, not waiting for
+    # other peers (or for the interpreter, while other threads hold it)
+    cpu_started: float = field(default_factory=time.thread_time)
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -44,8 +47,10 @@ class StepTimes:
             return f(*args)
 
     def done(self) -> dict[str, float]:
-        """Each step's milliseconds, ``other`` and the ``total`` from the start to now."""
+        """Each step's milliseconds, ``other`` and the ``total`` from the start to now, and the
+        ``thread_cpu`` of the thread that made them (call it in that thread)."""
         total = (time.perf_counter() - self.started) * 1000
         steps = {name: self.ms.get(name, 0.0) for name in STEPS if name != "other"}
         return {k: round(v, 3) for k, v in {**steps, "other": max(0.0, total - sum(steps.values())),
-                                             "total": total}.items()}
+                                             "total": total,
+                                             "thread_cpu": (time.thread_time() - self.cpu_started) * 1000}.items()}

@@ -52,9 +52,11 @@ def test_counters_move_with_the_photons_and_registrations_are_timed(tmp_path):
         assert sp1[("streamglobe_registration_seconds_count", ())] == 1
         # … and each of its steps, as the subscription's status says them (milliseconds)
         steps = reader.status()["subscriptions"][sid]["registration_ms"]
-        assert set(steps) == {"analysis", "lookups", "planning", "reserve", "widen", "commit", "other", "total"}
+        assert set(steps) == {"analysis", "lookups", "planning", "reserve", "widen", "commit", "other", "total",
+                              "thread_cpu"}
         assert all(v >= 0 for v in steps.values()) and steps["lookups"] > 0 and steps["commit"] > 0
-        assert abs(sum(v for k, v in steps.items() if k != "total") - steps["total"]) < 0.05
+        assert abs(sum(v for k, v in steps.items() if k not in ("total", "thread_cpu")) - steps["total"]) < 0.05
+        assert 0 < steps["thread_cpu"] <= steps["total"] + 1
         for step in ("analysis", "lookups", "planning", "reserve", "widen", "commit", "other"):
             assert sp1[("streamglobe_registration_step_seconds_count", (("step", step),))] == 1
         assert sp1[("streamglobe_registration_step_seconds_sum", (("step", "commit"),))] == steps["commit"] / 1000

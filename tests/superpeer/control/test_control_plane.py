@@ -5,6 +5,7 @@ super-peers in one process, joined by a fake of the peer transport."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from superpeer_fakes import FakeNetwork, in_process_network
@@ -293,9 +294,12 @@ def test_a_subscription_waits_for_its_stream_and_is_installed_when_it_is_registe
     net = in_process_network()
     try:
         record = net.peers["SP1"].control.subscribe(paper_query(1), wait_for_streams=True)
-        assert record.plan is None and record.waiting_for == ("photons",)
+        assert record.plan is None and record.waiting_for == ("photons",) and not record.registration_ms
+        time.sleep(0.3)
         net.peers["SP4"].control.register_stream("photons", "photons", "photon", rate=100)
         assert record.plan is not None and record.plan.admitted
+        # its registration's time is its activation's, not its wait for the stream
+        assert 0 < record.registration_ms["total"] < 300 and record.registration_ms["lookups"] > 0
         assert [c.peer for c in net.calls_of("activate")] == ["SP1"]
     finally:  # its subscription's thread must not outlive the test (the soak test counts them)
         for p in net.peers.values():
