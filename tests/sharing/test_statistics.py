@@ -5,6 +5,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lxml import etree
 
 from conftest import photon_document
@@ -136,3 +138,47 @@ def test_an_item_too_large_to_walk_whole_leaves_no_element_known_to_occur_once()
     s.observe(etree.fromstring("<v><m>1</m>" + "<f/>" * MAX_WALKED_ELEMENTS + "<m>9</m></v>"))
     assert s.single_elements == frozenset() and s.truncated_items == 1
     assert statistics_from_json(statistics_to_json(s)).single_elements == frozenset()
+
+
+_TAGS = st.sampled_from(["a", "b", "ra", "énergie", "x-y"])
+_TEXT = st.one_of(st.none(), st.text(alphabet="ab 1.5é\n\t", max_size=6), st.text(alphabet='a&<>"\'\r=', max_size=4))
+
+
+@st.composite
+def _trees(draw, depth: int = 0) -> etree._Element:
+    el = etree.Element(draw(_TAGS), nsmap={"p": "urn:p"} if draw(st.integers(0, 9)) == 0 else None)
+    el.text = draw(_TEXT)
+    if draw(st.integers(0, 7)) == 0:
+        el.set("k", draw(st.text(alphabet="ab&\"", max_size=3)))
+    for _ in range(draw(st.integers(0, 3 if depth < 3 else 0))):
+        if draw(st.integers(0, 9)) == 0:
+            el.append(etree.Comment("c") if draw(st.booleans()) else etree.ProcessingInstruction("pi", "x"))
+        else:
+            el.append(draw(_trees(depth + 1)))
+        el[-1].tail = draw(_TEXT)
+    return el
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_trees(), min_size=1, max_size=4))
+def test_element_bytes_are_what_serialising_each_element_gives(items):
+    """Each element path's bytes are the sum of ``etree.tostring`` of its elements (summed from
+    the children's in items without attributes, namespaces, escapes, comments and PIs), items
+    parsed back from their text (as a super-peer observes them) and built directly alike."""
+    for parsed in (False, True):
+        s = StreamStatistics(frequency=1.0)
+        expected: dict[str, int] = {}
+        for item in items:
+            if parsed:
+                item = etree.fromstring(etree.tostring(item, encoding="utf-8"))
+            s.observe(item)
+
+            def walk(el, prefix):
+                for child in el:
+                    if isinstance(child.tag, str):
+                        path = f"{prefix}/{child.tag}" if prefix else child.tag
+                        expected[path] = expected.get(path, 0) + len(etree.tostring(child, encoding="utf-8",
+                                                                                       with_tail=False))
+                        walk(child, path)
+            walk(item, "")
+        assert {p: e.total_bytes for p, e in s.elements.items() if "@" not in p} == expected
