@@ -20,20 +20,22 @@ def _stream(sid, origin, route, parent=None):
     return SimpleNamespace(id=sid, origin=origin, route=tuple(route), parent=parent)
 
 
-def test_the_path_follows_the_lineage_then_the_plans_route() -> None:
-    # photons: SP4→SP5→SP1; derived SP1.3 computed at SP5 from it, routed SP5→SP1; reused at SP5
-    streams = {"photons": _stream("photons", "SP4", ["SP4", "SP5", "SP1"]),
-               "SP1.3": _stream("SP1.3", "SP5", ["SP5", "SP1"], parent="photons")}
-
+def _lineage(streams):
     def lineage(sid):
         out = []
         while sid is not None:
             out.append(streams[sid])
             sid = streams[sid].parent
         return out
+    return lineage
 
+
+def test_the_path_follows_the_lineage_then_the_plans_route() -> None:
+    # photons: SP4→SP5→SP1; derived SP1.3 computed at SP5 from it, routed SP5→SP1; reused at SP5
+    streams = {"photons": _stream("photons", "SP4", ["SP4", "SP5", "SP1"]),
+               "SP1.3": _stream("SP1.3", "SP5", ["SP5", "SP1"], parent="photons")}
     part = SimpleNamespace(reused="SP1.3", reuse_peer="SP5", route=("SP5", "SP7"))
-    assert data_paths(SimpleNamespace(parts=[part]), lineage) == (("SP4", "SP5", "SP7"),)
+    assert data_paths(SimpleNamespace(parts=[part]), _lineage(streams)) == (("SP4", "SP5", "SP7"),)
 
 
 def test_a_stream_widened_in_place_is_passed_once() -> None:
@@ -42,16 +44,8 @@ def test_a_stream_widened_in_place_is_passed_once() -> None:
     is no link: the subscription was called degraded and recomputed from its first item)."""
     streams = {"photons": _stream("photons", "SP4", ["SP4"]),
                "SP1.3": _stream("SP1.3", "SP4", ["SP4", "SP5", "SP1"], parent="photons")}
-
-    def lineage(sid):
-        out = []
-        while sid is not None:
-            out.append(streams[sid])
-            sid = streams[sid].parent
-        return out
-
     part = SimpleNamespace(reused="SP1.3", reuse_peer="SP1", route=("SP4", "SP5", "SP1", "SP0"))
-    assert data_paths(SimpleNamespace(parts=[part]), lineage) == (("SP4", "SP5", "SP1", "SP0"),)
+    assert data_paths(SimpleNamespace(parts=[part]), _lineage(streams)) == (("SP4", "SP5", "SP1", "SP0"),)
 
 
 def test_what_breaks_a_path() -> None:
