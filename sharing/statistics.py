@@ -445,8 +445,6 @@ def _utf8_size(text: str | None) -> int:
 
 
 def _plain_size(tag: str, text: str | None, content: int) -> int:
-    """The bytes ``etree.tostring`` makes of a plain element (``_walk``) with this tag, text
-    and content: ``<tag/>`` when it has neither, else ``<tag>text…</tag>``."""
-    if text is None and not content:
-        return _utf8_size(tag) + 3
-    return 2 * _utf8_size(tag) + 5 + _utf8_size(text) + content
+    """``etree.tostring``'s bytes of a plain element (``_walk``): ``<tag/>`` or ``<tag>text…</tag>``."""
+    tag_bytes = _utf8_size(tag)
+    return tag_bytes + 3 if text is None and not content else 2 * tag_bytes + 5 + _utf8_size(text) + content
