@@ -2,12 +2,11 @@
 
 Items reach the peer published by a thin peer (checked here, once, to be exactly one element of
 the stream's item type — ``items`` — and statistics observed) or transferred from the previous
-peer of a stream's route. From there each batch goes to the
-executor once per parent stream (whatever the number of operators on it), to the subscriptions
-delivered here, and to the stream's next hops; copies (streams without operators) are duplicated
-here with the same wire text. Items are parsed only where an operator or a subscription reads
-values (DESIGN.md §7); an item a neighbour sends that does not parse is dropped and counted,
-and the rest keeps flowing.
+peer of a stream's route. From there each batch goes to the executor once per parent stream
+(whatever the number of operators on it), to the subscriptions delivered here, and to the
+stream's next hops; copies (streams without operators) are duplicated here with the same text.
+Items are parsed only where an operator or a subscription reads values (DESIGN.md §7); an item
+a neighbour sends that does not parse is dropped and counted, and the rest keeps flowing.
 """
 
 from __future__ import annotations
