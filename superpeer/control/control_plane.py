@@ -301,7 +301,7 @@ class ControlPlane:
         widen = True  # (until a stream cannot be widened in place: then planned without widening)
         for again in itertools.count(1):
             plan, view, txn, reservation = self._reserve(record, deadline, avoid, gone, widen)
-            if not record.steps.timed("widen", widen_plan, self.link, plan, txn):  # (``widening_in_place``: refused, plan without it)
+            if not record.steps.timed("widen", widen_plan, self.link, plan, txn):  # (refused: planned without it)
                 self.two_phase.release(record, txn, self.two_phase.involved(plan, view))
                 widen = False
                 continue
