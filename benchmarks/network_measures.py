@@ -30,8 +30,9 @@ def registration(address: dict[str, str], connected: bool = False) -> dict:
     source.publish("photons", [p.to_xml() for p in generate(1000, 1)])
     watch = {peer: SuperPeerClient(at) for peer, at in address.items()}  # (each daemon's own CPU time)
 
-    def network_cpu() -> tuple[float, float]:
-        return time.perf_counter(), sum(c.status()["process_cpu_seconds"] for c in watch.values())
+    def network_cpu() -> tuple[float, float, dict[str, dict]]:  # (when, their CPU seconds, their status)
+        statuses = {peer: c.status() for peer, c in watch.items()}
+        return time.perf_counter(), sum(s["process_cpu_seconds"] for s in statuses.values()), statuses
     idle_from = network_cpu()
     time.sleep(1.2)  # one heartbeat: every peer has the stream's statistics
     idle_to = network_cpu()
@@ -62,17 +63,16 @@ def registration(address: dict[str, str], connected: bool = False) -> dict:
     return {"queries": len(times), "median_ms": round(statistics.median(times), 2),
             "p99_ms": round(percentile(times, 0.99), 2), "avg_ms": round(statistics.fmean(times), 2),
             "min_ms": round(min(times), 2), "max_ms": round(max(times), 2),
-            "times_ms": [round(t, 3) for t in times], "steps_ms": registration_steps(address, registered),
+            "times_ms": [round(t, 3) for t in times], "steps_ms": registration_steps(cpu_to[2], registered),
             "network_cpu_ms_per_registration": round(cpu_ms, 2), "network_idle_cpu_percent": round(100 * idle_rate, 1)}
 
 
-def registration_steps(address: dict[str, str], registered: dict[str, list[str]]) -> list[dict[str, float]]:
+def registration_steps(statuses: dict[str, dict], registered: dict[str, list[str]]) -> list[dict[str, float]]:
     """Each registration's steps as its super-peer timed them (``status`` → ``registration_ms``;
     a daemon that does not say them, an older one, gives none)."""
     steps = []
     for peer, sids in registered.items():
-        with SuperPeerClient(address[peer]) as client:
-            subscriptions = client.status().get("subscriptions", {})
+        subscriptions = statuses[peer].get("subscriptions", {})
         steps += [subscriptions[sid]["registration_ms"] for sid in sids
                   if subscriptions.get(sid, {}).get("registration_ms")]
     return steps

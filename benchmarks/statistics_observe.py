@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -36,7 +37,7 @@ print(json.dumps((time.perf_counter() - start) * 1e6 / len(items)))
 
 def one_round(tree: Path, items: int) -> float:
     out = subprocess.run([sys.executable, "-c", ONE_ROUND.format(items=items)], cwd=tree, check=True,
-                         capture_output=True, text=True, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"})
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tree)})
     return json.loads(out.stdout)
 
 

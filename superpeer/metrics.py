@@ -28,6 +28,8 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from .subscriptions.step_times import STEPS
+
 log = logging.getLogger("streamglobe.superpeer")
 PREFIX = "streamglobe_"
 # registrations take milliseconds to seconds (planning over many peers, replays of the past)
@@ -194,7 +196,7 @@ class Metrics:
                                       "from its query to its installed plan", buckets=REGISTRATION_BUCKETS,
                                       registry=self.registry)
         self.registration_step = Histogram(PREFIX + "registration_step_seconds", "time a registration here spent "
-                                           "in each step: analysis, lookups, planning, reserve, widen, commit, other",
+                                           "in each step: " + ", ".join(STEPS),
                                            ["step"], buckets=REGISTRATION_BUCKETS, registry=self.registry)
         self.executor_batch = Histogram(PREFIX + "executor_batch_seconds", "time the executor takes over one "
                                         "batch of a stream (every operator on it)", buckets=BATCH_BUCKETS,
@@ -206,9 +208,9 @@ class Metrics:
 
     def registration_steps(self, ms: dict[str, float]) -> None:
         """One registration's steps (``SubscriptionRecord.registration_ms``; none while it waits)."""
-        for step, spent in ms.items():
-            if step not in ("total", "thread_cpu"):
-                self.registration_step.labels(step).observe(spent / 1000)
+        for step in STEPS:
+            if step in ms:
+                self.registration_step.labels(step).observe(ms[step] / 1000)
 
     def start(self) -> None:
         if self.port is None:
